@@ -1,0 +1,280 @@
+#include "flow_table.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <sys/mman.h>
+
+#include <rte_hash_crc.h>
+#include <rte_pause.h>
+#include <rte_prefetch.h>
+
+namespace svcgate::dp {
+
+namespace {
+
+template <typename T>
+T* alloc_zeroed(size_t n) noexcept {
+    size_t bytes = (n * sizeof(T) + 63) & ~size_t{63};
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) return nullptr;
+    std::memset(p, 0, bytes);
+    // Large tables want transparent huge pages: fewer TLB misses on random lookups.
+    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+}
+
+constexpr uint32_t kSeed1 = 0x9747b28c;
+constexpr uint32_t kSeed2 = 0x2545f491;
+
+}  // namespace
+
+std::unique_ptr<FlowTable> FlowTable::create(const Params& p) noexcept {
+    std::unique_ptr<FlowTable> t(new (std::nothrow) FlowTable(p));
+    if (!t || !t->init()) return nullptr;
+    return t;
+}
+
+FlowTable::FlowTable(const Params& p) noexcept
+    : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
+      n_owners_(std::max<uint16_t>(p.owners, 1)),
+      qsbr_(p.qsbr),
+      timeouts_(p.timeouts) {}
+
+bool FlowTable::init() noexcept {
+    // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (8 / 2).
+    uint32_t nb = std::bit_ceil(std::max<uint32_t>(capacity_ / 2, 2));
+    bucket_mask_ = nb - 1;
+    uint32_t ns = std::bit_ceil(std::max<uint32_t>(nb / 16, 64));
+    stripe_mask_ = ns - 1;
+    flows_ = alloc_zeroed<Flow>(capacity_);
+    buckets_ = alloc_zeroed<Bucket>(nb);
+    stripes_ = alloc_zeroed<std::atomic<uint32_t>>(ns);
+    owners_ = alloc_zeroed<Owner>(n_owners_);
+    free_mem_ = alloc_zeroed<uint32_t>(capacity_);
+    limbo_mem_ = alloc_zeroed<Owner::Limbo>(capacity_);
+    if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
+    for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
+    uint32_t per = capacity_ / n_owners_;
+    for (uint16_t w = 0; w < n_owners_; ++w) {
+        Owner& o = *new (&owners_[w]) Owner{};
+        o.lo = w * per;
+        o.hi = (w + 1 == n_owners_) ? capacity_ : o.lo + per;
+        o.free = free_mem_ + o.lo;
+        o.limbo = limbo_mem_ + o.lo;
+        // Stack with the lowest id on top: a fresh table fills from the start of the range.
+        for (uint32_t id = o.hi; id > o.lo; --id) o.free[o.n_free++] = id - 1;
+    }
+    return true;
+}
+
+FlowTable::~FlowTable() {
+    std::free(flows_);
+    std::free(buckets_);
+    std::free(stripes_);
+    std::free(owners_);
+    std::free(free_mem_);
+    std::free(limbo_mem_);
+}
+
+size_t FlowTable::memory_bytes() const noexcept {
+    return size_t{capacity_} * sizeof(Flow) + (size_t{bucket_mask_} + 1) * sizeof(Bucket) +
+           (size_t{stripe_mask_} + 1) * sizeof(uint32_t) +
+           size_t{capacity_} * (sizeof(uint32_t) + sizeof(Owner::Limbo));
+}
+
+uint32_t FlowTable::live_total() const noexcept {
+    uint32_t n = 0;
+    for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live;
+    return n;
+}
+
+FlowTable::Hash FlowTable::hash(const FlowKey& k) const noexcept {
+    uint64_t a, b;
+    std::memcpy(&a, &k, 8);
+    std::memcpy(&b, reinterpret_cast<const uint8_t*>(&k) + 8, 8);
+    uint32_t h1 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed1));
+    uint32_t h2 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed2));
+    Hash h{.b1 = h1 & bucket_mask_, .b2 = h2 & bucket_mask_, .sig = (h2 >> 1) & 0x7fffffffu};
+    if (h.b2 == h.b1) h.b2 = (h.b1 ^ 1u) & bucket_mask_;
+    return h;
+}
+
+FlowRef FlowTable::probe(const FlowKey& k, const Hash& h) const noexcept {
+    for (uint32_t b : {h.b1, h.b2}) {
+        const Bucket& bk = buckets_[b];
+        for (unsigned i = 0; i < kSlots; ++i) {
+            // acquire: pairs with the release CAS in claim_slot, so the record's keys written
+            // before publication are visible to the compare below.
+            uint64_t v = bk.slot[i].load(std::memory_order_acquire);
+            if (v == 0 || (v & 0x7fffffffu) != h.sig) continue;
+            uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+            auto d = static_cast<Direction>((v >> 31) & 1);
+            if (flows_[id].key[static_cast<unsigned>(d)] == k) return FlowRef{id, d};
+        }
+    }
+    return FlowRef{};
+}
+
+FlowRef FlowTable::lookup(const FlowKey& k) const noexcept { return probe(k, hash(k)); }
+
+void FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept {
+    Hash h[kBurst];
+    n = std::min<unsigned>(n, kBurst);
+    for (unsigned i = 0; i < n; ++i) {
+        h[i] = hash(*keys[i]);
+        rte_prefetch0(&buckets_[h[i].b1]);
+        rte_prefetch0(&buckets_[h[i].b2]);
+    }
+    for (unsigned i = 0; i < n; ++i) out[i] = probe(*keys[i], h[i]);
+}
+
+bool FlowTable::claim_slot(const Hash& h, uint64_t value) noexcept {
+    // Place the entry in the emptier of its two buckets (two-choice hashing).
+    auto empties = [&](uint32_t b) {
+        unsigned n = 0;
+        for (auto& s : buckets_[b].slot) n += s.load(std::memory_order_relaxed) == 0;
+        return n;
+    };
+    uint32_t first = h.b1, second = h.b2;
+    if (empties(second) > empties(first)) std::swap(first, second);
+    for (uint32_t b : {first, second}) {
+        for (auto& s : buckets_[b].slot) {
+            uint64_t expected = 0;
+            // release: the record written before this CAS is visible to any reader that
+            // acquires the slot.
+            if (s.load(std::memory_order_relaxed) == 0 &&
+                s.compare_exchange_strong(expected, value, std::memory_order_release,
+                                          std::memory_order_relaxed))
+                return true;
+        }
+    }
+    return false;
+}
+
+void FlowTable::clear_slot(const FlowKey& k, uint64_t value) noexcept {
+    Hash h = hash(k);
+    for (uint32_t b : {h.b1, h.b2}) {
+        for (auto& s : buckets_[b].slot) {
+            uint64_t expected = value;
+            if (s.compare_exchange_strong(expected, 0, std::memory_order_release,
+                                          std::memory_order_relaxed))
+                return;
+        }
+    }
+}
+
+void FlowTable::lock_stripes(uint32_t a, uint32_t b) noexcept {
+    auto spin = [this](uint32_t s) {
+        uint32_t expected = 0;
+        // acquire: the critical section's probes see every insert that released this stripe.
+        while (!stripes_[s].compare_exchange_weak(expected, 1, std::memory_order_acquire,
+                                                  std::memory_order_relaxed)) {
+            expected = 0;
+            rte_pause();
+        }
+    };
+    if (a > b) std::swap(a, b);  // one global order: two inserting workers never deadlock
+    spin(a);
+    if (b != a) spin(b);
+}
+
+void FlowTable::unlock_stripes(uint32_t a, uint32_t b) noexcept {
+    stripes_[a].store(0, std::memory_order_release);
+    if (b != a) stripes_[b].store(0, std::memory_order_release);
+}
+
+uint32_t FlowTable::alloc_id(Owner& o) noexcept {
+    if (o.n_free == 0) reclaim(o);
+    if (o.n_free == 0) return FlowRef::kMiss;
+    return o.free[--o.n_free];
+}
+
+void FlowTable::retire_id(Owner& o, uint32_t id) noexcept {
+    if (!qsbr_) {
+        o.free[o.n_free++] = id;
+        return;
+    }
+    uint32_t span = o.hi - o.lo;
+    uint32_t tail = (o.limbo_head + o.limbo_len) % span;
+    // rte_rcu_qsbr_start: readers that may still hold `id` have all passed a quiescent state
+    // once the token is reached.
+    o.limbo[tail] = Owner::Limbo{id, rte_rcu_qsbr_start(qsbr_)};
+    ++o.limbo_len;
+}
+
+void FlowTable::reclaim(Owner& o) noexcept {
+    uint32_t span = o.hi - o.lo;
+    while (o.limbo_len > 0) {
+        const auto& l = o.limbo[o.limbo_head];
+        if (rte_rcu_qsbr_check(qsbr_, l.token, false) != 1) break;  // FIFO: later ones are newer
+        o.free[o.n_free++] = l.id;
+        o.limbo_head = (o.limbo_head + 1) % span;
+        --o.limbo_len;
+    }
+}
+
+InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t now) noexcept {
+    const bool two = !(init.flags & kFlowOneKey);
+    Hash h0 = hash(init.key[0]);
+    Hash h1 = two ? hash(init.key[1]) : h0;
+    uint32_t s0 = h0.b1 & stripe_mask_, s1 = h1.b1 & stripe_mask_;
+    lock_stripes(s0, s1);
+
+    InsertResult r{InsertStatus::inserted, FlowRef::kMiss};
+    if (FlowRef e = probe(init.key[0], h0); e.hit()) {
+        r = {InsertStatus::exists, e.id};
+    } else if (two && probe(init.key[1], h1).hit()) {
+        r = {InsertStatus::reply_clash, FlowRef::kMiss};
+    } else if (Owner& o = owners_[owner]; (r.id = alloc_id(o)) == FlowRef::kMiss) {
+        r.status = InsertStatus::full;
+    } else {
+        Flow& f = flows_[r.id];
+        f.key[0] = init.key[0];
+        f.key[1] = init.key[1];
+        f.target.store(init.target, std::memory_order_relaxed);
+        f.svc_id = init.svc_id;
+        f.gen = init.gen;
+        f.aux = init.aux;
+        f.kind = init.kind;
+        f.flags = init.flags;
+        f.owner = static_cast<uint8_t>(owner);
+        f.state.store(init.state, std::memory_order_relaxed);
+        f.last_seen.store(now, std::memory_order_relaxed);
+        f.live.store(1, std::memory_order_relaxed);
+        bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));
+        if (ok && two && !claim_slot(h1, encode(r.id, Direction::reply, h1.sig))) {
+            clear_slot(init.key[0], encode(r.id, Direction::original, h0.sig));
+            ok = false;
+        }
+        if (ok) {
+            ++o.live;
+        } else {
+            f.live.store(0, std::memory_order_relaxed);
+            o.free[o.n_free++] = r.id;  // never published: no grace period needed
+            r = {InsertStatus::full, FlowRef::kMiss};
+        }
+    }
+    unlock_stripes(s0, s1);
+    return r;
+}
+
+void FlowTable::remove(uint32_t id) noexcept {
+    Flow& f = flows_[id];
+    if (!f.live.load(std::memory_order_relaxed)) return;
+    Hash h0 = hash(f.key[0]);
+    clear_slot(f.key[0], encode(id, Direction::original, h0.sig));
+    if (!(f.flags & kFlowOneKey)) {
+        Hash h1 = hash(f.key[1]);
+        clear_slot(f.key[1], encode(id, Direction::reply, h1.sig));
+    }
+    f.live.store(0, std::memory_order_relaxed);
+    Owner& o = owners_[f.owner];
+    --o.live;
+    retire_id(o, id);
+}
+
+}  // namespace svcgate::dp

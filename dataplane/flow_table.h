@@ -1,0 +1,236 @@
+// The flow table: per-connection sticky state shared by all workers (conntrack's job).
+//
+// Layout. A flow is one 64-byte record holding both tuples (original and reply) and its state;
+// records live in one array whose id space is split evenly between owners (workers). An index
+// of 64-byte buckets, eight 8-byte slots each, maps a tuple to (record id, direction); every
+// tuple has two candidate buckets (two-choice hashing), so at the index's 50% load overflow is
+// vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) = 96 B.
+//
+// Concurrency contract.
+// - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
+//   names was fully written before the slot was published (release CAS), and it is not reused
+//   until every reader has passed a quiescent state (rte_rcu_qsbr), so the key compare that
+//   follows reads a stable record.
+// - insert(owner, ...): the owning worker only (it allocates from its own id range). Inserts of
+//   the same tuple from different workers serialise on a spin bit of the tuple's stripe, so two
+//   workers that race on the first packets of one new flow (the DNS A/AAAA race) converge on one
+//   record: the loser gets the winner's id. Slot claims are CAS, so unrelated inserts never
+//   clash.
+// - remove / expire_step: the owning worker only. Slots are cleared with CAS; the id goes to a
+//   limbo FIFO tagged with an RCU token and is reused only after the grace period. Without a
+//   QSBR variable (single-threaded tools and tests) ids are reused at once.
+// - Flow::last_seen and Flow::state are atomics any worker may update; everything else in a
+//   record is immutable while the record is published.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include <rte_rcu_qsbr.h>
+
+#include "conntrack.h"
+#include "types.h"
+
+namespace svcgate::dp {
+
+enum class FlowKind : uint8_t { nat = 0, affinity = 1 };
+
+enum FlowFlag : uint8_t {
+    kFlowMasq = 0x01,     // the source was masqueraded (SNAT)
+    kFlowOneKey = 0x02,   // only key[0] is indexed (affinity records)
+};
+
+struct alignas(64) Flow {
+    FlowKey key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
+    // nat: service index << 32 | endpoint index, both in the snapshot of generation `gen`
+    // (immutable). affinity: the endpoint, ip << 16 | port in network order (updated in place
+    // when the endpoint it names has left the Service).
+    std::atomic<uint64_t> target{0};
+    uint32_t svc_id = 0;     // ServicePort::id: stable across reloads
+    uint32_t gen = 0;        // snapshot generation the flow was created under
+    uint32_t aux = 0;        // affinity: timeout in seconds
+    std::atomic<uint32_t> last_seen{0};  // seconds, the table's clock
+    std::atomic<uint8_t> state{0};       // TcpState or DgramState
+    FlowKind kind = FlowKind::nat;
+    uint8_t flags = 0;
+    uint8_t owner = 0;
+    std::atomic<uint8_t> live{0};  // 1 while published; written by the owner only
+};
+static_assert(sizeof(Flow) == 64, "a flow record is one cache line");
+
+inline constexpr uint64_t nat_target(uint32_t svc, uint32_t ep) noexcept { return uint64_t{svc} << 32 | ep; }
+inline constexpr uint32_t target_svc(uint64_t t) noexcept { return static_cast<uint32_t>(t >> 32); }
+inline constexpr uint32_t target_ep(uint64_t t) noexcept { return static_cast<uint32_t>(t); }
+inline constexpr uint64_t affinity_target(Ip4 ip, rte_be16_t port) noexcept {
+    return uint64_t{ip.be} << 16 | port;
+}
+
+// What a new flow starts with (a plain value: Flow itself holds atomics).
+struct FlowInit {
+    FlowKey key[2];
+    uint64_t target = 0;
+    uint32_t svc_id = 0;
+    uint32_t gen = 0;
+    uint32_t aux = 0;
+    uint8_t state = 0;
+    FlowKind kind = FlowKind::nat;
+    uint8_t flags = 0;
+};
+
+struct FlowRef {
+    static constexpr uint32_t kMiss = UINT32_MAX;
+    uint32_t id = kMiss;
+    Direction dir = Direction::original;
+    bool hit() const noexcept { return id != kMiss; }
+};
+
+enum class InsertStatus : uint8_t { inserted, exists, reply_clash, full };
+struct InsertResult {
+    InsertStatus status;
+    uint32_t id;  // inserted or existing record
+};
+
+class FlowTable {
+public:
+    struct Params {
+        uint32_t capacity = 1u << 20;  // flow records (each holds both directions)
+        uint16_t owners = 1;           // workers that insert; ids are split evenly
+        rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
+        Timeouts timeouts{};
+    };
+
+    // nullptr when memory for `capacity` flows cannot be had.
+    static std::unique_ptr<FlowTable> create(const Params& p) noexcept;
+    ~FlowTable();
+    FlowTable(const FlowTable&) = delete;
+    FlowTable& operator=(const FlowTable&) = delete;
+
+    [[nodiscard]] FlowRef lookup(const FlowKey& k) const noexcept;
+    // Two-phase bulk lookup: hash and prefetch every bucket, then probe (l3fwd's grouping).
+    void lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
+    [[nodiscard]] bool contains(const FlowKey& k) const noexcept { return lookup(k).hit(); }
+
+    // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
+    [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now) noexcept;
+    void remove(uint32_t id) noexcept;
+
+    // Owner's incremental ageing: visits up to `budget` of its records and removes the expired
+    // ones, calling on_remove(const Flow&) first. Never blocks.
+    template <typename OnRemove>
+    unsigned expire_step(uint16_t owner, uint32_t now, unsigned budget, OnRemove&& on_remove) noexcept;
+
+    Flow& flow(uint32_t id) noexcept { return flows_[id]; }
+    const Flow& flow(uint32_t id) const noexcept { return flows_[id]; }
+    uint32_t timeout_of(const Flow& f) const noexcept;
+
+    uint32_t capacity() const noexcept { return capacity_; }
+    uint32_t live(uint16_t owner) const noexcept { return owners_[owner].live; }
+    uint32_t live_total() const noexcept;
+    uint16_t owners() const noexcept { return n_owners_; }
+    size_t memory_bytes() const noexcept;
+    const Timeouts& timeouts() const noexcept { return timeouts_; }
+
+    // Visit every live record (control plane, for `svcgatectl flows`; racy snapshot by design).
+    template <typename Fn>
+    void for_each(Fn&& fn) const;
+
+private:
+    explicit FlowTable(const Params& p) noexcept;
+    bool init() noexcept;
+
+    static constexpr unsigned kSlots = 8;
+    struct alignas(64) Bucket {
+        std::atomic<uint64_t> slot[kSlots];
+    };
+    static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
+
+    struct Hash {
+        uint32_t b1, b2, sig;
+    };
+    struct alignas(64) Owner {
+        uint32_t lo = 0, hi = 0;       // id range [lo, hi)
+        uint32_t* free = nullptr;      // stack of free ids
+        uint32_t n_free = 0;
+        struct Limbo { uint32_t id; uint64_t token; };
+        Limbo* limbo = nullptr;        // FIFO ring of retired ids waiting for a grace period
+        uint32_t limbo_head = 0, limbo_len = 0;
+        uint32_t cursor = 0;           // expiry scan position
+        uint32_t live = 0;
+    };
+
+    Hash hash(const FlowKey& k) const noexcept;
+    static uint64_t encode(uint32_t id, Direction d, uint32_t sig) noexcept {
+        return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
+    }
+    FlowRef probe(const FlowKey& k, const Hash& h) const noexcept;
+    bool claim_slot(const Hash& h, uint64_t value) noexcept;
+    void clear_slot(const FlowKey& k, uint64_t value) noexcept;
+    void lock_stripes(uint32_t a, uint32_t b) noexcept;
+    void unlock_stripes(uint32_t a, uint32_t b) noexcept;
+    uint32_t alloc_id(Owner& o) noexcept;
+    void retire_id(Owner& o, uint32_t id) noexcept;
+    void reclaim(Owner& o) noexcept;
+
+    uint32_t capacity_;
+    uint16_t n_owners_;
+    uint32_t bucket_mask_;
+    uint32_t stripe_mask_;
+    rte_rcu_qsbr* qsbr_;
+    Timeouts timeouts_;
+    Flow* flows_ = nullptr;
+    Bucket* buckets_ = nullptr;
+    std::atomic<uint32_t>* stripes_ = nullptr;
+    Owner* owners_ = nullptr;
+    uint32_t* free_mem_ = nullptr;
+    Owner::Limbo* limbo_mem_ = nullptr;
+};
+
+inline uint32_t FlowTable::timeout_of(const Flow& f) const noexcept {
+    if (f.kind == FlowKind::affinity) return f.aux;
+    uint8_t st = f.state.load(std::memory_order_relaxed);
+    switch (static_cast<Proto>(f.key[0].proto)) {
+    case Proto::tcp:
+        return st < kTcpStates ? timeouts_.tcp[st] : timeouts_.tcp[0];
+    case Proto::udp:
+    case Proto::sctp:
+        return st == static_cast<uint8_t>(DgramState::replied) ? timeouts_.udp_replied
+                                                              : timeouts_.udp_unreplied;
+    case Proto::icmp:
+        return timeouts_.icmp;
+    }
+    return timeouts_.other;
+}
+
+template <typename OnRemove>
+unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
+                                OnRemove&& on_remove) noexcept {
+    Owner& o = owners_[owner];
+    reclaim(o);
+    unsigned removed = 0;
+    uint32_t span = o.hi - o.lo;
+    if (span == 0) return 0;
+    for (unsigned i = 0; i < budget && o.live > 0; ++i) {
+        uint32_t id = o.lo + o.cursor;
+        o.cursor = (o.cursor + 1 == span) ? 0 : o.cursor + 1;
+        Flow& f = flows_[id];
+        if (!f.live.load(std::memory_order_relaxed)) continue;
+        uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
+        // Unsigned difference: a record touched "after" now by another worker's clock is young.
+        if (static_cast<int32_t>(now - seen) > static_cast<int32_t>(timeout_of(f))) {
+            on_remove(static_cast<const Flow&>(f));
+            remove(id);
+            ++removed;
+        }
+    }
+    return removed;
+}
+
+template <typename Fn>
+void FlowTable::for_each(Fn&& fn) const {
+    for (uint16_t w = 0; w < n_owners_; ++w)
+        for (uint32_t id = owners_[w].lo; id < owners_[w].hi; ++id)
+            if (flows_[id].live.load(std::memory_order_relaxed)) fn(id, flows_[id]);
+}
+
+}  // namespace svcgate::dp

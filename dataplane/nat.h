@@ -1,0 +1,23 @@
+// Translate: rewrite a parsed IPv4 packet's tuple in place (KUBE-SEP-* DNAT, KUBE-POSTROUTING
+// MASQUERADE and their conntrack reversal), updating the IPv4, TCP and UDP checksums
+// incrementally (RFC 1624) and SCTP's CRC32c in full (it covers no pseudo-header, only ports).
+// Also the router's TTL step.
+//
+// Runs on: worker lcores, trace, tests. Writes: the packet only.
+#pragma once
+
+#include <cstdint>
+
+#include "parse.h"
+
+namespace svcgate::dp {
+
+// Rewrites addresses and ports from m.key to `to` (same protocol). ICMP echo identifiers are
+// left alone (no Service carries ICMP).
+void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept;
+
+// RFC 1812 5.3.1: decrement TTL, updating the header checksum; false (packet untouched) when the
+// TTL would reach zero.
+[[nodiscard]] bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept;
+
+}  // namespace svcgate::dp

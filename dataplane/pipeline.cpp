@@ -1,0 +1,357 @@
+#include "pipeline.h"
+
+#include <rte_ip.h>
+#include <rte_prefetch.h>
+
+#include "nat.h"
+#include "reject.h"
+#include "scheduler.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+bool in_any(const std::vector<Cidr4>& cidrs, Ip4 a) noexcept {
+    for (const Cidr4& c : cidrs)
+        if (c.contains(a)) return true;
+    return false;
+}
+
+struct Step {
+    Verdict verdict;
+    DropReason reason;
+};
+
+// Which endpoints a new connection may use and whether it is masqueraded: kube-proxy's nftables
+// chains for one service port, from the address role the packet hit.
+struct Decision {
+    uint32_t set = 0;
+    bool masq = false;
+    NoEndpoints none = NoEndpoints::reject;
+};
+
+Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, const FlowKey& k) noexcept {
+    const bool detector = !s.cluster.cluster_cidrs.empty();
+    const bool from_pod = detector && in_any(s.cluster.cluster_cidrs, k.src);
+    if (role == AddrRole::cluster_ip) {
+        // The internal chain's masquerade rule (daddr == ClusterIP): everything with
+        // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
+        return {sp.internal_set, s.cluster.masquerade_all || (detector && !from_pod), sp.internal_none};
+    }
+    if (!sp.external_local) {
+        // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ.
+        return {sp.external_set, true, sp.external_none};
+    }
+    // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
+    // gone out to the load balancer and come back: the Cluster set, source kept.
+    if (from_pod) return {sp.cluster_set, false, NoEndpoints::reject};
+    // The node itself (fib saddr type local): its source is a node address, so masquerade, and
+    // use the Cluster set.
+    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, true, NoEndpoints::reject};
+    return {sp.external_set, false, sp.external_none};
+}
+
+uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
+    // Each worker owns the ports ≡ worker (mod workers) of the range: two workers never hand
+    // out the same port, so uniqueness only has to be checked against this worker's flows
+    // (the insert does that under the tuple's stripe).
+    uint32_t span = uint32_t{c.snat_port_max} - c.snat_port_min + 1;
+    uint32_t per = span / ctx.n_workers;
+    uint32_t slot = ctx.snat_cursor++ % (per ? per : 1);
+    return static_cast<uint16_t>(c.snat_port_min + slot * ctx.n_workers + ctx.worker);
+}
+
+int32_t find_in_set(const ServiceSnapshot& s, const EndpointSet& set, uint64_t aff) noexcept {
+    for (uint32_t i = 0; i < set.count; ++i) {
+        const Endpoint& e = s.endpoints[s.members[set.first + i]];
+        if (affinity_target(e.ip, e.port) == aff) return static_cast<int32_t>(s.members[set.first + i]);
+    }
+    return -1;
+}
+
+// sessionAffinity ClientIP: one record per (client address, service port) in the flow table.
+uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const SelectCtx& sc) noexcept {
+    const ServiceSnapshot& s = ctx.snap[0];
+    FlowKey ak{.src = sc.key.src, .dst = Ip4{sp.id}, .proto = kAffinityProto};
+    FlowRef ref = ctx.flows->lookup(ak);
+    if (ref.hit()) {
+        Flow& f = ctx.flows->flow(ref.id);
+        int32_t ep = find_in_set(s, sc.set, f.target.load(std::memory_order_relaxed));
+        f.last_seen.store(ctx.now, std::memory_order_relaxed);
+        if (ep >= 0) {
+            ++ctx.counters.affinity_hits;
+            return static_cast<uint32_t>(ep);
+        }
+        uint32_t chosen = select_endpoint(sp.scheduler, sc);
+        const Endpoint& e = s.endpoints[chosen];
+        f.target.store(affinity_target(e.ip, e.port), std::memory_order_relaxed);
+        return chosen;
+    }
+    uint32_t chosen = select_endpoint(sp.scheduler, sc);
+    const Endpoint& e = s.endpoints[chosen];
+    FlowInit init{.key = {ak, FlowKey{}},
+                  .target = affinity_target(e.ip, e.port),
+                  .svc_id = sp.id,
+                  .gen = s.generation,
+                  .aux = sp.affinity_timeout,
+                  .kind = FlowKind::affinity,
+                  .flags = kFlowOneKey};
+    InsertResult r = ctx.flows->insert(ctx.worker, init, ctx.now);
+    if (r.status == InsertStatus::exists) {
+        // Another worker pinned this client a moment ago: follow it.
+        int32_t ep = find_in_set(s, sc.set, ctx.flows->flow(r.id).target.load(std::memory_order_relaxed));
+        if (ep >= 0) return static_cast<uint32_t>(ep);
+    }
+    return chosen;  // table full: the connection still goes through, unpinned
+}
+
+// The reply's path would not cross the gateway when client and endpoint sit behind the same
+// next hop (or on the same link): masquerade so that it does. Beyond kube-proxy (a node always
+// sees its own replies); needs routes, so it is off when none are configured.
+bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
+    const NextHop* a = s.route(client);
+    const NextHop* b = s.route(ep);
+    if (!a || !b || a->port != b->port) return false;
+    return a->gateway == b->gateway;  // same router, or both directly on the same link
+}
+
+// A new connection to a service port: select, create the flow, return the packet's out tuple.
+[[gnu::cold]] [[gnu::noinline]] Step new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
+                                              AddrRole role, FlowKey& out, uint32_t& flow_id,
+                                              PacketTrace* t) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    const ServicePort& sp = s.services[svc_idx];
+    if (t) t->svc = svc_idx, t->role = role;
+
+    // filter-prerouting: loadBalancerSourceRanges guard the LB IPs; the node itself may always
+    // reach its own load balancer.
+    if (role == AddrRole::lb_ip && !sp.lb_source_ranges.empty() &&
+        !in_any(sp.lb_source_ranges, m.key.src) && !(s.local_flags(m.key.src) & kNodeAddr))
+        return {Verdict::drop, DropReason::lb_source_range};
+
+    Decision d = decide(s, sp, role, m.key);
+    const EndpointSet& set = s.sets[d.set];
+    if (set.count == 0) {
+        if (d.none == NoEndpoints::drop) return {Verdict::drop, DropReason::no_local_endpoints};
+        return {Verdict::reject, DropReason::reject_no_endpoints};
+    }
+
+    // conntrack: the first packet must be able to start (or pick up) a connection.
+    uint8_t state = static_cast<uint8_t>(DgramState::unreplied);
+    if (static_cast<Proto>(m.key.proto) == Proto::tcp) {
+        TcpState ts = tcp_transition(TcpState::none, Direction::original, tcp_flag_class(m.tcp_flags));
+        if (ts == TcpState::invalid || ts == TcpState::ignore) return {Verdict::drop, DropReason::conntrack_invalid};
+        state = static_cast<uint8_t>(ts);
+    }
+
+    SelectCtx sc{.snap = s, .set = set, .set_index = d.set, .key = m.key, .rng = ctx.rng};
+    uint32_t ep_idx = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
+    const Endpoint& ep = s.endpoints[ep_idx];
+
+    bool masq = d.masq || ep.ip == m.key.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
+                one_armed(s, m.key.src, ep.ip);
+    FlowInit init{.key = {m.key, FlowKey{}},
+                  .target = nat_target(svc_idx, ep_idx),
+                  .svc_id = sp.id,
+                  .gen = s.generation,
+                  .state = state,
+                  .flags = static_cast<uint8_t>(masq ? kFlowMasq : 0)};
+    init.key[1] = FlowKey{.src = ep.ip, .dst = m.key.src, .sport = ep.port, .dport = m.key.sport,
+                          .proto = m.key.proto};
+    unsigned tries = 1;
+    if (masq) {
+        const NextHop* hop = s.route(ep.ip);
+        Ip4 snat = hop ? s.snat_address(*hop, ep.ip) : Ip4{};
+        if (snat.is_zero()) return {Verdict::drop, DropReason::no_route};
+        init.key[1].dst = snat;
+        tries = 64;
+    }
+    InsertResult r{InsertStatus::full, 0};
+    for (unsigned i = 0; i < tries; ++i) {
+        if (masq) init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+        r = ctx.flows->insert(ctx.worker, init, ctx.now);
+        if (r.status != InsertStatus::reply_clash) break;
+    }
+    switch (r.status) {
+    case InsertStatus::inserted:
+        ++ctx.counters.flows_created;
+        s.active[ep_idx].fetch_add(1, std::memory_order_relaxed);
+        break;
+    case InsertStatus::exists:
+        // Two workers raced on the first packets of this flow: use the winner's record.
+        ++ctx.counters.flows_joined;
+        break;
+    case InsertStatus::reply_clash:
+        return {Verdict::drop, masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash};
+    case InsertStatus::full:
+        return {Verdict::drop, DropReason::flow_table_full};
+    }
+    const Flow& f = ctx.flows->flow(r.id);
+    out = f.key[1].reversed();
+    flow_id = r.id;
+    if (t) {
+        uint64_t tg = f.target.load(std::memory_order_relaxed);
+        t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
+        t->masquerade = f.flags & kFlowMasq;
+        t->new_flow = r.status == InsertStatus::inserted;
+    }
+    return {Verdict::dnat, DropReason::none};
+}
+
+// conntrack for a packet of a known flow. Returns false for INVALID.
+bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
+    if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
+    if (static_cast<Proto>(m.key.proto) != Proto::tcp) {
+        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0)
+            f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
+        return true;
+    }
+    TcpFlagClass c = tcp_flag_class(m.tcp_flags);
+    uint8_t cur = f.state.load(std::memory_order_relaxed);
+    for (;;) {
+        TcpState nx = tcp_transition(static_cast<TcpState>(cur), dir, c);
+        if (nx == TcpState::invalid) return false;
+        if (nx == TcpState::ignore || static_cast<uint8_t>(nx) == cur) return true;
+        // Both directions may update the state from different workers: CAS, retry on change.
+        if (f.state.compare_exchange_weak(cur, static_cast<uint8_t>(nx), std::memory_order_relaxed))
+            return true;
+    }
+}
+
+}  // namespace
+
+void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCtx& ctx,
+                   PacketResult* res, PacketTrace* trace) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    PacketMeta meta[kBurst];
+    const FlowKey* keys[kBurst] = {};
+    uint16_t idx[kBurst];
+    FlowRef refs[kBurst];
+    uint16_t nk = 0;
+    if (n > kBurst) n = kBurst;
+
+    // Phase 1: parse the burst; collect the IPv4 tuples for one bulk flow lookup.
+    for (uint16_t i = 0; i < n; ++i) {
+        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+        rte_mbuf* mb = pkts[i];
+        ctx.counters.rx_packets++;
+        ctx.counters.rx_bytes += mb->pkt_len;
+        ParseOptions po{.ip_csum_verified = (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) ==
+                                            RTE_MBUF_F_RX_IP_CKSUM_GOOD};
+        DropReason r = parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), meta[i], po);
+        if ((mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none)
+            r = DropReason::ip_bad_checksum;
+        res[i] = PacketResult{.verdict = r == DropReason::none ? Verdict::forward : Verdict::drop, .reason = r, .out_port = 0, .next_hop = Ip4{}};
+        if (trace) trace[i] = PacketTrace{};
+        if (r == DropReason::none && meta[i].l3 == L3Kind::ipv4) {
+            keys[nk] = &meta[i].key;
+            idx[nk++] = i;
+        } else if (r == DropReason::none) {
+            res[i].verdict = Verdict::local;  // ARP: the daemon answers and resolves
+        }
+    }
+    ctx.flows->lookup_bulk(keys, nk, refs);
+
+    // Phase 2: one exit per packet.
+    for (uint16_t j = 0; j < nk; ++j) {
+        const uint16_t i = idx[j];
+        rte_mbuf* mb = pkts[i];
+        uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
+        const PacketMeta& m = meta[i];
+        PacketResult& r = res[i];
+        PacketTrace* t = trace ? &trace[i] : nullptr;
+        FlowKey out = m.key;
+        Step st{Verdict::forward, DropReason::none};
+        uint32_t flow_id = FlowRef::kMiss;
+        uint32_t svc_idx = PacketTrace::kNone;
+
+        if (refs[j].hit()) {
+            // Established: translate by the flow's other tuple (conntrack's NAT reversal).
+            Flow& f = ctx.flows->flow(refs[j].id);
+            const unsigned other = refs[j].dir == Direction::original ? 1 : 0;
+            if (!track(f, refs[j].dir, m, ctx.now)) {
+                st = {Verdict::drop, DropReason::conntrack_invalid};
+            } else {
+                out = f.key[other].reversed();
+                flow_id = refs[j].id;
+                st.verdict = refs[j].dir == Direction::original ? Verdict::dnat : Verdict::reply;
+            }
+            if (f.kind == FlowKind::nat && f.gen == s.generation)
+                svc_idx = target_svc(f.target.load(std::memory_order_relaxed));
+            if (t) {
+                uint64_t tg = f.target.load(std::memory_order_relaxed);
+                t->svc = svc_idx;
+                t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
+                t->masquerade = f.flags & kFlowMasq;
+            }
+        } else {
+            // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
+            uint32_t v = s.vips.find(ServiceSnapshot::vip_key(m.key.dst, m.key.dport, m.key.proto));
+            const uint32_t local = s.local_flags(m.key.dst);
+            if (v == StaticHash::kNone && (local & kNodePortAddr))
+                v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
+            if (v != StaticHash::kNone) {
+                svc_idx = v >> 2;
+                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, flow_id, t);
+                if (st.verdict != Verdict::dnat) svc_idx = PacketTrace::kNone;
+            } else if ((local & kClusterIp) && s.cluster.reject_unknown_port) {
+                st = {Verdict::reject, DropReason::reject_unknown_port};
+            } else if (local & (kPortAddr | kNodeAddr)) {
+                st = {Verdict::local, DropReason::none};
+            } else if (in_any(s.cluster.service_cidrs, m.key.dst)) {
+                st = {Verdict::drop, DropReason::service_cidr_unallocated};
+            }
+        }
+
+        if (st.verdict == Verdict::dnat || st.verdict == Verdict::reply || st.verdict == Verdict::forward) {
+            const NextHop* hop = s.route(out.dst);
+            if (!hop) {
+                st = {Verdict::drop, DropReason::no_route};
+            } else if (!decrement_ttl(frame, m)) {
+                st = {Verdict::drop, DropReason::ip_ttl_exceeded};
+            } else {
+                if (!(out == m.key)) rewrite_tuple(frame, m, out);
+                r.out_port = hop->port;
+                r.next_hop = hop->gateway.is_zero() ? out.dst : hop->gateway;
+            }
+        } else if (st.verdict == Verdict::reject) {
+            if (build_reject(mb, m)) {
+                r.out_port = in_port;
+                out = m.key.reversed();
+            } else {
+                st = {Verdict::drop, DropReason::reject_failed};
+            }
+        }
+        r.verdict = st.verdict;
+        r.reason = st.reason;
+        if (svc_idx != PacketTrace::kNone && st.verdict != Verdict::drop) {
+            SvcCounters& c = s.svc_counters[size_t{ctx.worker} * s.services.size() + svc_idx];
+            c.packets++;
+            c.bytes += mb->pkt_len;
+        }
+        if (t) {
+            t->out = out;
+            t->flow_id = flow_id;
+        }
+    }
+
+    // One place counts every verdict and drop reason.
+    for (uint16_t i = 0; i < n; ++i) {
+        ctx.counters.verdicts[static_cast<unsigned>(res[i].verdict)]++;
+        if (res[i].reason != DropReason::none) ctx.counters.drops[static_cast<unsigned>(res[i].reason)]++;
+    }
+}
+
+unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
+    const ServiceSnapshot* s = ctx.snap;
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [s](const Flow& f) {
+        // Active-flow counts are per snapshot: a flow from an older generation no longer
+        // counts against the current one's endpoints.
+        if (s && f.kind == FlowKind::nat && f.gen == s->generation)
+            s->active[target_ep(f.target.load(std::memory_order_relaxed))].fetch_sub(1, std::memory_order_relaxed);
+    });
+    ctx.counters.flows_expired += n;
+    return n;
+}
+
+}  // namespace svcgate::dp

@@ -1,0 +1,117 @@
+#include "reject.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <rte_ether.h>
+#include <rte_icmp.h>
+#include <rte_ip.h>
+#include <rte_tcp.h>
+
+#include "checksum.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+constexpr uint8_t kTtl = 64;
+
+void swap_macs(uint8_t* frame) noexcept {
+    uint8_t tmp[RTE_ETHER_ADDR_LEN];
+    std::memcpy(tmp, frame, RTE_ETHER_ADDR_LEN);
+    std::memcpy(frame, frame + RTE_ETHER_ADDR_LEN, RTE_ETHER_ADDR_LEN);
+    std::memcpy(frame + RTE_ETHER_ADDR_LEN, tmp, RTE_ETHER_ADDR_LEN);
+}
+
+void write_ip(uint8_t* ip, uint16_t total, uint8_t proto, Ip4 src, Ip4 dst) noexcept {
+    auto* h = reinterpret_cast<rte_ipv4_hdr*>(ip);
+    h->version_ihl = 0x45;
+    h->type_of_service = 0;
+    h->total_length = rte_cpu_to_be_16(total);
+    h->packet_id = 0;
+    h->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    h->time_to_live = kTtl;
+    h->next_proto_id = proto;
+    h->hdr_checksum = 0;
+    h->src_addr = src.be;
+    h->dst_addr = dst.be;
+    h->hdr_checksum = ipv4_header_csum(ip, sizeof(rte_ipv4_hdr));
+}
+
+// Drop any chained segments and set the new single-segment length.
+bool set_length(rte_mbuf* m, uint32_t len) noexcept {
+    if (len > static_cast<uint32_t>(m->buf_len - m->data_off)) return false;
+    if (m->next) {
+        rte_pktmbuf_free(m->next);
+        m->next = nullptr;
+        m->nb_segs = 1;
+    }
+    m->data_len = static_cast<uint16_t>(len);
+    m->pkt_len = len;
+    return true;
+}
+
+// RFC 793 "Reset Generation", case 1 (no connection exists): if the offending segment has an
+// ACK the RST takes its sequence number from that ACK, otherwise seq 0 and ACK of seq + len.
+bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    const uint8_t* tcp_in = f + meta.l4_off;
+    uint32_t seq = rte_be_to_cpu_32(*reinterpret_cast<const rte_be32_t*>(tcp_in + 4));
+    uint32_t ack = rte_be_to_cpu_32(*reinterpret_cast<const rte_be32_t*>(tcp_in + 8));
+    uint8_t doff = tcp_in[12] >> 4;
+    uint32_t seg_len = meta.l4_len - doff * 4u + ((meta.tcp_flags & kSyn) ? 1 : 0) +
+                       ((meta.tcp_flags & kFin) ? 1 : 0);
+    const bool had_ack = meta.tcp_flags & kAck;
+
+    const uint16_t total = sizeof(rte_ipv4_hdr) + sizeof(rte_tcp_hdr);
+    if (!set_length(m, meta.l3_off + total)) return false;
+    swap_macs(f);
+    uint8_t* ip = f + meta.l3_off;
+    uint8_t* tcp = ip + sizeof(rte_ipv4_hdr);
+    write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
+    auto* t = reinterpret_cast<rte_tcp_hdr*>(tcp);
+    t->src_port = meta.key.dport;
+    t->dst_port = meta.key.sport;
+    t->sent_seq = rte_cpu_to_be_32(had_ack ? ack : 0);
+    t->recv_ack = rte_cpu_to_be_32(had_ack ? 0 : seq + seg_len);
+    t->data_off = 5 << 4;
+    t->tcp_flags = had_ack ? RTE_TCP_RST_FLAG : (RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG);
+    t->rx_win = 0;
+    t->cksum = 0;
+    t->tcp_urp = 0;
+    t->cksum = ipv4_l4_csum(ip, tcp, sizeof(rte_tcp_hdr));
+    return true;
+}
+
+// RFC 792 / RFC 1812 4.3.2.3: destination unreachable, code 3 (port unreachable), carrying the
+// offending IP header and the first 8 bytes of its payload.
+bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    const uint16_t ihl = meta.l4_off - meta.l3_off;
+    const uint16_t quoted = ihl + std::min<uint16_t>(8, meta.l4_len);
+    uint8_t quote[60 + 8];
+    std::memcpy(quote, f + meta.l3_off, quoted);
+
+    const uint16_t total = sizeof(rte_ipv4_hdr) + sizeof(rte_icmp_hdr) + quoted;
+    if (!set_length(m, meta.l3_off + total)) return false;
+    swap_macs(f);
+    uint8_t* ip = f + meta.l3_off;
+    uint8_t* icmp = ip + sizeof(rte_ipv4_hdr);
+    write_ip(ip, total, static_cast<uint8_t>(Proto::icmp), meta.key.dst, meta.key.src);
+    std::memset(icmp, 0, sizeof(rte_icmp_hdr));
+    icmp[0] = 3;  // destination unreachable
+    icmp[1] = 3;  // port unreachable
+    std::memcpy(icmp + sizeof(rte_icmp_hdr), quote, quoted);
+    uint16_t c = static_cast<uint16_t>(~csum_fold(csum_partial(icmp, sizeof(rte_icmp_hdr) + quoted)));
+    std::memcpy(icmp + 2, &c, 2);
+    return true;
+}
+
+}  // namespace
+
+bool build_reject(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    if (static_cast<Proto>(meta.key.proto) == Proto::tcp) return build_rst(m, meta);
+    return build_port_unreachable(m, meta);
+}
+
+}  // namespace svcgate::dp

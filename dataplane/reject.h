@@ -1,0 +1,17 @@
+// Refuse fast, as kube-proxy's REJECT does: turn the offending packet, in place, into a TCP RST
+// (for TCP) or an ICMP port-unreachable (everything else) addressed back to its source, with the
+// Ethernet addresses swapped so it can leave by the port it came in on. Cold path.
+//
+// Runs on: worker lcores, trace, tests. Writes: the mbuf (length, contents).
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include "parse.h"
+
+namespace svcgate::dp {
+
+// False when the mbuf has no room for the reply (the caller drops with reject_failed).
+[[nodiscard]] bool build_reject(rte_mbuf* m, const PacketMeta& meta) noexcept;
+
+}  // namespace svcgate::dp

@@ -1,0 +1,35 @@
+#include "route.h"
+
+#include <atomic>
+
+#include <rte_errno.h>
+
+namespace svcgate::dp {
+
+std::unique_ptr<RouteTable> RouteTable::create(const std::vector<Route>& routes, std::string& err) {
+    std::unique_ptr<RouteTable> t(new RouteTable());
+    t->routes_ = routes;
+    if (routes.empty()) return t;
+    static std::atomic<uint32_t> seq{0};
+    std::string name = "svcgate_rt" + std::to_string(seq.fetch_add(1));
+    rte_lpm_config cfg{};
+    cfg.max_rules = static_cast<uint32_t>(routes.size() * 2 + 16);
+    cfg.number_tbl8s = 256;
+    t->lpm_.reset(rte_lpm_create(name.c_str(), SOCKET_ID_ANY, &cfg));
+    if (!t->lpm_) {
+        err = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
+        return nullptr;
+    }
+    for (const Route& r : routes) {
+        // One next-hop index per route; routes are few, identical hops are not merged.
+        uint32_t idx = static_cast<uint32_t>(t->hops_.size());
+        t->hops_.push_back(r.hop);
+        if (rte_lpm_add(t->lpm_.get(), r.prefix.addr.host(), r.prefix.len, idx) != 0) {
+            err = "rte_lpm_add failed";
+            return nullptr;
+        }
+    }
+    return t;
+}
+
+}  // namespace svcgate::dp

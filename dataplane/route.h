@@ -1,0 +1,54 @@
+// Routes: an rte_lpm longest-prefix-match table from destination to next hop (a gateway address,
+// or "directly connected" on a port). Built by the control plane as part of a snapshot; workers
+// only look up.
+//
+// Runs on: build: control thread (needs the EAL for rte_lpm's memory). lookup: any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_lpm.h>
+
+#include "types.h"
+
+namespace svcgate::dp {
+
+struct NextHop {
+    Ip4 gateway;         // zero: the destination itself is on the port's link
+    uint16_t port = 0;   // egress port index
+};
+
+struct LpmDeleter {
+    void operator()(rte_lpm* l) const noexcept { rte_lpm_free(l); }
+};
+using LpmPtr = std::unique_ptr<rte_lpm, LpmDeleter>;
+
+class RouteTable {
+public:
+    struct Route {
+        Cidr4 prefix;
+        NextHop hop;
+    };
+    // nullptr (and `err` set) when rte_lpm cannot be created (no EAL, no memory).
+    static std::unique_ptr<RouteTable> create(const std::vector<Route>& routes, std::string& err);
+
+    // nullptr when no route covers `dst`.
+    const NextHop* lookup(Ip4 dst) const noexcept {
+        uint32_t idx;
+        if (!lpm_ || rte_lpm_lookup(lpm_.get(), dst.host(), &idx) != 0) return nullptr;
+        return &hops_[idx];
+    }
+    size_t size() const noexcept { return routes_.size(); }
+    const std::vector<Route>& routes() const noexcept { return routes_; }
+
+private:
+    RouteTable() = default;
+    LpmPtr lpm_;
+    std::vector<NextHop> hops_;
+    std::vector<Route> routes_;
+};
+
+}  // namespace svcgate::dp

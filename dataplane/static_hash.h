@@ -1,0 +1,69 @@
+// An immutable open-addressing hash (u64 key → u32 value) built by the control plane and read by
+// workers: linear probing at ≤ 50% load, so a lookup is one hash and, almost always, one cache
+// line. Used for the VIP, NodePort and local-address tables of a snapshot: O(1) whatever the
+// number of services.
+//
+// Runs on: built by the control thread; read-only afterwards, shared by workers via the snapshot.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <vector>
+
+#include <rte_hash_crc.h>
+
+namespace svcgate::dp {
+
+class StaticHash {
+public:
+    static constexpr uint32_t kNone = UINT32_MAX;
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+
+    explicit StaticHash(size_t expected = 0) { reserve(expected); }
+
+    void reserve(size_t n) {
+        size_t cap = std::bit_ceil(std::max<size_t>(16, n * 2));
+        slots_.assign(cap, Slot{kEmpty, kNone});
+        mask_ = cap - 1;
+        size_ = 0;
+    }
+    // Control plane: false when the key is present already (the caller reports the duplicate).
+    bool insert(uint64_t key, uint32_t value) {
+        if ((size_ + 1) * 2 > slots_.size()) grow();
+        for (size_t i = index(key);; i = (i + 1) & mask_) {
+            if (slots_[i].key == key) return false;
+            if (slots_[i].key == kEmpty) {
+                slots_[i] = Slot{key, value};
+                ++size_;
+                return true;
+            }
+        }
+    }
+    uint32_t find(uint64_t key) const noexcept {
+        for (size_t i = index(key);; i = (i + 1) & mask_) {
+            if (slots_[i].key == key) return slots_[i].value;
+            if (slots_[i].key == kEmpty) return kNone;
+        }
+    }
+    size_t size() const noexcept { return size_; }
+    size_t memory_bytes() const noexcept { return slots_.size() * sizeof(Slot); }
+
+private:
+    struct Slot {
+        uint64_t key;
+        uint32_t value;
+    };
+    size_t index(uint64_t key) const noexcept { return rte_hash_crc_8byte(key, 0x5bd1e995) & mask_; }
+    void grow() {
+        std::vector<Slot> old = std::move(slots_);
+        reserve(old.size());
+        for (const Slot& s : old)
+            if (s.key != kEmpty) insert(s.key, s.value);
+    }
+
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    size_t size_ = 0;
+};
+
+}  // namespace svcgate::dp

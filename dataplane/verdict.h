@@ -1,0 +1,72 @@
+// What happens to a packet: one Verdict per packet, and for drops and rejects one DropReason.
+// The reasons are declared once (VPP's foreach_*_error): the list generates the enum, the names
+// used by counters, metrics and `svcgatectl trace`.
+//
+// Runs on: any thread. Owns: nothing.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace svcgate::dp {
+
+enum class Verdict : uint8_t {
+    dnat,     // original direction of a service flow: destination (and maybe source) rewritten
+    reply,    // reply direction of a service flow: translated back to the VIP / client
+    forward,  // no service involved: routed untouched (TTL decremented)
+    local,    // addressed to the gateway itself (ARP, ICMP echo): handled by the daemon
+    reject,   // answered by the dataplane: TCP RST or ICMP port-unreachable, sent back
+    drop,     // freed and counted under a DropReason
+};
+
+std::string_view verdict_name(Verdict v) noexcept;
+
+// X(name, description). Reasons for `reject` are listed here too: every refusal is counted.
+#define SVCGATE_DROP_REASONS(X)                                                                  \
+    X(none, "not dropped")                                                                       \
+    X(eth_truncated, "frame shorter than an Ethernet header")                                    \
+    X(vlan_truncated, "frame too short for its 802.1Q tag")                                      \
+    X(vlan_stacked, "more than one VLAN tag")                                                    \
+    X(ethertype_unknown, "EtherType neither IPv4, ARP nor IPv6")                                 \
+    X(ipv6, "IPv6 is counted, not translated")                                                   \
+    X(arp_truncated, "ARP packet shorter than an IPv4 ARP body")                                 \
+    X(ip_truncated, "frame shorter than an IPv4 header")                                         \
+    X(ip_bad_version, "IP version is not 4")                                                     \
+    X(ip_bad_ihl, "IHL below 5 or past the frame")                                               \
+    X(ip_bad_total_length, "IP total length below the header or past the frame")                 \
+    X(ip_bad_checksum, "IPv4 header checksum does not verify")                                   \
+    X(ip_ttl_exceeded, "TTL 0 or 1: not forwarded")                                              \
+    X(ip_fragment, "non-first IP fragment")                                                      \
+    X(ip_bad_source, "source address is broadcast, multicast or zero")                           \
+    X(l2_not_for_us, "broadcast or multicast frame that is not ARP")                             \
+    X(tcp_truncated, "TCP header past the IP payload")                                           \
+    X(tcp_bad_doff, "TCP data offset below 5 or past the IP payload")                            \
+    X(tcp_bad_flags, "TCP flag combination no stack sends (SYN+FIN, null, xmas)")                \
+    X(udp_truncated, "UDP header past the IP payload")                                           \
+    X(udp_bad_length, "UDP length field below 8 or past the IP payload")                         \
+    X(icmp_truncated, "ICMP header past the IP payload")                                         \
+    X(sctp_truncated, "SCTP common header past the IP payload")                                  \
+    X(no_route, "no route to the destination")                                                   \
+    X(service_cidr_unallocated, "inside a service CIDR but no ClusterIP")                        \
+    X(lb_source_range, "source outside the Service's loadBalancerSourceRanges")                  \
+    X(no_local_endpoints, "traffic policy Local and no local endpoint")                          \
+    X(flow_table_full, "flow table has no room for a new flow")                                  \
+    X(snat_ports_exhausted, "no free SNAT source port towards this endpoint")                    \
+    X(flow_reply_clash, "the reply tuple of a new flow is already in use")                       \
+    X(conntrack_invalid, "packet conntrack calls INVALID for its flow")                          \
+    X(reject_no_endpoints, "rejected: the Service has no usable endpoint")                       \
+    X(reject_unknown_port, "rejected: a ClusterIP on a port no Service uses")                    \
+    X(reject_failed, "a reject could not be built (no room in the mbuf)")
+
+enum class DropReason : uint8_t {
+#define SVCGATE_X(name, desc) name,
+    SVCGATE_DROP_REASONS(SVCGATE_X)
+#undef SVCGATE_X
+        count_
+};
+inline constexpr unsigned kDropReasons = static_cast<unsigned>(DropReason::count_);
+
+std::string_view drop_reason_name(DropReason r) noexcept;
+std::string_view drop_reason_description(DropReason r) noexcept;
+
+}  // namespace svcgate::dp
