@@ -121,7 +121,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
                                               PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const ServicePort& sp = s.services[svc_idx];
-    if (t) t->svc = svc_idx, t->role = role;
+    if (t) t->svc = svc_idx, t->role = role, t->classified = true;
 
     // filter-prerouting: loadBalancerSourceRanges guard the LB IPs; the node itself may always
     // reach its own load balancer.

@@ -58,6 +58,7 @@ struct PacketTrace {
     uint32_t svc = kNone;       // index into snapshot services
     uint32_t endpoint = kNone;  // index into snapshot endpoints
     AddrRole role = AddrRole::cluster_ip;
+    bool classified = false;    // role is set: the packet was classified as a new connection
     bool masquerade = false;
     bool new_flow = false;
     uint32_t flow_id = kNone;

@@ -1,0 +1,132 @@
+// The configuration as plain structs: what the YAML says, already typed, with the position of
+// every item so later checks can report file:line:column. No DPDK here.
+//
+// Runs on: the control thread, `svcgatectl`, `svcgate --check`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "snapshot.h"
+#include "types.h"
+
+namespace svcgate::ctl {
+
+using dp::Cidr4;
+using dp::Ip4;
+using dp::Proto;
+
+struct Mark {
+    std::string file;
+    int line = 0;    // 1-based; 0 = unknown
+    int column = 0;  // 1-based
+};
+
+struct ConfigIssue {
+    Mark mark;
+    std::string path;     // e.g. services[3].ports[0].targetPort
+    std::string message;
+    std::string str() const;  // "file:line:col: path: message"
+};
+
+// Thrown by the loaders and the builder with every error found (up to a cap), not only the first.
+struct ConfigError : std::runtime_error {
+    std::vector<ConfigIssue> issues;
+    explicit ConfigError(std::vector<ConfigIssue> v);
+};
+
+struct PortConfig {
+    std::string name;
+    std::string device;           // DPDK device arguments
+    std::vector<Cidr4> addresses; // host address + prefix length
+    Mark mark;
+};
+
+struct RouteConfig {
+    Cidr4 prefix;
+    Ip4 via;
+    Mark mark;
+};
+
+struct DataplaneConfig {
+    std::vector<std::string> eal;
+    uint16_t workers = 1;
+    std::vector<PortConfig> ports;
+    std::vector<RouteConfig> routes;
+    uint32_t flow_capacity = 1u << 20;
+    dp::Timeouts timeouts{};
+};
+
+struct ClusterConfig {
+    std::string node_name;
+    std::vector<Ip4> node_ips;
+    std::vector<Cidr4> nodeport_addresses;  // empty = every node IP
+    std::vector<Cidr4> cluster_cidrs;       // empty = no local-traffic detector
+    std::vector<Cidr4> service_cidrs;
+    bool masquerade_all = false;
+    bool reject_unknown_port = true;
+    uint16_t nodeport_min = 30000;
+    uint16_t nodeport_max = 32767;
+};
+
+struct ServicePortConfig {
+    std::string name;
+    Proto proto = Proto::tcp;
+    uint16_t port = 0;
+    std::optional<uint16_t> target_port;   // compact form: the endpoints' port
+    std::string target_port_name;          // Kubernetes form: informational
+    uint16_t node_port = 0;
+    Mark mark;
+};
+
+struct EndpointConfig {
+    Ip4 ip;
+    std::string node;
+    bool ready = true;
+    bool serving = true;
+    bool terminating = false;
+    Mark mark;
+};
+
+// Endpoints that share a port list (one EndpointSlice; or the compact form's single group).
+struct EndpointGroup {
+    struct Port {
+        std::string name;
+        Proto proto = Proto::tcp;
+        uint16_t port = 0;
+    };
+    std::vector<Port> ports;
+    std::vector<EndpointConfig> endpoints;
+};
+
+enum class ServiceType : uint8_t { cluster_ip, node_port, load_balancer, external_name };
+
+struct ServiceConfig {
+    std::string ns, name;
+    ServiceType type = ServiceType::cluster_ip;
+    std::optional<Ip4> cluster_ip;  // none: headless
+    std::vector<Ip4> external_ips;
+    std::vector<Ip4> lb_ips;
+    std::vector<Cidr4> lb_source_ranges;
+    std::vector<ServicePortConfig> ports;
+    dp::Scheduler scheduler = dp::Scheduler::random;
+    uint32_t affinity_timeout = 0;  // 0 = None
+    bool external_local = false;
+    bool internal_local = false;
+    std::vector<EndpointGroup> groups;
+    Mark mark;
+    std::string full_name() const { return ns + "/" + name; }
+};
+
+struct Config {
+    std::string file;
+    DataplaneConfig dataplane;
+    ClusterConfig cluster;
+    std::vector<ServiceConfig> services;
+    std::vector<ConfigIssue> warnings;  // unknown fields and the like
+};
+
+}  // namespace svcgate::ctl

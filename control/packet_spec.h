@@ -1,0 +1,32 @@
+// Packets written the way tcpdump prints them, for `svcgatectl trace` and the tests:
+//   tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]
+//   udp 10.244.3.5:34361 > 10.96.0.10:53
+//   icmp 10.0.0.1 > 10.0.0.2            (echo request)
+// and frames built from them (Ethernet + IPv4 + L4, checksums filled in).
+//
+// Runs on: the control thread and tools. Throws std::invalid_argument with a readable message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parse.h"
+#include "types.h"
+
+namespace svcgate::ctl {
+
+struct PacketSpec {
+    dp::FlowKey key;
+    uint8_t tcp_flags = 0;
+    uint8_t ttl = 64;
+    uint16_t payload = 0;  // bytes of zero payload
+};
+
+PacketSpec parse_packet_spec(const std::string& text);
+// "tcp a:p > b:q [S.]" from a parsed frame; TCP flags in tcpdump's letters.
+std::string format_tuple(const dp::FlowKey& k);
+std::string format_tcp_flags(uint8_t flags);
+std::vector<uint8_t> build_frame(const PacketSpec& p);
+
+}  // namespace svcgate::ctl

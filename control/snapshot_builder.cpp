@@ -1,0 +1,228 @@
+#include "snapshot_builder.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "flow_table.h"
+#include "maglev.h"
+#include "yaml_config.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+
+const char* proto_name(Proto p) {
+    switch (p) {
+    case Proto::tcp: return "TCP";
+    case Proto::udp: return "UDP";
+    case Proto::sctp: return "SCTP";
+    case Proto::icmp: return "ICMP";
+    }
+    return "?";
+}
+
+struct Builder {
+    const Config& cfg;
+    ServiceSnapshot& s;
+    std::vector<ConfigIssue> errors;
+    std::map<uint64_t, std::string> vip_owner;  // for duplicate reports
+
+    void error(const Mark& m, std::string path, std::string msg) {
+        errors.push_back(ConfigIssue{m, std::move(path), std::move(msg)});
+    }
+
+    uint32_t add_set(const std::vector<uint32_t>& eps, Scheduler sch) {
+        EndpointSet set{.first = static_cast<uint32_t>(s.members.size()), .count = static_cast<uint32_t>(eps.size())};
+        s.members.insert(s.members.end(), eps.begin(), eps.end());
+        if (scheduler_uses_ring(sch) && !eps.empty()) {
+            std::vector<uint64_t> ids;
+            for (uint32_t e : eps) ids.push_back(affinity_target(s.endpoints[e].ip, s.endpoints[e].port));
+            auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
+            set.ring_off = static_cast<uint32_t>(s.rings.size());
+            set.ring_len = static_cast<uint32_t>(ring.size());
+            s.rings.insert(s.rings.end(), ring.begin(), ring.end());
+        }
+        s.sets.push_back(set);
+        return static_cast<uint32_t>(s.sets.size() - 1);
+    }
+
+    void add_vip(uint64_t key, uint32_t value, const Mark& m, const std::string& path, const std::string& what,
+                 const std::string& owner) {
+        if (!s.vips.insert(key, value)) {
+            error(m, path, fmt::format("{} is already used by {}", what, vip_owner[key]));
+            return;
+        }
+        vip_owner[key] = owner;
+    }
+
+    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
+        const std::string path = fmt::format("services[{}].ports[{}]", si, pi);
+        ServicePort sp;
+        sp.name = fmt::format("{}:{}", sc.full_name(), pc.name);
+        sp.id = service_port_id(sp.name, pc.proto);
+        sp.proto = pc.proto;
+        sp.cluster_ip = *sc.cluster_ip;
+        sp.port = rte_cpu_to_be_16(pc.port);
+        const bool np_type = sc.type == ServiceType::node_port || sc.type == ServiceType::load_balancer;
+        sp.node_port = np_type ? pc.node_port : 0;
+        sp.external_ips = sc.external_ips;
+        if (sc.type == ServiceType::load_balancer) sp.lb_ips = sc.lb_ips;
+        sp.lb_source_ranges = sc.lb_source_ranges;
+        sp.scheduler = sc.scheduler;
+        sp.affinity_timeout = sc.affinity_timeout;
+        const bool external = np_type || !sc.external_ips.empty();
+        sp.external_local = external && sc.external_local;
+        sp.internal_local = sc.internal_local;
+
+        // Endpoints: every group (EndpointSlice) port with this port's name and protocol;
+        // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
+        sp.ep_first = static_cast<uint32_t>(s.endpoints.size());
+        std::map<uint64_t, bool> seen;
+        for (const EndpointGroup& g : sc.groups) {
+            for (const EndpointGroup::Port& gp : g.ports) {
+                if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
+                for (const EndpointConfig& e : g.endpoints) {
+                    Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0, .node = e.node};
+                    if (seen.emplace(affinity_target(ep.ip, ep.port), true).second == false) continue;
+                    ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
+                              (e.terminating ? kTerminating : 0) |
+                              (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
+                    s.endpoints.push_back(std::move(ep));
+                }
+            }
+        }
+        sp.ep_count = static_cast<uint32_t>(s.endpoints.size()) - sp.ep_first;
+
+        // CategorizeEndpoints.
+        auto pick = [&](auto&& pred) {
+            std::vector<uint32_t> v;
+            for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+                if (pred(s.endpoints[i].cond)) v.push_back(i);
+            return v;
+        };
+        auto ready = [](uint8_t c) { return (c & kReady) != 0; };
+        auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
+        auto cluster = pick(ready);
+        if (cluster.empty()) cluster = pick(serving_term);
+        auto local = pick([&](uint8_t c) { return ready(c) && (c & kLocal); });
+        if (local.empty()) local = pick([&](uint8_t c) { return serving_term(c) && (c & kLocal); });
+        const bool has_any = !pick([&](uint8_t c) { return ready(c) || serving_term(c); }).empty();
+
+        sp.cluster_set = add_set(cluster, sp.scheduler);
+        uint32_t local_set = add_set(local, sp.scheduler);
+        sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
+        sp.external_set = sp.external_local ? local_set : sp.cluster_set;
+        // The service has endpoints, but none the policy may use: drop (kube-proxy's "no local
+        // endpoints"); no endpoints at all: reject.
+        sp.internal_none = has_any ? NoEndpoints::drop : NoEndpoints::reject;
+        sp.external_none = has_any ? NoEndpoints::drop : NoEndpoints::reject;
+
+        const uint32_t idx = static_cast<uint32_t>(s.services.size());
+        const uint8_t proto = static_cast<uint8_t>(pc.proto);
+        const std::string owner = fmt::format("{} port {}", sc.full_name(), pc.name.empty() ? std::to_string(pc.port) : pc.name);
+        auto vip = [&](Ip4 ip, AddrRole role, const char* what) {
+            add_vip(ServiceSnapshot::vip_key(ip, sp.port, proto), idx << 2 | static_cast<uint32_t>(role), pc.mark,
+                    path, fmt::format("{} {}:{}/{}", what, format_ip4(ip), pc.port, proto_name(pc.proto)), owner);
+        };
+        vip(sp.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
+        for (Ip4 a : sp.external_ips) vip(a, AddrRole::external_ip, "external IP");
+        for (Ip4 a : sp.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
+        if (sp.node_port) {
+            if (sp.node_port < cfg.cluster.nodeport_min || sp.node_port > cfg.cluster.nodeport_max)
+                error(pc.mark, path + ".node_port",
+                      fmt::format("nodePort {} is outside nodeport_range {}-{}", sp.node_port,
+                                  cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
+            add_vip(ServiceSnapshot::vip_key(Ip4{}, rte_cpu_to_be_16(sp.node_port), proto),
+                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), pc.mark, path + ".node_port",
+                    fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)), owner);
+        }
+        s.services.push_back(std::move(sp));
+    }
+
+    void ports_and_routes() {
+        std::vector<RouteTable::Route> routes;
+        for (size_t i = 0; i < cfg.dataplane.ports.size(); ++i) {
+            const PortConfig& p = cfg.dataplane.ports[i];
+            s.ports.push_back(PortInfo{p.name, p.addresses});
+            for (const Cidr4& a : p.addresses) {
+                Cidr4 net{Ip4::from_host(a.addr.host() & a.mask_host()), a.len};
+                routes.push_back({net, NextHop{Ip4{}, static_cast<uint16_t>(i)}});
+            }
+        }
+        const size_t connected = routes.size();
+        for (size_t i = 0; i < cfg.dataplane.routes.size(); ++i) {
+            const RouteConfig& rc = cfg.dataplane.routes[i];
+            bool found = false;
+            for (size_t c = 0; c < connected && !found; ++c) {
+                if (routes[c].prefix.contains(rc.via)) {
+                    routes.push_back({rc.prefix, NextHop{rc.via, routes[c].hop.port}});
+                    found = true;
+                }
+            }
+            if (!found)
+                error(rc.mark, fmt::format("dataplane.routes[{}].via", i),
+                      fmt::format("{} is not on the subnet of any port", format_ip4(rc.via)));
+        }
+        if (routes.empty()) return;
+        std::string err;
+        s.routes = RouteTable::create(routes, err);
+        if (!s.routes) error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
+    }
+
+    void local_addresses() {
+        std::map<uint32_t, uint32_t> flags;  // ip (network order) → LocalAddr bits
+        for (const PortInfo& p : s.ports)
+            for (const Cidr4& c : p.addrs) flags[c.addr.be] |= kPortAddr;
+        for (Ip4 a : cfg.cluster.node_ips) {
+            bool np = cfg.cluster.nodeport_addresses.empty();
+            for (const Cidr4& c : cfg.cluster.nodeport_addresses) np = np || c.contains(a);
+            flags[a.be] |= kNodeAddr | (np ? uint32_t{kNodePortAddr} : 0u);
+        }
+        for (const ServicePort& sp : s.services) flags[sp.cluster_ip.be] |= kClusterIp;
+        s.local_addrs.reserve(flags.size());
+        for (auto [ip, f] : flags) s.local_addrs.insert(ip, f);
+    }
+};
+
+}  // namespace
+
+uint32_t service_port_id(const std::string& name, Proto proto) {
+    uint32_t h = 2166136261u;
+    auto mix = [&](unsigned char c) { h = (h ^ c) * 16777619u; };
+    for (unsigned char c : name) mix(c);
+    mix('/');
+    mix(static_cast<unsigned char>(proto));
+    return h;
+}
+
+std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation) {
+    auto snap = std::make_unique<ServiceSnapshot>();
+    ServiceSnapshot& s = *snap;
+    s.generation = generation;
+    s.workers = cfg.dataplane.workers;
+    s.cluster = ClusterSettings{.cluster_cidrs = cfg.cluster.cluster_cidrs,
+                                .service_cidrs = cfg.cluster.service_cidrs,
+                                .masquerade_all = cfg.cluster.masquerade_all,
+                                .reject_unknown_port = cfg.cluster.reject_unknown_port};
+    Builder b{cfg, s, {}, {}};
+    b.ports_and_routes();
+    for (size_t si = 0; si < cfg.services.size(); ++si) {
+        const ServiceConfig& sc = cfg.services[si];
+        // Headless and ExternalName Services get no dataplane rule, as in kube-proxy.
+        if (!sc.cluster_ip || sc.type == ServiceType::external_name) continue;
+        for (size_t pi = 0; pi < sc.ports.size(); ++pi) b.service_port(sc, si, sc.ports[pi], pi);
+    }
+    b.local_addresses();
+    if (!b.errors.empty()) throw ConfigError(std::move(b.errors));
+
+    const size_t nsets = s.sets.size(), neps = s.endpoints.size();
+    s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);
+    s.active = std::make_unique<std::atomic<int32_t>[]>(neps ? neps : 1);
+    s.svc_counters = std::make_unique<SvcCounters[]>(size_t{s.workers} * (s.services.size() ? s.services.size() : 1));
+    return snap;
+}
+
+}  // namespace svcgate::ctl

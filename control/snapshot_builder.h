@@ -1,0 +1,22 @@
+// Config → ServiceSnapshot: a pure step (no I/O), run off the fast path. It applies kube-proxy's
+// endpoint categorisation (CategorizeEndpoints: ready first, serving-and-terminating as the
+// fallback, the Local subsets), builds the VIP/NodePort/local-address tables, the Maglev tables
+// and the routes, and reports every conflict with its position.
+//
+// Runs on: the control thread; needs the EAL only when the config has routes or ports (rte_lpm).
+// Throws ConfigError.
+#pragma once
+
+#include <memory>
+
+#include "config_model.h"
+#include "snapshot.h"
+
+namespace svcgate::ctl {
+
+std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation = 1);
+
+// FNV-1a of "namespace/name:port/PROTO": the stable ServicePort id (affinity, flows).
+uint32_t service_port_id(const std::string& name, dp::Proto proto);
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,16 @@
+// The EAL for tools that run the pipeline without ports (`svcgatectl trace`, `svcgate --check`,
+// tests): no hugepages, no PCI, no shared config, no telemetry socket, quiet logs. Once per
+// process. Also the mempool those tools build mbufs from.
+#pragma once
+
+#include <string>
+
+#include <rte_mempool.h>
+
+namespace svcgate::ctl {
+
+// Throws std::runtime_error when the EAL cannot start.
+void init_tool_eal(const std::string& prog);
+rte_mempool* tool_mempool();
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,432 @@
+#include "yaml_config.h"
+
+#include <charconv>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace svcgate::ctl {
+
+std::string ConfigIssue::str() const {
+    std::string where = mark.file;
+    if (mark.line > 0) where += fmt::format(":{}:{}", mark.line, mark.column);
+    return path.empty() ? fmt::format("{}: {}", where, message) : fmt::format("{}: {}: {}", where, path, message);
+}
+
+namespace {
+std::string join_issues(const std::vector<ConfigIssue>& v) {
+    std::string s;
+    for (const auto& i : v) s += (s.empty() ? "" : "\n") + i.str();
+    return s;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::vector<ConfigIssue> v) : std::runtime_error(join_issues(v)), issues(std::move(v)) {}
+
+std::optional<Ip4> parse_ip4(std::string_view s) {
+    uint32_t v = 0;
+    int parts = 0;
+    const char* p = s.data();
+    const char* end = s.data() + s.size();
+    while (parts < 4) {
+        unsigned octet = 0;
+        auto [q, ec] = std::from_chars(p, end, octet);
+        if (ec != std::errc{} || octet > 255 || q - p > 3 || q == p) return std::nullopt;
+        v = v << 8 | octet;
+        ++parts;
+        p = q;
+        if (parts < 4) {
+            if (p == end || *p != '.') return std::nullopt;
+            ++p;
+        }
+    }
+    if (p != end) return std::nullopt;
+    return Ip4::from_host(v);
+}
+
+std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits) {
+    auto slash = s.find('/');
+    if (slash == std::string_view::npos) return std::nullopt;
+    auto ip = parse_ip4(s.substr(0, slash));
+    unsigned len = 0;
+    auto lens = s.substr(slash + 1);
+    auto [q, ec] = std::from_chars(lens.data(), lens.data() + lens.size(), len);
+    if (!ip || ec != std::errc{} || q != lens.data() + lens.size() || lens.empty() || len > 32) return std::nullopt;
+    Cidr4 c{*ip, static_cast<uint8_t>(len)};
+    if (!keep_host_bits) c.addr = Ip4::from_host(ip->host() & c.mask_host());
+    return c;
+}
+
+std::string format_ip4(Ip4 a) {
+    uint32_t h = a.host();
+    return fmt::format("{}.{}.{}.{}", h >> 24, (h >> 16) & 0xff, (h >> 8) & 0xff, h & 0xff);
+}
+
+std::string format_cidr4(const Cidr4& c) { return fmt::format("{}/{}", format_ip4(c.addr), c.len); }
+
+namespace {
+
+// Walks the document, converting values and recording issues with their positions.
+class Reader {
+public:
+    Reader(std::string file, std::vector<ConfigIssue>& errors, std::vector<ConfigIssue>& warnings)
+        : file_(std::move(file)), errors_(errors), warnings_(warnings) {}
+
+    Mark mark(const YAML::Node& n) const {
+        const YAML::Mark m = n.Mark();
+        if (m.is_null()) return Mark{file_, 0, 0};
+        return Mark{file_, m.line + 1, m.column + 1};
+    }
+    void error(const YAML::Node& n, const std::string& path, std::string msg) {
+        errors_.push_back(ConfigIssue{mark(n), path, std::move(msg)});
+    }
+    void warn(const YAML::Node& n, const std::string& path, std::string msg) {
+        warnings_.push_back(ConfigIssue{mark(n), path, std::move(msg)});
+    }
+    // Warn about keys outside `known`; error when `n` is not a map.
+    bool map(const YAML::Node& n, const std::string& path, std::initializer_list<std::string_view> known) {
+        if (!n.IsMap()) {
+            error(n, path, "expected a mapping");
+            return false;
+        }
+        for (const auto& kv : n) {
+            auto k = kv.first.as<std::string>("");
+            bool ok = false;
+            for (auto w : known) ok = ok || k == w;
+            if (!ok) warn(kv.first, path.empty() ? k : path + "." + k, "unknown field (ignored)");
+        }
+        return true;
+    }
+    bool seq(const YAML::Node& n, const std::string& path) {
+        if (!n.IsSequence()) {
+            error(n, path, "expected a list");
+            return false;
+        }
+        return true;
+    }
+    std::optional<std::string> str(const YAML::Node& n, const std::string& path) {
+        if (!n.IsScalar()) {
+            error(n, path, "expected a string");
+            return std::nullopt;
+        }
+        return n.Scalar();
+    }
+    template <typename T>
+    std::optional<T> uint(const YAML::Node& n, const std::string& path, uint64_t lo, uint64_t hi) {
+        if (!n.IsScalar()) {
+            error(n, path, "expected a number");
+            return std::nullopt;
+        }
+        const std::string& s = n.Scalar();
+        uint64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) {
+            error(n, path, fmt::format("\"{}\" is not a number", s));
+            return std::nullopt;
+        }
+        if (v < lo || v > hi) {
+            error(n, path, fmt::format("{} is out of range {}-{}", v, lo, hi));
+            return std::nullopt;
+        }
+        return static_cast<T>(v);
+    }
+    std::optional<bool> boolean(const YAML::Node& n, const std::string& path) {
+        if (n.IsScalar()) {
+            const auto& s = n.Scalar();
+            if (s == "true" || s == "True" || s == "yes") return true;
+            if (s == "false" || s == "False" || s == "no") return false;
+        }
+        error(n, path, "expected true or false");
+        return std::nullopt;
+    }
+    std::optional<Ip4> ip(const YAML::Node& n, const std::string& path) {
+        auto s = str(n, path);
+        if (!s) return std::nullopt;
+        auto a = parse_ip4(*s);
+        if (!a) error(n, path, fmt::format("\"{}\" is not an IPv4 address", *s));
+        return a;
+    }
+    std::optional<Cidr4> cidr(const YAML::Node& n, const std::string& path, bool keep_host = false) {
+        auto s = str(n, path);
+        if (!s) return std::nullopt;
+        // kube-proxy trims loadBalancerSourceRanges; so do we, everywhere.
+        std::string t = *s;
+        t.erase(0, t.find_first_not_of(" \t"));
+        t.erase(t.find_last_not_of(" \t") + 1);
+        auto c = parse_cidr4(t, keep_host);
+        if (!c) error(n, path, fmt::format("\"{}\" is not an IPv4 CIDR (a.b.c.d/len)", *s));
+        return c;
+    }
+    template <typename T, typename F>
+    std::vector<T> list(const YAML::Node& n, const std::string& path, F&& item) {
+        std::vector<T> out;
+        if (!n || n.IsNull()) return out;
+        if (!seq(n, path)) return out;
+        for (size_t i = 0; i < n.size(); ++i)
+            if (auto v = item(n[i], fmt::format("{}[{}]", path, i))) out.push_back(*v);
+        return out;
+    }
+    std::vector<Ip4> ips(const YAML::Node& n, const std::string& path) {
+        return list<Ip4>(n, path, [&](const YAML::Node& x, const std::string& p) { return ip(x, p); });
+    }
+    std::vector<Cidr4> cidrs(const YAML::Node& n, const std::string& path) {
+        return list<Cidr4>(n, path, [&](const YAML::Node& x, const std::string& p) { return cidr(x, p); });
+    }
+    const std::string& file() const { return file_; }
+
+private:
+    std::string file_;
+    std::vector<ConfigIssue>& errors_;
+    std::vector<ConfigIssue>& warnings_;
+};
+
+std::optional<Proto> parse_proto(std::string_view s) {
+    if (s == "TCP" || s == "tcp") return Proto::tcp;
+    if (s == "UDP" || s == "udp") return Proto::udp;
+    if (s == "SCTP" || s == "sctp") return Proto::sctp;
+    return std::nullopt;
+}
+
+void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
+    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table"})) return;
+    if (n["eal"])
+        d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
+                                    [&](const YAML::Node& x, const std::string& p) { return r.str(x, p); });
+    if (n["workers"])
+        if (auto w = r.uint<uint16_t>(n["workers"], "dataplane.workers", 1, 128)) d.workers = *w;
+    if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
+        for (size_t i = 0; i < n["ports"].size(); ++i) {
+            const YAML::Node p = n["ports"][i];
+            std::string path = fmt::format("dataplane.ports[{}]", i);
+            if (!r.map(p, path, {"name", "device", "addresses"})) continue;
+            PortConfig pc{.mark = r.mark(p)};
+            if (!p["name"]) r.error(p, path, "a port needs a name");
+            else if (auto s = r.str(p["name"], path + ".name")) pc.name = *s;
+            if (p["device"])
+                if (auto s = r.str(p["device"], path + ".device")) pc.device = *s;
+            pc.addresses = r.list<Cidr4>(p["addresses"], path + ".addresses",
+                                         [&](const YAML::Node& x, const std::string& q) { return r.cidr(x, q, true); });
+            d.ports.push_back(std::move(pc));
+        }
+    }
+    if (n["routes"] && r.seq(n["routes"], "dataplane.routes")) {
+        for (size_t i = 0; i < n["routes"].size(); ++i) {
+            const YAML::Node p = n["routes"][i];
+            std::string path = fmt::format("dataplane.routes[{}]", i);
+            if (!r.map(p, path, {"prefix", "via"})) continue;
+            if (!p["prefix"] || !p["via"]) {
+                r.error(p, path, "a route needs prefix and via");
+                continue;
+            }
+            auto pre = r.cidr(p["prefix"], path + ".prefix");
+            auto via = r.ip(p["via"], path + ".via");
+            if (pre && via) d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
+        }
+    }
+    if (const YAML::Node ft = n["flow_table"]) {
+        if (r.map(ft, "dataplane.flow_table", {"capacity", "timeouts"})) {
+            if (ft["capacity"])
+                if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
+                    d.flow_capacity = *c;
+            if (const YAML::Node t = ft["timeouts"]) {
+                static constexpr std::string_view kTcp[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
+                    "tcp_established", "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack", "tcp_time_wait",
+                    "tcp_close", "tcp_syn_sent2"};
+                if (r.map(t, "dataplane.flow_table.timeouts",
+                          {"tcp_none", "tcp_syn_sent", "tcp_syn_recv", "tcp_established", "tcp_fin_wait",
+                           "tcp_close_wait", "tcp_last_ack", "tcp_time_wait", "tcp_close", "tcp_syn_sent2",
+                           "udp_unreplied", "udp_replied", "icmp", "other"})) {
+                    auto get = [&](std::string_view k, uint32_t& out) {
+                        std::string key(k);
+                        if (t[key])
+                            if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key, 1, 30 * 86400))
+                                out = *v;
+                    };
+                    for (unsigned i = 0; i < dp::kTcpStates; ++i) get(kTcp[i], d.timeouts.tcp[i]);
+                    get("udp_unreplied", d.timeouts.udp_unreplied);
+                    get("udp_replied", d.timeouts.udp_replied);
+                    get("icmp", d.timeouts.icmp);
+                    get("other", d.timeouts.other);
+                }
+            }
+        }
+    }
+}
+
+void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
+    if (!r.map(n, "cluster", {"node_name", "node_ips", "nodeport_addresses", "cluster_cidrs", "service_cidrs",
+                              "masquerade_all", "nodeport_range", "reject_unknown_port"}))
+        return;
+    if (n["node_name"])
+        if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
+    c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
+    c.nodeport_addresses = r.cidrs(n["nodeport_addresses"], "cluster.nodeport_addresses");
+    c.cluster_cidrs = r.cidrs(n["cluster_cidrs"], "cluster.cluster_cidrs");
+    c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
+    if (n["masquerade_all"])
+        if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
+    if (n["reject_unknown_port"])
+        if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
+    if (const YAML::Node nr = n["nodeport_range"]) {
+        auto s = r.str(nr, "cluster.nodeport_range");
+        unsigned lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream is(s.value_or(""));
+        if (s && (is >> lo >> dash >> hi) && dash == '-' && is.eof() && lo >= 1 && lo <= hi && hi <= 65535) {
+            c.nodeport_min = static_cast<uint16_t>(lo);
+            c.nodeport_max = static_cast<uint16_t>(hi);
+        } else if (s) {
+            r.error(nr, "cluster.nodeport_range", fmt::format("\"{}\" is not a port range LOW-HIGH within 1-65535", *s));
+        }
+    }
+}
+
+// The compact `services:` form.
+void read_service(Reader& r, const YAML::Node& n, const std::string& path, Config& cfg) {
+    if (!r.map(n, path, {"name", "type", "cluster_ip", "external_ips", "load_balancer_ips",
+                         "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
+                         "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
+                         "endpoints"}))
+        return;
+    ServiceConfig s{.mark = r.mark(n)};
+    if (!n["name"]) {
+        r.error(n, path, "a service needs a name (namespace/name)");
+    } else if (auto nm = r.str(n["name"], path + ".name")) {
+        auto slash = nm->find('/');
+        if (slash == std::string::npos || slash == 0 || slash + 1 == nm->size())
+            r.error(n["name"], path + ".name", fmt::format("\"{}\" is not namespace/name", *nm));
+        else
+            s.ns = nm->substr(0, slash), s.name = nm->substr(slash + 1);
+    }
+    if (n["type"]) {
+        auto t = r.str(n["type"], path + ".type").value_or("");
+        if (t == "ClusterIP") s.type = ServiceType::cluster_ip;
+        else if (t == "NodePort") s.type = ServiceType::node_port;
+        else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
+        else r.error(n["type"], path + ".type", fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
+    }
+    if (n["cluster_ip"]) s.cluster_ip = r.ip(n["cluster_ip"], path + ".cluster_ip");
+    else r.error(n, path, "a service needs a cluster_ip");
+    s.external_ips = r.ips(n["external_ips"], path + ".external_ips");
+    s.lb_ips = r.ips(n["load_balancer_ips"], path + ".load_balancer_ips");
+    s.lb_source_ranges = r.cidrs(n["load_balancer_source_ranges"], path + ".load_balancer_source_ranges");
+    if (n["scheduler"]) {
+        auto t = r.str(n["scheduler"], path + ".scheduler").value_or("");
+        if (auto sch = dp::scheduler_from_name(t)) s.scheduler = *sch;
+        else r.error(n["scheduler"], path + ".scheduler", fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", t));
+    }
+    if (n["session_affinity"]) {
+        auto t = r.str(n["session_affinity"], path + ".session_affinity").value_or("");
+        if (t == "ClientIP") s.affinity_timeout = 10800;
+        else if (t != "None") r.error(n["session_affinity"], path + ".session_affinity", fmt::format("\"{}\" is not None or ClientIP", t));
+    }
+    if (n["session_affinity_timeout"])
+        if (auto v = r.uint<uint32_t>(n["session_affinity_timeout"], path + ".session_affinity_timeout", 1, 86400))
+            if (s.affinity_timeout) s.affinity_timeout = *v;
+    auto policy = [&](const char* key, bool& local) {
+        if (!n[key]) return;
+        auto t = r.str(n[key], path + "." + key).value_or("");
+        if (t == "Local") local = true;
+        else if (t != "Cluster") r.error(n[key], path + "." + key, fmt::format("\"{}\" is not Cluster or Local", t));
+    };
+    policy("external_traffic_policy", s.external_local);
+    policy("internal_traffic_policy", s.internal_local);
+
+    EndpointGroup g;
+    if (n["ports"] && r.seq(n["ports"], path + ".ports")) {
+        for (size_t i = 0; i < n["ports"].size(); ++i) {
+            const YAML::Node p = n["ports"][i];
+            std::string pp = fmt::format("{}.ports[{}]", path, i);
+            if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
+            ServicePortConfig sp{.mark = r.mark(p)};
+            if (p["name"]) sp.name = r.str(p["name"], pp + ".name").value_or("");
+            if (p["protocol"]) {
+                auto t = r.str(p["protocol"], pp + ".protocol").value_or("");
+                if (auto pr = parse_proto(t)) sp.proto = *pr;
+                else r.error(p["protocol"], pp + ".protocol", fmt::format("\"{}\" is not TCP, UDP or SCTP", t));
+            }
+            if (!p["port"]) r.error(p, pp, "a service port needs port");
+            else sp.port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535).value_or(0);
+            sp.target_port = sp.port;
+            if (p["target_port"]) sp.target_port = r.uint<uint16_t>(p["target_port"], pp + ".target_port", 1, 65535);
+            if (p["node_port"]) sp.node_port = r.uint<uint16_t>(p["node_port"], pp + ".node_port", 1, 65535).value_or(0);
+            g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
+            s.ports.push_back(std::move(sp));
+        }
+    }
+    if (n["endpoints"] && r.seq(n["endpoints"], path + ".endpoints")) {
+        for (size_t i = 0; i < n["endpoints"].size(); ++i) {
+            const YAML::Node e = n["endpoints"][i];
+            std::string ep = fmt::format("{}.endpoints[{}]", path, i);
+            EndpointConfig ec{.mark = r.mark(e)};
+            if (e.IsScalar()) {  // a bare address
+                if (auto a = r.ip(e, ep)) ec.ip = *a, g.endpoints.push_back(ec);
+                continue;
+            }
+            if (!r.map(e, ep, {"ip", "node", "ready", "serving", "terminating"})) continue;
+            if (!e["ip"]) {
+                r.error(e, ep, "an endpoint needs ip");
+                continue;
+            }
+            auto a = r.ip(e["ip"], ep + ".ip");
+            if (e["node"]) ec.node = r.str(e["node"], ep + ".node").value_or("");
+            if (e["ready"]) ec.ready = r.boolean(e["ready"], ep + ".ready").value_or(true);
+            if (e["serving"]) ec.serving = r.boolean(e["serving"], ep + ".serving").value_or(true);
+            if (e["terminating"]) ec.terminating = r.boolean(e["terminating"], ep + ".terminating").value_or(false);
+            if (a) ec.ip = *a, g.endpoints.push_back(ec);
+        }
+    }
+    s.groups.push_back(std::move(g));
+    cfg.services.push_back(std::move(s));
+}
+
+Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
+    Config cfg;
+    cfg.file = file;
+    Reader r(file, errors, cfg.warnings);
+    if (!root || root.IsNull()) {
+        errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
+        return cfg;
+    }
+    if (!r.map(root, "", {"dataplane", "cluster", "services", "kubernetes"})) return cfg;
+    if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
+    if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
+    if (const YAML::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))
+        for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], fmt::format("services[{}]", i), cfg);
+    if (root["kubernetes"])
+        r.error(root["kubernetes"], "kubernetes",
+                "Kubernetes objects are not loaded yet (control-plane issue); use the compact services: form");
+    return cfg;
+}
+
+Config load_guarded(const std::string& text, const std::string& file) {
+    std::vector<ConfigIssue> errors;
+    Config cfg;
+    try {
+        cfg = load(YAML::Load(text), file, errors);
+    } catch (const YAML::Exception& e) {
+        errors.push_back(ConfigIssue{Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1,
+                                          e.mark.is_null() ? 0 : e.mark.column + 1},
+                                     "", e.msg});
+    }
+    if (!errors.empty()) throw ConfigError(std::move(errors));
+    return cfg;
+}
+
+}  // namespace
+
+Config load_config_string(const std::string& yaml, const std::string& name) { return load_guarded(yaml, name); }
+
+Config load_config_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw ConfigError({ConfigIssue{Mark{path, 0, 0}, "", "cannot open file"}});
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return load_guarded(ss.str(), path);
+}
+
+}  // namespace svcgate::ctl

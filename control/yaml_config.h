@@ -1,0 +1,23 @@
+// YAML → Config. Every error names file, line and column (yaml-cpp marks, 0-based, printed +1)
+// and the path of the value; all errors are collected before ConfigError is thrown. Unknown
+// fields are warnings.
+//
+// Runs on: the control thread and the command-line tools. Throws ConfigError.
+#pragma once
+
+#include <string>
+
+#include "config_model.h"
+
+namespace svcgate::ctl {
+
+Config load_config_file(const std::string& path);
+Config load_config_string(const std::string& yaml, const std::string& name = "<string>");
+
+// "10.0.0.1" / "10.0.0.0/8" parsers shared with trace; nullopt on a bad string.
+std::optional<Ip4> parse_ip4(std::string_view s);
+std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits = false);
+std::string format_ip4(Ip4 a);
+std::string format_cidr4(const Cidr4& c);
+
+}  // namespace svcgate::ctl

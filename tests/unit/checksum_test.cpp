@@ -1,0 +1,68 @@
+// RFC 1624 incremental updates against full recomputation, on random headers.
+#include <random>
+
+#include <fmt/format.h>
+
+#include <gtest/gtest.h>
+#include <rte_ip.h>
+
+#include "checksum.h"
+#include "nat.h"
+#include "packet_spec.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+TEST(Checksum, Replace4MatchesFullRecompute) {
+    std::mt19937 rng(7);
+    for (int i = 0; i < 20000; ++i) {
+        uint8_t hdr[20];
+        for (auto& b : hdr) b = static_cast<uint8_t>(rng());
+        hdr[10] = hdr[11] = 0;
+        uint16_t c = ipv4_header_csum(hdr, 20);
+        std::memcpy(hdr + 10, &c, 2);
+        ASSERT_EQ(ipv4_header_csum(hdr, 20), 0);
+        rte_be32_t from, to = static_cast<rte_be32_t>(rng());
+        std::memcpy(&from, hdr + 12, 4);
+        std::memcpy(hdr + 12, &to, 4);
+        rte_be16_t inc;
+        std::memcpy(&inc, hdr + 10, 2);
+        csum_replace4(&inc, from, to);
+        std::memcpy(hdr + 10, &inc, 2);
+        ASSERT_EQ(ipv4_header_csum(hdr, 20), 0) << "iteration " << i;
+    }
+}
+
+TEST(Checksum, UdpZeroChecksumStaysZero) {
+    rte_be16_t c = 0;
+    udp_csum_replace4(&c, 0x01020304, 0x05060708);
+    EXPECT_EQ(c, 0);
+    udp_csum_replace2(&c, 0x0102, 0x0304);
+    EXPECT_EQ(c, 0);
+}
+
+TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
+    std::mt19937 rng(11);
+    for (const char* proto : {"tcp", "udp", "sctp"}) {
+        for (int i = 0; i < 2000; ++i) {
+            auto addr = [&] { return fmt::format("{}.{}.{}.{}", rng() % 223 + 1, rng() % 256, rng() % 256, rng() % 256); };
+            std::string spec = fmt::format("{} {}:{} > {}:{} len={}", proto, addr(), rng() % 65535 + 1, addr(),
+                                           rng() % 65535 + 1, rng() % 200);
+            auto p = ctl::parse_packet_spec(spec);
+            auto f = ctl::build_frame(p);
+            ASSERT_TRUE(test::checksums_verify(f)) << spec;
+            PacketMeta m;
+            ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
+            FlowKey to{.src = Ip4{static_cast<uint32_t>(rng())}, .dst = Ip4{static_cast<uint32_t>(rng())},
+                       .sport = static_cast<rte_be16_t>(rng()), .dport = static_cast<rte_be16_t>(rng()),
+                       .proto = m.key.proto};
+            rewrite_tuple(f.data(), m, to);
+            ASSERT_TRUE(decrement_ttl(f.data(), m));
+            ASSERT_TRUE(test::checksums_verify(f)) << spec;
+            PacketMeta after;
+            ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), after), DropReason::none);
+            EXPECT_EQ(after.key, to);
+        }
+    }
+}

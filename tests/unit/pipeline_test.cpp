@@ -1,0 +1,267 @@
+// The pipeline on real packet bytes, through Tracer (process_burst with real mbufs): selection
+// spread, stickiness, reply translation, kube-proxy's masquerade cases, refusals, checksums.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+const std::string kBase = R"(
+dataplane:
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24]}
+    - {name: cluster, addresses: [10.192.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+    - {prefix: 10.244.3.0/24, via: 10.192.0.4}
+cluster:
+  node_name: svcgate
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+  service_cidrs: [10.96.0.0/12]
+)";
+
+std::string with_services(const std::string& services, const std::string& extra_cluster = "") {
+    return kBase + extra_cluster + "services:\n" + services;
+}
+
+const std::string kTestSvc = R"(
+  - name: default/test-svc
+    type: NodePort
+    cluster_ip: 10.107.169.79
+    ports: [{name: http, protocol: TCP, port: 80, target_port: 8080, node_port: 30001}]
+    endpoints: [{ip: 10.244.2.4, node: n1}, {ip: 10.244.2.6, node: n1}, {ip: 10.244.3.6, node: n2}]
+)";
+
+}  // namespace
+
+TEST(Pipeline, ThirtyThousandNewFlowsSpreadWithinThreeSigma) {
+    auto t = test::tracer(with_services(kTestSvc), 42);
+    std::map<std::string, int> per;
+    const int n = 30000;
+    for (int i = 0; i < n; ++i) {
+        auto r = t->run_spec(fmt::format("tcp 192.168.{}.{}:{} > 192.168.67.8:30001 [S]", 67, 100 + i % 100, 1024 + i));
+        ASSERT_EQ(r.verdict, Verdict::dnat) << r.text();
+        per[*r.endpoint]++;
+        ASSERT_TRUE(test::checksums_verify(r.frame));
+    }
+    ASSERT_EQ(per.size(), 3u);
+    const double p = 1.0 / 3, mean = n * p, sigma = std::sqrt(n * p * (1 - p));
+    for (auto& [ep, c] : per) EXPECT_NEAR(c, mean, 3 * sigma) << ep;
+}
+
+TEST(Pipeline, OneFlowStaysOnOneEndpointAndRepliesAreTranslatedBack) {
+    auto t = test::tracer(with_services(kTestSvc), 3);
+    auto first = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    ASSERT_EQ(first.verdict, Verdict::dnat);
+    EXPECT_TRUE(first.masquerade);  // NodePort, policy Cluster: KUBE-MARK-MASQ
+    EXPECT_EQ(first.port, "cluster");
+    auto syn_ack = t->run_spec("reply 1 [S.]");
+    ASSERT_EQ(syn_ack.verdict, Verdict::reply);
+    EXPECT_EQ(*syn_ack.out, "tcp 192.168.67.8:30001 > 192.168.67.100:40000");
+    EXPECT_EQ(syn_ack.port, "ext");
+    EXPECT_TRUE(test::checksums_verify(syn_ack.frame));
+    for (int i = 0; i < 1000; ++i) {
+        auto r = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [.]");
+        ASSERT_EQ(r.verdict, Verdict::dnat);
+        ASSERT_EQ(r.endpoint, first.endpoint);
+        ASSERT_EQ(r.out, first.out);
+        ASSERT_FALSE(r.new_flow);
+    }
+    EXPECT_NE(first.out->find(":8080"), std::string::npos) << "DNAT to the target port";
+}
+
+TEST(Pipeline, MasqueradeInEachKubeProxyCase) {
+    struct Case {
+        const char* name;
+        std::string cluster_extra;
+        std::string packet;
+        bool masq;
+    };
+    const std::string hairpin_svc = R"(
+  - name: default/one
+    cluster_ip: 10.107.0.1
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4, node: n1}]
+)";
+    std::vector<Case> cases = {
+        {"pod to ClusterIP", "", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", false},
+        {"off-cluster source to ClusterIP", "", "tcp 192.168.67.100:1000 > 10.107.169.79:80 [S]", true},
+        {"NodePort, externalTrafficPolicy Cluster", "", "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true},
+        {"pod to ClusterIP with masquerade_all", "  masquerade_all: true\n", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", true},
+    };
+    for (const auto& c : cases) {
+        auto t = test::tracer(with_services(kTestSvc, c.cluster_extra));
+        auto r = t->run_spec(c.packet);
+        ASSERT_EQ(r.verdict, Verdict::dnat) << c.name;
+        EXPECT_EQ(r.masquerade, c.masq) << c.name;
+        EXPECT_EQ(r.out->find("10.192.0.2") != std::string::npos, c.masq) << c.name << ": " << *r.out;
+    }
+    // Hairpin: the only endpoint reaches its own Service.
+    auto t = test::tracer(with_services(hairpin_svc));
+    auto r = t->run_spec("tcp 10.244.2.4:1000 > 10.107.0.1:80 [S]");
+    ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_TRUE(r.masquerade);
+    EXPECT_EQ(r.out->substr(0, 20), "tcp 10.192.0.2:1024 ");
+}
+
+TEST(Pipeline, NoDetectorMeansNoClusterIpMasquerade) {
+    std::string cfg = with_services(kTestSvc);
+    cfg.replace(cfg.find("  cluster_cidrs: [10.244.0.0/16]\n"), 33, "");
+    auto t = test::tracer(cfg);
+    auto r = t->run_spec("tcp 192.168.67.100:1000 > 10.107.169.79:80 [S]");
+    ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_FALSE(r.masquerade);
+}
+
+TEST(Pipeline, SameNextHopIsMasqueradedSoRepliesCrossTheGateway) {
+    // lab-sleeper (node 2) to the test-pod on node 2: beyond kube-proxy, the gateway masquerades.
+    auto t = test::tracer(with_services(R"(
+  - name: default/local
+    cluster_ip: 10.107.0.2
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.3.6, node: n2}]
+)"));
+    auto r = t->run_spec("tcp 10.244.3.5:1000 > 10.107.0.2:80 [S]");
+    ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_TRUE(r.masquerade);
+}
+
+TEST(Pipeline, ExternalTrafficPolicyLocal) {
+    const std::string svc = R"(
+  - name: default/etp
+    type: NodePort
+    cluster_ip: 10.107.0.3
+    external_traffic_policy: Local
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}]
+    endpoints: [{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}]
+)";
+    auto t = test::tracer(with_services(svc));
+    for (int i = 0; i < 50; ++i) {
+        auto r = t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30002 [S]", 2000 + i));
+        ASSERT_EQ(r.verdict, Verdict::dnat);
+        EXPECT_EQ(*r.endpoint, "10.244.2.4:80") << "only the local endpoint";
+        EXPECT_FALSE(r.masquerade) << "source kept";
+    }
+    const std::string none_local = R"(
+  - name: default/etp
+    type: NodePort
+    cluster_ip: 10.107.0.3
+    external_traffic_policy: Local
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}]
+    endpoints: [{ip: 10.244.3.6, node: other}]
+)";
+    auto t2 = test::tracer(with_services(none_local));
+    auto d = t2->run_spec("tcp 192.168.67.100:2000 > 192.168.67.8:30002 [S]");
+    EXPECT_EQ(d.verdict, Verdict::drop);
+    EXPECT_EQ(d.reason, DropReason::no_local_endpoints);
+    EXPECT_EQ(t2->ctx().counters.drops[static_cast<unsigned>(DropReason::no_local_endpoints)], 1u);
+}
+
+TEST(Pipeline, NoEndpointsRejectsWithRstOrPortUnreachable) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/empty
+    cluster_ip: 10.107.0.4
+    ports: [{name: t, protocol: TCP, port: 80}, {name: u, protocol: UDP, port: 53}]
+)"));
+    auto rst = t->run_spec("tcp 10.244.3.5:1000 > 10.107.0.4:80 [S]");
+    ASSERT_EQ(rst.verdict, Verdict::reject);
+    EXPECT_EQ(rst.reason, DropReason::reject_no_endpoints);
+    EXPECT_EQ(*rst.out, "tcp 10.107.0.4:80 > 10.244.3.5:1000");
+    EXPECT_EQ(*rst.out_flags, "R.");
+    EXPECT_TRUE(test::checksums_verify(rst.frame));
+    auto unreach = t->run_spec("udp 10.244.3.5:1000 > 10.107.0.4:53");
+    ASSERT_EQ(unreach.verdict, Verdict::reject);
+    EXPECT_EQ(*unreach.out, "icmp 10.107.0.4 > 10.244.3.5");
+    EXPECT_EQ(unreach.frame[14 + 20], 3);      // destination unreachable
+    EXPECT_EQ(unreach.frame[14 + 20 + 1], 3);  // port unreachable
+    EXPECT_TRUE(test::checksums_verify(unreach.frame));
+    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::reject_no_endpoints)], 2u);
+}
+
+TEST(Pipeline, TerminatingEndpointsAreTheFallback) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/term
+    cluster_ip: 10.107.0.5
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints:
+      - {ip: 10.244.2.4, ready: false, serving: true, terminating: true}
+      - {ip: 10.244.2.6, ready: false, serving: false, terminating: true}
+)"));
+    for (int i = 0; i < 20; ++i) {
+        auto r = t->run_spec(fmt::format("tcp 10.244.3.5:{} > 10.107.0.5:80 [S]", 3000 + i));
+        ASSERT_EQ(r.verdict, Verdict::dnat);
+        EXPECT_EQ(*r.endpoint, "10.244.2.4:80");
+    }
+}
+
+TEST(Pipeline, SessionAffinityClientIpPinsTheClient) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/sticky
+    cluster_ip: 10.107.0.6
+    session_affinity: ClientIP
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.2.6}, {ip: 10.244.3.6}]
+)"));
+    auto first = t->run_spec("tcp 10.244.3.5:4000 > 10.107.0.6:80 [S]");
+    for (int i = 1; i < 100; ++i)
+        EXPECT_EQ(t->run_spec(fmt::format("tcp 10.244.3.5:{} > 10.107.0.6:80 [S]", 4000 + i)).endpoint, first.endpoint);
+    std::set<std::string> others;
+    for (int i = 0; i < 100; ++i)
+        others.insert(*t->run_spec(fmt::format("tcp 10.244.{}.{}:5000 > 10.107.0.6:80 [S]", 2 + i % 2, 10 + i)).endpoint);
+    EXPECT_EQ(others.size(), 3u) << "other clients still spread";
+    t->advance(10801);  // past the default 10800 s timeout: the pin goes
+    EXPECT_EQ(t->flows().live_total(), 0u);
+}
+
+TEST(Pipeline, RefusalsOfAddressesNoServiceServes) {
+    auto t = test::tracer(with_services(kTestSvc));
+    auto unknown_port = t->run_spec("tcp 10.244.3.5:1000 > 10.107.169.79:81 [S]");
+    EXPECT_EQ(unknown_port.verdict, Verdict::reject);
+    EXPECT_EQ(unknown_port.reason, DropReason::reject_unknown_port);
+    auto unallocated = t->run_spec("udp 10.244.3.5:1000 > 10.96.0.99:53");
+    EXPECT_EQ(unallocated.verdict, Verdict::drop);
+    EXPECT_EQ(unallocated.reason, DropReason::service_cidr_unallocated);
+    auto routed = t->run_spec("tcp 10.244.3.5:1000 > 10.244.2.9:22 [S]");
+    EXPECT_EQ(routed.verdict, Verdict::forward);
+    EXPECT_EQ(*routed.out, "tcp 10.244.3.5:1000 > 10.244.2.9:22");
+    auto ttl = t->run_spec("tcp 10.244.3.5:1000 > 10.244.2.9:22 [S] ttl=1");
+    EXPECT_EQ(ttl.reason, DropReason::ip_ttl_exceeded);
+    auto nowhere = t->run_spec("tcp 10.244.3.5:1000 > 8.8.8.8:53 [S]");
+    EXPECT_EQ(nowhere.reason, DropReason::no_route);
+    auto invalid = t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30001 [F.]");
+    EXPECT_EQ(invalid.reason, DropReason::conntrack_invalid);
+}
+
+TEST(Pipeline, SchedulersEachPickFromTheSet) {
+    for (const char* sch : {"random", "maglev", "rr", "lc", "sh", "dh", "sed", "nq"}) {
+        auto t = test::tracer(with_services(fmt::format(R"(
+  - name: default/s
+    cluster_ip: 10.107.0.7
+    scheduler: {}
+    ports: [{{name: p, protocol: TCP, port: 80}}]
+    endpoints: [{{ip: 10.244.2.4}}, {{ip: 10.244.2.6}}, {{ip: 10.244.3.6}}]
+)", sch)));
+        std::map<std::string, int> per;
+        for (int i = 0; i < 300; ++i)
+            per[*t->run_spec(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i % 50, 6000 + i)).endpoint]++;
+        const std::string s = sch;
+        if (s == "dh") {
+            EXPECT_EQ(per.size(), 1u) << "dh hashes the one VIP";
+        } else {
+            EXPECT_EQ(per.size(), 3u) << sch;
+        }
+        if (s == "rr" || s == "lc" || s == "sed" || s == "nq") {
+            for (auto& [e, c] : per) EXPECT_EQ(c, 100) << sch << " " << e;
+        }
+    }
+}

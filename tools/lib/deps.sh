@@ -1,0 +1,14 @@
+# Debian packages the build and the tests need; installed only when missing.
+SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev
+              libboost-program-options-dev libgtest-dev libbenchmark-dev python3)
+install_deps() {
+    local missing=()
+    for p in "${SVCGATE_DEPS[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
