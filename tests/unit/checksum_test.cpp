@@ -54,7 +54,9 @@ TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
             ASSERT_TRUE(test::checksums_verify(f)) << spec;
             PacketMeta m;
             ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
-            FlowKey to{.src = Ip4{static_cast<uint32_t>(rng())}, .dst = Ip4{static_cast<uint32_t>(rng())},
+            // Unicast addresses (1.0.0.0 - 223.255.255.255): the parser refuses martian sources.
+            auto unicast = [&] { return Ip4::from_host((rng() % 223 + 1) << 24 | (rng() & 0xffffff)); };
+            FlowKey to{.src = unicast(), .dst = unicast(),
                        .sport = static_cast<rte_be16_t>(rng()), .dport = static_cast<rte_be16_t>(rng()),
                        .proto = m.key.proto};
             rewrite_tuple(f.data(), m, to);

@@ -47,12 +47,15 @@ TEST(FlowTable, InsertLookupBothDirectionsRemove) {
 
 TEST(FlowTable, FillsToCapacityThenReportsFull) {
     auto t = FlowTable::create({.capacity = 4096, .owners = 1});
-    uint32_t inserted = 0;
+    std::vector<uint32_t> inserted;
     for (uint32_t i = 0; i < 5000; ++i)
-        if (t->insert(0, nat(key(i, 1000 + i % 50000), 1), 0).status == InsertStatus::inserted) ++inserted;
-    EXPECT_EQ(inserted, 4096u);
+        if (t->insert(0, nat(key(i, 1000 + i % 50000), 1), 0).status == InsertStatus::inserted) inserted.push_back(i);
+    // Every record is used; an index bucket pair may overflow first for a rare key (that insert
+    // says full and a later key takes the record), so count, then find every one inserted.
+    EXPECT_EQ(inserted.size(), 4096u);
+    EXPECT_LE(inserted.back(), 4200u) << "two-choice buckets at 50% load rarely overflow";
     EXPECT_EQ(t->insert(0, nat(key(99999, 1), 1), 0).status, InsertStatus::full);
-    for (uint32_t i = 0; i < 4096; ++i) EXPECT_TRUE(t->lookup(nat(key(i, 1000 + i % 50000), 1).key[0]).hit()) << i;
+    for (uint32_t i : inserted) EXPECT_TRUE(t->lookup(nat(key(i, 1000 + i % 50000), 1).key[0]).hit()) << i;
 }
 
 TEST(FlowTable, ExpiryFollowsProtocolTimeouts) {
