@@ -77,7 +77,6 @@ struct ServicePortConfig {
     Proto proto = Proto::tcp;
     uint16_t port = 0;
     std::optional<uint16_t> target_port;   // compact form: the endpoints' port
-    std::string target_port_name;          // Kubernetes form: informational
     uint16_t node_port = 0;
     Mark mark;
 };

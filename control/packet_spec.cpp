@@ -1,5 +1,6 @@
 #include "packet_spec.h"
 
+#include <charconv>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -20,14 +21,13 @@ using namespace svcgate::dp;
 
 namespace {
 
-const char* proto_word(uint8_t p) {
-    switch (static_cast<Proto>(p)) {
-    case Proto::tcp: return "tcp";
-    case Proto::udp: return "udp";
-    case Proto::sctp: return "sctp";
-    case Proto::icmp: return "icmp";
-    }
-    return "ip";
+// A number in [lo, hi] from `s`, or a readable std::invalid_argument.
+unsigned number(const std::string& s, unsigned lo, unsigned hi, const std::string& what, const std::string& all) {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || v < lo || v > hi)
+        throw std::invalid_argument(fmt::format("\"{}\": bad {} \"{}\" ({}-{})", all, what, s, lo, hi));
+    return v;
 }
 
 void parse_endpoint(const std::string& s, bool with_port, Ip4& ip, rte_be16_t& port, const std::string& all) {
@@ -36,11 +36,7 @@ void parse_endpoint(const std::string& s, bool with_port, Ip4& ip, rte_be16_t& p
         auto colon = s.rfind(':');
         if (colon == std::string::npos) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs :port", all, s));
         addr = s.substr(0, colon);
-        std::string ps = s.substr(colon + 1);
-        char* end = nullptr;
-        unsigned long v = std::strtoul(ps.c_str(), &end, 10);
-        if (ps.empty() || *end || v > 65535) throw std::invalid_argument(fmt::format("\"{}\": bad port \"{}\"", all, ps));
-        port = rte_cpu_to_be_16(static_cast<uint16_t>(v));
+        port = rte_cpu_to_be_16(static_cast<uint16_t>(number(s.substr(colon + 1), 0, 65535, "port", all)));
     }
     auto a = parse_ip4(addr);
     if (!a) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" is not an IPv4 address", all, addr));
@@ -62,10 +58,11 @@ std::string format_tcp_flags(uint8_t f) {
 
 std::string format_tuple(const FlowKey& k) {
     auto p = static_cast<Proto>(k.proto);
+    const std::string word = proto_name(p, true);
     if (p == Proto::tcp || p == Proto::udp || p == Proto::sctp)
-        return fmt::format("{} {}:{} > {}:{}", proto_word(k.proto), format_ip4(k.src), rte_be_to_cpu_16(k.sport),
+        return fmt::format("{} {}:{} > {}:{}", word, format_ip4(k.src), rte_be_to_cpu_16(k.sport),
                            format_ip4(k.dst), rte_be_to_cpu_16(k.dport));
-    return fmt::format("{} {} > {}", proto_word(k.proto), format_ip4(k.src), format_ip4(k.dst));
+    return fmt::format("{} {} > {}", word, format_ip4(k.src), format_ip4(k.dst));
 }
 
 PacketSpec parse_packet_spec(const std::string& text) {
@@ -74,12 +71,10 @@ PacketSpec parse_packet_spec(const std::string& text) {
     if (!(is >> proto >> src >> arrow >> dst) || arrow != ">")
         throw std::invalid_argument(fmt::format("\"{}\": expected \"PROTO SRC > DST [FLAGS]\"", text));
     PacketSpec p;
-    bool ports = true;
-    if (proto == "tcp") p.key.proto = static_cast<uint8_t>(Proto::tcp);
-    else if (proto == "udp") p.key.proto = static_cast<uint8_t>(Proto::udp);
-    else if (proto == "sctp") p.key.proto = static_cast<uint8_t>(Proto::sctp);
-    else if (proto == "icmp") p.key.proto = static_cast<uint8_t>(Proto::icmp), ports = false;
-    else throw std::invalid_argument(fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp or icmp", text, proto));
+    const auto pr = parse_proto(proto);
+    if (!pr) throw std::invalid_argument(fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp or icmp", text, proto));
+    p.key.proto = static_cast<uint8_t>(*pr);
+    const bool ports = *pr != Proto::icmp;
     if (!dst.empty() && dst.back() == ':') dst.pop_back();  // tcpdump prints "dst.port:"
     parse_endpoint(src, ports, p.key.src, p.key.sport, text);
     parse_endpoint(dst, ports, p.key.dst, p.key.dport, text);
@@ -102,9 +97,9 @@ PacketSpec parse_packet_spec(const std::string& text) {
             }
             flags_seen = true;
         } else if (word.rfind("ttl=", 0) == 0) {
-            p.ttl = static_cast<uint8_t>(std::stoul(word.substr(4)));
+            p.ttl = static_cast<uint8_t>(number(word.substr(4), 0, 255, "ttl", text));
         } else if (word.rfind("len=", 0) == 0) {
-            p.payload = static_cast<uint16_t>(std::min<unsigned long>(std::stoul(word.substr(4)), 1400));
+            p.payload = static_cast<uint16_t>(number(word.substr(4), 0, 1400, "len", text));
         } else {
             throw std::invalid_argument(fmt::format("\"{}\": unexpected \"{}\"", text, word));
         }
@@ -132,7 +127,7 @@ std::vector<uint8_t> build_frame(const PacketSpec& p) {
     h->next_proto_id = p.key.proto;
     h->src_addr = p.key.src.be;
     h->dst_addr = p.key.dst.be;
-    h->hdr_checksum = ipv4_header_csum(ip, sizeof(rte_ipv4_hdr));
+    h->hdr_checksum = inet_csum(ip, sizeof(rte_ipv4_hdr));
     uint8_t* l = ip + sizeof(rte_ipv4_hdr);
     switch (proto) {
     case Proto::tcp: {
@@ -166,7 +161,7 @@ std::vector<uint8_t> build_frame(const PacketSpec& p) {
     case Proto::icmp: {
         l[0] = 8;  // echo request
         std::memcpy(l + 4, &p.key.sport, 2);
-        uint16_t c = static_cast<uint16_t>(~csum_fold(csum_partial(l, l4 + p.payload)));
+        uint16_t c = inet_csum(l, l4 + p.payload);
         std::memcpy(l + 2, &c, 2);
         break;
     }

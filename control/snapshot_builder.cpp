@@ -14,16 +14,6 @@ using namespace svcgate::dp;
 
 namespace {
 
-const char* proto_name(Proto p) {
-    switch (p) {
-    case Proto::tcp: return "TCP";
-    case Proto::udp: return "UDP";
-    case Proto::sctp: return "SCTP";
-    case Proto::icmp: return "ICMP";
-    }
-    return "?";
-}
-
 struct Builder {
     const Config& cfg;
     ServiceSnapshot& s;
@@ -112,7 +102,9 @@ struct Builder {
         const bool has_any = !pick([&](uint8_t c) { return ready(c) || serving_term(c); }).empty();
 
         sp.cluster_set = add_set(cluster, sp.scheduler);
-        uint32_t local_set = add_set(local, sp.scheduler);
+        // Most Services use no Local policy: skip the set (and its Maglev table) for them.
+        const bool uses_local = sp.internal_local || sp.external_local;
+        const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
         // The service has endpoints, but none the policy may use: drop (kube-proxy's "no local
@@ -149,7 +141,7 @@ struct Builder {
             s.ports.push_back(PortInfo{p.name, p.addresses});
             for (const Cidr4& a : p.addresses) {
                 Cidr4 net{Ip4::from_host(a.addr.host() & a.mask_host()), a.len};
-                routes.push_back({net, NextHop{Ip4{}, static_cast<uint16_t>(i)}});
+                routes.push_back({net, NextHop{.gateway = Ip4{}, .port = static_cast<uint16_t>(i), .source = a.addr}});
             }
         }
         const size_t connected = routes.size();
@@ -158,7 +150,8 @@ struct Builder {
             bool found = false;
             for (size_t c = 0; c < connected && !found; ++c) {
                 if (routes[c].prefix.contains(rc.via)) {
-                    routes.push_back({rc.prefix, NextHop{rc.via, routes[c].hop.port}});
+                    routes.push_back({rc.prefix, NextHop{.gateway = rc.via, .port = routes[c].hop.port,
+                                                         .source = routes[c].hop.source}});
                     found = true;
                 }
             }

@@ -62,17 +62,20 @@ int cmd_trace(const std::vector<std::string>& args) {
         std::cout << (json ? r.json() : r.text()) << "\n" << std::flush;
         if (!r.frame.empty()) out_frames.push_back(r.frame);
     };
-    auto run = [&](const std::string& spec) {
+    // A packet that cannot be traced is reported and counted; the others still run.
+    auto guarded = [&](auto&& trace_one) {
         try {
-            emit(tracer.run_spec(spec));
+            emit(trace_one());
         } catch (const std::invalid_argument& e) {
             fmt::print(stderr, "svcgatectl: trace: {}\n", e.what());
             ++failures;
         }
     };
+    auto run = [&](const std::string& spec) { guarded([&] { return tracer.run_spec(spec); }); };
     if (vm.count("pcap")) {
         auto frames = read_pcap(vm["pcap"].as<std::string>());
-        for (size_t i = 0; i < frames.size(); ++i) emit(tracer.run_frame(frames[i], fmt::format("pcap #{}", i + 1)));
+        for (size_t i = 0; i < frames.size(); ++i)
+            guarded([&] { return tracer.run_frame(frames[i], fmt::format("pcap #{}", i + 1)); });
     }
     for (const auto& p : packets) {
         if (p == "-") {

@@ -125,7 +125,7 @@ TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
     const ServiceSnapshot& s = *snap_;
     if (tr.svc != PacketTrace::kNone) {
         r.service = s.services[tr.svc].name;
-        if (tr.classified) r.role = addr_role_name(tr.role);
+        if (tr.role) r.role = addr_role_name(*tr.role);
     }
     if (tr.endpoint != PacketTrace::kNone)
         r.endpoint = fmt::format("{}:{}", format_ip4(s.endpoints[tr.endpoint].ip), rte_be_to_cpu_16(s.endpoints[tr.endpoint].port));

@@ -1,9 +1,12 @@
 #include "yaml_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -69,6 +72,30 @@ std::string format_ip4(Ip4 a) {
 std::string format_cidr4(const Cidr4& c) { return fmt::format("{}/{}", format_ip4(c.addr), c.len); }
 
 namespace {
+constexpr std::pair<Proto, std::string_view> kProtos[] = {
+    {Proto::tcp, "TCP"}, {Proto::udp, "UDP"}, {Proto::sctp, "SCTP"}, {Proto::icmp, "ICMP"}};
+}  // namespace
+
+std::optional<Proto> parse_proto(std::string_view s) {
+    for (auto [p, name] : kProtos)
+        if (s.size() == name.size() && std::equal(s.begin(), s.end(), name.begin(),
+                                                  [](char a, char b) { return std::toupper(a) == b; }))
+            return p;
+    return std::nullopt;
+}
+
+std::string proto_name(Proto p, bool lowercase) {
+    for (auto [q, name] : kProtos) {
+        if (q != p) continue;
+        std::string s(name);
+        if (lowercase)
+            for (char& c : s) c = static_cast<char>(std::tolower(c));
+        return s;
+    }
+    return lowercase ? "ip" : "IP";
+}
+
+namespace {
 
 // Walks the document, converting values and recording issues with their positions.
 class Reader {
@@ -89,6 +116,9 @@ public:
     }
     // Warn about keys outside `known`; error when `n` is not a map.
     bool map(const YAML::Node& n, const std::string& path, std::initializer_list<std::string_view> known) {
+        return map(n, path, std::span<const std::string_view>(known.begin(), known.size()));
+    }
+    bool map(const YAML::Node& n, const std::string& path, std::span<const std::string_view> known) {
         if (!n.IsMap()) {
             error(n, path, "expected a mapping");
             return false;
@@ -184,13 +214,6 @@ private:
     std::vector<ConfigIssue>& warnings_;
 };
 
-std::optional<Proto> parse_proto(std::string_view s) {
-    if (s == "TCP" || s == "tcp") return Proto::tcp;
-    if (s == "UDP" || s == "udp") return Proto::udp;
-    if (s == "SCTP" || s == "sctp") return Proto::sctp;
-    return std::nullopt;
-}
-
 void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
     if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table"})) return;
     if (n["eal"])
@@ -233,24 +256,23 @@ void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
                 if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
                     d.flow_capacity = *c;
             if (const YAML::Node t = ft["timeouts"]) {
-                static constexpr std::string_view kTcp[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
+                // The TCP keys in TcpState order, then the datagram ones: one list for the
+                // known-field check and for reading.
+                static constexpr std::string_view kKeys[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
                     "tcp_established", "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack", "tcp_time_wait",
-                    "tcp_close", "tcp_syn_sent2"};
-                if (r.map(t, "dataplane.flow_table.timeouts",
-                          {"tcp_none", "tcp_syn_sent", "tcp_syn_recv", "tcp_established", "tcp_fin_wait",
-                           "tcp_close_wait", "tcp_last_ack", "tcp_time_wait", "tcp_close", "tcp_syn_sent2",
-                           "udp_unreplied", "udp_replied", "icmp", "other"})) {
-                    auto get = [&](std::string_view k, uint32_t& out) {
-                        std::string key(k);
+                    "tcp_close", "tcp_syn_sent2", "udp_unreplied", "udp_replied", "icmp", "other"};
+                static_assert(std::size(kKeys) == dp::kTcpStates + 4);
+                uint32_t* const slots[] = {&d.timeouts.tcp[0], &d.timeouts.tcp[1], &d.timeouts.tcp[2],
+                    &d.timeouts.tcp[3], &d.timeouts.tcp[4], &d.timeouts.tcp[5], &d.timeouts.tcp[6],
+                    &d.timeouts.tcp[7], &d.timeouts.tcp[8], &d.timeouts.tcp[9], &d.timeouts.udp_unreplied,
+                    &d.timeouts.udp_replied, &d.timeouts.icmp, &d.timeouts.other};
+                if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
+                    for (size_t i = 0; i < std::size(kKeys); ++i) {
+                        const std::string key(kKeys[i]);
                         if (t[key])
                             if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key, 1, 30 * 86400))
-                                out = *v;
-                    };
-                    for (unsigned i = 0; i < dp::kTcpStates; ++i) get(kTcp[i], d.timeouts.tcp[i]);
-                    get("udp_unreplied", d.timeouts.udp_unreplied);
-                    get("udp_replied", d.timeouts.udp_replied);
-                    get("icmp", d.timeouts.icmp);
-                    get("other", d.timeouts.other);
+                                *slots[i] = *v;
+                    }
                 }
             }
         }
@@ -346,7 +368,7 @@ void read_service(Reader& r, const YAML::Node& n, const std::string& path, Confi
             if (p["name"]) sp.name = r.str(p["name"], pp + ".name").value_or("");
             if (p["protocol"]) {
                 auto t = r.str(p["protocol"], pp + ".protocol").value_or("");
-                if (auto pr = parse_proto(t)) sp.proto = *pr;
+                if (auto pr = parse_proto(t); pr && *pr != Proto::icmp) sp.proto = *pr;
                 else r.error(p["protocol"], pp + ".protocol", fmt::format("\"{}\" is not TCP, UDP or SCTP", t));
             }
             if (!p["port"]) r.error(p, pp, "a service port needs port");

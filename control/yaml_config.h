@@ -19,5 +19,8 @@ std::optional<Ip4> parse_ip4(std::string_view s);
 std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits = false);
 std::string format_ip4(Ip4 a);
 std::string format_cidr4(const Cidr4& c);
+// TCP, UDP, SCTP, ICMP in any case; names in Kubernetes' spelling, or tcpdump's (lowercase).
+std::optional<Proto> parse_proto(std::string_view s);
+std::string proto_name(Proto p, bool lowercase = false);
 
 }  // namespace svcgate::ctl

@@ -24,8 +24,8 @@ uint32_t csum_partial(const void* data, size_t len, uint32_t sum) noexcept {
     return (sum & 0xffff) + (sum >> 16);
 }
 
-uint16_t ipv4_header_csum(const void* ip_hdr, size_t ihl_bytes) noexcept {
-    return static_cast<uint16_t>(~csum_fold(csum_partial(ip_hdr, ihl_bytes)));
+uint16_t inet_csum(const void* data, size_t len) noexcept {
+    return static_cast<uint16_t>(~csum_fold(csum_partial(data, len)));
 }
 
 uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcept {

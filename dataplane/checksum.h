@@ -51,9 +51,9 @@ inline void udp_csum_replace4(rte_be16_t* csum, rte_be32_t from, rte_be32_t to) 
 // Plain one's-complement sum of a buffer (network-order words), not folded or inverted.
 uint32_t csum_partial(const void* data, size_t len, uint32_t sum = 0) noexcept;
 
-// Full IPv4 header checksum over `ihl_bytes`, with the checksum field taken as it is: returns 0
-// for a header whose checksum verifies; returns the value to store when the field is zero.
-uint16_t ipv4_header_csum(const void* ip_hdr, size_t ihl_bytes) noexcept;
+// The Internet checksum (RFC 1071) of a buffer, its checksum field taken as it is: 0 for an IPv4
+// header or ICMP message whose checksum verifies; the value to store when the field is zero.
+uint16_t inet_csum(const void* data, size_t len) noexcept;
 
 // Full TCP/UDP checksum with the IPv4 pseudo-header (RFC 793 / RFC 768) over `l4_len` bytes
 // starting at `l4`, checksum field taken as it is (0 = verifies when the field is filled in).

@@ -80,12 +80,6 @@ FlowTable::~FlowTable() {
     std::free(limbo_mem_);
 }
 
-size_t FlowTable::memory_bytes() const noexcept {
-    return size_t{capacity_} * sizeof(Flow) + (size_t{bucket_mask_} + 1) * sizeof(Bucket) +
-           (size_t{stripe_mask_} + 1) * sizeof(uint32_t) +
-           size_t{capacity_} * (sizeof(uint32_t) + sizeof(Owner::Limbo));
-}
-
 uint32_t FlowTable::live_total() const noexcept {
     uint32_t n = 0;
     for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live;

@@ -109,7 +109,6 @@ public:
     [[nodiscard]] FlowRef lookup(const FlowKey& k) const noexcept;
     // Two-phase bulk lookup: hash and prefetch every bucket, then probe (l3fwd's grouping).
     void lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
-    [[nodiscard]] bool contains(const FlowKey& k) const noexcept { return lookup(k).hit(); }
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
     [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now) noexcept;
@@ -125,15 +124,7 @@ public:
     uint32_t timeout_of(const Flow& f) const noexcept;
 
     uint32_t capacity() const noexcept { return capacity_; }
-    uint32_t live(uint16_t owner) const noexcept { return owners_[owner].live; }
     uint32_t live_total() const noexcept;
-    uint16_t owners() const noexcept { return n_owners_; }
-    size_t memory_bytes() const noexcept;
-    const Timeouts& timeouts() const noexcept { return timeouts_; }
-
-    // Visit every live record (control plane, for `svcgatectl flows`; racy snapshot by design).
-    template <typename Fn>
-    void for_each(Fn&& fn) const;
 
 private:
     explicit FlowTable(const Params& p) noexcept;
@@ -224,13 +215,6 @@ unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
         }
     }
     return removed;
-}
-
-template <typename Fn>
-void FlowTable::for_each(Fn&& fn) const {
-    for (uint16_t w = 0; w < n_owners_; ++w)
-        for (uint32_t id = owners_[w].lo; id < owners_[w].hi; ++id)
-            if (flows_[id].live.load(std::memory_order_relaxed)) fn(id, flows_[id]);
 }
 
 }  // namespace svcgate::dp

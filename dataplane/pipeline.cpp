@@ -117,11 +117,10 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
 
 // A new connection to a service port: select, create the flow, return the packet's out tuple.
 [[gnu::cold]] [[gnu::noinline]] Step new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
-                                              AddrRole role, FlowKey& out, uint32_t& flow_id,
-                                              PacketTrace* t) noexcept {
+                                              AddrRole role, FlowKey& out, PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const ServicePort& sp = s.services[svc_idx];
-    if (t) t->svc = svc_idx, t->role = role, t->classified = true;
+    if (t) t->svc = svc_idx, t->role = role;
 
     // filter-prerouting: loadBalancerSourceRanges guard the LB IPs; the node itself may always
     // reach its own load balancer.
@@ -161,9 +160,8 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     unsigned tries = 1;
     if (masq) {
         const NextHop* hop = s.route(ep.ip);
-        Ip4 snat = hop ? s.snat_address(*hop, ep.ip) : Ip4{};
-        if (snat.is_zero()) return {Verdict::drop, DropReason::no_route};
-        init.key[1].dst = snat;
+        if (!hop) return {Verdict::drop, DropReason::no_route};
+        init.key[1].dst = hop->source;
         tries = 64;
     }
     InsertResult r{InsertStatus::full, 0};
@@ -188,7 +186,6 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     }
     const Flow& f = ctx.flows->flow(r.id);
     out = f.key[1].reversed();
-    flow_id = r.id;
     if (t) {
         uint64_t tg = f.target.load(std::memory_order_relaxed);
         t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
@@ -253,6 +250,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
     ctx.flows->lookup_bulk(keys, nk, refs);
 
     // Phase 2: one exit per packet.
+    SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
     for (uint16_t j = 0; j < nk; ++j) {
         const uint16_t i = idx[j];
         rte_mbuf* mb = pkts[i];
@@ -262,7 +260,6 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         PacketTrace* t = trace ? &trace[i] : nullptr;
         FlowKey out = m.key;
         Step st{Verdict::forward, DropReason::none};
-        uint32_t flow_id = FlowRef::kMiss;
         uint32_t svc_idx = PacketTrace::kNone;
 
         if (refs[j].hit()) {
@@ -273,7 +270,6 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 st = {Verdict::drop, DropReason::conntrack_invalid};
             } else {
                 out = f.key[other].reversed();
-                flow_id = refs[j].id;
                 st.verdict = refs[j].dir == Direction::original ? Verdict::dnat : Verdict::reply;
             }
             if (f.kind == FlowKind::nat && f.gen == s.generation)
@@ -292,7 +288,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
             if (v != StaticHash::kNone) {
                 svc_idx = v >> 2;
-                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, flow_id, t);
+                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, t);
                 if (st.verdict != Verdict::dnat) svc_idx = PacketTrace::kNone;
             } else if ((local & kClusterIp) && s.cluster.reject_unknown_port) {
                 st = {Verdict::reject, DropReason::reject_unknown_port};
@@ -317,7 +313,6 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         } else if (st.verdict == Verdict::reject) {
             if (build_reject(mb, m)) {
                 r.out_port = in_port;
-                out = m.key.reversed();
             } else {
                 st = {Verdict::drop, DropReason::reject_failed};
             }
@@ -325,13 +320,8 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         r.verdict = st.verdict;
         r.reason = st.reason;
         if (svc_idx != PacketTrace::kNone && st.verdict != Verdict::drop) {
-            SvcCounters& c = s.svc_counters[size_t{ctx.worker} * s.services.size() + svc_idx];
-            c.packets++;
-            c.bytes += mb->pkt_len;
-        }
-        if (t) {
-            t->out = out;
-            t->flow_id = flow_id;
+            svc_counters[svc_idx].packets++;
+            svc_counters[svc_idx].bytes += mb->pkt_len;
         }
     }
 

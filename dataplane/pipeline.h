@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include <rte_mbuf.h>
 
@@ -57,12 +58,9 @@ struct PacketTrace {
     static constexpr uint32_t kNone = UINT32_MAX;
     uint32_t svc = kNone;       // index into snapshot services
     uint32_t endpoint = kNone;  // index into snapshot endpoints
-    AddrRole role = AddrRole::cluster_ip;
-    bool classified = false;    // role is set: the packet was classified as a new connection
+    std::optional<AddrRole> role;  // set when the packet was classified as a new connection
     bool masquerade = false;
     bool new_flow = false;
-    uint32_t flow_id = kNone;
-    FlowKey out;                // the tuple as the packet leaves
 };
 
 void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCtx& ctx,

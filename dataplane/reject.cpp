@@ -35,7 +35,7 @@ void write_ip(uint8_t* ip, uint16_t total, uint8_t proto, Ip4 src, Ip4 dst) noex
     h->hdr_checksum = 0;
     h->src_addr = src.be;
     h->dst_addr = dst.be;
-    h->hdr_checksum = ipv4_header_csum(ip, sizeof(rte_ipv4_hdr));
+    h->hdr_checksum = inet_csum(ip, sizeof(rte_ipv4_hdr));
 }
 
 // Drop any chained segments and set the new single-segment length.
@@ -102,7 +102,7 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
     icmp[0] = 3;  // destination unreachable
     icmp[1] = 3;  // port unreachable
     std::memcpy(icmp + sizeof(rte_icmp_hdr), quote, quoted);
-    uint16_t c = static_cast<uint16_t>(~csum_fold(csum_partial(icmp, sizeof(rte_icmp_hdr) + quoted)));
+    uint16_t c = inet_csum(icmp, sizeof(rte_icmp_hdr) + quoted);
     std::memcpy(icmp + 2, &c, 2);
     return true;
 }

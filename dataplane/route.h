@@ -19,6 +19,7 @@ namespace svcgate::dp {
 struct NextHop {
     Ip4 gateway;         // zero: the destination itself is on the port's link
     uint16_t port = 0;   // egress port index
+    Ip4 source;          // the port address on the next hop's subnet: the masquerade address
 };
 
 struct LpmDeleter {

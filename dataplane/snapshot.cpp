@@ -35,12 +35,4 @@ const char* addr_role_name(AddrRole r) noexcept {
     return "?";
 }
 
-Ip4 ServiceSnapshot::snat_address(const NextHop& hop, Ip4 dst) const noexcept {
-    if (hop.port >= ports.size() || ports[hop.port].addrs.empty()) return Ip4{};
-    Ip4 toward = hop.gateway.is_zero() ? dst : hop.gateway;
-    for (const Cidr4& a : ports[hop.port].addrs)
-        if (a.contains(toward)) return a.addr;
-    return ports[hop.port].addrs.front().addr;
-}
-
 }  // namespace svcgate::dp

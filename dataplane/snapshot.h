@@ -131,9 +131,6 @@ struct ServiceSnapshot {
         return v == StaticHash::kNone ? 0 : v;
     }
     const NextHop* route(Ip4 dst) const noexcept { return routes ? routes->lookup(dst) : nullptr; }
-    // The address a port masquerades with towards `hop`: the port address on the next hop's
-    // subnet, else the port's first address.
-    Ip4 snat_address(const NextHop& hop, Ip4 dst) const noexcept;
 };
 
 }  // namespace svcgate::dp

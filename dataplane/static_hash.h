@@ -46,7 +46,6 @@ public:
         }
     }
     size_t size() const noexcept { return size_; }
-    size_t memory_bytes() const noexcept { return slots_.size() * sizeof(Slot); }
 
 private:
     struct Slot {

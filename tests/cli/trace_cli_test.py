@@ -56,6 +56,19 @@ with tempfile.TemporaryDirectory() as d:
     # The DNATed packets are now addressed to coredns itself: routed, not translated again.
     check(all(l["verdict"] == "forward" for l in lines), f"pod-addressed packets are forwarded: {[l['verdict'] for l in lines]}")
 
+    # A frame too large for an mbuf is that packet's error; the packets after it still run.
+    import struct
+    big, small = os.path.join(d, "big.pcap"), out1
+    frames = open(small, "rb").read()[24:]
+    with open(big, "wb") as f:
+        f.write(open(small, "rb").read()[:24])
+        f.write(struct.pack("<IIII", 0, 0, 4000, 4000) + bytes(4000))
+        f.write(frames)
+    r = trace("--config", lab, "--json", "--pcap", big)
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    check(r.returncode == 1 and "larger than an mbuf" in r.stderr and len(lines) == 2,
+          f"an oversized frame is reported, the rest traced (rc {r.returncode}, {len(lines)} lines)")
+
 # Errors: a broken config and a broken packet.
 with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
     f.write("cluster:\n  node_ips: [not-an-ip]\n")

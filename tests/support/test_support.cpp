@@ -13,12 +13,12 @@ bool checksums_verify(const std::vector<uint8_t>& f) {
     if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none) return false;
     if (m.l3 != L3Kind::ipv4) return true;
     const uint8_t* ip = f.data() + m.l3_off;
-    if (ipv4_header_csum(ip, m.l4_off - m.l3_off) != 0) return false;
+    if (inet_csum(ip, m.l4_off - m.l3_off) != 0) return false;
     const uint8_t* l4 = f.data() + m.l4_off;
     switch (static_cast<Proto>(m.key.proto)) {
     case Proto::tcp: return ipv4_l4_csum(ip, l4, m.l4_len) == 0;
     case Proto::udp: return (l4[6] == 0 && l4[7] == 0) || ipv4_l4_csum(ip, l4, m.l4_len) == 0;
-    case Proto::icmp: return static_cast<uint16_t>(~csum_fold(csum_partial(l4, m.l4_len))) == 0;
+    case Proto::icmp: return inet_csum(l4, m.l4_len) == 0;
     case Proto::sctp: {
         rte_be32_t c;
         std::memcpy(&c, l4 + 8, 4);

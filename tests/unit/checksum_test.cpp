@@ -20,9 +20,9 @@ TEST(Checksum, Replace4MatchesFullRecompute) {
         uint8_t hdr[20];
         for (auto& b : hdr) b = static_cast<uint8_t>(rng());
         hdr[10] = hdr[11] = 0;
-        uint16_t c = ipv4_header_csum(hdr, 20);
+        uint16_t c = inet_csum(hdr, 20);
         std::memcpy(hdr + 10, &c, 2);
-        ASSERT_EQ(ipv4_header_csum(hdr, 20), 0);
+        ASSERT_EQ(inet_csum(hdr, 20), 0);
         rte_be32_t from, to = static_cast<rte_be32_t>(rng());
         std::memcpy(&from, hdr + 12, 4);
         std::memcpy(hdr + 12, &to, 4);
@@ -30,7 +30,7 @@ TEST(Checksum, Replace4MatchesFullRecompute) {
         std::memcpy(&inc, hdr + 10, 2);
         csum_replace4(&inc, from, to);
         std::memcpy(hdr + 10, &inc, 2);
-        ASSERT_EQ(ipv4_header_csum(hdr, 20), 0) << "iteration " << i;
+        ASSERT_EQ(inet_csum(hdr, 20), 0) << "iteration " << i;
     }
 }
 

@@ -83,6 +83,20 @@ TEST(Config, UnknownFieldsAreWarningsAndSyntaxErrorsArePositioned) {
     EXPECT_GT(e[0].mark.line, 0);
 }
 
+TEST(Config, FlowTableTimeoutsAreRead) {
+    Config c = load_config_string(R"(dataplane:
+  flow_table:
+    timeouts: {tcp_established: 7200, tcp_syn_sent2: 5, udp_replied: 60, other: 9, tcp_bogus: 1}
+)", "t.yaml");
+    EXPECT_EQ(c.dataplane.timeouts.tcp[static_cast<unsigned>(dp::TcpState::established)], 7200u);
+    EXPECT_EQ(c.dataplane.timeouts.tcp[static_cast<unsigned>(dp::TcpState::syn_sent2)], 5u);
+    EXPECT_EQ(c.dataplane.timeouts.udp_replied, 60u);
+    EXPECT_EQ(c.dataplane.timeouts.other, 9u);
+    EXPECT_EQ(c.dataplane.timeouts.tcp[static_cast<unsigned>(dp::TcpState::close_wait)], 3600u) << "untouched";
+    ASSERT_EQ(c.warnings.size(), 1u);
+    EXPECT_EQ(c.warnings[0].path, "dataplane.flow_table.timeouts.tcp_bogus");
+}
+
 TEST(Config, LabConfigLoads) {
     Config c = load_config_file(SVCGATE_SOURCE_DIR "/config/lab.yaml");
     EXPECT_TRUE(c.warnings.empty());

@@ -114,6 +114,38 @@ TEST(Pipeline, MasqueradeInEachKubeProxyCase) {
     EXPECT_EQ(r.out->substr(0, 20), "tcp 10.192.0.2:1024 ");
 }
 
+TEST(Pipeline, MasqueradeSourceIsThePortAddressOnTheNextHopsSubnet) {
+    // The cluster port has two subnets; pods behind 10.193.0.9 must see the 10.193.0.2 address.
+    auto t = test::tracer(R"(
+dataplane:
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24]}
+    - {name: cluster, addresses: [10.192.0.2/24, 10.193.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+    - {prefix: 10.245.0.0/16, via: 10.193.0.9}
+cluster:
+  node_ips: [192.168.67.8]
+services:
+  - name: default/a
+    type: NodePort
+    cluster_ip: 10.107.0.8
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30003}]
+    endpoints: [{ip: 10.245.1.1}]
+  - name: default/b
+    type: NodePort
+    cluster_ip: 10.107.0.9
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30004}]
+    endpoints: [{ip: 10.244.2.1}]
+)");
+    auto a = t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30003 [S]");
+    ASSERT_EQ(a.verdict, Verdict::dnat);
+    EXPECT_EQ(*a.out, "tcp 10.193.0.2:1024 > 10.245.1.1:80");
+    auto b = t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30004 [S]");
+    ASSERT_EQ(b.verdict, Verdict::dnat);
+    EXPECT_EQ(b.out->substr(0, 15), "tcp 10.192.0.2:");
+}
+
 TEST(Pipeline, NoDetectorMeansNoClusterIpMasquerade) {
     std::string cfg = with_services(kTestSvc);
     cfg.replace(cfg.find("  cluster_cidrs: [10.244.0.0/16]\n"), 33, "");
@@ -137,30 +169,23 @@ TEST(Pipeline, SameNextHopIsMasqueradedSoRepliesCrossTheGateway) {
 }
 
 TEST(Pipeline, ExternalTrafficPolicyLocal) {
-    const std::string svc = R"(
+    auto etp_local = [](const std::string& endpoints) {
+        return with_services(R"(
   - name: default/etp
     type: NodePort
     cluster_ip: 10.107.0.3
     external_traffic_policy: Local
     ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}]
-    endpoints: [{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}]
-)";
-    auto t = test::tracer(with_services(svc));
+    endpoints: )" + endpoints + "\n");
+    };
+    auto t = test::tracer(etp_local("[{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}]"));
     for (int i = 0; i < 50; ++i) {
         auto r = t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30002 [S]", 2000 + i));
         ASSERT_EQ(r.verdict, Verdict::dnat);
         EXPECT_EQ(*r.endpoint, "10.244.2.4:80") << "only the local endpoint";
         EXPECT_FALSE(r.masquerade) << "source kept";
     }
-    const std::string none_local = R"(
-  - name: default/etp
-    type: NodePort
-    cluster_ip: 10.107.0.3
-    external_traffic_policy: Local
-    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}]
-    endpoints: [{ip: 10.244.3.6, node: other}]
-)";
-    auto t2 = test::tracer(with_services(none_local));
+    auto t2 = test::tracer(etp_local("[{ip: 10.244.3.6, node: other}]"));
     auto d = t2->run_spec("tcp 192.168.67.100:2000 > 192.168.67.8:30002 [S]");
     EXPECT_EQ(d.verdict, Verdict::drop);
     EXPECT_EQ(d.reason, DropReason::no_local_endpoints);
