@@ -57,12 +57,16 @@ struct DataplaneConfig {
     std::vector<PortConfig> ports;
     std::vector<RouteConfig> routes;
     uint32_t flow_capacity = 1u << 20;
+    // Masquerade when client and endpoint are reached through the same next hop, so that the
+    // reply comes back through the gateway. Off where the network already sends such replies
+    // through it (kube-proxy's own node, with br_netfilter; policy routing).
+    bool one_arm_masquerade = true;
     dp::Timeouts timeouts{};
 };
 
 struct ClusterConfig {
     std::string node_name;
-    std::vector<Ip4> node_ips;
+    std::vector<Ip4> node_ips;               // the first is the primary node IP (LB source ranges)
     std::vector<Cidr4> nodeport_addresses;  // empty = every node IP
     std::vector<Cidr4> cluster_cidrs;       // empty = no local-traffic detector
     std::vector<Cidr4> service_cidrs;
@@ -120,11 +124,23 @@ struct ServiceConfig {
     std::string full_name() const { return ns + "/" + name; }
 };
 
+// What the Kubernetes-object loader read and what it set aside, as kube-proxy would.
+struct KubeStats {
+    unsigned services = 0;        // v1 Service objects read
+    unsigned slices = 0;          // EndpointSlices attached to a Service
+    unsigned headless = 0;        // clusterIP None: no dataplane rule
+    unsigned external_name = 0;   // type ExternalName: no dataplane rule
+    unsigned ipv6_skipped = 0;    // IPv6-only Services, IPv6 slices and IPv6 addresses
+    unsigned ignored_objects = 0; // other kinds
+};
+
 struct Config {
     std::string file;
     DataplaneConfig dataplane;
     ClusterConfig cluster;
     std::vector<ServiceConfig> services;
+    std::vector<std::string> manifests;  // Kubernetes object files, as resolved
+    KubeStats kube;
     std::vector<ConfigIssue> warnings;  // unknown fields and the like
 };
 

@@ -61,6 +61,13 @@ struct Builder {
         sp.external_ips = sc.external_ips;
         if (sc.type == ServiceType::load_balancer) sp.lb_ips = sc.lb_ips;
         sp.lb_source_ranges = sc.lb_source_ranges;
+        // kube-proxy: when a range holds the primary node IP, the node may reach its own load
+        // balancer, whose traffic can loop back with the LB IP as source: allow the LB IPs too.
+        const auto& nips = cfg.cluster.node_ips;
+        bool from_node = false;
+        for (const Cidr4& c : sc.lb_source_ranges) from_node = from_node || (!nips.empty() && c.contains(nips[0]));
+        if (from_node)
+            for (Ip4 a : sp.lb_ips) sp.lb_source_ranges.push_back(Cidr4{a, 32});
         sp.scheduler = sc.scheduler;
         sp.affinity_timeout = sc.affinity_timeout;
         const bool external = np_type || !sc.external_ips.empty();
@@ -199,7 +206,8 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     s.cluster = ClusterSettings{.cluster_cidrs = cfg.cluster.cluster_cidrs,
                                 .service_cidrs = cfg.cluster.service_cidrs,
                                 .masquerade_all = cfg.cluster.masquerade_all,
-                                .reject_unknown_port = cfg.cluster.reject_unknown_port};
+                                .reject_unknown_port = cfg.cluster.reject_unknown_port,
+                                .one_arm_masquerade = cfg.dataplane.one_arm_masquerade};
     Builder b{cfg, s, {}, {}};
     b.ports_and_routes();
     for (size_t si = 0; si < cfg.services.size(); ++si) {

@@ -1,10 +1,14 @@
 #include "yaml_config.h"
 
+#include "kube_objects.h"
+#include "yaml_reader.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <span>
 #include <sstream>
@@ -97,125 +101,10 @@ std::string proto_name(Proto p, bool lowercase) {
 
 namespace {
 
-// Walks the document, converting values and recording issues with their positions.
-class Reader {
-public:
-    Reader(std::string file, std::vector<ConfigIssue>& errors, std::vector<ConfigIssue>& warnings)
-        : file_(std::move(file)), errors_(errors), warnings_(warnings) {}
-
-    Mark mark(const YAML::Node& n) const {
-        const YAML::Mark m = n.Mark();
-        if (m.is_null()) return Mark{file_, 0, 0};
-        return Mark{file_, m.line + 1, m.column + 1};
-    }
-    void error(const YAML::Node& n, const std::string& path, std::string msg) {
-        errors_.push_back(ConfigIssue{mark(n), path, std::move(msg)});
-    }
-    void warn(const YAML::Node& n, const std::string& path, std::string msg) {
-        warnings_.push_back(ConfigIssue{mark(n), path, std::move(msg)});
-    }
-    // Warn about keys outside `known`; error when `n` is not a map.
-    bool map(const YAML::Node& n, const std::string& path, std::initializer_list<std::string_view> known) {
-        return map(n, path, std::span<const std::string_view>(known.begin(), known.size()));
-    }
-    bool map(const YAML::Node& n, const std::string& path, std::span<const std::string_view> known) {
-        if (!n.IsMap()) {
-            error(n, path, "expected a mapping");
-            return false;
-        }
-        for (const auto& kv : n) {
-            auto k = kv.first.as<std::string>("");
-            bool ok = false;
-            for (auto w : known) ok = ok || k == w;
-            if (!ok) warn(kv.first, path.empty() ? k : path + "." + k, "unknown field (ignored)");
-        }
-        return true;
-    }
-    bool seq(const YAML::Node& n, const std::string& path) {
-        if (!n.IsSequence()) {
-            error(n, path, "expected a list");
-            return false;
-        }
-        return true;
-    }
-    std::optional<std::string> str(const YAML::Node& n, const std::string& path) {
-        if (!n.IsScalar()) {
-            error(n, path, "expected a string");
-            return std::nullopt;
-        }
-        return n.Scalar();
-    }
-    template <typename T>
-    std::optional<T> uint(const YAML::Node& n, const std::string& path, uint64_t lo, uint64_t hi) {
-        if (!n.IsScalar()) {
-            error(n, path, "expected a number");
-            return std::nullopt;
-        }
-        const std::string& s = n.Scalar();
-        uint64_t v = 0;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) {
-            error(n, path, fmt::format("\"{}\" is not a number", s));
-            return std::nullopt;
-        }
-        if (v < lo || v > hi) {
-            error(n, path, fmt::format("{} is out of range {}-{}", v, lo, hi));
-            return std::nullopt;
-        }
-        return static_cast<T>(v);
-    }
-    std::optional<bool> boolean(const YAML::Node& n, const std::string& path) {
-        if (n.IsScalar()) {
-            const auto& s = n.Scalar();
-            if (s == "true" || s == "True" || s == "yes") return true;
-            if (s == "false" || s == "False" || s == "no") return false;
-        }
-        error(n, path, "expected true or false");
-        return std::nullopt;
-    }
-    std::optional<Ip4> ip(const YAML::Node& n, const std::string& path) {
-        auto s = str(n, path);
-        if (!s) return std::nullopt;
-        auto a = parse_ip4(*s);
-        if (!a) error(n, path, fmt::format("\"{}\" is not an IPv4 address", *s));
-        return a;
-    }
-    std::optional<Cidr4> cidr(const YAML::Node& n, const std::string& path, bool keep_host = false) {
-        auto s = str(n, path);
-        if (!s) return std::nullopt;
-        // kube-proxy trims loadBalancerSourceRanges; so do we, everywhere.
-        std::string t = *s;
-        t.erase(0, t.find_first_not_of(" \t"));
-        t.erase(t.find_last_not_of(" \t") + 1);
-        auto c = parse_cidr4(t, keep_host);
-        if (!c) error(n, path, fmt::format("\"{}\" is not an IPv4 CIDR (a.b.c.d/len)", *s));
-        return c;
-    }
-    template <typename T, typename F>
-    std::vector<T> list(const YAML::Node& n, const std::string& path, F&& item) {
-        std::vector<T> out;
-        if (!n || n.IsNull()) return out;
-        if (!seq(n, path)) return out;
-        for (size_t i = 0; i < n.size(); ++i)
-            if (auto v = item(n[i], fmt::format("{}[{}]", path, i))) out.push_back(*v);
-        return out;
-    }
-    std::vector<Ip4> ips(const YAML::Node& n, const std::string& path) {
-        return list<Ip4>(n, path, [&](const YAML::Node& x, const std::string& p) { return ip(x, p); });
-    }
-    std::vector<Cidr4> cidrs(const YAML::Node& n, const std::string& path) {
-        return list<Cidr4>(n, path, [&](const YAML::Node& x, const std::string& p) { return cidr(x, p); });
-    }
-    const std::string& file() const { return file_; }
-
-private:
-    std::string file_;
-    std::vector<ConfigIssue>& errors_;
-    std::vector<ConfigIssue>& warnings_;
-};
-
 void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
-    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table"})) return;
+    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table", "one_arm_masquerade"})) return;
+    if (n["one_arm_masquerade"])
+        if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
                                     [&](const YAML::Node& x, const std::string& p) { return r.str(x, p); });
@@ -286,7 +175,18 @@ void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
     if (n["node_name"])
         if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
     c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
-    c.nodeport_addresses = r.cidrs(n["nodeport_addresses"], "cluster.nodeport_addresses");
+    // kube-proxy's --nodeport-addresses: CIDRs of the other family are left out (and a list
+    // left empty means every address), "primary" is the primary node IP.
+    c.nodeport_addresses = r.list<Cidr4>(n["nodeport_addresses"], "cluster.nodeport_addresses",
+        [&](const YAML::Node& x, const std::string& p) -> std::optional<Cidr4> {
+            if (x.IsScalar() && x.Scalar().find(':') != std::string::npos) return std::nullopt;
+            if (x.IsScalar() && x.Scalar() == "primary") {
+                if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
+                else return Cidr4{c.node_ips[0], 32};
+                return std::nullopt;
+            }
+            return r.cidr(x, p);
+        });
     c.cluster_cidrs = r.cidrs(n["cluster_cidrs"], "cluster.cluster_cidrs");
     c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
     if (n["masquerade_all"])
@@ -419,9 +319,26 @@ Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigI
     if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
     if (const YAML::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))
         for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], fmt::format("services[{}]", i), cfg);
-    if (root["kubernetes"])
-        r.error(root["kubernetes"], "kubernetes",
-                "Kubernetes objects are not loaded yet (control-plane issue); use the compact services: form");
+    if (const YAML::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
+        // Relative manifest paths are relative to the config file's directory.
+        const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
+        std::vector<ManifestRef> refs;
+        const YAML::Node m = k["manifests"];
+        if (m && r.seq(m, "kubernetes.manifests"))
+            for (size_t i = 0; i < m.size(); ++i)
+                if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
+                    refs.push_back({(*p)[0] == '/' || p->empty() ? *p : dir + *p, r.mark(m[i])});
+        load_kube_manifests(refs, cfg, errors);
+    }
+    // One name, one Service: the compact form and the manifests share the namespace.
+    std::map<std::string, const ServiceConfig*> seen;
+    for (const ServiceConfig& s : cfg.services) {
+        auto [it, fresh] = seen.emplace(s.full_name(), &s);
+        if (!fresh)
+            errors.push_back(ConfigIssue{s.mark, "", fmt::format("Service {} is defined twice (first at {}:{}:{})",
+                                                                 s.full_name(), it->second->mark.file,
+                                                                 it->second->mark.line, it->second->mark.column)});
+    }
     return cfg;
 }
 

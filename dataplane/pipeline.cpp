@@ -122,10 +122,9 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     const ServicePort& sp = s.services[svc_idx];
     if (t) t->svc = svc_idx, t->role = role;
 
-    // filter-prerouting: loadBalancerSourceRanges guard the LB IPs; the node itself may always
-    // reach its own load balancer.
-    if (role == AddrRole::lb_ip && !sp.lb_source_ranges.empty() &&
-        !in_any(sp.lb_source_ranges, m.key.src) && !(s.local_flags(m.key.src) & kNodeAddr))
+    // filter-prerouting: loadBalancerSourceRanges guard the LB IPs (the builder adds the LB IPs
+    // themselves when the node may reach its own load balancer).
+    if (role == AddrRole::lb_ip && !sp.lb_source_ranges.empty() && !in_any(sp.lb_source_ranges, m.key.src))
         return {Verdict::drop, DropReason::lb_source_range};
 
     Decision d = decide(s, sp, role, m.key);
@@ -148,7 +147,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     const Endpoint& ep = s.endpoints[ep_idx];
 
     bool masq = d.masq || ep.ip == m.key.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
-                one_armed(s, m.key.src, ep.ip);
+                (s.cluster.one_arm_masquerade && one_armed(s, m.key.src, ep.ip));
     FlowInit init{.key = {m.key, FlowKey{}},
                   .target = nat_target(svc_idx, ep_idx),
                   .svc_id = sp.id,

@@ -24,6 +24,10 @@ std::unique_ptr<RouteTable> RouteTable::create(const std::vector<Route>& routes,
         // One next-hop index per route; routes are few, identical hops are not merged.
         uint32_t idx = static_cast<uint32_t>(t->hops_.size());
         t->hops_.push_back(r.hop);
+        if (r.prefix.len == 0) {  // rte_lpm takes depths 1-32: the default route stands apart
+            t->default_ = static_cast<int32_t>(idx);
+            continue;
+        }
         if (rte_lpm_add(t->lpm_.get(), r.prefix.addr.host(), r.prefix.len, idx) != 0) {
             err = "rte_lpm_add failed";
             return nullptr;

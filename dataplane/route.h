@@ -39,7 +39,8 @@ public:
     // nullptr when no route covers `dst`.
     const NextHop* lookup(Ip4 dst) const noexcept {
         uint32_t idx;
-        if (!lpm_ || rte_lpm_lookup(lpm_.get(), dst.host(), &idx) != 0) return nullptr;
+        if (!lpm_ || rte_lpm_lookup(lpm_.get(), dst.host(), &idx) != 0)
+            return default_ >= 0 ? &hops_[static_cast<uint32_t>(default_)] : nullptr;
         return &hops_[idx];
     }
     size_t size() const noexcept { return routes_.size(); }
@@ -48,6 +49,7 @@ public:
 private:
     RouteTable() = default;
     LpmPtr lpm_;
+    int32_t default_ = -1;  // index of the 0.0.0.0/0 hop, if any
     std::vector<NextHop> hops_;
     std::vector<Route> routes_;
 };

@@ -93,6 +93,7 @@ struct ClusterSettings {
     std::vector<Cidr4> service_cidrs;
     bool masquerade_all = false;
     bool reject_unknown_port = true;     // nftables: known ClusterIP, unknown port → REJECT
+    bool one_arm_masquerade = true;      // masquerade when client and endpoint share a next hop
     uint16_t snat_port_min = 1024;
     uint16_t snat_port_max = 65535;
 };

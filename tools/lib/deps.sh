@@ -1,6 +1,6 @@
 # Debian packages the build and the tests need; installed only when missing.
 SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev
-              libboost-program-options-dev libgtest-dev libbenchmark-dev python3)
+              libboost-program-options-dev libgtest-dev libbenchmark-dev python3 python3-yaml)
 install_deps() {
     local missing=()
     for p in "${SVCGATE_DEPS[@]}"; do

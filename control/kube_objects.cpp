@@ -1,0 +1,344 @@
+#include "kube_objects.h"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "scheduler.h"
+#include "yaml_reader.h"
+
+namespace svcgate::ctl {
+
+namespace {
+
+constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
+constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
+
+struct PendingSlice {
+    std::string ns, service, name;
+    EndpointGroup group;
+    Mark mark;
+};
+
+struct KubeLoader {
+    Config& cfg;
+    std::vector<ConfigIssue>& errors;
+    std::vector<PendingSlice> slices;
+
+    static bool is_ipv6(const std::string& s) { return s.find(':') != std::string::npos; }
+
+    // An IPv4 address, nullopt for an IPv6 one (counted) or a bad one (an error).
+    std::optional<Ip4> addr(Reader& r, const YAML::Node& n, const std::string& path) {
+        auto s = r.str(n, path);
+        if (!s) return std::nullopt;
+        if (is_ipv6(*s)) {
+            ++cfg.kube.ipv6_skipped;
+            return std::nullopt;
+        }
+        return r.ip(n, path);
+    }
+
+    std::vector<Ip4> addrs(Reader& r, const YAML::Node& n, const std::string& path) {
+        return r.list<Ip4>(n, path, [&](const YAML::Node& x, const std::string& p) { return addr(r, x, p); });
+    }
+
+    // metadata.name / metadata.namespace (default "default").
+    bool meta(Reader& r, const YAML::Node& obj, const std::string& path, std::string& ns, std::string& name) {
+        const YAML::Node m = obj["metadata"];
+        if (!m || !r.open_map(m, path + ".metadata")) {
+            if (!m) r.error(obj, path, "an object needs metadata.name");
+            return false;
+        }
+        name = r.str_or_empty(m, "name", path + ".metadata");
+        ns = r.str_or_empty(m, "namespace", path + ".metadata");
+        if (ns.empty()) ns = "default";
+        if (name.empty()) {
+            r.error(m, path + ".metadata", "an object needs metadata.name");
+            return false;
+        }
+        return true;
+    }
+
+    std::optional<Proto> protocol(Reader& r, const YAML::Node& p, const std::string& path) {
+        const YAML::Node v = p["protocol"];
+        if (!v || v.IsNull()) return Proto::tcp;  // the API default
+        auto t = r.str(v, path + ".protocol").value_or("");
+        auto pr = parse_proto(t);
+        if (!pr || *pr == Proto::icmp) {
+            r.error(v, path + ".protocol", fmt::format("\"{}\" is not TCP, UDP or SCTP", t));
+            return std::nullopt;
+        }
+        return pr;
+    }
+
+    void service(Reader& r, const YAML::Node& obj, const std::string& path) {
+        ServiceConfig s{.mark = r.mark(obj)};
+        if (!meta(r, obj, path, s.ns, s.name)) return;
+        ++cfg.kube.services;
+        const YAML::Node spec = obj["spec"];
+        if (!spec || !r.open_map(spec, path + ".spec")) {
+            if (!spec) r.error(obj, path, "a Service needs a spec");
+            return;
+        }
+        const std::string sp = path + ".spec";
+
+        const std::string type = r.str_or_empty(spec, "type", sp);
+        if (type.empty() || type == "ClusterIP") s.type = ServiceType::cluster_ip;
+        else if (type == "NodePort") s.type = ServiceType::node_port;
+        else if (type == "LoadBalancer") s.type = ServiceType::load_balancer;
+        else if (type == "ExternalName") s.type = ServiceType::external_name;
+        else {
+            r.error(spec["type"], sp + ".type",
+                    fmt::format("\"{}\" is not ClusterIP, NodePort, LoadBalancer or ExternalName", type));
+        }
+
+        // Families: a Service without IPv4 is out of scope for this IPv4 dataplane.
+        if (const YAML::Node fam = spec["ipFamilies"]; fam && fam.IsSequence() && fam.size() > 0) {
+            bool v4 = false;
+            for (const auto& f : fam) v4 = v4 || (f.IsScalar() && f.Scalar() == "IPv4");
+            if (!v4) {
+                ++cfg.kube.ipv6_skipped;
+                return;
+            }
+        }
+        if (s.type == ServiceType::external_name) {
+            ++cfg.kube.external_name;
+        } else {
+            const std::string cip = r.str_or_empty(spec, "clusterIP", sp);
+            if (cip == "None") {
+                ++cfg.kube.headless;
+            } else if (cip.empty()) {
+                r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
+            } else if (is_ipv6(cip)) {
+                // Dual-stack with IPv6 primary: the IPv4 address is in clusterIPs.
+                for (const auto& c : spec["clusterIPs"] ? spec["clusterIPs"] : YAML::Node())
+                    if (c.IsScalar() && !is_ipv6(c.Scalar())) s.cluster_ip = r.ip(c, sp + ".clusterIPs");
+                if (!s.cluster_ip) {
+                    ++cfg.kube.ipv6_skipped;
+                    return;
+                }
+            } else {
+                s.cluster_ip = r.ip(spec["clusterIP"], sp + ".clusterIP");  // on error: reading goes on
+            }
+        }
+        s.external_ips = addrs(r, spec["externalIPs"], sp + ".externalIPs");
+        if (const YAML::Node st = obj["status"]; st && st.IsMap())
+            if (const YAML::Node lb = st["loadBalancer"]; lb && lb.IsMap())
+                if (const YAML::Node ing = lb["ingress"]; ing && r.seq(ing, path + ".status.loadBalancer.ingress"))
+                    for (size_t i = 0; i < ing.size(); ++i) {
+                        const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
+                        if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
+                        // ipMode Proxy: the load balancer proxies, traffic arrives for the node.
+                        if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
+                        if (auto a = addr(r, ing[i]["ip"], ip + ".ip")) s.lb_ips.push_back(*a);
+                    }
+        s.lb_source_ranges = r.list<Cidr4>(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges",
+                                           [&](const YAML::Node& x, const std::string& p) -> std::optional<Cidr4> {
+                                               if (x.IsScalar() && is_ipv6(x.Scalar())) {
+                                                   ++cfg.kube.ipv6_skipped;
+                                                   return std::nullopt;
+                                               }
+                                               return r.cidr(x, p);  // trims, as kube-proxy does
+                                           });
+
+        const std::string aff = r.str_or_empty(spec, "sessionAffinity", sp);
+        if (aff == "ClientIP") {
+            s.affinity_timeout = 10800;  // the API default
+            if (const YAML::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
+                                                                   t["clientIP"].IsMap() &&
+                                                                   t["clientIP"]["timeoutSeconds"])
+                if (auto v = r.uint<uint32_t>(t["clientIP"]["timeoutSeconds"],
+                                              sp + ".sessionAffinityConfig.clientIP.timeoutSeconds", 1, 86400))
+                    s.affinity_timeout = *v;
+        } else if (!aff.empty() && aff != "None") {
+            r.error(spec["sessionAffinity"], sp + ".sessionAffinity", fmt::format("\"{}\" is not None or ClientIP", aff));
+        }
+        auto policy = [&](const char* key, bool& local) {
+            const std::string t = r.str_or_empty(spec, key, sp);
+            if (t == "Local") local = true;
+            else if (!t.empty() && t != "Cluster")
+                r.error(spec[key], sp + "." + key, fmt::format("\"{}\" is not Cluster or Local", t));
+        };
+        policy("externalTrafficPolicy", s.external_local);
+        policy("internalTrafficPolicy", s.internal_local);
+
+        // svcgate's own knob, as an annotation so that kubectl output can carry it.
+        if (const YAML::Node an = obj["metadata"]["annotations"]; an && an.IsMap() && an[kSchedulerAnnotation]) {
+            const std::string t = r.str(an[kSchedulerAnnotation], path + ".metadata.annotations").value_or("");
+            if (auto sch = dp::scheduler_from_name(t)) s.scheduler = *sch;
+            else r.error(an[kSchedulerAnnotation], fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation),
+                         fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", t));
+        }
+
+        if (const YAML::Node ports = spec["ports"]; ports && r.seq(ports, sp + ".ports")) {
+            for (size_t i = 0; i < ports.size(); ++i) {
+                const YAML::Node p = ports[i];
+                const std::string pp = fmt::format("{}.ports[{}]", sp, i);
+                if (!r.open_map(p, pp)) continue;
+                ServicePortConfig pc{.mark = r.mark(p)};
+                pc.name = r.str_or_empty(p, "name", pp);
+                auto pr = protocol(r, p, pp);
+                if (!p["port"]) {
+                    r.error(p, pp, "a Service port needs port");
+                    continue;
+                }
+                auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
+                if (p["nodePort"] && !p["nodePort"].IsNull())
+                    pc.node_port = r.uint<uint16_t>(p["nodePort"], pp + ".nodePort", 0, 65535).value_or(0);
+                if (!pr || !port) continue;
+                pc.proto = *pr;
+                pc.port = *port;
+                s.ports.push_back(std::move(pc));
+            }
+        }
+        cfg.services.push_back(std::move(s));
+    }
+
+    void endpoint_slice(Reader& r, const YAML::Node& obj, const std::string& path) {
+        PendingSlice ps{.mark = r.mark(obj)};
+        if (!meta(r, obj, path, ps.ns, ps.name)) return;
+        const std::string at = r.str_or_empty(obj, "addressType", path);
+        if (at == "IPv6") {
+            ++cfg.kube.ipv6_skipped;
+            return;
+        }
+        if (at != "IPv4") {
+            r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is not IPv4: ignored", ps.ns, ps.name, at));
+            return;
+        }
+        const YAML::Node labels = obj["metadata"]["labels"];
+        if (labels && labels.IsMap() && labels[kServiceNameLabel])
+            ps.service = r.str(labels[kServiceNameLabel], path + ".metadata.labels").value_or("");
+        if (ps.service.empty()) {
+            r.warn(obj, path, fmt::format("EndpointSlice {}/{} has no {} label: no Service uses it", ps.ns, ps.name,
+                                          kServiceNameLabel));
+            return;
+        }
+        if (const YAML::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, path + ".ports")) {
+            for (size_t i = 0; i < ports.size(); ++i) {
+                const YAML::Node p = ports[i];
+                const std::string pp = fmt::format("{}.ports[{}]", path, i);
+                if (!r.open_map(p, pp)) continue;
+                EndpointGroup::Port gp{.name = r.str_or_empty(p, "name", pp)};
+                auto pr = protocol(r, p, pp);
+                if (!p["port"] || p["port"].IsNull()) continue;  // "all ports": not a Service's
+                auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
+                if (!pr || !port) continue;
+                gp.proto = *pr;
+                gp.port = *port;
+                ps.group.ports.push_back(std::move(gp));
+            }
+        }
+        if (const YAML::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, path + ".endpoints")) {
+            for (size_t i = 0; i < eps.size(); ++i) {
+                const YAML::Node e = eps[i];
+                const std::string ep = fmt::format("{}.endpoints[{}]", path, i);
+                if (!r.open_map(e, ep)) continue;
+                const YAML::Node a = e["addresses"];
+                if (!a || !a.IsSequence() || a.size() == 0) {
+                    r.error(e, ep, "an endpoint needs addresses");
+                    continue;
+                }
+                EndpointConfig ec{.mark = r.mark(e)};
+                auto ip = addr(r, a[0], ep + ".addresses[0]");
+                ec.node = r.str_or_empty(e, "nodeName", ep);
+                if (const YAML::Node c = e["conditions"]; c && c.IsMap()) {
+                    auto cond = [&](const char* key, bool dflt) {
+                        const YAML::Node v = c[key];
+                        if (!v || v.IsNull()) return dflt;
+                        return r.boolean(v, ep + ".conditions." + key).value_or(dflt);
+                    };
+                    ec.ready = cond("ready", true);
+                    ec.serving = cond("serving", true);
+                    ec.terminating = cond("terminating", false);
+                }
+                if (ip) ec.ip = *ip, ps.group.endpoints.push_back(std::move(ec));
+            }
+        }
+        slices.push_back(std::move(ps));
+    }
+
+    void object(Reader& r, const YAML::Node& obj, const std::string& path) {
+        if (!obj || obj.IsNull()) return;  // an empty document
+        if (!r.open_map(obj, path)) return;
+        const std::string kind = r.str_or_empty(obj, "kind", path);
+        const std::string api = r.str_or_empty(obj, "apiVersion", path);
+        const std::string prefix = path.empty() ? "" : path + ".";
+        if (const YAML::Node items = obj["items"]; items && kind.ends_with("List")) {
+            if (!items.IsNull() && r.seq(items, prefix + "items"))
+                for (size_t i = 0; i < items.size(); ++i) object(r, items[i], fmt::format("{}items[{}]", prefix, i));
+            return;
+        }
+        const std::string where = path.empty() ? kind : path;
+        if (kind == "Service" && api == "v1") {
+            service(r, obj, where);
+        } else if (kind == "EndpointSlice" && api.starts_with("discovery.k8s.io/")) {
+            endpoint_slice(r, obj, where);
+        } else if (kind.empty()) {
+            r.error(obj, path, "not a Kubernetes object (no kind)");
+        } else {
+            ++cfg.kube.ignored_objects;
+            r.warn(obj, where, fmt::format("{} {}: not a Service or an EndpointSlice: ignored",
+                                          api.empty() ? "?" : api, kind));
+        }
+    }
+
+    void stream(const std::string& text, const std::string& name) {
+        Reader r(name, errors, cfg.warnings);
+        try {
+            const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+            for (size_t d = 0; d < docs.size(); ++d)
+                object(r, docs[d], docs.size() == 1 ? std::string{} : fmt::format("document[{}]", d));
+        } catch (const YAML::Exception& e) {
+            errors.push_back(ConfigIssue{Mark{name, e.mark.is_null() ? 0 : e.mark.line + 1,
+                                              e.mark.is_null() ? 0 : e.mark.column + 1},
+                                         "", e.msg});
+        }
+    }
+
+    // Every slice joins its Service; all slices of one Service are merged by the builder.
+    void attach() {
+        std::map<std::string, ServiceConfig*> by_name;
+        for (ServiceConfig& s : cfg.services) by_name.emplace(s.full_name(), &s);
+        for (PendingSlice& ps : slices) {
+            auto it = by_name.find(ps.ns + "/" + ps.service);
+            if (it == by_name.end()) {
+                errors.push_back(ConfigIssue{ps.mark, "", fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
+                                                                      ps.ns, ps.name, ps.ns, ps.service)});
+                continue;
+            }
+            it->second->groups.push_back(std::move(ps.group));
+            ++cfg.kube.slices;
+        }
+        slices.clear();
+    }
+};
+
+}  // namespace
+
+void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors) {
+    KubeLoader l{cfg, errors, {}};
+    for (const ManifestRef& f : files) {
+        std::ifstream in(f.path);
+        if (!in) {
+            errors.push_back(ConfigIssue{f.from, "kubernetes.manifests", fmt::format("cannot open \"{}\"", f.path)});
+            continue;
+        }
+        std::stringstream ss;
+        ss << in.rdbuf();
+        cfg.manifests.push_back(f.path);
+        l.stream(ss.str(), f.path);
+    }
+    l.attach();
+}
+
+void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {
+    KubeLoader l{cfg, errors, {}};
+    l.stream(yaml, name);
+    l.attach();
+}
+
+}  // namespace svcgate::ctl

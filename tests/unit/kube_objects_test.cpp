@@ -1,0 +1,270 @@
+// Kubernetes objects as kubectl prints them, read with kube-proxy's semantics; errors positioned
+// in the manifest.
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "kube_objects.h"
+#include "snapshot_builder.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::ctl;
+
+namespace {
+
+Config load(const std::string& yaml, std::vector<ConfigIssue>& errors) {
+    Config c;
+    c.file = "m.yaml";
+    load_kube_string(yaml, "m.yaml", c, errors);
+    return c;
+}
+
+const ServiceConfig* find(const Config& c, const std::string& name) {
+    for (const auto& s : c.services)
+        if (s.full_name() == name) return &s;
+    return nullptr;
+}
+
+// A Service with two ports and two EndpointSlices in a kind: List, the way kubectl prints it.
+constexpr const char* kList = R"(apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Service
+  metadata:
+    annotations:
+      svcgate.io/scheduler: maglev
+    name: web
+    namespace: shop
+    resourceVersion: "123"
+    uid: 0c5b
+  spec:
+    clusterIP: 10.96.1.1
+    clusterIPs: [10.96.1.1]
+    externalIPs: [192.0.2.10, 2001:db8::10]
+    externalTrafficPolicy: Local
+    ipFamilies: [IPv4]
+    ports:
+    - name: http
+      nodePort: 30080
+      port: 80
+      protocol: TCP
+      targetPort: web
+    - name: dns
+      port: 53
+      protocol: UDP
+      targetPort: 5353
+    selector: {app: web}
+    sessionAffinity: ClientIP
+    sessionAffinityConfig: {clientIP: {timeoutSeconds: 600}}
+    type: LoadBalancer
+  status:
+    loadBalancer:
+      ingress:
+      - ip: 198.51.100.7
+      - hostname: lb.example.com
+      - ip: 198.51.100.8
+        ipMode: Proxy
+- addressType: IPv4
+  apiVersion: discovery.k8s.io/v1
+  endpoints:
+  - addresses: [10.244.1.5]
+    conditions: {ready: true, serving: true, terminating: false}
+    nodeName: node-a
+  - addresses: [10.244.2.5]
+    conditions: {ready: false, serving: true, terminating: true}
+    nodeName: node-b
+  kind: EndpointSlice
+  metadata:
+    labels: {kubernetes.io/service-name: web}
+    name: web-abc
+    namespace: shop
+  ports:
+  - {name: http, port: 8080, protocol: TCP}
+  - {name: dns, port: 5353, protocol: UDP}
+- addressType: IPv4
+  apiVersion: discovery.k8s.io/v1
+  endpoints:
+  - addresses: [10.244.3.5]
+    conditions: {}
+  kind: EndpointSlice
+  metadata:
+    labels: {kubernetes.io/service-name: web}
+    name: web-def
+    namespace: shop
+  ports:
+  - {name: http, port: 8080, protocol: TCP}
+- addressType: IPv6
+  apiVersion: discovery.k8s.io/v1
+  endpoints: [{addresses: ['fd00::5']}]
+  kind: EndpointSlice
+  metadata: {labels: {kubernetes.io/service-name: web}, name: web-v6, namespace: shop}
+  ports: [{name: http, port: 8080}]
+- apiVersion: v1
+  kind: Service
+  metadata: {name: db, namespace: shop}
+  spec: {clusterIP: None, ports: [{port: 5432}]}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: ext, namespace: shop}
+  spec: {type: ExternalName, externalName: db.example.com}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: v6only, namespace: shop}
+  spec: {clusterIP: 'fd00::1', ipFamilies: [IPv6], ports: [{port: 80}]}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: cm, namespace: shop}
+kind: List
+metadata: {resourceVersion: ""}
+)";
+
+}  // namespace
+
+TEST(KubeObjects, ServiceAndSlicesAsKubeProxyReadsThem) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(kList, errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    const ServiceConfig* web = find(c, "shop/web");
+    ASSERT_NE(web, nullptr);
+    EXPECT_EQ(web->type, ServiceType::load_balancer);
+    EXPECT_EQ(web->cluster_ip, parse_ip4("10.96.1.1"));
+    ASSERT_EQ(web->external_ips.size(), 1u) << "the IPv6 external IP is skipped";
+    ASSERT_EQ(web->lb_ips.size(), 1u) << "hostname-only and ipMode Proxy ingresses get no rule";
+    EXPECT_EQ(web->lb_ips[0], *parse_ip4("198.51.100.7"));
+    EXPECT_EQ(web->affinity_timeout, 600u);
+    EXPECT_TRUE(web->external_local);
+    EXPECT_FALSE(web->internal_local);
+    EXPECT_EQ(web->scheduler, dp::Scheduler::maglev);
+    ASSERT_EQ(web->ports.size(), 2u);
+    EXPECT_EQ(web->ports[0].node_port, 30080);
+    EXPECT_EQ(web->ports[1].proto, dp::Proto::udp);
+    ASSERT_EQ(web->groups.size(), 2u) << "both IPv4 slices merged, the IPv6 one skipped";
+    const EndpointConfig& term = web->groups[0].endpoints[1];
+    EXPECT_FALSE(term.ready);
+    EXPECT_TRUE(term.serving);
+    EXPECT_TRUE(term.terminating);
+    const EndpointConfig& bare = web->groups[1].endpoints[0];
+    EXPECT_TRUE(bare.ready) << "conditions: {} means ready";
+    EXPECT_TRUE(bare.serving);
+    EXPECT_FALSE(bare.terminating);
+
+    EXPECT_EQ(c.kube.services, 4u);
+    EXPECT_EQ(c.kube.slices, 2u);
+    EXPECT_EQ(c.kube.headless, 1u);
+    EXPECT_EQ(c.kube.external_name, 1u);
+    EXPECT_EQ(c.kube.ipv6_skipped, 3u);  // external IP, slice, Service
+    EXPECT_EQ(c.kube.ignored_objects, 1u);
+    ASSERT_EQ(c.warnings.size(), 1u);
+    EXPECT_NE(c.warnings[0].message.find("ConfigMap"), std::string::npos);
+    EXPECT_EQ(c.warnings[0].mark.line, 86);
+}
+
+TEST(KubeObjects, SnapshotMatchesSlicePortsByNameAndProtocol) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(kList, errors);
+    c.cluster.node_name = "node-a";
+    test::ensure_eal();
+    auto s = build_snapshot(c);
+    ASSERT_EQ(s->services.size(), 2u) << "web's two ports; headless and ExternalName get none";
+    const dp::ServicePort& http = s->services[0];
+    const dp::ServicePort& dns = s->services[1];
+    EXPECT_EQ(http.name, "shop/web:http");
+    ASSERT_EQ(http.ep_count, 3u);
+    for (uint32_t i = 0; i < http.ep_count; ++i) EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[http.ep_first + i].port), 8080);
+    ASSERT_EQ(dns.ep_count, 2u) << "only web-abc has the dns port";
+    EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[dns.ep_first].port), 5353);
+    EXPECT_EQ(s->sets[http.cluster_set].count, 2u) << "ready ones; the terminating one is fallback only";
+    EXPECT_EQ(s->sets[http.external_set].count, 1u) << "ETP Local: node-a's endpoint";
+    EXPECT_EQ(s->endpoints[http.ep_first].cond & dp::kLocal, dp::kLocal);
+}
+
+TEST(KubeObjects, MultiDocumentStreamWorksLikeAList) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(R"(apiVersion: v1
+kind: Service
+metadata: {name: a}
+spec: {clusterIP: 10.96.0.5, ports: [{name: '', port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+addressType: IPv4
+metadata: {name: a-1, labels: {kubernetes.io/service-name: a}}
+endpoints: [{addresses: [10.1.1.1]}]
+ports: [{name: '', port: 8080}]
+---
+)", errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    const ServiceConfig* a = find(c, "default/a");
+    ASSERT_NE(a, nullptr) << "no namespace = default";
+    ASSERT_EQ(a->groups.size(), 1u);
+    EXPECT_EQ(a->groups[0].ports[0].proto, dp::Proto::tcp) << "protocol defaults to TCP";
+}
+
+TEST(KubeObjects, ErrorsNameTheManifestLineAndColumn) {
+    std::vector<ConfigIssue> errors;
+    load(R"(kind: List
+apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Service
+  metadata: {name: a, namespace: n}
+  spec:
+    clusterIP: 10.96.0.300
+    ports: [{port: 99999, protocol: ICMP}]
+    type: Balancer
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  addressType: IPv4
+  metadata: {name: lost, namespace: n, labels: {kubernetes.io/service-name: gone}}
+  endpoints: [{addresses: [10.1.1.1], conditions: {ready: maybe}}]
+)", errors);
+    // Every error, not only the first: each one positioned in the manifest.
+    ASSERT_EQ(errors.size(), 6u);
+    EXPECT_EQ(errors[0].str(), "m.yaml:10:11: items[0].spec.type: \"Balancer\" is not ClusterIP, NodePort, LoadBalancer or ExternalName");
+    EXPECT_EQ(errors[1].str(), "m.yaml:8:16: items[0].spec.clusterIP: \"10.96.0.300\" is not an IPv4 address");
+    EXPECT_EQ(errors[2].str(), "m.yaml:9:37: items[0].spec.ports[0].protocol: \"ICMP\" is not TCP, UDP or SCTP");
+    EXPECT_EQ(errors[3].str(), "m.yaml:9:20: items[0].spec.ports[0].port: 99999 is out of range 1-65535");
+    EXPECT_EQ(errors[4].str(), "m.yaml:15:59: items[1].endpoints[0].conditions.ready: expected true or false");
+    EXPECT_EQ(errors[5].mark.line, 11);
+    EXPECT_EQ(errors[5].mark.column, 3);
+    EXPECT_NE(errors[5].message.find("EndpointSlice n/lost names Service n/gone, which is not in the config"),
+              std::string::npos);
+}
+
+TEST(KubeObjects, BrokenYamlAndNonObjectsAreErrorsNotCrashes) {
+    const char* bad[] = {"items: [", "- 1\n- 2\n", "kind: List\nitems: 7\n", "kind: Service\napiVersion: v1\n",
+                         "kind: Service\napiVersion: v1\nmetadata: {name: x}\nspec: [1]\n",
+                         "kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\naddressType: IPv4\n"
+                         "metadata: {name: s, labels: {kubernetes.io/service-name: x}}\nendpoints: [{addresses: []}]\n",
+                         "\x01\x02"};
+    for (const char* y : bad) {
+        std::vector<ConfigIssue> errors;
+        load(y, errors);
+        EXPECT_FALSE(errors.empty()) << "accepted: " << y;
+        for (const auto& e : errors) EXPECT_EQ(e.mark.file, "m.yaml");
+    }
+}
+
+TEST(KubeObjects, ConfigLoadsManifestsRelativeToItself) {
+    const std::string dir = testing::TempDir();
+    {
+        std::ofstream m(dir + "/objs.yaml");
+        m << "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n";
+        std::ofstream c(dir + "/gw.yaml");
+        c << "services:\n  - {name: default/a, cluster_ip: 10.96.0.6, ports: [{port: 81}]}\n"
+             "kubernetes:\n  manifests: [objs.yaml, missing.yaml]\n";
+    }
+    try {
+        load_config_file(dir + "/gw.yaml");
+        FAIL() << "missing manifest and the duplicate Service must be errors";
+    } catch (const ConfigError& e) {
+        ASSERT_EQ(e.issues.size(), 2u) << e.what();
+        EXPECT_EQ(e.issues[0].mark.line, 4);
+        EXPECT_NE(e.issues[0].message.find("cannot open"), std::string::npos);
+        EXPECT_NE(e.issues[1].message.find("defined twice"), std::string::npos);
+    }
+    std::remove((dir + "/objs.yaml").c_str());
+    std::remove((dir + "/gw.yaml").c_str());
+}
