@@ -181,7 +181,11 @@ struct Builder {
             for (const Cidr4& c : cfg.cluster.nodeport_addresses) np = np || c.contains(a);
             flags[a.be] |= kNodeAddr | (np ? uint32_t{kNodePortAddr} : 0u);
         }
-        for (const ServicePort& sp : s.services) flags[sp.cluster_ip.be] |= kClusterIp;
+        for (const ServicePort& sp : s.services) {
+            flags[sp.cluster_ip.be] |= kClusterIp;
+            for (Ip4 a : sp.external_ips) flags[a.be] |= kServiceAddr;
+            for (Ip4 a : sp.lb_ips) flags[a.be] |= kServiceAddr;
+        }
         s.local_addrs.reserve(flags.size());
         for (auto [ip, f] : flags) s.local_addrs.insert(ip, f);
     }

@@ -81,6 +81,7 @@ enum LocalAddr : uint32_t {
     kNodePortAddr = 0x2,  // NodePorts are served on it
     kClusterIp = 0x4,     // a ClusterIP: a port no Service uses is rejected
     kPortAddr = 0x8,      // an address of a gateway port (ARP, ICMP echo, SNAT source)
+    kServiceAddr = 0x10,  // an external or load-balancer IP (the gateway answers ARP for it)
 };
 
 struct PortInfo {

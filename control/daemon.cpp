@@ -1,0 +1,333 @@
+#include "daemon.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_pdump.h>
+
+#include "flow_table.h"
+#include "snapshot_builder.h"
+#include "tool_eal.h"
+#include "worker.h"
+#include "yaml_config.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+constexpr uint16_t kRxDesc = 1024;
+constexpr uint16_t kTxDesc = 1024;
+
+void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
+
+// "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
+bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
+std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
+
+bool has_lcore_arg(const std::vector<std::string>& v) {
+    for (const auto& a : v)
+        if (a == "-l" || a == "-c" || a.rfind("--lcores", 0) == 0 || a.rfind("-l", 0) == 0) return true;
+    return false;
+}
+
+struct PortSetup {
+    uint16_t id = 0;
+    uint16_t rxq = 1, txq = 1;
+};
+
+// Configures and starts one port: RSS over `workers` queues when the device can, else one queue.
+bool setup_port(const PortConfig& pc, uint16_t workers, rte_mempool* pool, PortSetup& ps, rte_ether_addr& mac) {
+    const std::string name = dev_name(pc.device);
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &ps.id) != 0) {
+        log(fmt::format("port {}: no DPDK device \"{}\" (is it bound / is the vdev right?)", pc.name, name));
+        return false;
+    }
+    rte_eth_dev_info info{};
+    if (rte_eth_dev_info_get(ps.id, &info) != 0) {
+        log(fmt::format("port {}: cannot read device info", pc.name));
+        return false;
+    }
+    rte_eth_conf conf{};
+    const bool rss = workers > 1 && info.max_rx_queues >= workers && info.flow_type_rss_offloads != 0;
+    ps.rxq = rss ? workers : 1;
+    ps.txq = static_cast<uint16_t>(std::min<uint32_t>(workers, std::max<uint16_t>(info.max_tx_queues, 1)));
+    if (rss) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf =
+            (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP) & info.flow_type_rss_offloads;
+    } else if (workers > 1) {
+        log(fmt::format("port {}: {} has no RSS over {} queues; one receive queue, polled by one worker",
+                        pc.name, info.driver_name, workers));
+    }
+    int rc = rte_eth_dev_configure(ps.id, ps.rxq, ps.txq, &conf);
+    if (rc != 0) {
+        log(fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc)));
+        return false;
+    }
+    uint16_t nrx = kRxDesc, ntx = kTxDesc;
+    rte_eth_dev_adjust_nb_rx_tx_desc(ps.id, &nrx, &ntx);
+    const int socket = rte_eth_dev_socket_id(ps.id);
+    for (uint16_t q = 0; q < ps.rxq; ++q)
+        if ((rc = rte_eth_rx_queue_setup(ps.id, q, nrx, socket, nullptr, pool)) != 0) {
+            log(fmt::format("port {}: rx queue {}: {}", pc.name, q, rte_strerror(-rc)));
+            return false;
+        }
+    for (uint16_t q = 0; q < ps.txq; ++q)
+        if ((rc = rte_eth_tx_queue_setup(ps.id, q, ntx, socket, nullptr)) != 0) {
+            log(fmt::format("port {}: tx queue {}: {}", pc.name, q, rte_strerror(-rc)));
+            return false;
+        }
+    if ((rc = rte_eth_dev_start(ps.id)) != 0) {
+        log(fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc)));
+        return false;
+    }
+    rte_eth_promiscuous_enable(ps.id);  // best effort: ARP for VIPs uses our own MAC anyway
+    rte_eth_macaddr_get(ps.id, &mac);
+    log(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.name,
+                    name, info.driver_name, ps.rxq, ps.txq, mac.addr_bytes[0], mac.addr_bytes[1], mac.addr_bytes[2],
+                    mac.addr_bytes[3], mac.addr_bytes[4], mac.addr_bytes[5]));
+    return true;
+}
+
+void print_summary(const Config& cfg, const std::vector<std::unique_ptr<Worker>>& workers,
+                   const std::vector<PortSetup>& ports, const FlowTable& flows) {
+    WorkerCounters t{};
+    uint64_t tx = 0;
+    for (const auto& w : workers) {
+        const WorkerCounters& c = w->counters();
+        t.rx_packets += c.rx_packets;
+        t.rx_bytes += c.rx_bytes;
+        for (unsigned i = 0; i < std::size(t.verdicts); ++i) t.verdicts[i] += c.verdicts[i];
+        for (unsigned i = 0; i < kDropReasons; ++i) t.drops[i] += c.drops[i];
+        t.flows_created += c.flows_created;
+        t.flows_expired += c.flows_expired;
+        tx += w->tx_packets();
+    }
+    fmt::print("svcgate: {} packets in ({} bytes), {} out; flows: {} created, {} expired, {} live\n", t.rx_packets,
+               t.rx_bytes, tx, t.flows_created, t.flows_expired, flows.live_total());
+    for (unsigned v = 0; v < std::size(t.verdicts); ++v)
+        if (t.verdicts[v]) fmt::print("  verdict {:<8} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
+    for (unsigned r = 1; r < kDropReasons; ++r)
+        if (t.drops[r]) fmt::print("  drop    {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r]);
+    for (size_t p = 0; p < ports.size(); ++p) {
+        rte_eth_stats st{};
+        rte_eth_stats_get(ports[p].id, &st);
+        fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", cfg.dataplane.ports[p].name,
+                   st.ipackets, st.opackets, st.imissed, st.ierrors, st.oerrors);
+    }
+}
+
+}  // namespace
+
+int check_config(const std::string& path) {
+    try {
+        Config cfg = load_config_file(path);
+        for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
+        init_tool_eal("svcgate-check");
+        auto snap = build_snapshot(cfg);
+        fmt::print("{}: OK: {} service ports, {} endpoints, {} ports, {} routes", path, snap->services.size(),
+                   snap->endpoints.size(), cfg.dataplane.ports.size(), cfg.dataplane.routes.size());
+        if (!cfg.manifests.empty())
+            fmt::print("; Kubernetes: {} Services ({} headless, {} ExternalName, no rule), {} EndpointSlices, "
+                       "{} IPv6 items skipped, {} other objects ignored",
+                       cfg.kube.services, cfg.kube.headless, cfg.kube.external_name, cfg.kube.slices,
+                       cfg.kube.ipv6_skipped, cfg.kube.ignored_objects);
+        fmt::print("\n");
+        return 0;
+    } catch (const ConfigError& e) {
+        fmt::print(stderr, "{}\n{}: {} error{}\n", e.what(), path, e.issues.size(), e.issues.size() == 1 ? "" : "s");
+        return 1;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "{}: {}\n", path, e.what());
+        return 1;
+    }
+}
+
+int run_daemon(const DaemonOptions& opts) {
+    Config cfg;
+    try {
+        cfg = load_config_file(opts.config);
+    } catch (const ConfigError& e) {
+        fmt::print(stderr, "{}\n", e.what());
+        return 1;
+    }
+    for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
+    const DataplaneConfig& dpc = cfg.dataplane;
+    if (dpc.ports.empty()) {
+        log("the config has no dataplane.ports");
+        return 1;
+    }
+
+    // EAL: the config's arguments, one --vdev / -a per port, the command line's extras.
+    std::vector<std::string> args = {"svcgate"};
+    args.insert(args.end(), dpc.eal.begin(), dpc.eal.end());
+    for (const PortConfig& p : dpc.ports) {
+        if (p.device.empty()) {
+            log(fmt::format("port {} has no device", p.name));
+            return 1;
+        }
+        if (is_vdev(p.device)) args.push_back("--vdev=" + p.device);
+        else args.insert(args.end(), {"-a", p.device});
+    }
+    args.insert(args.end(), opts.eal_extra.begin(), opts.eal_extra.end());
+    if (!has_lcore_arg(args)) args.insert(args.begin() + 1, {"-l", fmt::format("0-{}", dpc.workers)});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+        log(fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno)));
+        return 1;
+    }
+    if (rte_lcore_count() < 1u + dpc.workers) {
+        log(fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers, dpc.workers + 1,
+                        rte_lcore_count()));
+        rte_eal_cleanup();
+        return 1;
+    }
+    if (rte_pdump_init() != 0) log("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
+
+    std::unique_ptr<ServiceSnapshot> snap;
+    try {
+        snap = build_snapshot(cfg, 1);
+    } catch (const ConfigError& e) {
+        fmt::print(stderr, "{}\n", e.what());
+        rte_eal_cleanup();
+        return 1;
+    }
+
+    // One mempool: every descriptor, every worker's bursts and held packets, and slack.
+    const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
+    const uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) + dpc.workers * (Worker::kHold + 4 * kBurst) + 4096;
+    uint32_t n_mbufs = 1;
+    while (n_mbufs < need) n_mbufs <<= 1;
+    rte_mempool* pool = rte_pktmbuf_pool_create("svcgate_mbufs", n_mbufs - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                                static_cast<int>(rte_socket_id()));
+    if (!pool) {
+        log(fmt::format("mempool of {} mbufs: {}", n_mbufs - 1, rte_strerror(rte_errno)));
+        rte_eal_cleanup();
+        return 1;
+    }
+
+    auto shared = std::make_unique<WorkerShared>();
+    shared->pool = pool;
+    std::vector<PortSetup> ports(nports);
+    shared->port_macs.resize(nports);
+    for (uint32_t p = 0; p < nports; ++p) {
+        if (!setup_port(dpc.ports[p], dpc.workers, pool, ports[p], shared->port_macs[p])) {
+            rte_eal_cleanup();
+            return 1;
+        }
+        shared->port_ids.push_back(ports[p].id);
+    }
+
+    const size_t qsz = rte_rcu_qsbr_get_memsize(dpc.workers);
+    shared->qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("svcgate_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+    if (!shared->qsbr || rte_rcu_qsbr_init(shared->qsbr, dpc.workers) != 0) {
+        log("RCU state: out of memory");
+        rte_eal_cleanup();
+        return 1;
+    }
+    auto flows = FlowTable::create(
+        {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared->qsbr, .timeouts = dpc.timeouts});
+    if (!flows) {
+        log(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
+        rte_eal_cleanup();
+        return 1;
+    }
+    shared->snapshot.store(snap.get(), std::memory_order_release);
+
+    // Queues to workers: port p's queue q goes to worker (p + q) % workers; transmit queues are
+    // per worker where the device has enough, shared under a lock where it has not.
+    std::vector<std::unique_ptr<Worker>> workers;
+    const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (uint16_t w = 0; w < dpc.workers; ++w)
+        workers.push_back(std::make_unique<Worker>(*shared, w, dpc.workers, *flows, seed));
+    std::vector<std::unique_ptr<rte_spinlock_t[]>> locks;
+    for (uint32_t p = 0; p < nports; ++p) {
+        for (uint16_t q = 0; q < ports[p].rxq; ++q) workers[(p + q) % dpc.workers]->add_rx({static_cast<uint16_t>(p), q});
+        if (ports[p].txq < dpc.workers) {
+            locks.push_back(std::make_unique<rte_spinlock_t[]>(ports[p].txq));
+            for (uint16_t q = 0; q < ports[p].txq; ++q) rte_spinlock_init(&locks.back()[q]);
+        }
+    }
+    for (uint16_t w = 0; w < dpc.workers; ++w) {
+        std::vector<TxQueue> tx(nports);
+        size_t li = 0;
+        for (uint32_t p = 0; p < nports; ++p) {
+            tx[p].queue = static_cast<uint16_t>(w % ports[p].txq);
+            if (ports[p].txq < dpc.workers) tx[p].lock = &locks[li++][tx[p].queue];
+        }
+        workers[w]->set_tx(std::move(tx));
+    }
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGHUP, on_signal);
+    unsigned lcore = 0, w = 0;
+    RTE_LCORE_FOREACH_WORKER(lcore) {
+        if (w == dpc.workers) break;
+        rte_eal_remote_launch(&Worker::main, workers[w].get(), lcore);
+        ++w;
+    }
+    log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows", nports, dpc.workers,
+                    snap->services.size(), flows->capacity()));
+
+    uint32_t generation = 1;
+    for (;;) {
+        int sig = g_signal.exchange(0);
+        if (sig == SIGINT || sig == SIGTERM) break;
+        if (sig == SIGHUP) {
+            // Reload: build off the fast path, publish, wait for every worker to move on, free.
+            auto t0 = std::chrono::steady_clock::now();
+            try {
+                Config next = load_config_file(opts.config);
+                auto fresh = build_snapshot(next, generation + 1);
+                shared->snapshot.store(fresh.get(), std::memory_order_release);
+                rte_rcu_qsbr_synchronize(shared->qsbr, RTE_QSBR_THRID_INVALID);
+                snap = std::move(fresh);
+                ++generation;
+                auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+                log(fmt::format("reloaded {}: generation {}, {} service ports, {} us", opts.config, generation,
+                                snap->services.size(), us.count()));
+            } catch (const std::exception& e) {
+                log(fmt::format("reload failed, the running config stays:\n{}", e.what()));
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    log("stopping");
+    shared->stop.store(true);
+    rte_eal_mp_wait_lcore();
+    print_summary(cfg, workers, ports, *flows);
+    for (const PortSetup& p : ports) {
+        rte_eth_dev_stop(p.id);
+        rte_eth_dev_close(p.id);
+    }
+    workers.clear();
+    flows.reset();
+    snap.reset();
+    rte_free(shared->qsbr);
+    rte_pdump_uninit();
+    rte_eal_cleanup();
+    return 0;
+}
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,48 @@
+// svcgate: the gateway daemon.
+//   svcgate --config FILE [-- EAL ARGS...]
+//   svcgate --config FILE --check
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+#include "daemon.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+    std::vector<std::string> ours, eal;
+    bool after = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (!after && a == "--") after = true;
+        else (after ? eal : ours).push_back(a);
+    }
+    po::options_description opts("usage: svcgate --config FILE [--check] [-- EAL ARGS...]\noptions");
+    opts.add_options()("help,h", "this help")("config,c", po::value<std::string>(), "config file (YAML)")(
+        "check", "validate the config (all errors, with file:line:column) and exit");
+    po::variables_map vm;
+    try {
+        po::store(po::command_line_parser(ours).options(opts).run(), vm);
+        po::notify(vm);
+    } catch (const po::error& e) {
+        fmt::print(stderr, "svcgate: {}\n", e.what());
+        std::cerr << opts;
+        return 2;
+    }
+    if (vm.count("help")) {
+        std::cout << opts;
+        return 0;
+    }
+    if (!vm.count("config")) {
+        fmt::print(stderr, "svcgate: --config is required\n");
+        std::cerr << opts;
+        return 2;
+    }
+    const std::string cfg = vm["config"].as<std::string>();
+    if (vm.count("check")) return svcgate::ctl::check_config(cfg);
+    return svcgate::ctl::run_daemon({cfg, eal});
+}

@@ -1,0 +1,90 @@
+#include "neighbor.h"
+
+#include <cstring>
+
+#include <rte_hash_crc.h>
+
+namespace svcgate::dp {
+
+namespace {
+constexpr uint64_t kValid = uint64_t{1} << 63;
+
+uint64_t pack(const rte_ether_addr& m) noexcept {
+    uint64_t v = 0;
+    std::memcpy(&v, m.addr_bytes, RTE_ETHER_ADDR_LEN);
+    return v | kValid;
+}
+
+rte_ether_addr unpack(uint64_t v) noexcept {
+    rte_ether_addr m;
+    std::memcpy(m.addr_bytes, &v, RTE_ETHER_ADDR_LEN);
+    return m;
+}
+
+uint32_t home(Ip4 ip) noexcept { return rte_hash_crc_4byte(ip.be, 0) & (NeighborTable::kCapacity - 1); }
+}  // namespace
+
+NeighborTable::NeighborTable() : slots_(std::make_unique<Slot[]>(kCapacity)) {}
+
+NeighborTable::Slot* NeighborTable::find(Ip4 ip) const noexcept {
+    if (ip.is_zero()) return nullptr;
+    for (uint32_t i = 0, h = home(ip); i < kProbe; ++i) {
+        Slot& s = slots_[(h + i) & (kCapacity - 1)];
+        uint32_t k = s.ip.load(std::memory_order_acquire);
+        if (k == ip.be) return &s;
+        if (k == 0) return nullptr;
+    }
+    return nullptr;
+}
+
+NeighborTable::Slot* NeighborTable::claim(Ip4 ip) noexcept {
+    if (ip.is_zero()) return nullptr;
+    for (uint32_t i = 0, h = home(ip); i < kProbe; ++i) {
+        Slot& s = slots_[(h + i) & (kCapacity - 1)];
+        uint32_t k = s.ip.load(std::memory_order_acquire);
+        if (k == 0 && s.ip.compare_exchange_strong(k, ip.be, std::memory_order_acq_rel)) return &s;
+        if (k == ip.be) return &s;  // ours, or another worker claimed it for the same address
+    }
+    return nullptr;  // neighbourhood full: the caller counts a drop
+}
+
+bool NeighborTable::lookup(Ip4 ip, rte_ether_addr& mac) const noexcept {
+    const Slot* s = find(ip);
+    if (!s) return false;
+    uint64_t v = s->mac.load(std::memory_order_acquire);
+    if (!(v & kValid)) return false;
+    mac = unpack(v);
+    return true;
+}
+
+void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept {
+    Slot* s = claim(ip);
+    if (!s) return;
+    const uint64_t v = pack(mac);
+    if (s->mac.load(std::memory_order_relaxed) != v) s->mac.store(v, std::memory_order_release);
+    if (s->learned.load(std::memory_order_relaxed) != now) s->learned.store(now, std::memory_order_relaxed);
+}
+
+bool NeighborTable::want_request(Ip4 ip, uint32_t now) noexcept {
+    Slot* s = claim(ip);
+    if (!s) return false;
+    const bool valid = s->mac.load(std::memory_order_acquire) & kValid;
+    if (valid && now - s->learned.load(std::memory_order_relaxed) < kStaleAfter) return false;
+    uint32_t last = s->requested.load(std::memory_order_relaxed);
+    if (last != 0 && now - last < kRequestEvery) return false;
+    return s->requested.compare_exchange_strong(last, now ? now : 1, std::memory_order_relaxed);
+}
+
+std::vector<NeighborTable::Entry> NeighborTable::dump() const {
+    std::vector<Entry> out;
+    for (uint32_t i = 0; i < kCapacity; ++i) {
+        const Slot& s = slots_[i];
+        uint32_t k = s.ip.load(std::memory_order_acquire);
+        if (!k) continue;
+        uint64_t v = s.mac.load(std::memory_order_acquire);
+        out.push_back(Entry{Ip4{k}, unpack(v), (v & kValid) != 0, s.learned.load(std::memory_order_relaxed)});
+    }
+    return out;
+}
+
+}  // namespace svcgate::dp

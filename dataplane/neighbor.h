@@ -1,0 +1,58 @@
+// The neighbor (ARP) cache: IPv4 address → MAC, shared by all workers. Lock-free: a fixed array
+// with open addressing; a slot's key is claimed once with a CAS and never freed, the MAC is one
+// 64-bit atomic (valid bit + 48-bit address), so a reader sees either the old or the new MAC.
+// Entries older than kStaleAfter are re-requested, not dropped: traffic keeps flowing while a
+// refresh is pending.
+//
+// Runs on: workers (lookup, learn, want_request), control thread (dump). Owns: its array.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <rte_ether.h>
+
+#include "types.h"
+
+namespace svcgate::dp {
+
+class NeighborTable {
+public:
+    static constexpr uint32_t kCapacity = 4096;     // addresses; a power of two
+    static constexpr uint32_t kProbe = 32;          // slots searched per key
+    static constexpr uint32_t kStaleAfter = 60;     // seconds before a refresh request
+    static constexpr uint32_t kRequestEvery = 1;    // seconds between requests for one address
+
+    NeighborTable();
+
+    // The MAC for `ip` when known.
+    bool lookup(Ip4 ip, rte_ether_addr& mac) const noexcept;
+    // Record what an ARP packet told us.
+    void learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept;
+    // True when the caller should send an ARP request for `ip` now: the address is unknown or
+    // stale and no request went out in the last kRequestEvery seconds (one worker wins).
+    bool want_request(Ip4 ip, uint32_t now) noexcept;
+
+    struct Entry {
+        Ip4 ip;
+        rte_ether_addr mac;
+        bool valid;
+        uint32_t learned;  // seconds
+    };
+    std::vector<Entry> dump() const;
+
+private:
+    struct alignas(32) Slot {
+        std::atomic<uint32_t> ip{0};       // network order; 0 = free
+        std::atomic<uint32_t> learned{0};
+        std::atomic<uint32_t> requested{0};
+        std::atomic<uint64_t> mac{0};      // bit 63: valid
+    };
+    Slot* find(Ip4 ip) const noexcept;
+    Slot* claim(Ip4 ip) noexcept;
+    std::unique_ptr<Slot[]> slots_;
+};
+
+}  // namespace svcgate::dp

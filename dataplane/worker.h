@@ -1,0 +1,89 @@
+// The poll-mode worker: receive a burst, run the pipeline, resolve next hops, transmit. One per
+// lcore; never locks on the packet path (a transmit queue shared because the device has fewer
+// queues than workers takes a spin lock around rte_eth_tx_burst only).
+//
+// Runs on: a worker lcore (worker_main). Reads the current snapshot through an RCU-published
+// pointer and reports a quiescent state once per loop, so the control thread can free old
+// snapshots and the flow table can reuse ids.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <rte_ether.h>
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_spinlock.h>
+
+#include "neighbor.h"
+#include "pipeline.h"
+
+namespace svcgate::dp {
+
+struct WorkerShared {
+    std::atomic<const ServiceSnapshot*> snapshot{nullptr};
+    std::atomic<bool> stop{false};
+    NeighborTable neighbors;
+    rte_rcu_qsbr* qsbr = nullptr;
+    rte_mempool* pool = nullptr;
+    std::vector<rte_ether_addr> port_macs;  // by port index (config order)
+    std::vector<uint16_t> port_ids;         // DPDK port id by port index
+};
+
+struct RxQueue {
+    uint16_t port;   // port index
+    uint16_t queue;
+};
+
+struct TxQueue {
+    uint16_t queue = 0;
+    rte_spinlock_t* lock = nullptr;  // set when other workers use the same queue
+};
+
+class Worker {
+public:
+    static constexpr unsigned kHold = 256;         // packets waiting for ARP, per worker
+    static constexpr uint32_t kHoldSeconds = 3;    // then dropped as neighbor_unresolved
+
+    Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, uint64_t seed);
+    void add_rx(RxQueue q) { rx_.push_back(q); }
+    void set_tx(std::vector<TxQueue> tx) { tx_ = std::move(tx); }
+
+    // The loop; returns when shared.stop is set. For rte_eal_remote_launch.
+    static int main(void* self);
+    const WorkerCounters& counters() const noexcept { return ctx_.counters; }
+    uint64_t tx_packets() const noexcept { return tx_packets_; }
+
+private:
+    struct Out {
+        rte_mbuf* pkts[2 * kBurst];
+        uint16_t n = 0;
+    };
+    struct Held {
+        rte_mbuf* m;
+        Ip4 hop;
+        uint16_t port;
+        uint32_t since;
+    };
+    void run() noexcept;
+    void dispatch(rte_mbuf* m, uint16_t in_port, const PacketResult& r) noexcept;
+    void send_l3(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept;
+    void queue(uint16_t port, rte_mbuf* m) noexcept;
+    void flush() noexcept;
+    void hold(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept;
+    void retry_held() noexcept;
+    void request(uint16_t port, Ip4 hop) noexcept;
+    void drop(rte_mbuf* m, DropReason r) noexcept;
+
+    WorkerShared& shared_;
+    WorkerCtx ctx_;
+    std::vector<RxQueue> rx_;
+    std::vector<TxQueue> tx_;
+    std::vector<Out> out_;
+    Held held_[kHold];
+    unsigned n_held_ = 0;
+    uint64_t tx_packets_ = 0;
+};
+
+}  // namespace svcgate::dp

@@ -1,0 +1,174 @@
+# The lab of DESIGN.md section 5 in network namespaces; sourced by tools/lab, tools/demo and the
+# end-to-end tests. Nothing here is reachable from the root namespace: every address lives in a
+# namespace this file creates, and the only links are veth pairs between those namespaces.
+#
+#   client (192.168.67.100) ── gw-ext ┐
+#                                     [gw: svcgate on af_packet]
+#                  lab-switch (br0) ── gw-cl ┘
+#                    ├── kube-node-1 10.192.0.3, cni0 10.244.2.1/24: coredns .2, test-pod-1 .4, test-pod-2 .6
+#                    └── kube-node-2 10.192.0.4, cni0 10.244.3.1/24: lab-sleeper .5, test-pod-3 .6
+#
+# Nodes send everything that is not theirs (other pod CIDRs, the service CIDR) to the gateway.
+
+LAB_NS=(client gw lab-switch kube-node-1 kube-node-2 coredns test-pod-1 test-pod-2 lab-sleeper test-pod-3)
+LAB_PODS=("coredns kube-node-1 10.244.2.2" "test-pod-1 kube-node-1 10.244.2.4" "test-pod-2 kube-node-1 10.244.2.6"
+          "lab-sleeper kube-node-2 10.244.3.5" "test-pod-3 kube-node-2 10.244.3.6")
+LAB_RUN=/run/svcgate-lab
+LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+lab_x() { ip netns exec "$@"; }
+
+lab_nooffload() {  # ns dev: veth checksum offload leaves partial checksums af_packet would pass on
+    lab_x "$1" ethtool -K "$2" tx off rx off >/dev/null 2>&1 || true
+}
+
+lab_link() {  # nsA devA nsB devB
+    ip link add "tmp-a$$" type veth peer name "tmp-b$$"
+    ip link set "tmp-a$$" netns "$1"
+    ip link set "tmp-b$$" netns "$3"
+    lab_x "$1" ip link set "tmp-a$$" name "$2"
+    lab_x "$3" ip link set "tmp-b$$" name "$4"
+    for side in "$1 $2" "$3 $4"; do
+        set -- $side
+        lab_x "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1" 2>/dev/null || true
+        lab_nooffload "$1" "$2"
+        lab_x "$1" ip link set "$2" up
+    done
+}
+
+lab_hugepages() {  # svcgate runs as a multi-process primary so that dpdk-dumpcap can attach
+    local f=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+    if [ "$(cat $f)" -lt 256 ]; then echo 256 > $f; fi
+    if ! mount | grep -q 'type hugetlbfs'; then
+        mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages
+    fi
+}
+
+lab_down() {
+    lab_stop_apps
+    # Whatever else still runs inside a lab namespace goes too.
+    for ns in "${LAB_NS[@]}"; do
+        local pids
+        pids=$(ip netns pids "$ns" 2>/dev/null || true)
+        [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
+    done
+    for ns in "${LAB_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+    rm -rf "$LAB_RUN"
+}
+
+lab_stop_apps() {
+    if [ -d "$LAB_RUN" ]; then
+        for p in "$LAB_RUN"/*.pid; do
+            [ -f "$p" ] || continue
+            kill "$(cat "$p")" 2>/dev/null || true
+        done
+        sleep 0.3
+        for p in "$LAB_RUN"/*.pid; do
+            [ -f "$p" ] || continue
+            kill -9 "$(cat "$p")" 2>/dev/null || true
+            rm -f "$p"
+        done
+    fi
+}
+
+lab_up() {
+    lab_down
+    mkdir -p "$LAB_RUN"
+    for ns in "${LAB_NS[@]}"; do
+        ip netns add "$ns"
+        lab_x "$ns" ip link set lo up
+        lab_x "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null || true
+    done
+    # client LAN
+    lab_link client eth0 gw gw-ext
+    lab_x client ip addr add 192.168.67.100/24 dev eth0
+    # the node network: a switch with the gateway and both nodes
+    lab_x lab-switch ip link add br0 type bridge
+    lab_x lab-switch ip link set br0 up
+    lab_link gw gw-cl lab-switch sw-gw
+    local i=1
+    for node in kube-node-1 kube-node-2; do
+        lab_link "$node" eth0 lab-switch "sw-n$i"
+        lab_x "$node" ip addr add "10.192.0.$((i + 2))/24" dev eth0
+        lab_x "$node" sysctl -qw net.ipv4.ip_forward=1
+        lab_x "$node" sysctl -qw net.ipv4.conf.all.rp_filter=0
+        lab_x "$node" sysctl -qw net.ipv4.conf.default.rp_filter=0
+        lab_x "$node" ip link add cni0 type bridge
+        lab_x "$node" ip addr add "10.244.$((i + 1)).1/24" dev cni0
+        lab_x "$node" ip link set cni0 up
+        lab_x "$node" ip route add default via 10.192.0.2
+        i=$((i + 1))
+    done
+    for dev in sw-gw sw-n1 sw-n2; do lab_x lab-switch ip link set "$dev" master br0; done
+    # pods
+    for p in "${LAB_PODS[@]}"; do
+        set -- $p
+        local pod=$1 node=$2 ip=$3
+        lab_link "$pod" eth0 "$node" "v-$pod"
+        lab_x "$node" ip link set "v-$pod" master cni0
+        lab_x "$pod" ip addr add "$ip/24" dev eth0
+        lab_x "$pod" ip route add default via "${ip%.*}.1"
+    done
+    # the gateway's namespace: the ports belong to svcgate, not to the kernel (no addresses)
+    lab_x gw sysctl -qw net.ipv4.ip_forward=0
+    lab_hugepages
+}
+
+lab_start_apps() {
+    # An HTTP server per test pod that answers with its pod name; coredns is dnsmasq.
+    for pod in test-pod-1 test-pod-2 test-pod-3; do
+        local ip
+        ip=$(POD_QUERY=$pod lab_pod_ip)
+        ip netns exec "$pod" /usr/bin/python3 "$LAB_SRC/tools/lib/podserver.py" "$pod" "$ip" 80 \
+            >"$LAB_RUN/$pod.log" 2>&1 &
+        echo $! > "$LAB_RUN/$pod.pid"
+    done
+    ip netns exec coredns dnsmasq --keep-in-foreground --no-resolv --no-hosts --conf-file=/dev/null \
+        --listen-address=10.244.2.2 --bind-interfaces --pid-file= --user=root \
+        --address=/test-svc.default.svc.cluster.local/10.107.169.79 \
+        --log-facility="$LAB_RUN/coredns.log" --log-queries &
+    echo $! > "$LAB_RUN/coredns.pid"
+    # Ready when each server answers inside its own namespace.
+    for pod in test-pod-1 test-pod-2 test-pod-3; do
+        local ok=0
+        for _ in $(seq 1 50); do
+            if ip netns exec "$pod" curl -s -m 1 -o /dev/null "http://$(POD_QUERY=$pod lab_pod_ip)/"; then ok=1; break; fi
+            sleep 0.1
+        done
+        [ $ok = 1 ] || { echo "lab: the server in $pod did not start" >&2; return 1; }
+    done
+}
+
+lab_pod_ip() {  # pod name -> its address
+    local p
+    for p in "${LAB_PODS[@]}"; do
+        set -- $p
+        if [ "$1" = "$POD_QUERY" ]; then echo "$3"; return 0; fi
+    done
+    return 1
+}
+
+# svcgate in namespace gw on the lab config; waits until it runs. (ip netns exec execs the
+# program, so $! is svcgate's own pid.)
+lab_start_gateway() {
+    local bin=${1:-$LAB_SRC/build/control/svcgate} cfg=${2:-$LAB_SRC/config/lab.yaml}
+    ip netns exec gw "$bin" --config "$cfg" >"$LAB_RUN/svcgate.log" 2>&1 &
+    echo $! > "$LAB_RUN/svcgate.pid"
+    for _ in $(seq 1 100); do
+        grep -q "svcgate: running" "$LAB_RUN/svcgate.log" 2>/dev/null && return 0
+        kill -0 "$(cat "$LAB_RUN/svcgate.pid")" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "svcgate did not start:" >&2
+    cat "$LAB_RUN/svcgate.log" >&2
+    return 1
+}
+
+lab_stop_gateway() {
+    local pidf=$LAB_RUN/svcgate.pid
+    [ -f "$pidf" ] || return 0
+    kill -INT "$(cat "$pidf")" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$(cat "$pidf")" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$(cat "$pidf")" 2>/dev/null || true
+    rm -f "$pidf"
+}

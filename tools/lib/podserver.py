@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""The lab's test pod: an HTTP/1.1 server (keep-alive) that answers with its pod name.
+
+GET /          -> "NAME\n"
+GET /blob/N    -> N bytes of a fixed pattern (blob(N) below), header X-SHA256 with their digest
+usage: podserver.py NAME ADDRESS PORT
+"""
+import hashlib
+import http.server
+import socketserver
+import sys
+
+
+def blob(n):
+    unit = bytes(range(256)) * 16
+    return (unit * (n // len(unit) + 1))[:n]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        if self.path.startswith("/blob/"):
+            body = blob(int(self.path.split("/")[2]))
+            extra = {"X-SHA256": hashlib.sha256(body).hexdigest()}
+        else:
+            body = (self.server.pod + "\n").encode()
+            extra = {}
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("%s %s\n" % (self.client_address[0], fmt % args))
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def server_bind(self):
+        # HTTPServer.server_bind asks DNS for its own name (getfqdn): not in a sealed lab.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+if __name__ == "__main__":
+    name, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    srv = Server((addr, port), Handler)
+    srv.pod = name
+    srv.serve_forever()
