@@ -35,7 +35,8 @@ struct ConfigIssue {
 // Thrown by the loaders and the builder with every error found (up to a cap), not only the first.
 struct ConfigError : std::runtime_error {
     std::vector<ConfigIssue> issues;
-    explicit ConfigError(std::vector<ConfigIssue> v);
+    std::vector<ConfigIssue> warnings;  // found on the way; shown with the errors
+    explicit ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w = {});
 };
 
 struct PortConfig {
@@ -83,6 +84,7 @@ struct ServicePortConfig {
     std::optional<uint16_t> target_port;   // compact form: the endpoints' port
     uint16_t node_port = 0;
     Mark mark;
+    std::string path;  // where the loader found it, e.g. items[3].spec.ports[0]
 };
 
 struct EndpointConfig {

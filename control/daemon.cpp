@@ -154,6 +154,7 @@ int check_config(const std::string& path) {
         fmt::print("\n");
         return 0;
     } catch (const ConfigError& e) {
+        for (const auto& w : e.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         fmt::print(stderr, "{}\n{}: {} error{}\n", e.what(), path, e.issues.size(), e.issues.size() == 1 ? "" : "s");
         return 1;
     } catch (const std::exception& e) {

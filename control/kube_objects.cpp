@@ -178,7 +178,7 @@ struct KubeLoader {
                 const YAML::Node p = ports[i];
                 const std::string pp = fmt::format("{}.ports[{}]", sp, i);
                 if (!r.open_map(p, pp)) continue;
-                ServicePortConfig pc{.mark = r.mark(p)};
+                ServicePortConfig pc{.mark = r.mark(p), .path = pp};
                 pc.name = r.str_or_empty(p, "name", pp);
                 auto pr = protocol(r, p, pp);
                 if (!p["port"]) {

@@ -49,7 +49,7 @@ struct Builder {
     }
 
     void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
-        const std::string path = fmt::format("services[{}].ports[{}]", si, pi);
+        const std::string path = pc.path.empty() ? fmt::format("services[{}].ports[{}]", si, pi) : pc.path;
         ServicePort sp;
         sp.name = fmt::format("{}:{}", sc.full_name(), pc.name);
         sp.id = service_port_id(sp.name, pc.proto);
@@ -129,13 +129,14 @@ struct Builder {
         vip(sp.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
         for (Ip4 a : sp.external_ips) vip(a, AddrRole::external_ip, "external IP");
         for (Ip4 a : sp.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
+        const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
         if (sp.node_port) {
             if (sp.node_port < cfg.cluster.nodeport_min || sp.node_port > cfg.cluster.nodeport_max)
-                error(pc.mark, path + ".node_port",
+                error(pc.mark, path + np_key,
                       fmt::format("nodePort {} is outside nodeport_range {}-{}", sp.node_port,
                                   cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
             add_vip(ServiceSnapshot::vip_key(Ip4{}, rte_cpu_to_be_16(sp.node_port), proto),
-                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), pc.mark, path + ".node_port",
+                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), pc.mark, path + np_key,
                     fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)), owner);
         }
         s.services.push_back(std::move(sp));

@@ -32,7 +32,8 @@ std::string join_issues(const std::vector<ConfigIssue>& v) {
 }
 }  // namespace
 
-ConfigError::ConfigError(std::vector<ConfigIssue> v) : std::runtime_error(join_issues(v)), issues(std::move(v)) {}
+ConfigError::ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w)
+    : std::runtime_error(join_issues(v)), issues(std::move(v)), warnings(std::move(w)) {}
 
 std::optional<Ip4> parse_ip4(std::string_view s) {
     uint32_t v = 0;
@@ -352,7 +353,7 @@ Config load_guarded(const std::string& text, const std::string& file) {
                                           e.mark.is_null() ? 0 : e.mark.column + 1},
                                      "", e.msg});
     }
-    if (!errors.empty()) throw ConfigError(std::move(errors));
+    if (!errors.empty()) throw ConfigError(std::move(errors), std::move(cfg.warnings));
     return cfg;
 }
 

@@ -1,0 +1,64 @@
+#!/usr/bin/python3
+"""svcgate's command line: --check reports every error with file:line:column and exits non-zero;
+a good config checks OK; bad command lines get a usage error, not a crash."""
+import os
+import subprocess
+import sys
+import tempfile
+
+svcgate, src = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures += 1
+
+
+def run(*args):
+    return subprocess.run([svcgate, *args], capture_output=True, text=True, timeout=60)
+
+
+r = run("--config", os.path.join(src, "config", "lab.yaml"), "--check")
+check(r.returncode == 0 and "OK: 4 service ports" in r.stdout, f"lab.yaml checks OK ({r.stdout.strip()} {r.stderr.strip()})")
+
+with tempfile.TemporaryDirectory() as d:
+    bad = os.path.join(d, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("""cluster:
+  node_ips: [10.0.0.300]
+  cluster_cidrs: [10.0.0.0/40]
+services:
+  - name: a/b
+    cluster_ip: 10.96.0.1
+    ports: [{port: 0}]
+    colour: blue
+""")
+    r = run("--config", bad, "--check")
+    check(r.returncode == 1, f"a broken config: exit 1 (got {r.returncode})")
+    for want in (f"{bad}:2:14: cluster.node_ips[0]", f"{bad}:3:19: cluster.cluster_cidrs[0]",
+                 f"{bad}:7:20: services[0].ports[0].port", "3 errors"):
+        check(want in r.stderr, f"--check reports {want!r}")
+    check(f"warning: {bad}:8:5: services[0].colour: unknown field" in r.stderr, "unknown field: a warning with its line")
+    # Kubernetes objects through kubernetes.manifests: the error points into the manifest.
+    man = os.path.join(d, "objs.yaml")
+    with open(man, "w") as f:
+        f.write("apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec:\n  clusterIP: 10.96.0.2\n  ports: [{port: 80, nodePort: 99}]\n  type: NodePort\n")
+    cfgp = os.path.join(d, "k.yaml")
+    with open(cfgp, "w") as f:
+        f.write("kubernetes:\n  manifests: [objs.yaml]\n")
+    r = run("--config", cfgp, "--check")
+    check(r.returncode == 1 and f"{man}:6:11: Service.spec.ports[0].nodePort" in r.stderr and "outside nodeport_range" in r.stderr,
+          f"nodePort outside the range: positioned in the manifest ({r.stderr.strip()})")
+
+r = run("--config", "/nonexistent.yaml", "--check")
+check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
+r = run("--bogus")
+check(r.returncode == 2 and "unrecognised option" in r.stderr, "unknown option: usage error, exit 2")
+r = run()
+check(r.returncode == 2 and "--config is required" in r.stderr, "no --config: usage error, exit 2")
+r = run("--config", os.path.join(src, "tests", "conformance", "kube-proxy", "nft-load-balancer", "flows.yaml"), "--check")
+check(r.returncode == 1 and "expected a mapping" in r.stderr, "a YAML file that is not a config: error, no crash")
+sys.exit(1 if failures else 0)

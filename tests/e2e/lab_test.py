@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""End to end on the lab (DESIGN.md section 5): svcgate in namespace gw on af_packet ports, real
+programs in the other namespaces. Prints "ok   ..." / "FAIL ..." per check; exits 1 on a failure.
+
+usage: lab_test.py SVCGATE SOURCE_DIR
+The lab's Services (config/lab.yaml) plus tests/e2e/extra-services.yaml (Kubernetes objects): a
+ClientIP-affinity Service, a UDP NodePort, and a Service without endpoints.
+"""
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+svcgate, src = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures += 1
+
+
+def lab(script):
+    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; {script}"], capture_output=True,
+                          text=True, timeout=120)
+
+
+def ns(name, *cmd, timeout=60):
+    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, timeout=timeout)
+
+
+def curl(name, *args, timeout=30):
+    r = ns(name, "curl", "-s", "-m", "10", *args, timeout=timeout)
+    return r.stdout.decode(errors="replace") if r.returncode == 0 else None
+
+
+def pyin(name, code, timeout=30):
+    """Runs Python inside a namespace; returns its stdout (stripped)."""
+    r = ns(name, "/usr/bin/python3", "-c", code, timeout=timeout)
+    return r.stdout.decode().strip()
+
+
+if os.geteuid() != 0:
+    print("FAIL the end-to-end test needs root (network namespaces)")
+    sys.exit(1)
+
+with open(os.path.join(src, "config", "lab.yaml")) as f:
+    cfg = yaml.safe_load(f)
+cfg["kubernetes"] = {"manifests": [os.path.join(src, "tests", "e2e", "extra-services.yaml")]}
+tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="svcgate-e2e-", delete=False)
+yaml.safe_dump(cfg, tmp)
+tmp.close()
+
+try:
+    r = lab(f"lab_up && lab_start_apps && lab_start_gateway {svcgate} {tmp.name}")
+    check(r.returncode == 0, f"lab up, svcgate running in namespace gw ({(r.stderr or '').strip()[-300:]})")
+    if r.returncode != 0:
+        sys.exit(1)
+
+    # TCP through NodePort and ClusterIP.
+    answers = [curl("client", "http://192.168.67.8:30001/") for _ in range(12)]
+    check(all(a and a.startswith("test-pod-") for a in answers), f"TCP via NodePort: 12 of 12 answered ({answers})")
+    answers = [curl("lab-sleeper", "http://10.107.169.79/") for _ in range(12)]
+    check(all(a and a.startswith("test-pod-") for a in answers), "TCP via ClusterIP: 12 of 12 answered")
+
+    # UDP through ClusterIP (kube-dns) and a NodePort (dns-np), answered by the real DNS server.
+    dig = ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=2", "@10.96.0.10", "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "10.107.169.79", f"UDP via ClusterIP: DNS answered ({dig.stdout!r})")
+    dig = ns("client", "dig", "+short", "+time=2", "+tries=2", "-p", "30053", "@192.168.67.8",
+             "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "10.107.169.79", f"UDP via NodePort 30053: DNS answered ({dig.stdout!r})")
+    dig = ns("lab-sleeper", "dig", "+tcp", "+short", "+time=2", "+tries=2", "@10.96.0.10",
+             "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "10.107.169.79", "DNS over TCP via ClusterIP answered")
+
+    # A 10 MB transfer arrives intact (the server sends its digest in a header).
+    size = 10 * 1024 * 1024
+    r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://192.168.67.8:30001/blob/{size}", timeout=90)
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
+    check(r.returncode == 0 and len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
+          f"10 MB over NodePort arrives intact ({len(body)} bytes)")
+
+    # Stickiness: one keep-alive connection, many requests, one pod.
+    out = curl("client", *["http://192.168.67.8:30001/"] * 20)
+    pods = set((out or "").split())
+    check(out is not None and len(out.split()) == 20 and len(pods) == 1,
+          f"one keep-alive connection: 20 requests, one pod ({pods})")
+
+    # Session affinity ClientIP: separate connections from one client stay on one pod.
+    seen = {curl("lab-sleeper", "http://10.96.100.1/") for _ in range(15)}
+    check(len(seen) == 1 and None not in seen, f"sessionAffinity ClientIP: 15 connections, one pod ({seen})")
+
+    # Hairpin: a test pod reaching test-svc and landing on itself (masqueraded, so the reply
+    # comes back through the gateway).
+    seen = [curl("test-pod-1", "http://10.107.169.79/") for _ in range(30)]
+    check(None not in seen and "test-pod-1\n" in seen, f"hairpin: test-pod-1 reaches itself via the VIP ({seen.count('test-pod-1' + chr(10))} of 30)")
+
+    # Same node: lab-sleeper reaching the test pod on its own node through the VIP.
+    seen = [curl("lab-sleeper", "http://10.107.169.79/") for _ in range(30)]
+    check(None not in seen and "test-pod-3\n" in seen, f"same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
+
+    # No endpoints: fail fast (RST for TCP, ICMP port-unreachable for UDP), not on a timeout.
+    code = r"""
+import socket, time
+t = time.monotonic()
+s = socket.socket(); s.settimeout(5)
+try:
+    s.connect(("10.96.100.2", 80)); r = "connected"
+except ConnectionRefusedError: r = "refused"
+except OSError as e: r = type(e).__name__
+tcp = (r, time.monotonic() - t)
+t = time.monotonic()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5)
+u.connect(("10.96.100.2", 53)); u.send(b"x")
+try:
+    u.recv(100); r = "answered"
+except ConnectionRefusedError: r = "refused"
+except OSError as e: r = type(e).__name__
+print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
+"""
+    out = pyin("lab-sleeper", code).split()
+    check(len(out) == 4 and out[0] == "refused" and float(out[1]) < 1.0,
+          f"no endpoints, TCP: connection refused by RST in {out[1] if len(out) == 4 else '?'} s")
+    check(len(out) == 4 and out[2] == "refused" and float(out[3]) < 1.0,
+          f"no endpoints, UDP: ICMP port unreachable in {out[3] if len(out) == 4 else '?'} s")
+
+    # Reload on SIGHUP: a broken config is refused and the running one keeps serving; a good one
+    # is published.
+    def hup_and_wait(marker):
+        before = lab("cat $LAB_RUN/svcgate.log").stdout.count(marker)
+        lab("kill -HUP $(cat $LAB_RUN/svcgate.pid)")
+        for _ in range(50):
+            if lab("cat $LAB_RUN/svcgate.log").stdout.count(marker) > before:
+                return True
+            subprocess.run(["sleep", "0.1"])
+        return False
+
+    good = open(tmp.name).read()
+    with open(tmp.name, "w") as f:
+        f.write("dataplane: [\n")
+    check(hup_and_wait("reload failed, the running config stays"), "SIGHUP with a broken config: refused, logged")
+    check((curl("client", "http://192.168.67.8:30001/") or "").startswith("test-pod-"), "after the refused reload: still serving")
+    with open(tmp.name, "w") as f:
+        f.write(good)
+    check(hup_and_wait("reloaded"), "SIGHUP with a good config: reloaded")
+    check((curl("client", "http://192.168.67.8:30001/") or "").startswith("test-pod-"), "after the reload: serving")
+finally:
+    r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
+    check("packets in" in r.stdout and "verdict dnat" in r.stdout, "SIGINT: svcgate stops and prints its counters")
+    if failures:
+        print("svcgate's log:\n" + r.stdout[-3000:])
+    os.unlink(tmp.name)
+
+print(f"{'passed' if failures == 0 else 'failed'}: end-to-end lab test")
+sys.exit(1 if failures else 0)
