@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_pdump.h>
+#include <rte_telemetry.h>
 
 #include "flow_table.h"
 #include "snapshot_builder.h"
@@ -38,6 +41,75 @@ constexpr uint16_t kRxDesc = 1024;
 constexpr uint16_t kTxDesc = 1024;
 
 void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
+
+// What the telemetry commands read. The telemetry thread is no RCU reader: it takes `mu`,
+// which the control thread holds while it swaps and frees a snapshot.
+struct Live {
+    std::mutex mu;
+    const ServiceSnapshot* snap = nullptr;
+    const std::vector<std::unique_ptr<Worker>>* workers = nullptr;
+    const FlowTable* flows = nullptr;
+    uint32_t generation = 0;
+    uint64_t reloads = 0, reload_failures = 0;
+};
+Live g_live;
+
+WorkerCounters sum_counters(const std::vector<std::unique_ptr<Worker>>& workers) {
+    WorkerCounters t{};
+    for (const auto& w : workers) {
+        const WorkerCounters& c = w->counters();
+        t.rx_packets += c.rx_packets;
+        t.rx_bytes += c.rx_bytes;
+        for (unsigned i = 0; i < std::size(t.verdicts); ++i) t.verdicts[i] += c.verdicts[i];
+        for (unsigned i = 0; i < kDropReasons; ++i) t.drops[i] += c.drops[i];
+        t.flows_created += c.flows_created;
+        t.flows_joined += c.flows_joined;
+        t.flows_expired += c.flows_expired;
+        t.affinity_hits += c.affinity_hits;
+    }
+    return t;
+}
+
+int tel_stats(const char*, const char*, rte_tel_data* d) {
+    std::lock_guard lk(g_live.mu);
+    if (!g_live.workers) return -1;
+    const WorkerCounters t = sum_counters(*g_live.workers);
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_u64(d, "rx_packets", t.rx_packets);
+    rte_tel_data_add_dict_u64(d, "rx_bytes", t.rx_bytes);
+    for (unsigned v = 0; v < std::size(t.verdicts); ++v)
+        rte_tel_data_add_dict_u64(d, std::string(verdict_name(static_cast<Verdict>(v))).c_str(), t.verdicts[v]);
+    for (unsigned r = 1; r < kDropReasons; ++r)
+        if (t.drops[r])
+            rte_tel_data_add_dict_u64(d, ("drop_" + std::string(drop_reason_name(static_cast<DropReason>(r)))).c_str(),
+                                      t.drops[r]);
+    rte_tel_data_add_dict_u64(d, "flows_created", t.flows_created);
+    rte_tel_data_add_dict_u64(d, "flows_expired", t.flows_expired);
+    rte_tel_data_add_dict_u64(d, "flows_live", g_live.flows->live_total());
+    rte_tel_data_add_dict_u64(d, "flow_capacity", g_live.flows->capacity());
+    rte_tel_data_add_dict_u64(d, "generation", g_live.generation);
+    rte_tel_data_add_dict_u64(d, "reloads", g_live.reloads);
+    rte_tel_data_add_dict_u64(d, "reload_failures", g_live.reload_failures);
+    return 0;
+}
+
+int tel_services(const char*, const char*, rte_tel_data* d) {
+    std::lock_guard lk(g_live.mu);
+    if (!g_live.snap) return -1;
+    const ServiceSnapshot& s = *g_live.snap;
+    rte_tel_data_start_dict(d);
+    // One entry per service port: packets (all workers); the telemetry dict holds up to 256.
+    for (size_t i = 0; i < s.services.size(); ++i) {
+        uint64_t pk = 0;
+        for (uint16_t w = 0; w < s.workers; ++w) pk += s.svc_counters[size_t{w} * s.services.size() + i].packets;
+        // Telemetry names allow letters, digits, '_' and '/': "ns/name:port" → "ns/name_port".
+        std::string key = s.services[i].name;
+        for (char& c : key)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/') c = '_';
+        rte_tel_data_add_dict_u64(d, key.c_str(), pk);
+    }
+    return 0;
+}
 
 // "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
 bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
@@ -110,18 +182,9 @@ bool setup_port(const PortConfig& pc, uint16_t workers, rte_mempool* pool, PortS
 
 void print_summary(const Config& cfg, const std::vector<std::unique_ptr<Worker>>& workers,
                    const std::vector<PortSetup>& ports, const FlowTable& flows) {
-    WorkerCounters t{};
+    const WorkerCounters t = sum_counters(workers);
     uint64_t tx = 0;
-    for (const auto& w : workers) {
-        const WorkerCounters& c = w->counters();
-        t.rx_packets += c.rx_packets;
-        t.rx_bytes += c.rx_bytes;
-        for (unsigned i = 0; i < std::size(t.verdicts); ++i) t.verdicts[i] += c.verdicts[i];
-        for (unsigned i = 0; i < kDropReasons; ++i) t.drops[i] += c.drops[i];
-        t.flows_created += c.flows_created;
-        t.flows_expired += c.flows_expired;
-        tx += w->tx_packets();
-    }
+    for (const auto& w : workers) tx += w->tx_packets();
     fmt::print("svcgate: {} packets in ({} bytes), {} out; flows: {} created, {} expired, {} live\n", t.rx_packets,
                t.rx_bytes, tx, t.flows_created, t.flows_expired, flows.live_total());
     for (unsigned v = 0; v < std::size(t.verdicts); ++v)
@@ -288,6 +351,15 @@ int run_daemon(const DaemonOptions& opts) {
         rte_eal_remote_launch(&Worker::main, workers[w].get(), lcore);
         ++w;
     }
+    {
+        std::lock_guard lk(g_live.mu);
+        g_live.snap = snap.get();
+        g_live.workers = &workers;
+        g_live.flows = flows.get();
+        g_live.generation = 1;
+    }
+    rte_telemetry_register_cmd("/svcgate/stats", tel_stats, "svcgate: verdicts, drops by reason, flows, reloads");
+    rte_telemetry_register_cmd("/svcgate/services", tel_services, "svcgate: packets per service port");
     log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows", nports, dpc.workers,
                     snap->services.size(), flows->capacity()));
 
@@ -301,14 +373,20 @@ int run_daemon(const DaemonOptions& opts) {
             try {
                 Config next = load_config_file(opts.config);
                 auto fresh = build_snapshot(next, generation + 1);
+                std::lock_guard lk(g_live.mu);
                 shared->snapshot.store(fresh.get(), std::memory_order_release);
                 rte_rcu_qsbr_synchronize(shared->qsbr, RTE_QSBR_THRID_INVALID);
                 snap = std::move(fresh);
                 ++generation;
+                g_live.snap = snap.get();
+                g_live.generation = generation;
+                ++g_live.reloads;
                 auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
                 log(fmt::format("reloaded {}: generation {}, {} service ports, {} us", opts.config, generation,
                                 snap->services.size(), us.count()));
             } catch (const std::exception& e) {
+                std::lock_guard lk(g_live.mu);
+                ++g_live.reload_failures;
                 log(fmt::format("reload failed, the running config stays:\n{}", e.what()));
             }
         }
@@ -317,6 +395,12 @@ int run_daemon(const DaemonOptions& opts) {
     log("stopping");
     shared->stop.store(true);
     rte_eal_mp_wait_lcore();
+    {
+        std::lock_guard lk(g_live.mu);
+        g_live.snap = nullptr;
+        g_live.workers = nullptr;
+        g_live.flows = nullptr;
+    }
     print_summary(cfg, workers, ports, *flows);
     for (const PortSetup& p : ports) {
         rte_eth_dev_stop(p.id);

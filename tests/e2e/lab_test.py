@@ -130,6 +130,34 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     check(len(out) == 4 and out[2] == "refused" and float(out[3]) < 1.0,
           f"no endpoints, UDP: ICMP port unreachable in {out[3] if len(out) == 4 else '?'} s")
 
+    # Tools of the trade: dpdk-telemetry.py sees svcgate's commands and its ports; dpdk-dumpcap
+    # captures on a port while svcgate runs.
+    import json
+    tel = subprocess.run(["ip", "netns", "exec", "gw", "dpdk-telemetry.py", "-f", "svcgate-lab"],
+                         input="/svcgate/stats\n/ethdev/stats,0\n", capture_output=True, text=True, timeout=30)
+    replies = {}
+    for line in tel.stdout.splitlines():
+        if line.startswith("{") and '"version"' not in line:
+            replies.update(json.loads(line))
+    st = replies.get("/svcgate/stats", {})
+    check(st.get("dnat", 0) > 0 and st.get("flows_created", 0) > 0, f"dpdk-telemetry.py /svcgate/stats ({st.get('dnat')} dnat)")
+    check(replies.get("/ethdev/stats", {}).get("ipackets", 0) > 0, "dpdk-telemetry.py /ethdev/stats,0")
+    pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
+    dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
+                           "net_af_packet0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(10):
+        subprocess.run(["sleep", "0.5"])
+        curl("client", "http://192.168.67.8:30001/")
+        if dc.poll() is not None:
+            break
+    if dc.poll() is None:
+        dc.kill()
+    dc.wait()
+    shown = subprocess.run(["tcpdump", "-n", "-r", pcap], capture_output=True, text=True).stdout
+    check("192.168.67.8.30001" in shown, f"dpdk-dumpcap captures on port ext ({len(shown.splitlines())} packets)")
+    if os.path.exists(pcap):
+        os.unlink(pcap)
+
     # Reload on SIGHUP: a broken config is refused and the running one keeps serving; a good one
     # is published.
     def hup_and_wait(marker):
