@@ -148,11 +148,13 @@ lab_pod_ip() {  # pod name -> its address
     return 1
 }
 
-# svcgate in namespace gw on the lab config; waits until it runs. (ip netns exec execs the
+# svcgate in namespace gw on the lab config; waits until it runs. Arguments: binary, config,
+# then EAL arguments (passed after --). (ip netns exec execs the
 # program, so $! is svcgate's own pid.)
 lab_start_gateway() {
     local bin=${1:-$LAB_SRC/build/control/svcgate} cfg=${2:-$LAB_SRC/config/lab.yaml}
-    ip netns exec gw "$bin" --config "$cfg" >"$LAB_RUN/svcgate.log" 2>&1 &
+    shift 2 2>/dev/null || shift $#
+    ip netns exec gw "$bin" --config "$cfg" ${1:+--} "$@" >"$LAB_RUN/svcgate.log" 2>&1 &
     echo $! > "$LAB_RUN/svcgate.pid"
     for _ in $(seq 1 100); do
         grep -q "svcgate: running" "$LAB_RUN/svcgate.log" 2>/dev/null && return 0
