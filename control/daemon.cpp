@@ -21,6 +21,7 @@
 #include <rte_pdump.h>
 #include <rte_telemetry.h>
 
+#include "flow_sweep.h"
 #include "flow_table.h"
 #include "snapshot_builder.h"
 #include "tool_eal.h"
@@ -317,6 +318,16 @@ int run_daemon(const DaemonOptions& opts) {
         return 1;
     }
     shared->snapshot.store(snap.get(), std::memory_order_release);
+    for (uint16_t w = 0; w < dpc.workers; ++w) {
+        rte_ring* r = rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
+                                      RING_F_SP_ENQ | RING_F_SC_DEQ);
+        if (!r) {
+            log("flow removal rings: out of memory");
+            rte_eal_cleanup();
+            return 1;
+        }
+        shared->remove_rings.push_back(r);
+    }
 
     // Queues to workers: port p's queue q goes to worker (p + q) % workers; transmit queues are
     // per worker where the device has enough, shared under a lock where it has not.
@@ -382,8 +393,16 @@ int run_daemon(const DaemonOptions& opts) {
                 g_live.generation = generation;
                 ++g_live.reloads;
                 auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
-                log(fmt::format("reloaded {}: generation {}, {} service ports, {} us", opts.config, generation,
-                                snap->services.size(), us.count()));
+                // Flows whose endpoint left: TCP answered with RST, datagram flows removed by
+                // their owner (a full ring leaves the rest to their timeout).
+                SweepResult sw = sweep_removed_endpoints(*flows, *snap, [&](uint32_t id, uint8_t owner) {
+                    if (owner < shared->remove_rings.size())
+                        rte_ring_sp_enqueue(shared->remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
+                });
+                log(fmt::format("reloaded {}: generation {}, {} service ports, published in {} us; flows to removed "
+                                "endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
+                                opts.config, generation, snap->services.size(), us.count(), sw.tcp_closed,
+                                sw.dgram_removed, sw.scanned));
             } catch (const std::exception& e) {
                 std::lock_guard lk(g_live.mu);
                 ++g_live.reload_failures;
@@ -410,6 +429,7 @@ int run_daemon(const DaemonOptions& opts) {
     flows.reset();
     snap.reset();
     rte_free(shared->qsbr);
+    for (rte_ring* r : shared->remove_rings) rte_ring_free(r);
     rte_pdump_uninit();
     rte_eal_cleanup();
     return 0;

@@ -1,5 +1,7 @@
 #include "trace.h"
 
+#include "flow_sweep.h"
+
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -73,6 +75,14 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
 }
 
 Tracer::~Tracer() = default;
+
+SweepResult Tracer::reload(const Config& cfg) {
+    auto fresh = build_snapshot(cfg, snap_->generation + 1);
+    snap_ = std::move(fresh);
+    ctx_.snap = snap_.get();
+    // One thread, no readers in flight: datagram flows go at once.
+    return sweep_removed_endpoints(*flows_, *snap_, [&](uint32_t id, uint8_t) { flows_->remove(id); });
+}
 
 void Tracer::advance(uint32_t seconds) {
     ctx_.now += seconds;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config_model.h"
+#include "flow_sweep.h"
 #include "flow_table.h"
 #include "pcap_io.h"
 #include "pipeline.h"
@@ -53,6 +54,8 @@ public:
     dp::WorkerCtx& ctx() { return ctx_; }
     dp::FlowTable& flows() { return *flows_; }
     void advance(uint32_t seconds);
+    // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
+    SweepResult reload(const Config& cfg);
 
 private:
     std::unique_ptr<dp::ServiceSnapshot> snap_;

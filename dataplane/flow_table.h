@@ -59,6 +59,10 @@ struct alignas(64) Flow {
 };
 static_assert(sizeof(Flow) == 64, "a flow record is one cache line");
 
+// Flow::state bit set by the control thread when a reload removed the flow's endpoint: TCP
+// packets of the flow are answered with RST, datagram flows are removed by their owner.
+inline constexpr uint8_t kStateGone = 0x80;
+
 inline constexpr uint64_t nat_target(uint32_t svc, uint32_t ep) noexcept { return uint64_t{svc} << 32 | ep; }
 inline constexpr uint32_t target_svc(uint64_t t) noexcept { return static_cast<uint32_t>(t >> 32); }
 inline constexpr uint32_t target_ep(uint64_t t) noexcept { return static_cast<uint32_t>(t); }
@@ -180,6 +184,7 @@ private:
 inline uint32_t FlowTable::timeout_of(const Flow& f) const noexcept {
     if (f.kind == FlowKind::affinity) return f.aux;
     uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (st & kStateGone) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
     switch (static_cast<Proto>(f.key[0].proto)) {
     case Proto::tcp:
         return st < kTcpStates ? timeouts_.tcp[st] : timeouts_.tcp[0];

@@ -205,6 +205,7 @@ bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
     TcpFlagClass c = tcp_flag_class(m.tcp_flags);
     uint8_t cur = f.state.load(std::memory_order_relaxed);
     for (;;) {
+        if (cur & kStateGone) return true;  // marked by a reload meanwhile: the next packet sees it
         TcpState nx = tcp_transition(static_cast<TcpState>(cur), dir, c);
         if (nx == TcpState::invalid) return false;
         if (nx == TcpState::ignore || static_cast<uint8_t>(nx) == cur) return true;
@@ -265,7 +266,14 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             // Established: translate by the flow's other tuple (conntrack's NAT reversal).
             Flow& f = ctx.flows->flow(refs[j].id);
             const unsigned other = refs[j].dir == Direction::original ? 1 : 0;
-            if (!track(f, refs[j].dir, m, ctx.now)) {
+            if (f.state.load(std::memory_order_relaxed) & kStateGone) [[unlikely]] {
+                // A reload removed the endpoint: TCP gets an RST (each side, on its next
+                // packet: the RST takes its sequence number from that packet); datagrams are
+                // dropped until the owner removes the entry, and then select again.
+                const bool tcp = static_cast<Proto>(m.key.proto) == Proto::tcp;
+                st = tcp && !(m.tcp_flags & kRst) ? Step{Verdict::reject, DropReason::reject_endpoint_gone}
+                                                  : Step{Verdict::drop, DropReason::endpoint_gone};
+            } else if (!track(f, refs[j].dir, m, ctx.now)) {
                 st = {Verdict::drop, DropReason::conntrack_invalid};
             } else {
                 out = f.key[other].reversed();

@@ -46,6 +46,7 @@ void Worker::run() noexcept {
             flush();
         }
         if (n_held_) retry_held();
+        remove_requested();
         worker_housekeeping(ctx_, busy ? 16 : 256);
         rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
         // Idle: pause instead of spinning flat out (a lab on a 2-core box still has to run).
@@ -155,6 +156,24 @@ void Worker::request(uint16_t port, Ip4 hop) noexcept {
         return;
     }
     queue(port, m);
+}
+
+// Datagram flows whose endpoint a reload removed: the owner takes them out of the table, so the
+// next datagram of the same tuple selects again.
+void Worker::remove_requested() noexcept {
+    rte_ring* ring = ctx_.worker < shared_.remove_rings.size() ? shared_.remove_rings[ctx_.worker] : nullptr;
+    if (!ring) return;
+    void* ids[64];
+    const unsigned n = rte_ring_sc_dequeue_burst(ring, ids, std::size(ids), nullptr);
+    for (unsigned i = 0; i < n; ++i) {
+        const auto id = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ids[i]));
+        const Flow& f = ctx_.flows->flow(id);
+        if (f.live.load(std::memory_order_relaxed) && f.owner == ctx_.worker &&
+            (f.state.load(std::memory_order_relaxed) & kStateGone)) {
+            ctx_.flows->remove(id);
+            ctx_.counters.flows_expired++;
+        }
+    }
 }
 
 void Worker::drop(rte_mbuf* m, DropReason r) noexcept {

@@ -14,6 +14,7 @@
 #include <rte_ether.h>
 #include <rte_mempool.h>
 #include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
 #include <rte_spinlock.h>
 
 #include "neighbor.h"
@@ -29,6 +30,7 @@ struct WorkerShared {
     rte_mempool* pool = nullptr;
     std::vector<rte_ether_addr> port_macs;  // by port index (config order)
     std::vector<uint16_t> port_ids;         // DPDK port id by port index
+    std::vector<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
 };
 
 struct RxQueue {
@@ -75,6 +77,7 @@ private:
     void retry_held() noexcept;
     void request(uint16_t port, Ip4 hop) noexcept;
     void drop(rte_mbuf* m, DropReason r) noexcept;
+    void remove_requested() noexcept;
 
     WorkerShared& shared_;
     WorkerCtx ctx_;

@@ -1,0 +1,130 @@
+// Reloads and live flows (issue #4): established flows keep their endpoint while it exists; TCP
+// flows to a removed endpoint are answered with RST both ways; UDP flows to a removed endpoint
+// go, so the next datagram selects again; terminating endpoints keep their flows, get no new ones.
+#include <set>
+
+#include <fmt/format.h>
+
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+std::string config(const std::string& endpoints) {
+    return R"(
+dataplane:
+  one_arm_masquerade: false   # client and pods share a next hop here; keep the tuples plain
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24]}
+    - {name: cluster, addresses: [10.192.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+cluster:
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+services:
+  - name: default/web
+    cluster_ip: 10.96.0.50
+    ports: [{name: http, protocol: TCP, port: 80}, {name: dns, protocol: UDP, port: 53}]
+    endpoints: )" + endpoints + "\n";
+}
+
+const std::string kAB = "[{ip: 10.244.2.4}, {ip: 10.244.2.6}]";
+const std::string kB = "[{ip: 10.244.2.6}]";
+
+// Opens TCP connections (SYN, SYN-ACK, ACK) from lab-sleeper-like clients until one lands on
+// each endpoint; returns client port → endpoint.
+std::map<int, std::string> connect_both(ctl::Tracer& t) {
+    std::map<int, std::string> by_port;
+    std::set<std::string> seen;
+    for (int port = 40000; seen.size() < 2 && port < 40100; ++port) {
+        auto syn = t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port));
+        EXPECT_EQ(syn.verdict, Verdict::dnat);
+        auto synack = t.run_spec(fmt::format("tcp {} > 10.244.2.9:{} [S.]", *syn.endpoint, port));
+        EXPECT_EQ(synack.verdict, Verdict::reply) << synack.text();
+        EXPECT_EQ(t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port)).verdict, Verdict::dnat);
+        by_port[port] = *syn.endpoint;
+        seen.insert(*syn.endpoint);
+    }
+    return by_port;
+}
+
+}  // namespace
+
+TEST(Reload, TcpFlowsKeepSurvivingEndpointsAndGetRstForRemovedOnes) {
+    test::ensure_eal();
+    auto t = test::tracer(config(kAB), 7);
+    auto flows = connect_both(*t);
+    std::set<std::string> eps;
+    for (auto& [port, ep] : flows) eps.insert(ep);
+    ASSERT_EQ(eps, std::set<std::string>({"10.244.2.4:80", "10.244.2.6:80"}));
+    // Reload without 10.244.2.4.
+    auto sw = t->reload(ctl::load_config_string(config(kB), "r.yaml"));
+    EXPECT_GE(sw.tcp_closed, 1u);
+    EXPECT_EQ(sw.dgram_removed, 0u);
+    for (auto& [port, ep] : flows) {
+        auto r = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+        if (ep == "10.244.2.6:80") {
+            EXPECT_EQ(r.verdict, Verdict::dnat) << "a surviving endpoint keeps its flow: " << r.text();
+            EXPECT_EQ(r.endpoint.value_or(""), "") << "old-generation flow: no current endpoint index";
+            EXPECT_EQ(r.out.value_or(""), fmt::format("tcp 10.244.2.9:{} > 10.244.2.6:80", port));
+        } else {
+            EXPECT_EQ(r.verdict, Verdict::reject) << r.text();
+            EXPECT_EQ(r.reason, DropReason::reject_endpoint_gone);
+            EXPECT_EQ(r.out_flags.value_or(""), "R") << "the client gets an RST";
+            // The other way: a late packet from the removed pod is answered with RST too.
+            auto back = t->run_spec(fmt::format("tcp 10.244.2.4:80 > 10.244.2.9:{} [.]", port));
+            EXPECT_EQ(back.verdict, Verdict::reject) << back.text();
+            // An RST itself is never answered.
+            auto rst = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [R]", port));
+            EXPECT_EQ(rst.verdict, Verdict::drop);
+            EXPECT_EQ(rst.reason, DropReason::endpoint_gone);
+        }
+    }
+    // New connections only reach the endpoint that is left.
+    for (int port = 50000; port < 50020; ++port)
+        EXPECT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or(""),
+                  "10.244.2.6:80");
+}
+
+TEST(Reload, UdpFlowToRemovedEndpointGoesAndTheNextDatagramSelectsAgain) {
+    test::ensure_eal();
+    auto t = test::tracer(config(kAB), 3);
+    int port = 30000;
+    std::string first;
+    for (; port < 30100; ++port) {  // a UDP flow on the endpoint that will go
+        first = t->run_spec(fmt::format("udp 10.244.2.9:{} > 10.96.0.50:53", port)).endpoint.value_or("");
+        if (first == "10.244.2.4:53") break;
+    }
+    ASSERT_EQ(first, "10.244.2.4:53");
+    auto again = t->run_spec(fmt::format("udp 10.244.2.9:{} > 10.96.0.50:53", port));
+    ASSERT_TRUE(again.out.has_value());
+    EXPECT_EQ(*again.out, fmt::format("udp 10.244.2.9:{} > 10.244.2.4:53", port)) << "sticky before the reload";
+    auto sw = t->reload(ctl::load_config_string(config(kB), "r.yaml"));
+    EXPECT_GE(sw.dgram_removed, 1u);
+    auto after = t->run_spec(fmt::format("udp 10.244.2.9:{} > 10.96.0.50:53", port));
+    EXPECT_EQ(after.verdict, Verdict::dnat) << after.text();
+    EXPECT_TRUE(after.new_flow) << "the stale entry is gone: a new flow";
+    EXPECT_EQ(after.endpoint.value_or(""), "10.244.2.6:53");
+}
+
+TEST(Reload, TerminatingEndpointKeepsItsFlowsButGetsNoNewOnes) {
+    test::ensure_eal();
+    auto t = test::tracer(config(kAB), 11);
+    auto flows = connect_both(*t);
+    auto sw = t->reload(ctl::load_config_string(
+        config("[{ip: 10.244.2.4, ready: false, serving: true, terminating: true}, {ip: 10.244.2.6}]"), "r.yaml"));
+    EXPECT_EQ(sw.tcp_closed, 0u);
+    for (auto& [port, ep] : flows) {
+        auto r = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+        EXPECT_EQ(r.verdict, Verdict::dnat) << r.text();
+        EXPECT_EQ(r.out.value_or(""), fmt::format("tcp 10.244.2.9:{} > {}", port, ep));
+    }
+    for (int port = 50000; port < 50030; ++port)
+        EXPECT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or(""),
+                  "10.244.2.6:80");
+}
