@@ -4,7 +4,6 @@
 Two keep-alive HTTP connections run all along - client → NodePort and lab-sleeper → ClusterIP -
 one request every 20 ms each, while svcgate reloads its config (SIGHUP): an endpoint added, an
 endpoint removed (one neither connection uses), a Service added, a Service removed, and a broken
-config. Checks: every request answered, by the same pod, no gap over 300 ms, no TCP
 config. Checks: every request answered, by the same pod, no gap over 300 ms, no TCP retransmission
 by the clients or the pods; the broken config changed nothing; new connections never reach the
 removed endpoint.
