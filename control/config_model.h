@@ -65,6 +65,14 @@ struct DataplaneConfig {
     dp::Timeouts timeouts{};
 };
 
+// The daemon's operator endpoints.
+struct ControlConfig {
+    std::string socket = "/run/svcgate.sock";  // "" = off
+    unsigned socket_mode = 0600;
+    std::string metrics = "127.0.0.1:9477";    // Prometheus; "" = off
+    bool watch = true;                         // reload when the config or a manifest changes
+};
+
 struct ClusterConfig {
     std::string node_name;
     std::vector<Ip4> node_ips;               // the first is the primary node IP (LB source ranges)
@@ -140,6 +148,7 @@ struct Config {
     std::string file;
     DataplaneConfig dataplane;
     ClusterConfig cluster;
+    ControlConfig control;
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeStats kube;

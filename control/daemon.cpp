@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -7,7 +8,9 @@
 #include <cctype>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -21,6 +24,8 @@
 #include <rte_pdump.h>
 #include <rte_telemetry.h>
 
+#include "control_server.h"
+#include "daemon_state.h"
 #include "flow_sweep.h"
 #include "flow_table.h"
 #include "snapshot_builder.h"
@@ -43,75 +48,6 @@ constexpr uint16_t kTxDesc = 1024;
 
 void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
 
-// What the telemetry commands read. The telemetry thread is no RCU reader: it takes `mu`,
-// which the control thread holds while it swaps and frees a snapshot.
-struct Live {
-    std::mutex mu;
-    const ServiceSnapshot* snap = nullptr;
-    const std::vector<std::unique_ptr<Worker>>* workers = nullptr;
-    const FlowTable* flows = nullptr;
-    uint32_t generation = 0;
-    uint64_t reloads = 0, reload_failures = 0;
-};
-Live g_live;
-
-WorkerCounters sum_counters(const std::vector<std::unique_ptr<Worker>>& workers) {
-    WorkerCounters t{};
-    for (const auto& w : workers) {
-        const WorkerCounters& c = w->counters();
-        t.rx_packets += c.rx_packets;
-        t.rx_bytes += c.rx_bytes;
-        for (unsigned i = 0; i < std::size(t.verdicts); ++i) t.verdicts[i] += c.verdicts[i];
-        for (unsigned i = 0; i < kDropReasons; ++i) t.drops[i] += c.drops[i];
-        t.flows_created += c.flows_created;
-        t.flows_joined += c.flows_joined;
-        t.flows_expired += c.flows_expired;
-        t.affinity_hits += c.affinity_hits;
-    }
-    return t;
-}
-
-int tel_stats(const char*, const char*, rte_tel_data* d) {
-    std::lock_guard lk(g_live.mu);
-    if (!g_live.workers) return -1;
-    const WorkerCounters t = sum_counters(*g_live.workers);
-    rte_tel_data_start_dict(d);
-    rte_tel_data_add_dict_u64(d, "rx_packets", t.rx_packets);
-    rte_tel_data_add_dict_u64(d, "rx_bytes", t.rx_bytes);
-    for (unsigned v = 0; v < std::size(t.verdicts); ++v)
-        rte_tel_data_add_dict_u64(d, std::string(verdict_name(static_cast<Verdict>(v))).c_str(), t.verdicts[v]);
-    for (unsigned r = 1; r < kDropReasons; ++r)
-        if (t.drops[r])
-            rte_tel_data_add_dict_u64(d, ("drop_" + std::string(drop_reason_name(static_cast<DropReason>(r)))).c_str(),
-                                      t.drops[r]);
-    rte_tel_data_add_dict_u64(d, "flows_created", t.flows_created);
-    rte_tel_data_add_dict_u64(d, "flows_expired", t.flows_expired);
-    rte_tel_data_add_dict_u64(d, "flows_live", g_live.flows->live_total());
-    rte_tel_data_add_dict_u64(d, "flow_capacity", g_live.flows->capacity());
-    rte_tel_data_add_dict_u64(d, "generation", g_live.generation);
-    rte_tel_data_add_dict_u64(d, "reloads", g_live.reloads);
-    rte_tel_data_add_dict_u64(d, "reload_failures", g_live.reload_failures);
-    return 0;
-}
-
-int tel_services(const char*, const char*, rte_tel_data* d) {
-    std::lock_guard lk(g_live.mu);
-    if (!g_live.snap) return -1;
-    const ServiceSnapshot& s = *g_live.snap;
-    rte_tel_data_start_dict(d);
-    // One entry per service port: packets (all workers); the telemetry dict holds up to 256.
-    for (size_t i = 0; i < s.services.size(); ++i) {
-        uint64_t pk = 0;
-        for (uint16_t w = 0; w < s.workers; ++w) pk += s.svc_counters[size_t{w} * s.services.size() + i].packets;
-        // Telemetry names allow letters, digits, '_' and '/': "ns/name:port" → "ns/name_port".
-        std::string key = s.services[i].name;
-        for (char& c : key)
-            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/') c = '_';
-        rte_tel_data_add_dict_u64(d, key.c_str(), pk);
-    }
-    return 0;
-}
-
 // "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
 bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
 std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
@@ -122,10 +58,6 @@ bool has_lcore_arg(const std::vector<std::string>& v) {
     return false;
 }
 
-struct PortSetup {
-    uint16_t id = 0;
-    uint16_t rxq = 1, txq = 1;
-};
 
 // Configures and starts one port: RSS over `workers` queues when the device can, else one queue.
 bool setup_port(const PortConfig& pc, uint16_t workers, rte_mempool* pool, PortSetup& ps, rte_ether_addr& mac) {
@@ -181,24 +113,187 @@ bool setup_port(const PortConfig& pc, uint16_t workers, rte_mempool* pool, PortS
     return true;
 }
 
-void print_summary(const Config& cfg, const std::vector<std::unique_ptr<Worker>>& workers,
-                   const std::vector<PortSetup>& ports, const FlowTable& flows) {
-    const WorkerCounters t = sum_counters(workers);
+
+DaemonState* g_state = nullptr;  // for the telemetry callbacks (they take g_state->mu)
+
+int tel_stats(const char*, const char*, rte_tel_data* d) {
+    if (!g_state) return -1;
+    std::lock_guard lk(g_state->mu);
+    const WorkerCounters t = sum_counters(g_state->workers);
+    rte_tel_data_start_dict(d);
+    rte_tel_data_add_dict_u64(d, "rx_packets", t.rx_packets);
+    rte_tel_data_add_dict_u64(d, "rx_bytes", t.rx_bytes);
+    for (unsigned v = 0; v < std::size(t.verdicts); ++v)
+        rte_tel_data_add_dict_u64(d, std::string(verdict_name(static_cast<Verdict>(v))).c_str(), t.verdicts[v]);
+    for (unsigned r = 1; r < kDropReasons; ++r)
+        if (t.drops[r])
+            rte_tel_data_add_dict_u64(d, ("drop_" + std::string(drop_reason_name(static_cast<DropReason>(r)))).c_str(),
+                                      t.drops[r]);
+    rte_tel_data_add_dict_u64(d, "flows_created", t.flows_created);
+    rte_tel_data_add_dict_u64(d, "flows_expired", t.flows_expired);
+    rte_tel_data_add_dict_u64(d, "flows_live", g_state->flows->live_total());
+    rte_tel_data_add_dict_u64(d, "flow_capacity", g_state->flows->capacity());
+    rte_tel_data_add_dict_u64(d, "generation", g_state->generation);
+    rte_tel_data_add_dict_u64(d, "reloads", g_state->reload.ok);
+    rte_tel_data_add_dict_u64(d, "reload_failures", g_state->reload.failed);
+    return 0;
+}
+
+int tel_services(const char*, const char*, rte_tel_data* d) {
+    if (!g_state) return -1;
+    std::lock_guard lk(g_state->mu);
+    const ServiceSnapshot& s = *g_state->snap;
+    rte_tel_data_start_dict(d);
+    // One entry per service port: packets (all workers); the telemetry dict holds up to 256.
+    for (size_t i = 0; i < s.services.size(); ++i) {
+        uint64_t pk = 0;
+        for (uint16_t w = 0; w < s.workers; ++w) pk += s.svc_counters[size_t{w} * s.services.size() + i].packets;
+        // Telemetry names allow letters, digits, '_' and '/': "ns/name:port" → "ns/name_port".
+        std::string key = s.services[i].name;
+        for (char& c : key)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/') c = '_';
+        rte_tel_data_add_dict_u64(d, key.c_str(), pk);
+    }
+    return 0;
+}
+
+void print_summary(DaemonState& st) {
+    const WorkerCounters t = sum_counters(st.workers);
     uint64_t tx = 0;
-    for (const auto& w : workers) tx += w->tx_packets();
+    for (const auto& w : st.workers) tx += w->tx_packets();
     fmt::print("svcgate: {} packets in ({} bytes), {} out; flows: {} created, {} expired, {} live\n", t.rx_packets,
-               t.rx_bytes, tx, t.flows_created, t.flows_expired, flows.live_total());
+               t.rx_bytes, tx, t.flows_created, t.flows_expired, st.flows->live_total());
     for (unsigned v = 0; v < std::size(t.verdicts); ++v)
         if (t.verdicts[v]) fmt::print("  verdict {:<8} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
     for (unsigned r = 1; r < kDropReasons; ++r)
         if (t.drops[r]) fmt::print("  drop    {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r]);
-    for (size_t p = 0; p < ports.size(); ++p) {
-        rte_eth_stats st{};
-        rte_eth_stats_get(ports[p].id, &st);
-        fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", cfg.dataplane.ports[p].name,
-                   st.ipackets, st.opackets, st.imissed, st.ierrors, st.oerrors);
+    for (size_t p = 0; p < st.ports.size(); ++p) {
+        rte_eth_stats e{};
+        rte_eth_stats_get(st.ports[p].id, &e);
+        fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", st.cfg.dataplane.ports[p].name,
+                   e.ipackets, e.opackets, e.imissed, e.ierrors, e.oerrors);
     }
 }
+
+// Settings a reload cannot change under running workers: they need a restart.
+std::string restart_only_changes(const Config& a, const Config& b) {
+    std::string o;
+    auto note = [&](bool changed, const char* what) {
+        if (changed) o += (o.empty() ? "" : ", ") + std::string(what);
+    };
+    note(a.dataplane.eal != b.dataplane.eal, "dataplane.eal");
+    note(a.dataplane.workers != b.dataplane.workers, "dataplane.workers");
+    bool ports = a.dataplane.ports.size() != b.dataplane.ports.size();
+    for (size_t i = 0; !ports && i < a.dataplane.ports.size(); ++i)
+        ports = a.dataplane.ports[i].name != b.dataplane.ports[i].name ||
+                a.dataplane.ports[i].device != b.dataplane.ports[i].device;
+    note(ports, "dataplane.ports");
+    note(a.dataplane.flow_capacity != b.dataplane.flow_capacity, "dataplane.flow_table.capacity");
+    note(a.control.socket != b.control.socket || a.control.metrics != b.control.metrics, "control");
+    return o;
+}
+
+// Reload: build off the fast path, publish, wait until every worker has moved on, sweep the flows
+// whose endpoint left, free the old snapshot. Returns the line to log and to tell svcgatectl.
+std::string reload(DaemonState& st, const std::string& trigger) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Config next;
+    std::unique_ptr<ServiceSnapshot> fresh;
+    try {
+        next = load_config_file(st.config_path);
+        // Ports and workers stay as started: the snapshot is sized for the running workers.
+        const std::string restart = restart_only_changes(st.cfg, next);
+        next.dataplane.workers = st.cfg.dataplane.workers;
+        fresh = build_snapshot(next, st.generation + 1, st.snap.get());
+        if (!restart.empty())
+            log(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
+    } catch (const std::exception& e) {
+        std::lock_guard lk(st.mu);
+        ++st.reload.failed;
+        st.reload.last_ok = false;
+        st.reload.last_error = e.what();
+        std::string m = fmt::format("reload failed ({}), the running config stays:\n{}", trigger, e.what());
+        log(m);
+        return m + "\n";
+    }
+    std::lock_guard lk(st.mu);
+    st.shared->snapshot.store(fresh.get(), std::memory_order_release);
+    rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
+    carry_counters(st);
+    st.snap = std::move(fresh);
+    ++st.generation;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // Flows whose endpoint left: TCP answered with RST, datagram flows removed by their owner
+    // (a full ring leaves the rest to their timeout).
+    SweepResult sw = sweep_removed_endpoints(*st.flows, *st.snap, [&](uint32_t id, uint8_t owner) {
+        if (owner < st.shared->remove_rings.size())
+            rte_ring_sp_enqueue(st.shared->remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
+    });
+    const auto ports = std::move(st.cfg.dataplane.ports);
+    st.cfg = std::move(next);
+    st.cfg.dataplane.ports = ports;  // the ports in use
+    ++st.reload.ok;
+    st.reload.last_ok = true;
+    st.reload.last_error.clear();
+    st.reload.last_seconds = secs;
+    st.reload.last_trigger = trigger;
+    std::string m = fmt::format("reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
+                                "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
+                                st.config_path, trigger, st.generation, st.snap->services.size(), secs * 1e3,
+                                sw.tcp_closed, sw.dgram_removed, sw.scanned);
+    log(m);
+    return m + "\n";
+}
+
+// inotify on the directories of the config file and its manifests (editors replace files by
+// renaming): a change to one of those files schedules a reload.
+struct Watcher {
+    int fd = -1;
+    std::map<int, std::string> dirs;         // watch descriptor → directory
+    std::set<std::string> files;             // absolute paths that matter
+    std::chrono::steady_clock::time_point due{};
+    bool pending = false;
+
+    void reset(const Config& cfg, const std::string& config_path) {
+        if (fd >= 0) close(fd);
+        fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        dirs.clear();
+        files.clear();
+        std::vector<std::string> paths = {config_path};
+        paths.insert(paths.end(), cfg.manifests.begin(), cfg.manifests.end());
+        for (const auto& p : paths) {
+            std::error_code ec;
+            auto abs = std::filesystem::absolute(p, ec);
+            if (ec) continue;
+            files.insert(abs.string());
+            const std::string dir = abs.parent_path().string();
+            bool have = false;
+            for (auto& [w, d] : dirs) have = have || d == dir;
+            if (have) continue;
+            int w = inotify_add_watch(fd, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
+            if (w >= 0) dirs[w] = dir;
+        }
+    }
+    void drain() {
+        alignas(inotify_event) char buf[4096];
+        for (;;) {
+            ssize_t n = read(fd, buf, sizeof buf);
+            if (n <= 0) return;
+            for (ssize_t off = 0; off < n;) {
+                auto* e = reinterpret_cast<inotify_event*>(buf + off);
+                off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+                if (!e->len || !dirs.count(e->wd)) continue;
+                if (files.count(dirs[e->wd] + "/" + e->name)) {
+                    pending = true;  // settle for 200 ms: editors write in several steps
+                    due = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+                }
+            }
+        }
+    }
+    ~Watcher() {
+        if (fd >= 0) close(fd);
+    }
+};
 
 }  // namespace
 
@@ -227,16 +322,19 @@ int check_config(const std::string& path) {
     }
 }
 
+
 int run_daemon(const DaemonOptions& opts) {
-    Config cfg;
+    DaemonState st;
+    st.config_path = opts.config;
     try {
-        cfg = load_config_file(opts.config);
+        st.cfg = load_config_file(opts.config);
     } catch (const ConfigError& e) {
+        for (const auto& w : e.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         fmt::print(stderr, "{}\n", e.what());
         return 1;
     }
-    for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
-    const DataplaneConfig& dpc = cfg.dataplane;
+    for (const auto& w : st.cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
+    const DataplaneConfig dpc = st.cfg.dataplane;
     if (dpc.ports.empty()) {
         log("the config has no dataplane.ports");
         return 1;
@@ -261,21 +359,20 @@ int run_daemon(const DaemonOptions& opts) {
         log(fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno)));
         return 1;
     }
-    if (rte_lcore_count() < 1u + dpc.workers) {
-        log(fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers, dpc.workers + 1,
-                        rte_lcore_count()));
+    auto fail = [](const std::string& m) {
+        log(m);
         rte_eal_cleanup();
         return 1;
-    }
+    };
+    if (rte_lcore_count() < 1u + dpc.workers)
+        return fail(fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers,
+                                dpc.workers + 1, rte_lcore_count()));
     if (rte_pdump_init() != 0) log("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
 
-    std::unique_ptr<ServiceSnapshot> snap;
     try {
-        snap = build_snapshot(cfg, 1);
+        st.snap = build_snapshot(st.cfg, 1);
     } catch (const ConfigError& e) {
-        fmt::print(stderr, "{}\n", e.what());
-        rte_eal_cleanup();
-        return 1;
+        return fail(e.what());
     }
 
     // One mempool: every descriptor, every worker's bursts and held packets, and slack.
@@ -285,151 +382,121 @@ int run_daemon(const DaemonOptions& opts) {
     while (n_mbufs < need) n_mbufs <<= 1;
     rte_mempool* pool = rte_pktmbuf_pool_create("svcgate_mbufs", n_mbufs - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                                 static_cast<int>(rte_socket_id()));
-    if (!pool) {
-        log(fmt::format("mempool of {} mbufs: {}", n_mbufs - 1, rte_strerror(rte_errno)));
-        rte_eal_cleanup();
-        return 1;
-    }
+    if (!pool) return fail(fmt::format("mempool of {} mbufs: {}", n_mbufs - 1, rte_strerror(rte_errno)));
 
-    auto shared = std::make_unique<WorkerShared>();
-    shared->pool = pool;
-    std::vector<PortSetup> ports(nports);
-    shared->port_macs.resize(nports);
+    st.shared = std::make_unique<WorkerShared>();
+    WorkerShared& shared = *st.shared;
+    shared.pool = pool;
+    st.ports.resize(nports);
+    shared.port_macs.resize(nports);
     for (uint32_t p = 0; p < nports; ++p) {
-        if (!setup_port(dpc.ports[p], dpc.workers, pool, ports[p], shared->port_macs[p])) {
-            rte_eal_cleanup();
-            return 1;
-        }
-        shared->port_ids.push_back(ports[p].id);
+        if (!setup_port(dpc.ports[p], dpc.workers, pool, st.ports[p], shared.port_macs[p])) return fail("stopping");
+        shared.port_ids.push_back(st.ports[p].id);
     }
-
     const size_t qsz = rte_rcu_qsbr_get_memsize(dpc.workers);
-    shared->qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("svcgate_qsbr", qsz, RTE_CACHE_LINE_SIZE));
-    if (!shared->qsbr || rte_rcu_qsbr_init(shared->qsbr, dpc.workers) != 0) {
-        log("RCU state: out of memory");
-        rte_eal_cleanup();
-        return 1;
-    }
-    auto flows = FlowTable::create(
-        {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared->qsbr, .timeouts = dpc.timeouts});
-    if (!flows) {
-        log(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
-        rte_eal_cleanup();
-        return 1;
-    }
-    shared->snapshot.store(snap.get(), std::memory_order_release);
+    shared.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("svcgate_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+    if (!shared.qsbr || rte_rcu_qsbr_init(shared.qsbr, dpc.workers) != 0) return fail("RCU state: out of memory");
+    st.flows = FlowTable::create(
+        {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared.qsbr, .timeouts = dpc.timeouts});
+    if (!st.flows) return fail(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
+    shared.snapshot.store(st.snap.get(), std::memory_order_release);
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         rte_ring* r = rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
                                       RING_F_SP_ENQ | RING_F_SC_DEQ);
-        if (!r) {
-            log("flow removal rings: out of memory");
-            rte_eal_cleanup();
-            return 1;
-        }
-        shared->remove_rings.push_back(r);
+        if (!r) return fail("flow removal rings: out of memory");
+        shared.remove_rings.push_back(r);
     }
 
     // Queues to workers: port p's queue q goes to worker (p + q) % workers; transmit queues are
     // per worker where the device has enough, shared under a lock where it has not.
-    std::vector<std::unique_ptr<Worker>> workers;
     const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     for (uint16_t w = 0; w < dpc.workers; ++w)
-        workers.push_back(std::make_unique<Worker>(*shared, w, dpc.workers, *flows, seed));
+        st.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *st.flows, seed));
     std::vector<std::unique_ptr<rte_spinlock_t[]>> locks;
     for (uint32_t p = 0; p < nports; ++p) {
-        for (uint16_t q = 0; q < ports[p].rxq; ++q) workers[(p + q) % dpc.workers]->add_rx({static_cast<uint16_t>(p), q});
-        if (ports[p].txq < dpc.workers) {
-            locks.push_back(std::make_unique<rte_spinlock_t[]>(ports[p].txq));
-            for (uint16_t q = 0; q < ports[p].txq; ++q) rte_spinlock_init(&locks.back()[q]);
+        for (uint16_t q = 0; q < st.ports[p].rxq; ++q)
+            st.workers[(p + q) % dpc.workers]->add_rx({static_cast<uint16_t>(p), q});
+        if (st.ports[p].txq < dpc.workers) {
+            locks.push_back(std::make_unique<rte_spinlock_t[]>(st.ports[p].txq));
+            for (uint16_t q = 0; q < st.ports[p].txq; ++q) rte_spinlock_init(&locks.back()[q]);
         }
     }
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         std::vector<TxQueue> tx(nports);
         size_t li = 0;
         for (uint32_t p = 0; p < nports; ++p) {
-            tx[p].queue = static_cast<uint16_t>(w % ports[p].txq);
-            if (ports[p].txq < dpc.workers) tx[p].lock = &locks[li++][tx[p].queue];
+            tx[p].queue = static_cast<uint16_t>(w % st.ports[p].txq);
+            if (st.ports[p].txq < dpc.workers) tx[p].lock = &locks[li++][tx[p].queue];
         }
-        workers[w]->set_tx(std::move(tx));
+        st.workers[w]->set_tx(std::move(tx));
+    }
+
+    // The operator's endpoints: a failure to open one is logged, the gateway still runs.
+    ControlServer server;
+    if (std::string e = server.open_socket(st.cfg.control.socket, st.cfg.control.socket_mode); !e.empty()) log(e);
+    if (std::string e = server.open_metrics(st.cfg.control.metrics); !e.empty()) log(e);
+    Watcher watch;
+    if (st.cfg.control.watch) {
+        watch.reset(st.cfg, st.config_path);
+        server.watch_fd(watch.fd, [&] { watch.drain(); });
     }
 
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     std::signal(SIGHUP, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);  // a svcgatectl that hangs up early
     unsigned lcore = 0, w = 0;
     RTE_LCORE_FOREACH_WORKER(lcore) {
         if (w == dpc.workers) break;
-        rte_eal_remote_launch(&Worker::main, workers[w].get(), lcore);
+        rte_eal_remote_launch(&Worker::main, st.workers[w].get(), lcore);
         ++w;
     }
-    {
-        std::lock_guard lk(g_live.mu);
-        g_live.snap = snap.get();
-        g_live.workers = &workers;
-        g_live.flows = flows.get();
-        g_live.generation = 1;
-    }
+    g_state = &st;
     rte_telemetry_register_cmd("/svcgate/stats", tel_stats, "svcgate: verdicts, drops by reason, flows, reloads");
     rte_telemetry_register_cmd("/svcgate/services", tel_services, "svcgate: packets per service port");
-    log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows", nports, dpc.workers,
-                    snap->services.size(), flows->capacity()));
+    log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
+                    "metrics {}",
+                    nports, dpc.workers, st.snap->services.size(), st.flows->capacity(),
+                    st.cfg.control.socket.empty() ? "off" : st.cfg.control.socket,
+                    st.cfg.control.metrics.empty() ? "off" : "http://" + st.cfg.control.metrics + "/metrics"));
 
-    uint32_t generation = 1;
-    for (;;) {
-        int sig = g_signal.exchange(0);
-        if (sig == SIGINT || sig == SIGTERM) break;
-        if (sig == SIGHUP) {
-            // Reload: build off the fast path, publish, wait for every worker to move on, free.
-            auto t0 = std::chrono::steady_clock::now();
-            try {
-                Config next = load_config_file(opts.config);
-                auto fresh = build_snapshot(next, generation + 1);
-                std::lock_guard lk(g_live.mu);
-                shared->snapshot.store(fresh.get(), std::memory_order_release);
-                rte_rcu_qsbr_synchronize(shared->qsbr, RTE_QSBR_THRID_INVALID);
-                snap = std::move(fresh);
-                ++generation;
-                g_live.snap = snap.get();
-                g_live.generation = generation;
-                ++g_live.reloads;
-                auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
-                // Flows whose endpoint left: TCP answered with RST, datagram flows removed by
-                // their owner (a full ring leaves the rest to their timeout).
-                SweepResult sw = sweep_removed_endpoints(*flows, *snap, [&](uint32_t id, uint8_t owner) {
-                    if (owner < shared->remove_rings.size())
-                        rte_ring_sp_enqueue(shared->remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
-                });
-                log(fmt::format("reloaded {}: generation {}, {} service ports, published in {} us; flows to removed "
-                                "endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
-                                opts.config, generation, snap->services.size(), us.count(), sw.tcp_closed,
-                                sw.dgram_removed, sw.scanned));
-            } catch (const std::exception& e) {
-                std::lock_guard lk(g_live.mu);
-                ++g_live.reload_failures;
-                log(fmt::format("reload failed, the running config stays:\n{}", e.what()));
-            }
+    auto do_reload = [&](const std::string& trigger) {
+        std::string r = reload(st, trigger);
+        if (st.cfg.control.watch) {
+            watch.reset(st.cfg, st.config_path);  // the manifests may have changed
+            server.watch_fd(watch.fd, [&] { watch.drain(); });
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return r;
+    };
+    for (;;) {
+        const int sig = g_signal.exchange(0);
+        if (sig == SIGINT || sig == SIGTERM) break;
+        if (sig == SIGHUP) do_reload("SIGHUP");
+        if (watch.pending && std::chrono::steady_clock::now() >= watch.due) {
+            watch.pending = false;
+            do_reload("file change");
+        }
+        server.poll_once(
+            50, [&](const std::string& line) { return handle_command(st, line, [&] { return do_reload("svcgatectl"); }); },
+            [&] { return render_metrics(st); });
     }
     log("stopping");
-    shared->stop.store(true);
+    shared.stop.store(true);
     rte_eal_mp_wait_lcore();
     {
-        std::lock_guard lk(g_live.mu);
-        g_live.snap = nullptr;
-        g_live.workers = nullptr;
-        g_live.flows = nullptr;
+        std::lock_guard lk(st.mu);
+        g_state = nullptr;
     }
-    print_summary(cfg, workers, ports, *flows);
-    for (const PortSetup& p : ports) {
+    print_summary(st);
+    for (const PortSetup& p : st.ports) {
         rte_eth_dev_stop(p.id);
         rte_eth_dev_close(p.id);
     }
-    workers.clear();
-    flows.reset();
-    snap.reset();
-    rte_free(shared->qsbr);
-    for (rte_ring* r : shared->remove_rings) rte_ring_free(r);
+    st.workers.clear();
+    st.flows.reset();
+    st.snap.reset();
+    rte_free(shared.qsbr);
+    for (rte_ring* r : shared.remove_rings) rte_ring_free(r);
     rte_pdump_uninit();
     rte_eal_cleanup();
     return 0;

@@ -17,6 +17,7 @@ namespace {
 struct Builder {
     const Config& cfg;
     ServiceSnapshot& s;
+    const ServiceSnapshot* prev;
     std::vector<ConfigIssue> errors;
     std::map<uint64_t, std::string> vip_owner;  // for duplicate reports
 
@@ -168,6 +169,10 @@ struct Builder {
                       fmt::format("{} is not on the subnet of any port", format_ip4(rc.via)));
         }
         if (routes.empty()) return;
+        if (prev && prev->routes && prev->routes->same_routes(routes)) {
+            s.routes = prev->routes;
+            return;
+        }
         std::string err;
         s.routes = RouteTable::create(routes, err);
         if (!s.routes) error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
@@ -203,7 +208,7 @@ uint32_t service_port_id(const std::string& name, Proto proto) {
     return h;
 }
 
-std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation) {
+std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation, const ServiceSnapshot* prev) {
     auto snap = std::make_unique<ServiceSnapshot>();
     ServiceSnapshot& s = *snap;
     s.generation = generation;
@@ -213,7 +218,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
                                 .masquerade_all = cfg.cluster.masquerade_all,
                                 .reject_unknown_port = cfg.cluster.reject_unknown_port,
                                 .one_arm_masquerade = cfg.dataplane.one_arm_masquerade};
-    Builder b{cfg, s, {}, {}};
+    Builder b{cfg, s, prev, {}, {}};
     b.ports_and_routes();
     for (size_t si = 0; si < cfg.services.size(); ++si) {
         const ServiceConfig& sc = cfg.services[si];
@@ -228,6 +233,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);
     s.active = std::make_unique<std::atomic<int32_t>[]>(neps ? neps : 1);
     s.svc_counters = std::make_unique<SvcCounters[]>(size_t{s.workers} * (s.services.size() ? s.services.size() : 1));
+    s.ep_counters = std::make_unique<SvcCounters[]>(size_t{s.workers} * (neps ? neps : 1));
     return snap;
 }
 

@@ -14,7 +14,9 @@
 
 namespace svcgate::ctl {
 
-std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation = 1);
+// `prev`, the snapshot in service, lends what did not change (the route table).
+std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation = 1,
+                                                    const dp::ServiceSnapshot* prev = nullptr);
 
 // FNV-1a of "namespace/name:port/PROTO": the stable ServicePort id (affinity, flows).
 uint32_t service_port_id(const std::string& name, dp::Proto proto);

@@ -1,6 +1,14 @@
 // svcgatectl: the operator's command line. `trace` runs packets through the real pipeline
 // offline; the commands that talk to a running svcgate arrive with the daemon.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -20,8 +28,13 @@ using namespace svcgate::ctl;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: svcgatectl trace --config FILE [--json] [--seed N] PACKET...\n"
+    "usage: svcgatectl [--socket PATH] status|services|endpoints|stats|reload [--json]\n"
+    "       svcgatectl [--socket PATH] flows [--service NS/NAME[:PORT]] [--limit N] [--json]\n"
+    "       svcgatectl trace --config FILE [--json] [--seed N] PACKET...\n"
     "       svcgatectl trace --config FILE [--json] --pcap IN [--out OUT]\n"
+    "\n"
+    "The first form talks to a running svcgate over its control socket (control.socket in its\n"
+    "config; default /run/svcgate.sock, or $SVCGATE_SOCKET).\n"
     "\n"
     "PACKET is written as tcpdump prints it, e.g.\n"
     "  'tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]'\n"
@@ -89,6 +102,37 @@ int cmd_trace(const std::vector<std::string>& args) {
     return failures ? 1 : 0;
 }
 
+// One request line to the daemon's control socket; its reply to stdout.
+int cmd_remote(const std::string& socket_path, const std::vector<std::string>& words) {
+    std::string line;
+    for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (socket_path.size() >= sizeof a.sun_path) throw std::runtime_error("socket path too long");
+    std::memcpy(a.sun_path, socket_path.c_str(), socket_path.size() + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        fmt::print(stderr, "svcgatectl: cannot reach svcgate at {}: {} (is it running? --socket?)\n", socket_path,
+                   std::strerror(errno));
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    line += "\n";
+    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        close(fd);
+        throw std::runtime_error("cannot send the request");
+    }
+    std::string reply;
+    char buf[65536];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
+    close(fd);
+    std::fwrite(reply.data(), 1, reply.size(), stdout);
+    const bool failed = reply.rfind("error:", 0) == 0 || reply.rfind("reload failed", 0) == 0 ||
+                        reply.rfind("{\"ok\":false", 0) == 0;
+    if (reply.rfind("error:", 0) == 0) return 2;
+    return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,9 +140,30 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    std::string cmd = argv[1];
-    std::vector<std::string> args(argv + 2, argv + argc);
+    std::vector<std::string> all(argv + 1, argv + argc);
+    std::string socket_path = std::getenv("SVCGATE_SOCKET") ? std::getenv("SVCGATE_SOCKET") : "/run/svcgate.sock";
+    while (!all.empty() && (all[0] == "--socket" || all[0].rfind("--socket=", 0) == 0)) {
+        if (all[0] == "--socket") {
+            if (all.size() < 2) {
+                fmt::print(stderr, "svcgatectl: --socket needs a path\n");
+                return 2;
+            }
+            socket_path = all[1];
+            all.erase(all.begin(), all.begin() + 2);
+        } else {
+            socket_path = all[0].substr(9);
+            all.erase(all.begin());
+        }
+    }
+    if (all.empty()) {
+        std::fputs(kUsage, stderr);
+        return 2;
+    }
+    std::string cmd = all[0];
+    std::vector<std::string> args(all.begin() + 1, all.end());
+    static const std::set<std::string> kRemote = {"status", "services", "endpoints", "flows", "stats", "reload"};
     try {
+        if (kRemote.count(cmd)) return cmd_remote(socket_path, all);
         if (cmd == "trace") return cmd_trace(args);
         fmt::print(stderr, "svcgatectl: unknown command \"{}\"\n{}", cmd, kUsage);
         return 2;

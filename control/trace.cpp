@@ -77,7 +77,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
 Tracer::~Tracer() = default;
 
 SweepResult Tracer::reload(const Config& cfg) {
-    auto fresh = build_snapshot(cfg, snap_->generation + 1);
+    auto fresh = build_snapshot(cfg, snap_->generation + 1, snap_.get());
     snap_ = std::move(fresh);
     ctx_.snap = snap_.get();
     // One thread, no readers in flight: datagram flows go at once.

@@ -208,6 +208,42 @@ void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
     }
 }
 
+void read_control(Reader& r, const YAML::Node& n, ControlConfig& c) {
+    if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch"})) return;
+    auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
+    if (n["socket"]) {
+        auto s = r.str(n["socket"], "control.socket").value_or("");
+        c.socket = off(s) ? "" : s;
+    }
+    if (n["socket_mode"]) {
+        auto s = r.str(n["socket_mode"], "control.socket_mode").value_or("");
+        unsigned m = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), m, 8);
+        if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || m > 0777)
+            r.error(n["socket_mode"], "control.socket_mode", fmt::format("\"{}\" is not an octal mode such as 0600", s));
+        else
+            c.socket_mode = m;
+    }
+    if (n["metrics"]) {
+        auto s = r.str(n["metrics"], "control.metrics").value_or("");
+        if (off(s)) {
+            c.metrics.clear();
+        } else {
+            const auto colon = s.rfind(':');
+            unsigned port = 0;
+            const std::string ps = colon == std::string::npos ? "" : s.substr(colon + 1);
+            auto [p, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
+            if (colon == std::string::npos || !parse_ip4(s.substr(0, colon)) || ec != std::errc{} ||
+                p != ps.data() + ps.size() || port == 0 || port > 65535)
+                r.error(n["metrics"], "control.metrics", fmt::format("\"{}\" is not IPv4:PORT or off", s));
+            else
+                c.metrics = s;
+        }
+    }
+    if (n["watch"])
+        if (auto b = r.boolean(n["watch"], "control.watch")) c.watch = *b;
+}
+
 // The compact `services:` form.
 void read_service(Reader& r, const YAML::Node& n, const std::string& path, Config& cfg) {
     if (!r.map(n, path, {"name", "type", "cluster_ip", "external_ips", "load_balancer_ips",
@@ -315,7 +351,8 @@ Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigI
         errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
         return cfg;
     }
-    if (!r.map(root, "", {"dataplane", "cluster", "services", "kubernetes"})) return cfg;
+    if (!r.map(root, "", {"dataplane", "cluster", "control", "services", "kubernetes"})) return cfg;
+    if (root["control"]) read_control(r, root["control"], cfg.control);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
     if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
     if (const YAML::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))

@@ -117,7 +117,8 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
 
 // A new connection to a service port: select, create the flow, return the packet's out tuple.
 [[gnu::cold]] [[gnu::noinline]] Step new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
-                                              AddrRole role, FlowKey& out, PacketTrace* t) noexcept {
+                                              AddrRole role, FlowKey& out, uint32_t& ep_out,
+                                              PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const ServicePort& sp = s.services[svc_idx];
     if (t) t->svc = svc_idx, t->role = role;
@@ -185,6 +186,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     }
     const Flow& f = ctx.flows->flow(r.id);
     out = f.key[1].reversed();
+    ep_out = f.gen == s.generation ? target_ep(f.target.load(std::memory_order_relaxed)) : PacketTrace::kNone;
     if (t) {
         uint64_t tg = f.target.load(std::memory_order_relaxed);
         t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
@@ -251,6 +253,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
 
     // Phase 2: one exit per packet.
     SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
+    SvcCounters* const ep_counters = &s.ep_counters[size_t{ctx.worker} * s.endpoints.size()];
     for (uint16_t j = 0; j < nk; ++j) {
         const uint16_t i = idx[j];
         rte_mbuf* mb = pkts[i];
@@ -261,6 +264,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         FlowKey out = m.key;
         Step st{Verdict::forward, DropReason::none};
         uint32_t svc_idx = PacketTrace::kNone;
+        uint32_t ep_idx = PacketTrace::kNone;
 
         if (refs[j].hit()) {
             // Established: translate by the flow's other tuple (conntrack's NAT reversal).
@@ -279,8 +283,11 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 out = f.key[other].reversed();
                 st.verdict = refs[j].dir == Direction::original ? Verdict::dnat : Verdict::reply;
             }
-            if (f.kind == FlowKind::nat && f.gen == s.generation)
-                svc_idx = target_svc(f.target.load(std::memory_order_relaxed));
+            if (f.kind == FlowKind::nat && f.gen == s.generation) {
+                const uint64_t tg = f.target.load(std::memory_order_relaxed);
+                svc_idx = target_svc(tg);
+                ep_idx = target_ep(tg);
+            }
             if (t) {
                 uint64_t tg = f.target.load(std::memory_order_relaxed);
                 t->svc = svc_idx;
@@ -295,8 +302,8 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
             if (v != StaticHash::kNone) {
                 svc_idx = v >> 2;
-                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, t);
-                if (st.verdict != Verdict::dnat) svc_idx = PacketTrace::kNone;
+                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, ep_idx, t);
+                if (st.verdict != Verdict::dnat) svc_idx = ep_idx = PacketTrace::kNone;
             } else if ((local & kClusterIp) && s.cluster.reject_unknown_port) {
                 st = {Verdict::reject, DropReason::reject_unknown_port};
             } else if (local & (kPortAddr | kNodeAddr)) {
@@ -329,6 +336,10 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         if (svc_idx != PacketTrace::kNone && st.verdict != Verdict::drop) {
             svc_counters[svc_idx].packets++;
             svc_counters[svc_idx].bytes += mb->pkt_len;
+            if (ep_idx != PacketTrace::kNone) {
+                ep_counters[ep_idx].packets++;
+                ep_counters[ep_idx].bytes += mb->pkt_len;
+            }
         }
     }
 

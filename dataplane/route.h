@@ -44,6 +44,14 @@ public:
         return &hops_[idx];
     }
     size_t size() const noexcept { return routes_.size(); }
+    bool same_routes(const std::vector<Route>& r) const noexcept {
+        if (r.size() != routes_.size()) return false;
+        for (size_t i = 0; i < r.size(); ++i)
+            if (!(r[i].prefix == routes_[i].prefix) || r[i].hop.gateway != routes_[i].hop.gateway ||
+                r[i].hop.port != routes_[i].hop.port || r[i].hop.source != routes_[i].hop.source)
+                return false;
+        return true;
+    }
     const std::vector<Route>& routes() const noexcept { return routes_; }
 
 private:

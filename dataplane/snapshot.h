@@ -118,12 +118,15 @@ struct ServiceSnapshot {
     StaticHash vips;                     // (ip, port, proto) → service << 2 | role
     StaticHash local_addrs;              // ip → LocalAddr flags
     std::vector<PortInfo> ports;
-    std::unique_ptr<RouteTable> routes;  // null: no routing configured
+    // null: no routing configured. Shared with the next snapshot when a reload leaves the routes
+    // as they were (an rte_lpm is a 64 MB table to build).
+    std::shared_ptr<const RouteTable> routes;
 
     // Mutable by workers (atomics): scheduler state and counters.
     std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;  // per set
     std::unique_ptr<std::atomic<int32_t>[]> active;      // per endpoint: live flows (lc/sed/nq)
     std::unique_ptr<SvcCounters[]> svc_counters;         // [worker * services.size() + svc]
+    std::unique_ptr<SvcCounters[]> ep_counters;          // [worker * endpoints.size() + endpoint]
 
     static constexpr uint64_t vip_key(Ip4 ip, rte_be16_t port, uint8_t proto) noexcept {
         return (uint64_t{ip.be} << 32) | (uint64_t{port} << 8) | proto;
