@@ -103,11 +103,13 @@ std::string status(DaemonState& st, bool json) {
             "{{\"config\":{},\"generation\":{},\"uptime_seconds\":{},\"workers\":{},\"ports\":[{}],"
             "\"service_ports\":{},\"endpoints\":{},\"flows\":{},\"flow_capacity\":{},\"rx_packets\":{},"
             "\"reloads\":{},\"reload_failures\":{},\"last_reload_ok\":{},\"last_reload_seconds\":{},"
-            "\"last_reload_error\":{}}}\n",
+            "\"last_reload_error\":{},\"kubernetes\":{{\"services\":{},\"endpoint_slices\":{},\"headless\":{},"
+            "\"external_name\":{},\"ipv6_skipped\":{},\"ignored_objects\":{}}}}}\n",
             jstr(st.config_path), st.generation, up.count(), st.workers.size(), ports, s.services.size(),
             s.endpoints.size(), st.flows->live_total(), st.flows->capacity(), t.rx_packets, st.reload.ok,
             st.reload.failed, st.reload.last_ok ? "true" : "false", st.reload.last_seconds,
-            st.reload.last_ok ? "null" : jstr(st.reload.last_error));
+            st.reload.last_ok ? "null" : jstr(st.reload.last_error), st.cfg.kube.services, st.cfg.kube.slices,
+            st.cfg.kube.headless, st.cfg.kube.external_name, st.cfg.kube.ipv6_skipped, st.cfg.kube.ignored_objects);
     }
     std::string o = fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", st.config_path,
                                 st.generation, up.count(), st.workers.size());
@@ -120,6 +122,16 @@ std::string status(DaemonState& st, bool json) {
     }
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      s.services.size(), s.endpoints.size(), st.flows->live_total(), st.flows->capacity(), t.rx_packets);
+    if (!st.cfg.manifests.empty()) {
+        const KubeStats& k = st.cfg.kube;
+        o += fmt::format("kubernetes  {} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName "
+                         "Services; {} IPv6 items skipped; {} other objects ignored\n",
+                         k.services, k.slices, k.headless, k.external_name, k.ipv6_skipped, k.ignored_objects);
+        for (const ServiceConfig& sc : st.cfg.services)
+            if (sc.type == ServiceType::external_name || !sc.cluster_ip)
+                o += fmt::format("            {} {}\n", sc.full_name(),
+                                 sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP");
+    }
     o += fmt::format("reloads     {} ok, {} failed", st.reload.ok, st.reload.failed);
     if (st.reload.ok) o += fmt::format("; last took {:.1f} ms ({})", st.reload.last_seconds * 1e3, st.reload.last_trigger);
     o += "\n";

@@ -104,3 +104,50 @@ TEST(Config, LabConfigLoads) {
     auto s = build_snapshot(c);
     EXPECT_EQ(s->services.size(), 4u);
 }
+
+TEST(Config, DuplicateNodePortIsPositioned) {
+    auto e = errors_of(R"(services:
+  - name: a/one
+    type: NodePort
+    cluster_ip: 10.0.0.1
+    ports: [{name: p, port: 80, node_port: 30080}]
+  - name: a/two
+    type: NodePort
+    cluster_ip: 10.0.0.2
+    ports: [{name: p, port: 81, node_port: 30080}]
+)", true);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].mark.line, 9);
+    EXPECT_EQ(e[0].mark.column, 13);
+    EXPECT_EQ(e[0].path, "services[1].ports[0].node_port");
+    EXPECT_NE(e[0].message.find("nodePort 30080/TCP is already used by a/one"), std::string::npos) << e[0].str();
+}
+
+TEST(Config, ControlSectionIsValidated) {
+    Config c = load_config_string("control: {socket: /tmp/x.sock, socket_mode: '0660', metrics: off, watch: false}\n",
+                                  "t.yaml");
+    EXPECT_EQ(c.control.socket, "/tmp/x.sock");
+    EXPECT_EQ(c.control.socket_mode, 0660u);
+    EXPECT_EQ(c.control.metrics, "");
+    EXPECT_FALSE(c.control.watch);
+    auto e = errors_of("control:\n  socket_mode: '999'\n  metrics: localhost:99999\n");
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].str(), "t.yaml:2:16: control.socket_mode: \"999\" is not an octal mode such as 0600");
+    EXPECT_EQ(e[1].mark.line, 3);
+}
+
+TEST(Config, KubernetesExampleMatchesTheLab) {
+    test::ensure_eal();
+    auto lab = build_snapshot(load_config_file(SVCGATE_SOURCE_DIR "/config/lab.yaml"));
+    Config k = load_config_file(SVCGATE_SOURCE_DIR "/config/kubernetes.yaml");
+    EXPECT_TRUE(k.warnings.empty());
+    EXPECT_EQ(k.kube.services, 2u);
+    EXPECT_EQ(k.kube.slices, 2u);
+    auto ks = build_snapshot(k);
+    ASSERT_EQ(ks->services.size(), lab->services.size());
+    for (size_t i = 0; i < ks->services.size(); ++i) {
+        EXPECT_EQ(ks->services[i].name, lab->services[i].name);
+        EXPECT_EQ(ks->services[i].ep_count, lab->services[i].ep_count);
+        EXPECT_EQ(ks->services[i].node_port, lab->services[i].node_port);
+    }
+}
