@@ -5,16 +5,13 @@ import os
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
 
 svcgate, src = sys.argv[1], sys.argv[2]
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
 
 
 def run(*args):
@@ -61,4 +58,4 @@ r = run()
 check(r.returncode == 2 and "--config is required" in r.stderr, "no --config: usage error, exit 2")
 r = run("--config", os.path.join(src, "tests", "conformance", "kube-proxy", "nft-load-balancer", "flows.yaml"), "--check")
 check(r.returncode == 1 and "expected a mapping" in r.stderr, "a YAML file that is not a config: error, no crash")
-sys.exit(1 if failures else 0)
+checks.finish()

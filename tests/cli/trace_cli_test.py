@@ -6,17 +6,14 @@ import os
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
 
 ctl, src = sys.argv[1], sys.argv[2]
 lab = os.path.join(src, "config", "lab.yaml")
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
 
 
 def trace(*args, stdin=None):
@@ -77,5 +74,4 @@ check(r.returncode != 0 and f"{f.name}:2:14" in r.stderr, f"bad config names fil
 r = trace("--config", lab, "tcp 1.1.1.1 > 2.2.2.2:2 [S]")
 check(r.returncode != 0 and "needs :port" in r.stderr, "bad packet spec is a clear error")
 
-print(f"{'PASS' if failures == 0 else 'FAIL'}: {failures} failure(s)")
-sys.exit(1 if failures else 0)
+checks.finish("svcgatectl trace")

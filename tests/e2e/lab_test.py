@@ -14,29 +14,24 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
+
 svcgate, src = sys.argv[1], sys.argv[2]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+ns, curl = checks.ns, checks.curl
 
 
 def lab(script):
-    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; {script}"], capture_output=True,
-                          text=True, timeout=120)
+    return checks.lab(src, script)
 
 
-def ns(name, *cmd, timeout=60):
-    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, timeout=timeout)
 
 
-def curl(name, *args, timeout=30):
-    r = ns(name, "curl", "-s", "-m", "10", *args, timeout=timeout)
-    return r.stdout.decode(errors="replace") if r.returncode == 0 else None
+
+
+
+
 
 
 def pyin(name, code, timeout=30):
@@ -264,9 +259,8 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
           "two workers: 10 MB arrives intact, directions on different workers")
 finally:
     r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
-    if failures:
+    if checks.failures:
         print("svcgate's log:\n" + r.stdout[-3000:])
     os.unlink(tmp.name)
 
-print(f"{'passed' if failures == 0 else 'failed'}: end-to-end lab test")
-sys.exit(1 if failures else 0)
+checks.finish("end-to-end lab test")

@@ -20,8 +20,20 @@ import time
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
+
 svcgate, src = sys.argv[1], sys.argv[2]
-failures = 0
+
+
+def lab(script):
+    return checks.lab(src, script)
+
+
+def curl(ns, url):
+    body = checks.curl(ns, url)
+    return body.strip() if body is not None else None
 
 # A keep-alive client: one TCP connection, a request every 20 ms for DURATION seconds. Prints the
 # first pod at once, then a JSON summary.
@@ -50,22 +62,10 @@ print(json.dumps({"requests": len(pods), "pods": sorted(set(pods)), "errors": er
 """
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
-def lab(script):
-    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; {script}"], capture_output=True,
-                          text=True, timeout=120)
 
 
-def curl(ns, url):
-    r = subprocess.run(["ip", "netns", "exec", ns, "curl", "-s", "-m", "5", url], capture_output=True, text=True,
-                       timeout=30)
-    return r.stdout.strip() if r.returncode == 0 else None
 
 
 def retrans(ns):
@@ -175,9 +175,8 @@ finally:
         if c.poll() is None:
             c.kill()
     r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
-    if failures:
+    if checks.failures:
         print("svcgate's log:\n" + r.stdout[-3000:])
     os.unlink(tmp.name)
 
-print(f"{'passed' if failures == 0 else 'failed'}: reload under traffic")
-sys.exit(1 if failures else 0)
+checks.finish("reload under traffic")
