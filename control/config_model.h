@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,8 +20,23 @@ using dp::Cidr4;
 using dp::Ip4;
 using dp::Proto;
 
+// A file name that every Mark of one file shares (a config has tens of thousands of marks).
+class FileName {
+public:
+    FileName() : p_(std::make_shared<const std::string>()) {}
+    FileName(std::string s) : p_(std::make_shared<const std::string>(std::move(s))) {}
+    FileName(const char* s) : FileName(std::string(s)) {}
+    operator const std::string&() const { return *p_; }
+    const std::string& str() const { return *p_; }
+    friend bool operator==(const FileName& a, const std::string& b) { return *a.p_ == b; }
+    friend bool operator==(const FileName& a, const char* b) { return *a.p_ == b; }
+
+private:
+    std::shared_ptr<const std::string> p_;
+};
+
 struct Mark {
-    std::string file;
+    FileName file;
     int line = 0;    // 1-based; 0 = unknown
     int column = 0;  // 1-based
 };

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "scheduler.h"
 #include "yaml_reader.h"
@@ -31,7 +30,7 @@ struct KubeLoader {
     static bool is_ipv6(const std::string& s) { return s.find(':') != std::string::npos; }
 
     // An IPv4 address, nullopt for an IPv6 one (counted) or a bad one (an error).
-    std::optional<Ip4> addr(Reader& r, const YAML::Node& n, const std::string& path) {
+    std::optional<Ip4> addr(Reader& r, const ytree::Node& n, const std::string& path) {
         auto s = r.str(n, path);
         if (!s) return std::nullopt;
         if (is_ipv6(*s)) {
@@ -41,13 +40,13 @@ struct KubeLoader {
         return r.ip(n, path);
     }
 
-    std::vector<Ip4> addrs(Reader& r, const YAML::Node& n, const std::string& path) {
-        return r.list<Ip4>(n, path, [&](const YAML::Node& x, const std::string& p) { return addr(r, x, p); });
+    std::vector<Ip4> addrs(Reader& r, const ytree::Node& n, const std::string& path) {
+        return r.list<Ip4>(n, path, [&](const ytree::Node& x, const std::string& p) { return addr(r, x, p); });
     }
 
     // metadata.name / metadata.namespace (default "default").
-    bool meta(Reader& r, const YAML::Node& obj, const std::string& path, std::string& ns, std::string& name) {
-        const YAML::Node m = obj["metadata"];
+    bool meta(Reader& r, const ytree::Node& obj, const std::string& path, std::string& ns, std::string& name) {
+        const ytree::Node m = obj["metadata"];
         if (!m || !r.open_map(m, path + ".metadata")) {
             if (!m) r.error(obj, path, "an object needs metadata.name");
             return false;
@@ -62,8 +61,8 @@ struct KubeLoader {
         return true;
     }
 
-    std::optional<Proto> protocol(Reader& r, const YAML::Node& p, const std::string& path) {
-        const YAML::Node v = p["protocol"];
+    std::optional<Proto> protocol(Reader& r, const ytree::Node& p, const std::string& path) {
+        const ytree::Node v = p["protocol"];
         if (!v || v.IsNull()) return Proto::tcp;  // the API default
         auto t = r.str(v, path + ".protocol").value_or("");
         auto pr = parse_proto(t);
@@ -74,11 +73,11 @@ struct KubeLoader {
         return pr;
     }
 
-    void service(Reader& r, const YAML::Node& obj, const std::string& path) {
+    void service(Reader& r, const ytree::Node& obj, const std::string& path) {
         ServiceConfig s{.mark = r.mark(obj)};
         if (!meta(r, obj, path, s.ns, s.name)) return;
         ++cfg.kube.services;
-        const YAML::Node spec = obj["spec"];
+        const ytree::Node spec = obj["spec"];
         if (!spec || !r.open_map(spec, path + ".spec")) {
             if (!spec) r.error(obj, path, "a Service needs a spec");
             return;
@@ -96,7 +95,7 @@ struct KubeLoader {
         }
 
         // Families: a Service without IPv4 is out of scope for this IPv4 dataplane.
-        if (const YAML::Node fam = spec["ipFamilies"]; fam && fam.IsSequence() && fam.size() > 0) {
+        if (const ytree::Node fam = spec["ipFamilies"]; fam && fam.IsSequence() && fam.size() > 0) {
             bool v4 = false;
             for (const auto& f : fam) v4 = v4 || (f.IsScalar() && f.Scalar() == "IPv4");
             if (!v4) {
@@ -114,7 +113,7 @@ struct KubeLoader {
                 r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
             } else if (is_ipv6(cip)) {
                 // Dual-stack with IPv6 primary: the IPv4 address is in clusterIPs.
-                for (const auto& c : spec["clusterIPs"] ? spec["clusterIPs"] : YAML::Node())
+                for (const auto& c : spec["clusterIPs"] ? spec["clusterIPs"] : ytree::Node())
                     if (c.IsScalar() && !is_ipv6(c.Scalar())) s.cluster_ip = r.ip(c, sp + ".clusterIPs");
                 if (!s.cluster_ip) {
                     ++cfg.kube.ipv6_skipped;
@@ -125,9 +124,9 @@ struct KubeLoader {
             }
         }
         s.external_ips = addrs(r, spec["externalIPs"], sp + ".externalIPs");
-        if (const YAML::Node st = obj["status"]; st && st.IsMap())
-            if (const YAML::Node lb = st["loadBalancer"]; lb && lb.IsMap())
-                if (const YAML::Node ing = lb["ingress"]; ing && r.seq(ing, path + ".status.loadBalancer.ingress"))
+        if (const ytree::Node st = obj["status"]; st && st.IsMap())
+            if (const ytree::Node lb = st["loadBalancer"]; lb && lb.IsMap())
+                if (const ytree::Node ing = lb["ingress"]; ing && r.seq(ing, path + ".status.loadBalancer.ingress"))
                     for (size_t i = 0; i < ing.size(); ++i) {
                         const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
                         if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
@@ -136,7 +135,7 @@ struct KubeLoader {
                         if (auto a = addr(r, ing[i]["ip"], ip + ".ip")) s.lb_ips.push_back(*a);
                     }
         s.lb_source_ranges = r.list<Cidr4>(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges",
-                                           [&](const YAML::Node& x, const std::string& p) -> std::optional<Cidr4> {
+                                           [&](const ytree::Node& x, const std::string& p) -> std::optional<Cidr4> {
                                                if (x.IsScalar() && is_ipv6(x.Scalar())) {
                                                    ++cfg.kube.ipv6_skipped;
                                                    return std::nullopt;
@@ -147,7 +146,7 @@ struct KubeLoader {
         const std::string aff = r.str_or_empty(spec, "sessionAffinity", sp);
         if (aff == "ClientIP") {
             s.affinity_timeout = 10800;  // the API default
-            if (const YAML::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
+            if (const ytree::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
                                                                    t["clientIP"].IsMap() &&
                                                                    t["clientIP"]["timeoutSeconds"])
                 if (auto v = r.uint<uint32_t>(t["clientIP"]["timeoutSeconds"],
@@ -166,16 +165,16 @@ struct KubeLoader {
         policy("internalTrafficPolicy", s.internal_local);
 
         // svcgate's own knob, as an annotation so that kubectl output can carry it.
-        if (const YAML::Node an = obj["metadata"]["annotations"]; an && an.IsMap() && an[kSchedulerAnnotation]) {
+        if (const ytree::Node an = obj["metadata"]["annotations"]; an && an.IsMap() && an[kSchedulerAnnotation]) {
             const std::string t = r.str(an[kSchedulerAnnotation], path + ".metadata.annotations").value_or("");
             if (auto sch = dp::scheduler_from_name(t)) s.scheduler = *sch;
             else r.error(an[kSchedulerAnnotation], fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation),
                          fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", t));
         }
 
-        if (const YAML::Node ports = spec["ports"]; ports && r.seq(ports, sp + ".ports")) {
+        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, sp + ".ports")) {
             for (size_t i = 0; i < ports.size(); ++i) {
-                const YAML::Node p = ports[i];
+                const ytree::Node p = ports[i];
                 const std::string pp = fmt::format("{}.ports[{}]", sp, i);
                 if (!r.open_map(p, pp)) continue;
                 ServicePortConfig pc{.mark = r.mark(p), .path = pp};
@@ -197,7 +196,7 @@ struct KubeLoader {
         cfg.services.push_back(std::move(s));
     }
 
-    void endpoint_slice(Reader& r, const YAML::Node& obj, const std::string& path) {
+    void endpoint_slice(Reader& r, const ytree::Node& obj, const std::string& path) {
         PendingSlice ps{.mark = r.mark(obj)};
         if (!meta(r, obj, path, ps.ns, ps.name)) return;
         const std::string at = r.str_or_empty(obj, "addressType", path);
@@ -209,7 +208,7 @@ struct KubeLoader {
             r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is not IPv4: ignored", ps.ns, ps.name, at));
             return;
         }
-        const YAML::Node labels = obj["metadata"]["labels"];
+        const ytree::Node labels = obj["metadata"]["labels"];
         if (labels && labels.IsMap() && labels[kServiceNameLabel])
             ps.service = r.str(labels[kServiceNameLabel], path + ".metadata.labels").value_or("");
         if (ps.service.empty()) {
@@ -217,9 +216,9 @@ struct KubeLoader {
                                           kServiceNameLabel));
             return;
         }
-        if (const YAML::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, path + ".ports")) {
+        if (const ytree::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, path + ".ports")) {
             for (size_t i = 0; i < ports.size(); ++i) {
-                const YAML::Node p = ports[i];
+                const ytree::Node p = ports[i];
                 const std::string pp = fmt::format("{}.ports[{}]", path, i);
                 if (!r.open_map(p, pp)) continue;
                 EndpointGroup::Port gp{.name = r.str_or_empty(p, "name", pp)};
@@ -232,12 +231,12 @@ struct KubeLoader {
                 ps.group.ports.push_back(std::move(gp));
             }
         }
-        if (const YAML::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, path + ".endpoints")) {
+        if (const ytree::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, path + ".endpoints")) {
             for (size_t i = 0; i < eps.size(); ++i) {
-                const YAML::Node e = eps[i];
+                const ytree::Node e = eps[i];
                 const std::string ep = fmt::format("{}.endpoints[{}]", path, i);
                 if (!r.open_map(e, ep)) continue;
-                const YAML::Node a = e["addresses"];
+                const ytree::Node a = e["addresses"];
                 if (!a || !a.IsSequence() || a.size() == 0) {
                     r.error(e, ep, "an endpoint needs addresses");
                     continue;
@@ -245,9 +244,9 @@ struct KubeLoader {
                 EndpointConfig ec{.mark = r.mark(e)};
                 auto ip = addr(r, a[0], ep + ".addresses[0]");
                 ec.node = r.str_or_empty(e, "nodeName", ep);
-                if (const YAML::Node c = e["conditions"]; c && c.IsMap()) {
+                if (const ytree::Node c = e["conditions"]; c && c.IsMap()) {
                     auto cond = [&](const char* key, bool dflt) {
-                        const YAML::Node v = c[key];
+                        const ytree::Node v = c[key];
                         if (!v || v.IsNull()) return dflt;
                         return r.boolean(v, ep + ".conditions." + key).value_or(dflt);
                     };
@@ -261,13 +260,13 @@ struct KubeLoader {
         slices.push_back(std::move(ps));
     }
 
-    void object(Reader& r, const YAML::Node& obj, const std::string& path) {
+    void object(Reader& r, const ytree::Node& obj, const std::string& path) {
         if (!obj || obj.IsNull()) return;  // an empty document
         if (!r.open_map(obj, path)) return;
         const std::string kind = r.str_or_empty(obj, "kind", path);
         const std::string api = r.str_or_empty(obj, "apiVersion", path);
         const std::string prefix = path.empty() ? "" : path + ".";
-        if (const YAML::Node items = obj["items"]; items && kind.ends_with("List")) {
+        if (const ytree::Node items = obj["items"]; items && kind.ends_with("List")) {
             if (!items.IsNull() && r.seq(items, prefix + "items"))
                 for (size_t i = 0; i < items.size(); ++i) object(r, items[i], fmt::format("{}items[{}]", prefix, i));
             return;
@@ -289,10 +288,11 @@ struct KubeLoader {
     void stream(const std::string& text, const std::string& name) {
         Reader r(name, errors, cfg.warnings);
         try {
-            const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+            const ytree::Stream stream = ytree::Stream::parse(text);
+            const std::vector<ytree::Node> docs = stream.documents();
             for (size_t d = 0; d < docs.size(); ++d)
                 object(r, docs[d], docs.size() == 1 ? std::string{} : fmt::format("document[{}]", d));
-        } catch (const YAML::Exception& e) {
+        } catch (const ytree::ParseError& e) {
             errors.push_back(ConfigIssue{Mark{name, e.mark.is_null() ? 0 : e.mark.line + 1,
                                               e.mark.is_null() ? 0 : e.mark.column + 1},
                                          "", e.msg});

@@ -14,12 +14,11 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 namespace svcgate::ctl {
 
 std::string ConfigIssue::str() const {
-    std::string where = mark.file;
+    std::string where = mark.file.str();
     if (mark.line > 0) where += fmt::format(":{}:{}", mark.line, mark.column);
     return path.empty() ? fmt::format("{}: {}", where, message) : fmt::format("{}: {}: {}", where, path, message);
 }
@@ -102,18 +101,18 @@ std::string proto_name(Proto p, bool lowercase) {
 
 namespace {
 
-void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
+void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table", "one_arm_masquerade"})) return;
     if (n["one_arm_masquerade"])
         if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
-                                    [&](const YAML::Node& x, const std::string& p) { return r.str(x, p); });
+                                    [&](const ytree::Node& x, const std::string& p) { return r.str(x, p); });
     if (n["workers"])
         if (auto w = r.uint<uint16_t>(n["workers"], "dataplane.workers", 1, 128)) d.workers = *w;
     if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
-            const YAML::Node p = n["ports"][i];
+            const ytree::Node p = n["ports"][i];
             std::string path = fmt::format("dataplane.ports[{}]", i);
             if (!r.map(p, path, {"name", "device", "addresses"})) continue;
             PortConfig pc{.mark = r.mark(p)};
@@ -122,13 +121,13 @@ void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
             if (p["device"])
                 if (auto s = r.str(p["device"], path + ".device")) pc.device = *s;
             pc.addresses = r.list<Cidr4>(p["addresses"], path + ".addresses",
-                                         [&](const YAML::Node& x, const std::string& q) { return r.cidr(x, q, true); });
+                                         [&](const ytree::Node& x, const std::string& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));
         }
     }
     if (n["routes"] && r.seq(n["routes"], "dataplane.routes")) {
         for (size_t i = 0; i < n["routes"].size(); ++i) {
-            const YAML::Node p = n["routes"][i];
+            const ytree::Node p = n["routes"][i];
             std::string path = fmt::format("dataplane.routes[{}]", i);
             if (!r.map(p, path, {"prefix", "via"})) continue;
             if (!p["prefix"] || !p["via"]) {
@@ -140,12 +139,12 @@ void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
             if (pre && via) d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
         }
     }
-    if (const YAML::Node ft = n["flow_table"]) {
+    if (const ytree::Node ft = n["flow_table"]) {
         if (r.map(ft, "dataplane.flow_table", {"capacity", "timeouts"})) {
             if (ft["capacity"])
                 if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
                     d.flow_capacity = *c;
-            if (const YAML::Node t = ft["timeouts"]) {
+            if (const ytree::Node t = ft["timeouts"]) {
                 // The TCP keys in TcpState order, then the datagram ones: one list for the
                 // known-field check and for reading.
                 static constexpr std::string_view kKeys[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
@@ -169,7 +168,7 @@ void read_dataplane(Reader& r, const YAML::Node& n, DataplaneConfig& d) {
     }
 }
 
-void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
+void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     if (!r.map(n, "cluster", {"node_name", "node_ips", "nodeport_addresses", "cluster_cidrs", "service_cidrs",
                               "masquerade_all", "nodeport_range", "reject_unknown_port"}))
         return;
@@ -179,7 +178,7 @@ void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
     // kube-proxy's --nodeport-addresses: CIDRs of the other family are left out (and a list
     // left empty means every address), "primary" is the primary node IP.
     c.nodeport_addresses = r.list<Cidr4>(n["nodeport_addresses"], "cluster.nodeport_addresses",
-        [&](const YAML::Node& x, const std::string& p) -> std::optional<Cidr4> {
+        [&](const ytree::Node& x, const std::string& p) -> std::optional<Cidr4> {
             if (x.IsScalar() && x.Scalar().find(':') != std::string::npos) return std::nullopt;
             if (x.IsScalar() && x.Scalar() == "primary") {
                 if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
@@ -194,7 +193,7 @@ void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
         if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
     if (n["reject_unknown_port"])
         if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
-    if (const YAML::Node nr = n["nodeport_range"]) {
+    if (const ytree::Node nr = n["nodeport_range"]) {
         auto s = r.str(nr, "cluster.nodeport_range");
         unsigned lo = 0, hi = 0;
         char dash = 0;
@@ -208,7 +207,7 @@ void read_cluster(Reader& r, const YAML::Node& n, ClusterConfig& c) {
     }
 }
 
-void read_control(Reader& r, const YAML::Node& n, ControlConfig& c) {
+void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
     if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch"})) return;
     auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
     if (n["socket"]) {
@@ -245,7 +244,7 @@ void read_control(Reader& r, const YAML::Node& n, ControlConfig& c) {
 }
 
 // The compact `services:` form.
-void read_service(Reader& r, const YAML::Node& n, const std::string& path, Config& cfg) {
+void read_service(Reader& r, const ytree::Node& n, const std::string& path, Config& cfg) {
     if (!r.map(n, path, {"name", "type", "cluster_ip", "external_ips", "load_balancer_ips",
                          "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
                          "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
@@ -298,7 +297,7 @@ void read_service(Reader& r, const YAML::Node& n, const std::string& path, Confi
     EndpointGroup g;
     if (n["ports"] && r.seq(n["ports"], path + ".ports")) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
-            const YAML::Node p = n["ports"][i];
+            const ytree::Node p = n["ports"][i];
             std::string pp = fmt::format("{}.ports[{}]", path, i);
             if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
             ServicePortConfig sp{.mark = r.mark(p)};
@@ -319,7 +318,7 @@ void read_service(Reader& r, const YAML::Node& n, const std::string& path, Confi
     }
     if (n["endpoints"] && r.seq(n["endpoints"], path + ".endpoints")) {
         for (size_t i = 0; i < n["endpoints"].size(); ++i) {
-            const YAML::Node e = n["endpoints"][i];
+            const ytree::Node e = n["endpoints"][i];
             std::string ep = fmt::format("{}.endpoints[{}]", path, i);
             EndpointConfig ec{.mark = r.mark(e)};
             if (e.IsScalar()) {  // a bare address
@@ -343,7 +342,7 @@ void read_service(Reader& r, const YAML::Node& n, const std::string& path, Confi
     cfg.services.push_back(std::move(s));
 }
 
-Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
+Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
     Config cfg;
     cfg.file = file;
     Reader r(file, errors, cfg.warnings);
@@ -355,13 +354,13 @@ Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigI
     if (root["control"]) read_control(r, root["control"], cfg.control);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
     if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
-    if (const YAML::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))
+    if (const ytree::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))
         for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], fmt::format("services[{}]", i), cfg);
-    if (const YAML::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
+    if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
         // Relative manifest paths are relative to the config file's directory.
         const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
         std::vector<ManifestRef> refs;
-        const YAML::Node m = k["manifests"];
+        const ytree::Node m = k["manifests"];
         if (m && r.seq(m, "kubernetes.manifests"))
             for (size_t i = 0; i < m.size(); ++i)
                 if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
@@ -374,7 +373,7 @@ Config load(const YAML::Node& root, const std::string& file, std::vector<ConfigI
         auto [it, fresh] = seen.emplace(s.full_name(), &s);
         if (!fresh)
             errors.push_back(ConfigIssue{s.mark, "", fmt::format("Service {} is defined twice (first at {}:{}:{})",
-                                                                 s.full_name(), it->second->mark.file,
+                                                                 s.full_name(), it->second->mark.file.str(),
                                                                  it->second->mark.line, it->second->mark.column)});
     }
     return cfg;
@@ -384,8 +383,11 @@ Config load_guarded(const std::string& text, const std::string& file) {
     std::vector<ConfigIssue> errors;
     Config cfg;
     try {
-        cfg = load(YAML::Load(text), file, errors);
-    } catch (const YAML::Exception& e) {
+        // The first document is the config (as yaml-cpp's Load would take it).
+        const ytree::Stream stream = ytree::Stream::parse(text);
+        const std::vector<ytree::Node> docs = stream.documents();
+        cfg = load(docs.empty() ? ytree::Node() : docs[0], file, errors);
+    } catch (const ytree::ParseError& e) {
         errors.push_back(ConfigIssue{Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1,
                                           e.mark.is_null() ? 0 : e.mark.column + 1},
                                      "", e.msg});
