@@ -54,7 +54,7 @@ public:
         bool have_root = false;     // the current document has its root
         bool explicit_doc = false;  // the current document was opened by "---"
         while (!eof_) {
-            if (marker("---") || marker("...")) {
+            if (doc_marker()) {
                 const bool open = s_[p_] == '-';
                 if (explicit_doc && !have_root) t_.roots.push_back(null_at(line_, 0));  // an empty document
                 p_ += 3;
@@ -171,11 +171,22 @@ private:
     uint32_t node_here() {
         if (dash_here()) return block_seq();
         if (key_here()) return block_map();
-        uint32_t v = inline_value(false, indent_ - 1);
+        return line_value(indent_ - 1);
+    }
+
+    // A value that ends with its line (a scalar may continue on lines indented past `parent`).
+    uint32_t line_value(int parent) {
+        const uint32_t v = inline_value(false, parent);
         line_end();
         advance();
         return v;
     }
+
+    bool doc_marker() const { return marker("---") || marker("..."); }
+    // The next content line is indented past `ind`: a nested block node.
+    bool nested_below(int ind) const { return !eof_ && indent_ > ind && !doc_marker(); }
+    // The block at indentation `ind` is over.
+    bool block_over(int ind) const { return eof_ || doc_marker() || indent_ < ind; }
 
     uint32_t block_map() {
         const int ind = col();
@@ -192,21 +203,19 @@ private:
             uint32_t v;
             if (!at_eol()) {
                 if (dash_here() || key_here()) throw Unsupported{};  // "a: - b", "a: b: c"
-                v = inline_value(false, ind);
-                line_end();
-                advance();
+                v = line_value(ind);
             } else {
                 const int vl = line_, vc = col();
                 line_end();
                 advance();
-                if (!eof_ && indent_ > ind && !marker("---") && !marker("...")) v = node_here();
+                if (nested_below(ind)) v = node_here();
                 else if (!eof_ && indent_ == ind && dash_here()) v = block_seq();
                 else v = null_at(vl, vc);
             }
             stack_.push_back(k);
             stack_.push_back(v);
             ++pairs;
-            if (eof_ || marker("---") || marker("...") || indent_ < ind) break;
+            if (block_over(ind)) break;
             if (indent_ > ind) throw Unsupported{};  // a continuation line, or an error
             if (dash_here()) break;                  // the parent sequence's next item? not here
         }
@@ -227,20 +236,18 @@ private:
             if (at_eol()) {
                 line_end();
                 advance();
-                if (!eof_ && indent_ > ind && !marker("---") && !marker("...")) item = node_here();
+                if (nested_below(ind)) item = node_here();
                 else item = null_at(dl, dc + 1);
             } else if (dash_here()) {
                 item = block_seq();
             } else if (key_here()) {
                 item = block_map();
             } else {
-                item = inline_value(false, ind);
-                line_end();
-                advance();
+                item = line_value(ind);
             }
             stack_.push_back(item);
             ++n;
-            if (eof_ || marker("---") || marker("...") || indent_ < ind) break;
+            if (block_over(ind)) break;
             if (indent_ == ind && dash_here()) continue;
             if (indent_ == ind) break;  // a sibling key of the mapping that holds this sequence
             throw Unsupported{};
@@ -305,6 +312,17 @@ private:
         }
     }
 
+    // After a flow item: a comma (then the next item, or the bracket of a trailing comma), or
+    // the closing bracket.
+    void flow_separator(char closing) {
+        if (s_[p_] == ',') {
+            ++p_;
+            flow_space();
+        } else if (s_[p_] != closing) {
+            throw Unsupported{};
+        }
+    }
+
     uint32_t flow_seq() {
         const uint32_t q = add(Kind::sequence, line_, col());
         const size_t mark = stack_.size();
@@ -317,12 +335,7 @@ private:
             if (s_[p_] == ':') throw Unsupported{};  // a single-pair mapping in a sequence
             stack_.push_back(item);
             ++n;
-            if (s_[p_] == ',') {
-                ++p_;
-                flow_space();
-            } else if (s_[p_] != ']') {
-                throw Unsupported{};
-            }
+            flow_separator(']');
         }
         ++p_;
         close(q, mark, n);
@@ -348,12 +361,7 @@ private:
             stack_.push_back(k);
             stack_.push_back(v);
             ++pairs;
-            if (s_[p_] == ',') {
-                ++p_;
-                flow_space();
-            } else if (s_[p_] != '}') {
-                throw Unsupported{};
-            }
+            flow_separator('}');
         }
         ++p_;
         close(m, mark, pairs);
