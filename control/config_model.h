@@ -133,6 +133,9 @@ struct EndpointGroup {
 
 enum class ServiceType : uint8_t { cluster_ip, node_port, load_balancer, external_name };
 
+// sessionAffinity ClientIP's timeout when none is given (the Kubernetes API default).
+inline constexpr uint32_t kDefaultAffinityTimeout = 10800;
+
 struct ServiceConfig {
     std::string ns, name;
     ServiceType type = ServiceType::cluster_ip;

@@ -28,6 +28,7 @@
 #include "daemon_state.h"
 #include "flow_sweep.h"
 #include "flow_table.h"
+#include "kube_objects.h"
 #include "snapshot_builder.h"
 #include "tool_eal.h"
 #include "worker.h"
@@ -54,7 +55,7 @@ std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(','
 
 bool has_lcore_arg(const std::vector<std::string>& v) {
     for (const auto& a : v)
-        if (a == "-l" || a == "-c" || a.rfind("--lcores", 0) == 0 || a.rfind("-l", 0) == 0) return true;
+        if (a == "-c" || a.rfind("-l", 0) == 0 || a.rfind("--lcores", 0) == 0) return true;
     return false;
 }
 
@@ -144,15 +145,13 @@ int tel_services(const char*, const char*, rte_tel_data* d) {
     std::lock_guard lk(g_state->mu);
     const ServiceSnapshot& s = *g_state->snap;
     rte_tel_data_start_dict(d);
-    // One entry per service port: packets (all workers); the telemetry dict holds up to 256.
+    // One entry per service port: its packets (the telemetry dict holds up to 256).
     for (size_t i = 0; i < s.services.size(); ++i) {
-        uint64_t pk = 0;
-        for (uint16_t w = 0; w < s.workers; ++w) pk += s.svc_counters[size_t{w} * s.services.size() + i].packets;
         // Telemetry names allow letters, digits, '_' and '/': "ns/name:port" → "ns/name_port".
         std::string key = s.services[i].name;
         for (char& c : key)
             if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/') c = '_';
-        rte_tel_data_add_dict_u64(d, key.c_str(), pk);
+        rte_tel_data_add_dict_u64(d, key.c_str(), service_total(*g_state, i).packets);
     }
     return 0;
 }
@@ -175,22 +174,33 @@ void print_summary(DaemonState& st) {
     }
 }
 
-// Settings a reload cannot change under running workers: they need a restart.
-std::string restart_only_changes(const Config& a, const Config& b) {
-    std::string o;
-    auto note = [&](bool changed, const char* what) {
-        if (changed) o += (o.empty() ? "" : ", ") + std::string(what);
+// What a reload cannot change under running workers (EAL, workers, the port list, the flow
+// table's size, the control endpoints) is taken from the running config, before the snapshot is
+// built from it: the snapshot's port indices and per-worker counters must match what runs.
+// Returns the names of the fields that changed (they take a restart).
+std::string keep_running_settings(Config& next, const Config& running) {
+    std::string changed;
+    auto keep = [&](auto& field, const auto& value, const char* what) {
+        if (field == value) return;
+        field = value;
+        changed += (changed.empty() ? "" : ", ") + std::string(what);
     };
-    note(a.dataplane.eal != b.dataplane.eal, "dataplane.eal");
-    note(a.dataplane.workers != b.dataplane.workers, "dataplane.workers");
-    bool ports = a.dataplane.ports.size() != b.dataplane.ports.size();
-    for (size_t i = 0; !ports && i < a.dataplane.ports.size(); ++i)
-        ports = a.dataplane.ports[i].name != b.dataplane.ports[i].name ||
-                a.dataplane.ports[i].device != b.dataplane.ports[i].device;
-    note(ports, "dataplane.ports");
-    note(a.dataplane.flow_capacity != b.dataplane.flow_capacity, "dataplane.flow_table.capacity");
-    note(a.control.socket != b.control.socket || a.control.metrics != b.control.metrics, "control");
-    return o;
+    DataplaneConfig& d = next.dataplane;
+    const DataplaneConfig& r = running.dataplane;
+    keep(d.eal, r.eal, "dataplane.eal");
+    keep(d.workers, r.workers, "dataplane.workers");
+    keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
+    // A port's addresses may change; the list of ports (names, devices) may not.
+    bool same_ports = d.ports.size() == r.ports.size();
+    for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
+        same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device;
+    if (!same_ports) {
+        d.ports = r.ports;
+        changed += std::string(changed.empty() ? "" : ", ") + "dataplane.ports";
+    }
+    keep(next.control.socket, running.control.socket, "control.socket");
+    keep(next.control.metrics, running.control.metrics, "control.metrics");
+    return changed;
 }
 
 // Reload: build off the fast path, publish, wait until every worker has moved on, sweep the flows
@@ -201,9 +211,7 @@ std::string reload(DaemonState& st, const std::string& trigger) {
     std::unique_ptr<ServiceSnapshot> fresh;
     try {
         next = load_config_file(st.config_path);
-        // Ports and workers stay as started: the snapshot is sized for the running workers.
-        const std::string restart = restart_only_changes(st.cfg, next);
-        next.dataplane.workers = st.cfg.dataplane.workers;
+        const std::string restart = keep_running_settings(next, st.cfg);
         fresh = build_snapshot(next, st.generation + 1, st.snap.get());
         if (!restart.empty())
             log(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
@@ -216,30 +224,29 @@ std::string reload(DaemonState& st, const std::string& trigger) {
         log(m);
         return m + "\n";
     }
-    std::lock_guard lk(st.mu);
-    st.shared->snapshot.store(fresh.get(), std::memory_order_release);
-    rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
-    carry_counters(st);
-    st.snap = std::move(fresh);
-    ++st.generation;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+        std::lock_guard lk(st.mu);  // the telemetry thread reads st.snap and st.cfg
+        st.shared->snapshot.store(fresh.get(), std::memory_order_release);
+        rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
+        carry_counters(st);
+        st.snap = std::move(fresh);
+        st.cfg = std::move(next);
+        ++st.generation;
+        ++st.reload.ok;
+        st.reload.last_ok = true;
+        st.reload.last_error.clear();
+        st.reload.last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        st.reload.last_trigger = trigger;
+    }
     // Flows whose endpoint left: TCP answered with RST, datagram flows removed by their owner
     // (a full ring leaves the rest to their timeout).
     SweepResult sw = sweep_removed_endpoints(*st.flows, *st.snap, [&](uint32_t id, uint8_t owner) {
         if (owner < st.shared->remove_rings.size())
             rte_ring_sp_enqueue(st.shared->remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
     });
-    const auto ports = std::move(st.cfg.dataplane.ports);
-    st.cfg = std::move(next);
-    st.cfg.dataplane.ports = ports;  // the ports in use
-    ++st.reload.ok;
-    st.reload.last_ok = true;
-    st.reload.last_error.clear();
-    st.reload.last_seconds = secs;
-    st.reload.last_trigger = trigger;
     std::string m = fmt::format("reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
                                 "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
-                                st.config_path, trigger, st.generation, st.snap->services.size(), secs * 1e3,
+                                st.config_path, trigger, st.generation, st.snap->services.size(), st.reload.last_seconds * 1e3,
                                 sw.tcp_closed, sw.dgram_removed, sw.scanned);
     log(m);
     return m + "\n";
@@ -305,11 +312,7 @@ int check_config(const std::string& path) {
         auto snap = build_snapshot(cfg);
         fmt::print("{}: OK: {} service ports, {} endpoints, {} ports, {} routes", path, snap->services.size(),
                    snap->endpoints.size(), cfg.dataplane.ports.size(), cfg.dataplane.routes.size());
-        if (!cfg.manifests.empty())
-            fmt::print("; Kubernetes: {} Services ({} headless, {} ExternalName, no rule), {} EndpointSlices, "
-                       "{} IPv6 items skipped, {} other objects ignored",
-                       cfg.kube.services, cfg.kube.headless, cfg.kube.external_name, cfg.kube.slices,
-                       cfg.kube.ipv6_skipped, cfg.kube.ignored_objects);
+        if (!cfg.manifests.empty()) fmt::print("; Kubernetes: {}", kube_summary(cfg.kube));
         fmt::print("\n");
         return 0;
     } catch (const ConfigError& e) {

@@ -49,6 +49,10 @@ struct DaemonState {
 
 dp::WorkerCounters sum_counters(const std::vector<std::unique_ptr<dp::Worker>>& workers);
 
+// Service port i's packets and bytes: every worker of the current snapshot plus what earlier
+// snapshots counted.
+dp::SvcCounters service_total(const DaemonState& st, size_t i);
+
 // Folds the current snapshot's counters into `carried` (before the snapshot is freed).
 void carry_counters(DaemonState& st);
 

@@ -1,5 +1,4 @@
 // svcgatectl's replies and the Prometheus text, read from the running daemon's state.
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "daemon_state.h"
+#include "kube_objects.h"
 #include "packet_spec.h"
 #include "scheduler.h"
 #include "yaml_config.h"
@@ -34,12 +34,12 @@ WorkerCounters sum_counters(const std::vector<std::unique_ptr<Worker>>& workers)
 }
 
 namespace {
-
 std::string svc_key(const ServicePort& sp) { return sp.name + "/" + proto_name(sp.proto); }
 std::string ep_str(const Endpoint& e) { return fmt::format("{}:{}", format_ip4(e.ip), rte_be_to_cpu_16(e.port)); }
+}  // namespace
 
 // The service port's counters: every worker of this snapshot plus what earlier ones counted.
-SvcCounters svc_total(const DaemonState& st, size_t i) {
+SvcCounters service_total(const DaemonState& st, size_t i) {
     const ServiceSnapshot& s = *st.snap;
     SvcCounters c{};
     for (uint16_t w = 0; w < s.workers; ++w) {
@@ -50,6 +50,8 @@ SvcCounters svc_total(const DaemonState& st, size_t i) {
         c.packets += it->second.packets, c.bytes += it->second.bytes;
     return c;
 }
+
+namespace {
 
 SvcCounters ep_total(const DaemonState& st, const ServicePort& sp, uint32_t e) {
     const ServiceSnapshot& s = *st.snap;
@@ -82,8 +84,6 @@ std::string cond_str(uint8_t c) {
     if (c & kLocal) add("local");
     return s.empty() ? "-" : s;
 }
-
-uint32_t now_seconds() { return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1; }
 
 std::string status(DaemonState& st, bool json) {
     const ServiceSnapshot& s = *st.snap;
@@ -123,10 +123,7 @@ std::string status(DaemonState& st, bool json) {
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      s.services.size(), s.endpoints.size(), st.flows->live_total(), st.flows->capacity(), t.rx_packets);
     if (!st.cfg.manifests.empty()) {
-        const KubeStats& k = st.cfg.kube;
-        o += fmt::format("kubernetes  {} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName "
-                         "Services; {} IPv6 items skipped; {} other objects ignored\n",
-                         k.services, k.slices, k.headless, k.external_name, k.ipv6_skipped, k.ignored_objects);
+        o += "kubernetes  " + kube_summary(st.cfg.kube) + "\n";
         for (const ServiceConfig& sc : st.cfg.services)
             if (sc.type == ServiceType::external_name || !sc.cluster_ip)
                 o += fmt::format("            {} {}\n", sc.full_name(),
@@ -146,7 +143,7 @@ std::string services(DaemonState& st, bool json) {
                                              "BYTES");
     for (size_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
-        const SvcCounters c = svc_total(st, i);
+        const SvcCounters c = service_total(st, i);
         uint32_t ready = 0;
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) ready += (s.endpoints[e].cond & kReady) != 0;
         const std::string vip = fmt::format("{}:{}", format_ip4(sp.cluster_ip), rte_be_to_cpu_16(sp.port));
@@ -198,7 +195,7 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
     const ServiceSnapshot& s = *st.snap;
     std::map<uint32_t, std::string> names;  // ServicePort::id → name (ids survive reloads)
     for (const ServicePort& sp : s.services) names[sp.id] = sp.name;
-    const uint32_t now = now_seconds();
+    const uint32_t now = flow_clock_now();
     std::string o = json ? "[" : fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)",
                                              "ENDPOINT", "SNAT", "STATE", "IDLE", "SERVICE");
     size_t n = 0, matched = 0;
@@ -351,10 +348,10 @@ std::string render_metrics(DaemonState& st) {
     };
     head("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");
     for (size_t i = 0; i < s.services.size(); ++i)
-        o += fmt::format("svcgate_service_packets_total{{{}}} {}\n", svc_labels(s.services[i]), svc_total(st, i).packets);
+        o += fmt::format("svcgate_service_packets_total{{{}}} {}\n", svc_labels(s.services[i]), service_total(st, i).packets);
     head("svcgate_service_bytes_total", "counter", "Bytes of a Service port's flows, both directions.");
     for (size_t i = 0; i < s.services.size(); ++i)
-        o += fmt::format("svcgate_service_bytes_total{{{}}} {}\n", svc_labels(s.services[i]), svc_total(st, i).bytes);
+        o += fmt::format("svcgate_service_bytes_total{{{}}} {}\n", svc_labels(s.services[i]), service_total(st, i).bytes);
     head("svcgate_endpoint_packets_total", "counter", "Packets of flows to an endpoint, both directions.");
     std::string bytes;
     for (const ServicePort& sp : s.services)

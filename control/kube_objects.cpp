@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "scheduler.h"
 #include "yaml_reader.h"
 
 namespace svcgate::ctl {
@@ -30,7 +29,7 @@ struct KubeLoader {
     static bool is_ipv6(const std::string& s) { return s.find(':') != std::string::npos; }
 
     // An IPv4 address, nullopt for an IPv6 one (counted) or a bad one (an error).
-    std::optional<Ip4> addr(Reader& r, const ytree::Node& n, const std::string& path) {
+    std::optional<Ip4> addr(Reader& r, const ytree::Node& n, const Path& path) {
         auto s = r.str(n, path);
         if (!s) return std::nullopt;
         if (is_ipv6(*s)) {
@@ -40,19 +39,19 @@ struct KubeLoader {
         return r.ip(n, path);
     }
 
-    std::vector<Ip4> addrs(Reader& r, const ytree::Node& n, const std::string& path) {
-        return r.list<Ip4>(n, path, [&](const ytree::Node& x, const std::string& p) { return addr(r, x, p); });
+    std::vector<Ip4> addrs(Reader& r, const ytree::Node& n, const Path& path) {
+        return r.list<Ip4>(n, path, [&](const ytree::Node& x, const Path& p) { return addr(r, x, p); });
     }
 
     // metadata.name / metadata.namespace (default "default").
     bool meta(Reader& r, const ytree::Node& obj, const std::string& path, std::string& ns, std::string& name) {
         const ytree::Node m = obj["metadata"];
-        if (!m || !r.open_map(m, path + ".metadata")) {
+        if (!m || !r.open_map(m, {path, ".metadata"})) {
             if (!m) r.error(obj, path, "an object needs metadata.name");
             return false;
         }
-        name = r.str_or_empty(m, "name", path + ".metadata");
-        ns = r.str_or_empty(m, "namespace", path + ".metadata");
+        name = r.str_or_empty(m, "name", {path, ".metadata"});
+        ns = r.str_or_empty(m, "namespace", {path, ".metadata"});
         if (ns.empty()) ns = "default";
         if (name.empty()) {
             r.error(m, path + ".metadata", "an object needs metadata.name");
@@ -61,24 +60,12 @@ struct KubeLoader {
         return true;
     }
 
-    std::optional<Proto> protocol(Reader& r, const ytree::Node& p, const std::string& path) {
-        const ytree::Node v = p["protocol"];
-        if (!v || v.IsNull()) return Proto::tcp;  // the API default
-        auto t = r.str(v, path + ".protocol").value_or("");
-        auto pr = parse_proto(t);
-        if (!pr || *pr == Proto::icmp) {
-            r.error(v, path + ".protocol", fmt::format("\"{}\" is not TCP, UDP or SCTP", t));
-            return std::nullopt;
-        }
-        return pr;
-    }
-
     void service(Reader& r, const ytree::Node& obj, const std::string& path) {
         ServiceConfig s{.mark = r.mark(obj)};
         if (!meta(r, obj, path, s.ns, s.name)) return;
         ++cfg.kube.services;
         const ytree::Node spec = obj["spec"];
-        if (!spec || !r.open_map(spec, path + ".spec")) {
+        if (!spec || !r.open_map(spec, {path, ".spec"})) {
             if (!spec) r.error(obj, path, "a Service needs a spec");
             return;
         }
@@ -113,29 +100,29 @@ struct KubeLoader {
                 r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
             } else if (is_ipv6(cip)) {
                 // Dual-stack with IPv6 primary: the IPv4 address is in clusterIPs.
-                for (const auto& c : spec["clusterIPs"] ? spec["clusterIPs"] : ytree::Node())
-                    if (c.IsScalar() && !is_ipv6(c.Scalar())) s.cluster_ip = r.ip(c, sp + ".clusterIPs");
+                for (const auto& c : spec["clusterIPs"])
+                    if (c.IsScalar() && !is_ipv6(c.Scalar())) s.cluster_ip = r.ip(c, {sp, ".clusterIPs"});
                 if (!s.cluster_ip) {
                     ++cfg.kube.ipv6_skipped;
                     return;
                 }
             } else {
-                s.cluster_ip = r.ip(spec["clusterIP"], sp + ".clusterIP");  // on error: reading goes on
+                s.cluster_ip = r.ip(spec["clusterIP"], {sp, ".clusterIP"});  // on error: reading goes on
             }
         }
-        s.external_ips = addrs(r, spec["externalIPs"], sp + ".externalIPs");
+        s.external_ips = addrs(r, spec["externalIPs"], {sp, ".externalIPs"});
         if (const ytree::Node st = obj["status"]; st && st.IsMap())
             if (const ytree::Node lb = st["loadBalancer"]; lb && lb.IsMap())
-                if (const ytree::Node ing = lb["ingress"]; ing && r.seq(ing, path + ".status.loadBalancer.ingress"))
+                if (const ytree::Node ing = lb["ingress"]; ing && r.seq(ing, {path, ".status.loadBalancer.ingress"}))
                     for (size_t i = 0; i < ing.size(); ++i) {
                         const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
                         if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
                         // ipMode Proxy: the load balancer proxies, traffic arrives for the node.
                         if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
-                        if (auto a = addr(r, ing[i]["ip"], ip + ".ip")) s.lb_ips.push_back(*a);
+                        if (auto a = addr(r, ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
                     }
         s.lb_source_ranges = r.list<Cidr4>(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges",
-                                           [&](const ytree::Node& x, const std::string& p) -> std::optional<Cidr4> {
+                                           [&](const ytree::Node& x, const Path& p) -> std::optional<Cidr4> {
                                                if (x.IsScalar() && is_ipv6(x.Scalar())) {
                                                    ++cfg.kube.ipv6_skipped;
                                                    return std::nullopt;
@@ -143,43 +130,31 @@ struct KubeLoader {
                                                return r.cidr(x, p);  // trims, as kube-proxy does
                                            });
 
-        const std::string aff = r.str_or_empty(spec, "sessionAffinity", sp);
-        if (aff == "ClientIP") {
-            s.affinity_timeout = 10800;  // the API default
+        if (r.client_ip_affinity(spec["sessionAffinity"], {sp, ".sessionAffinity"})) {
+            s.affinity_timeout = kDefaultAffinityTimeout;
             if (const ytree::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
                                                                    t["clientIP"].IsMap() &&
                                                                    t["clientIP"]["timeoutSeconds"])
                 if (auto v = r.uint<uint32_t>(t["clientIP"]["timeoutSeconds"],
                                               sp + ".sessionAffinityConfig.clientIP.timeoutSeconds", 1, 86400))
                     s.affinity_timeout = *v;
-        } else if (!aff.empty() && aff != "None") {
-            r.error(spec["sessionAffinity"], sp + ".sessionAffinity", fmt::format("\"{}\" is not None or ClientIP", aff));
         }
-        auto policy = [&](const char* key, bool& local) {
-            const std::string t = r.str_or_empty(spec, key, sp);
-            if (t == "Local") local = true;
-            else if (!t.empty() && t != "Cluster")
-                r.error(spec[key], sp + "." + key, fmt::format("\"{}\" is not Cluster or Local", t));
-        };
-        policy("externalTrafficPolicy", s.external_local);
-        policy("internalTrafficPolicy", s.internal_local);
+        s.external_local = r.local_policy(spec["externalTrafficPolicy"], {sp, ".externalTrafficPolicy"});
+        s.internal_local = r.local_policy(spec["internalTrafficPolicy"], {sp, ".internalTrafficPolicy"});
 
         // svcgate's own knob, as an annotation so that kubectl output can carry it.
-        if (const ytree::Node an = obj["metadata"]["annotations"]; an && an.IsMap() && an[kSchedulerAnnotation]) {
-            const std::string t = r.str(an[kSchedulerAnnotation], path + ".metadata.annotations").value_or("");
-            if (auto sch = dp::scheduler_from_name(t)) s.scheduler = *sch;
-            else r.error(an[kSchedulerAnnotation], fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation),
-                         fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", t));
-        }
+        s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
+                                  fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
+                          .value_or(dp::Scheduler::random);
 
-        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, sp + ".ports")) {
+        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"})) {
             for (size_t i = 0; i < ports.size(); ++i) {
                 const ytree::Node p = ports[i];
                 const std::string pp = fmt::format("{}.ports[{}]", sp, i);
                 if (!r.open_map(p, pp)) continue;
                 ServicePortConfig pc{.mark = r.mark(p), .path = pp};
                 pc.name = r.str_or_empty(p, "name", pp);
-                auto pr = protocol(r, p, pp);
+                auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
                 if (!p["port"]) {
                     r.error(p, pp, "a Service port needs port");
                     continue;
@@ -210,19 +185,19 @@ struct KubeLoader {
         }
         const ytree::Node labels = obj["metadata"]["labels"];
         if (labels && labels.IsMap() && labels[kServiceNameLabel])
-            ps.service = r.str(labels[kServiceNameLabel], path + ".metadata.labels").value_or("");
+            ps.service = r.str(labels[kServiceNameLabel], {path, ".metadata.labels"}).value_or("");
         if (ps.service.empty()) {
             r.warn(obj, path, fmt::format("EndpointSlice {}/{} has no {} label: no Service uses it", ps.ns, ps.name,
                                           kServiceNameLabel));
             return;
         }
-        if (const ytree::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, path + ".ports")) {
+        if (const ytree::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, {path, ".ports"})) {
             for (size_t i = 0; i < ports.size(); ++i) {
                 const ytree::Node p = ports[i];
                 const std::string pp = fmt::format("{}.ports[{}]", path, i);
                 if (!r.open_map(p, pp)) continue;
                 EndpointGroup::Port gp{.name = r.str_or_empty(p, "name", pp)};
-                auto pr = protocol(r, p, pp);
+                auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
                 if (!p["port"] || p["port"].IsNull()) continue;  // "all ports": not a Service's
                 auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
                 if (!pr || !port) continue;
@@ -231,10 +206,11 @@ struct KubeLoader {
                 ps.group.ports.push_back(std::move(gp));
             }
         }
-        if (const ytree::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, path + ".endpoints")) {
+        const Path eps_path(path, ".endpoints");
+        if (const ytree::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, eps_path)) {
             for (size_t i = 0; i < eps.size(); ++i) {
                 const ytree::Node e = eps[i];
-                const std::string ep = fmt::format("{}.endpoints[{}]", path, i);
+                const Path ep(eps_path, i);
                 if (!r.open_map(e, ep)) continue;
                 const ytree::Node a = e["addresses"];
                 if (!a || !a.IsSequence() || a.size() == 0) {
@@ -242,13 +218,14 @@ struct KubeLoader {
                     continue;
                 }
                 EndpointConfig ec{.mark = r.mark(e)};
-                auto ip = addr(r, a[0], ep + ".addresses[0]");
+                auto ip = addr(r, a[0], {ep, ".addresses[0]"});
                 ec.node = r.str_or_empty(e, "nodeName", ep);
                 if (const ytree::Node c = e["conditions"]; c && c.IsMap()) {
+                    const Path cp(ep, ".conditions.");
                     auto cond = [&](const char* key, bool dflt) {
                         const ytree::Node v = c[key];
                         if (!v || v.IsNull()) return dflt;
-                        return r.boolean(v, ep + ".conditions." + key).value_or(dflt);
+                        return r.boolean(v, Path(cp, key)).value_or(dflt);
                     };
                     ec.ready = cond("ready", true);
                     ec.serving = cond("serving", true);
@@ -333,6 +310,12 @@ void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std
         l.stream(ss.str(), f.path);
     }
     l.attach();
+}
+
+std::string kube_summary(const KubeStats& k) {
+    return fmt::format("{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
+                       "{} IPv6 items skipped; {} other objects ignored",
+                       k.services, k.slices, k.headless, k.external_name, k.ipv6_skipped, k.ignored_objects);
 }
 
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {

@@ -28,6 +28,9 @@ struct ManifestRef {
 // Appends the manifests' Services (with their slices) to cfg.services and fills cfg.kube.
 void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors);
 
+// "2 Services, 2 EndpointSlices; no rule for 0 headless and 0 ExternalName Services; ...".
+std::string kube_summary(const KubeStats& k);
+
 // The same for objects already in memory (one YAML stream), named `name` in messages.
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg,
                       std::vector<ConfigIssue>& errors);

@@ -1,6 +1,7 @@
 #include "snapshot_builder.h"
 
 #include <map>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,9 @@ struct Builder {
     ServiceSnapshot& s;
     const ServiceSnapshot* prev;
     std::vector<ConfigIssue> errors;
-    std::map<uint64_t, std::string> vip_owner;  // for duplicate reports
+    // Which service port took each VIP key, for duplicate reports: (service, port) indices into
+    // cfg.services; named only when an error is reported.
+    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> vip_owner;
 
     void error(const Mark& m, std::string path, std::string msg) {
         errors.push_back(ConfigIssue{m, std::move(path), std::move(msg)});
@@ -40,17 +43,30 @@ struct Builder {
         return static_cast<uint32_t>(s.sets.size() - 1);
     }
 
-    void add_vip(uint64_t key, uint32_t value, const Mark& m, const std::string& path, const std::string& what,
-                 const std::string& owner) {
-        if (!s.vips.insert(key, value)) {
-            error(m, path, fmt::format("{} is already used by {}", what, vip_owner[key]));
+    // Where a service port stands in the config, for its error messages.
+    static std::string port_path(const ServicePortConfig& pc, size_t si, size_t pi) {
+        return pc.path.empty() ? fmt::format("services[{}].ports[{}]", si, pi) : pc.path;
+    }
+    std::string owner_name(std::pair<uint32_t, uint32_t> o) const {
+        const ServiceConfig& sc = cfg.services[o.first];
+        const ServicePortConfig& pc = sc.ports[o.second];
+        return fmt::format("{} port {}", sc.full_name(), pc.name.empty() ? std::to_string(pc.port) : pc.name);
+    }
+
+    // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
+    template <typename What>
+    void add_vip(uint64_t key, uint32_t value, size_t si, size_t pi, const char* field, What&& what) {
+        const auto owner = std::pair{static_cast<uint32_t>(si), static_cast<uint32_t>(pi)};
+        if (s.vips.insert(key, value)) {
+            vip_owner.emplace(key, owner);
             return;
         }
-        vip_owner[key] = owner;
+        const ServicePortConfig& pc = cfg.services[si].ports[pi];
+        error(pc.mark, port_path(pc, si, pi) + field,
+              fmt::format("{} is already used by {}", what(), owner_name(vip_owner.at(key))));
     }
 
     void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
-        const std::string path = pc.path.empty() ? fmt::format("services[{}].ports[{}]", si, pi) : pc.path;
         ServicePort sp;
         sp.name = fmt::format("{}:{}", sc.full_name(), pc.name);
         sp.id = service_port_id(sp.name, pc.proto);
@@ -115,30 +131,26 @@ struct Builder {
         const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
-        // The service has endpoints, but none the policy may use: drop (kube-proxy's "no local
-        // endpoints"); no endpoints at all: reject.
-        sp.internal_none = has_any ? NoEndpoints::drop : NoEndpoints::reject;
-        sp.external_none = has_any ? NoEndpoints::drop : NoEndpoints::reject;
+        sp.no_endpoints = has_any ? NoEndpoints::drop : NoEndpoints::reject;
 
         const uint32_t idx = static_cast<uint32_t>(s.services.size());
         const uint8_t proto = static_cast<uint8_t>(pc.proto);
-        const std::string owner = fmt::format("{} port {}", sc.full_name(), pc.name.empty() ? std::to_string(pc.port) : pc.name);
         auto vip = [&](Ip4 ip, AddrRole role, const char* what) {
-            add_vip(ServiceSnapshot::vip_key(ip, sp.port, proto), idx << 2 | static_cast<uint32_t>(role), pc.mark,
-                    path, fmt::format("{} {}:{}/{}", what, format_ip4(ip), pc.port, proto_name(pc.proto)), owner);
+            add_vip(ServiceSnapshot::vip_key(ip, sp.port, proto), idx << 2 | static_cast<uint32_t>(role), si, pi, "",
+                    [&] { return fmt::format("{} {}:{}/{}", what, format_ip4(ip), pc.port, proto_name(pc.proto)); });
         };
         vip(sp.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
         for (Ip4 a : sp.external_ips) vip(a, AddrRole::external_ip, "external IP");
         for (Ip4 a : sp.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
-        const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
         if (sp.node_port) {
+            const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
             if (sp.node_port < cfg.cluster.nodeport_min || sp.node_port > cfg.cluster.nodeport_max)
-                error(pc.mark, path + np_key,
+                error(pc.mark, port_path(pc, si, pi) + np_key,
                       fmt::format("nodePort {} is outside nodeport_range {}-{}", sp.node_port,
                                   cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
             add_vip(ServiceSnapshot::vip_key(Ip4{}, rte_cpu_to_be_16(sp.node_port), proto),
-                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), pc.mark, path + np_key,
-                    fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)), owner);
+                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), si, pi, np_key,
+                    [&] { return fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)); });
         }
         s.services.push_back(std::move(sp));
     }

@@ -107,7 +107,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
-                                    [&](const ytree::Node& x, const std::string& p) { return r.str(x, p); });
+                                    [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
     if (n["workers"])
         if (auto w = r.uint<uint16_t>(n["workers"], "dataplane.workers", 1, 128)) d.workers = *w;
     if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
@@ -117,11 +117,11 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             if (!r.map(p, path, {"name", "device", "addresses"})) continue;
             PortConfig pc{.mark = r.mark(p)};
             if (!p["name"]) r.error(p, path, "a port needs a name");
-            else if (auto s = r.str(p["name"], path + ".name")) pc.name = *s;
+            else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
             if (p["device"])
-                if (auto s = r.str(p["device"], path + ".device")) pc.device = *s;
+                if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
             pc.addresses = r.list<Cidr4>(p["addresses"], path + ".addresses",
-                                         [&](const ytree::Node& x, const std::string& q) { return r.cidr(x, q, true); });
+                                         [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));
         }
     }
@@ -134,8 +134,8 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 r.error(p, path, "a route needs prefix and via");
                 continue;
             }
-            auto pre = r.cidr(p["prefix"], path + ".prefix");
-            auto via = r.ip(p["via"], path + ".via");
+            auto pre = r.cidr(p["prefix"], {path, ".prefix"});
+            auto via = r.ip(p["via"], {path, ".via"});
             if (pre && via) d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
         }
     }
@@ -178,7 +178,7 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     // kube-proxy's --nodeport-addresses: CIDRs of the other family are left out (and a list
     // left empty means every address), "primary" is the primary node IP.
     c.nodeport_addresses = r.list<Cidr4>(n["nodeport_addresses"], "cluster.nodeport_addresses",
-        [&](const ytree::Node& x, const std::string& p) -> std::optional<Cidr4> {
+        [&](const ytree::Node& x, const Path& p) -> std::optional<Cidr4> {
             if (x.IsScalar() && x.Scalar().find(':') != std::string::npos) return std::nullopt;
             if (x.IsScalar() && x.Scalar() == "primary") {
                 if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
@@ -253,7 +253,7 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
     ServiceConfig s{.mark = r.mark(n)};
     if (!n["name"]) {
         r.error(n, path, "a service needs a name (namespace/name)");
-    } else if (auto nm = r.str(n["name"], path + ".name")) {
+    } else if (auto nm = r.str(n["name"], {path, ".name"})) {
         auto slash = nm->find('/');
         if (slash == std::string::npos || slash == 0 || slash + 1 == nm->size())
             r.error(n["name"], path + ".name", fmt::format("\"{}\" is not namespace/name", *nm));
@@ -261,52 +261,36 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
             s.ns = nm->substr(0, slash), s.name = nm->substr(slash + 1);
     }
     if (n["type"]) {
-        auto t = r.str(n["type"], path + ".type").value_or("");
+        auto t = r.str(n["type"], {path, ".type"}).value_or("");
         if (t == "ClusterIP") s.type = ServiceType::cluster_ip;
         else if (t == "NodePort") s.type = ServiceType::node_port;
         else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
         else r.error(n["type"], path + ".type", fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
     }
-    if (n["cluster_ip"]) s.cluster_ip = r.ip(n["cluster_ip"], path + ".cluster_ip");
+    if (n["cluster_ip"]) s.cluster_ip = r.ip(n["cluster_ip"], {path, ".cluster_ip"});
     else r.error(n, path, "a service needs a cluster_ip");
-    s.external_ips = r.ips(n["external_ips"], path + ".external_ips");
-    s.lb_ips = r.ips(n["load_balancer_ips"], path + ".load_balancer_ips");
-    s.lb_source_ranges = r.cidrs(n["load_balancer_source_ranges"], path + ".load_balancer_source_ranges");
-    if (n["scheduler"]) {
-        auto t = r.str(n["scheduler"], path + ".scheduler").value_or("");
-        if (auto sch = dp::scheduler_from_name(t)) s.scheduler = *sch;
-        else r.error(n["scheduler"], path + ".scheduler", fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", t));
+    s.external_ips = r.ips(n["external_ips"], {path, ".external_ips"});
+    s.lb_ips = r.ips(n["load_balancer_ips"], {path, ".load_balancer_ips"});
+    s.lb_source_ranges = r.cidrs(n["load_balancer_source_ranges"], {path, ".load_balancer_source_ranges"});
+    s.scheduler = r.scheduler(n["scheduler"], {path, ".scheduler"}).value_or(dp::Scheduler::random);
+    if (r.client_ip_affinity(n["session_affinity"], {path, ".session_affinity"})) {
+        s.affinity_timeout = kDefaultAffinityTimeout;
+        if (n["session_affinity_timeout"])
+            if (auto v = r.uint<uint32_t>(n["session_affinity_timeout"], path + ".session_affinity_timeout", 1, 86400))
+                s.affinity_timeout = *v;
     }
-    if (n["session_affinity"]) {
-        auto t = r.str(n["session_affinity"], path + ".session_affinity").value_or("");
-        if (t == "ClientIP") s.affinity_timeout = 10800;
-        else if (t != "None") r.error(n["session_affinity"], path + ".session_affinity", fmt::format("\"{}\" is not None or ClientIP", t));
-    }
-    if (n["session_affinity_timeout"])
-        if (auto v = r.uint<uint32_t>(n["session_affinity_timeout"], path + ".session_affinity_timeout", 1, 86400))
-            if (s.affinity_timeout) s.affinity_timeout = *v;
-    auto policy = [&](const char* key, bool& local) {
-        if (!n[key]) return;
-        auto t = r.str(n[key], path + "." + key).value_or("");
-        if (t == "Local") local = true;
-        else if (t != "Cluster") r.error(n[key], path + "." + key, fmt::format("\"{}\" is not Cluster or Local", t));
-    };
-    policy("external_traffic_policy", s.external_local);
-    policy("internal_traffic_policy", s.internal_local);
+    s.external_local = r.local_policy(n["external_traffic_policy"], {path, ".external_traffic_policy"});
+    s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
 
     EndpointGroup g;
-    if (n["ports"] && r.seq(n["ports"], path + ".ports")) {
+    if (n["ports"] && r.seq(n["ports"], {path, ".ports"})) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
             std::string pp = fmt::format("{}.ports[{}]", path, i);
             if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
             ServicePortConfig sp{.mark = r.mark(p)};
-            if (p["name"]) sp.name = r.str(p["name"], pp + ".name").value_or("");
-            if (p["protocol"]) {
-                auto t = r.str(p["protocol"], pp + ".protocol").value_or("");
-                if (auto pr = parse_proto(t); pr && *pr != Proto::icmp) sp.proto = *pr;
-                else r.error(p["protocol"], pp + ".protocol", fmt::format("\"{}\" is not TCP, UDP or SCTP", t));
-            }
+            if (p["name"]) sp.name = r.str(p["name"], {pp, ".name"}).value_or("");
+            sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
             if (!p["port"]) r.error(p, pp, "a service port needs port");
             else sp.port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535).value_or(0);
             sp.target_port = sp.port;
@@ -316,10 +300,10 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
             s.ports.push_back(std::move(sp));
         }
     }
-    if (n["endpoints"] && r.seq(n["endpoints"], path + ".endpoints")) {
+    if (const Path eps_path(path, ".endpoints"); n["endpoints"] && r.seq(n["endpoints"], eps_path)) {
         for (size_t i = 0; i < n["endpoints"].size(); ++i) {
             const ytree::Node e = n["endpoints"][i];
-            std::string ep = fmt::format("{}.endpoints[{}]", path, i);
+            const Path ep(eps_path, i);
             EndpointConfig ec{.mark = r.mark(e)};
             if (e.IsScalar()) {  // a bare address
                 if (auto a = r.ip(e, ep)) ec.ip = *a, g.endpoints.push_back(ec);
@@ -330,11 +314,11 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
                 r.error(e, ep, "an endpoint needs ip");
                 continue;
             }
-            auto a = r.ip(e["ip"], ep + ".ip");
-            if (e["node"]) ec.node = r.str(e["node"], ep + ".node").value_or("");
-            if (e["ready"]) ec.ready = r.boolean(e["ready"], ep + ".ready").value_or(true);
-            if (e["serving"]) ec.serving = r.boolean(e["serving"], ep + ".serving").value_or(true);
-            if (e["terminating"]) ec.terminating = r.boolean(e["terminating"], ep + ".terminating").value_or(false);
+            auto a = r.ip(e["ip"], {ep, ".ip"});
+            if (e["node"]) ec.node = r.str(e["node"], {ep, ".node"}).value_or("");
+            if (e["ready"]) ec.ready = r.boolean(e["ready"], {ep, ".ready"}).value_or(true);
+            if (e["serving"]) ec.serving = r.boolean(e["serving"], {ep, ".serving"}).value_or(true);
+            if (e["terminating"]) ec.terminating = r.boolean(e["terminating"], {ep, ".terminating"}).value_or(false);
             if (a) ec.ip = *a, g.endpoints.push_back(ec);
         }
     }

@@ -14,7 +14,7 @@ namespace svcgate::dp {
 namespace {
 constexpr uint32_t kAnswerArp = kPortAddr | kNodeAddr | kClusterIp | kServiceAddr;
 
-DropReason arp(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
+DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
                const ServiceSnapshot& s, NeighborTable& nt, uint32_t now) noexcept {
     auto* a = reinterpret_cast<rte_arp_hdr*>(frame + pm.l3_off);
     if (a->arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) || a->arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
@@ -35,7 +35,6 @@ DropReason arp(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ethe
     auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
     eth->dst_addr = a->arp_data.arp_tha;
     eth->src_addr = port_mac;
-    (void)m;
     return DropReason::none;
 }
 
@@ -66,7 +65,7 @@ DropReason handle_local(rte_mbuf* m, const rte_ether_addr& port_mac, const Servi
     uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
     PacketMeta pm;
     if (DropReason r = parse_packet(frame, rte_pktmbuf_data_len(m), pm); r != DropReason::none) return r;
-    return pm.l3 == L3Kind::arp ? arp(m, frame, pm, port_mac, s, nt, now) : echo(frame, pm, port_mac, s);
+    return pm.l3 == L3Kind::arp ? arp(frame, pm, port_mac, s, nt, now) : echo(frame, pm, port_mac, s);
 }
 
 bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 target) noexcept {

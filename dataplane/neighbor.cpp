@@ -48,13 +48,13 @@ NeighborTable::Slot* NeighborTable::claim(Ip4 ip) noexcept {
     return nullptr;  // neighbourhood full: the caller counts a drop
 }
 
-bool NeighborTable::lookup(Ip4 ip, rte_ether_addr& mac) const noexcept {
+NeighborTable::State NeighborTable::lookup(Ip4 ip, uint32_t now, rte_ether_addr& mac) const noexcept {
     const Slot* s = find(ip);
-    if (!s) return false;
+    if (!s) return State::unknown;
     uint64_t v = s->mac.load(std::memory_order_acquire);
-    if (!(v & kValid)) return false;
+    if (!(v & kValid)) return State::unknown;
     mac = unpack(v);
-    return true;
+    return now - s->learned.load(std::memory_order_relaxed) < kStaleAfter ? State::fresh : State::stale;
 }
 
 void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept {
@@ -73,18 +73,6 @@ bool NeighborTable::want_request(Ip4 ip, uint32_t now) noexcept {
     uint32_t last = s->requested.load(std::memory_order_relaxed);
     if (last != 0 && now - last < kRequestEvery) return false;
     return s->requested.compare_exchange_strong(last, now ? now : 1, std::memory_order_relaxed);
-}
-
-std::vector<NeighborTable::Entry> NeighborTable::dump() const {
-    std::vector<Entry> out;
-    for (uint32_t i = 0; i < kCapacity; ++i) {
-        const Slot& s = slots_[i];
-        uint32_t k = s.ip.load(std::memory_order_acquire);
-        if (!k) continue;
-        uint64_t v = s.mac.load(std::memory_order_acquire);
-        out.push_back(Entry{Ip4{k}, unpack(v), (v & kValid) != 0, s.learned.load(std::memory_order_relaxed)});
-    }
-    return out;
 }
 
 }  // namespace svcgate::dp

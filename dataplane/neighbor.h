@@ -4,13 +4,12 @@
 // Entries older than kStaleAfter are re-requested, not dropped: traffic keeps flowing while a
 // refresh is pending.
 //
-// Runs on: workers (lookup, learn, want_request), control thread (dump). Owns: its array.
+// Runs on: workers. Owns: its array.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include <rte_ether.h>
 
@@ -27,21 +26,15 @@ public:
 
     NeighborTable();
 
-    // The MAC for `ip` when known.
-    bool lookup(Ip4 ip, rte_ether_addr& mac) const noexcept;
+    enum class State : uint8_t { unknown, fresh, stale };
+    // The MAC for `ip` when known (fresh or stale); stale entries still forward while the caller
+    // asks want_request() whether to refresh them. One probe per packet.
+    State lookup(Ip4 ip, uint32_t now, rte_ether_addr& mac) const noexcept;
     // Record what an ARP packet told us.
     void learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept;
     // True when the caller should send an ARP request for `ip` now: the address is unknown or
     // stale and no request went out in the last kRequestEvery seconds (one worker wins).
     bool want_request(Ip4 ip, uint32_t now) noexcept;
-
-    struct Entry {
-        Ip4 ip;
-        rte_ether_addr mac;
-        bool valid;
-        uint32_t learned;  // seconds
-    };
-    std::vector<Entry> dump() const;
 
 private:
     struct alignas(32) Slot {

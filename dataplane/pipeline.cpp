@@ -27,7 +27,6 @@ struct Step {
 struct Decision {
     uint32_t set = 0;
     bool masq = false;
-    NoEndpoints none = NoEndpoints::reject;
 };
 
 Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, const FlowKey& k) noexcept {
@@ -36,19 +35,19 @@ Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, 
     if (role == AddrRole::cluster_ip) {
         // The internal chain's masquerade rule (daddr == ClusterIP): everything with
         // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
-        return {sp.internal_set, s.cluster.masquerade_all || (detector && !from_pod), sp.internal_none};
+        return {sp.internal_set, s.cluster.masquerade_all || (detector && !from_pod)};
     }
     if (!sp.external_local) {
         // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ.
-        return {sp.external_set, true, sp.external_none};
+        return {sp.external_set, true};
     }
     // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
     // gone out to the load balancer and come back: the Cluster set, source kept.
-    if (from_pod) return {sp.cluster_set, false, NoEndpoints::reject};
+    if (from_pod) return {sp.cluster_set, false};
     // The node itself (fib saddr type local): its source is a node address, so masquerade, and
     // use the Cluster set.
-    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, true, NoEndpoints::reject};
-    return {sp.external_set, false, sp.external_none};
+    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, true};
+    return {sp.external_set, false};
 }
 
 uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
@@ -131,7 +130,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     Decision d = decide(s, sp, role, m.key);
     const EndpointSet& set = s.sets[d.set];
     if (set.count == 0) {
-        if (d.none == NoEndpoints::drop) return {Verdict::drop, DropReason::no_local_endpoints};
+        if (sp.no_endpoints == NoEndpoints::drop) return {Verdict::drop, DropReason::no_local_endpoints};
         return {Verdict::reject, DropReason::reject_no_endpoints};
     }
 
@@ -188,8 +187,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     out = f.key[1].reversed();
     ep_out = f.gen == s.generation ? target_ep(f.target.load(std::memory_order_relaxed)) : PacketTrace::kNone;
     if (t) {
-        uint64_t tg = f.target.load(std::memory_order_relaxed);
-        t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
+        t->endpoint = ep_out;
         t->masquerade = f.flags & kFlowMasq;
         t->new_flow = r.status == InsertStatus::inserted;
     }
@@ -289,9 +287,8 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 ep_idx = target_ep(tg);
             }
             if (t) {
-                uint64_t tg = f.target.load(std::memory_order_relaxed);
                 t->svc = svc_idx;
-                t->endpoint = f.gen == s.generation ? target_ep(tg) : PacketTrace::kNone;
+                t->endpoint = ep_idx;
                 t->masquerade = f.flags & kFlowMasq;
             }
         } else {

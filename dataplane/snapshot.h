@@ -71,8 +71,10 @@ struct ServicePort {
     uint32_t internal_set = 0;   // cluster-IP traffic
     uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
     uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
-    NoEndpoints internal_none = NoEndpoints::reject;
-    NoEndpoints external_none = NoEndpoints::reject;
+    // When the set a packet may use is empty: drop if the Service has usable endpoints that the
+    // traffic policy rules out (kube-proxy's "no local endpoints"), reject if it has none at all.
+    // The short-circuit Cluster sets are empty only in the second case, so one value serves all.
+    NoEndpoints no_endpoints = NoEndpoints::reject;
 };
 
 // Flags of an address the gateway must know about, in local_addrs.

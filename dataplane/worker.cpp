@@ -1,18 +1,11 @@
 #include "worker.h"
 
-#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
 #include "local.h"
 
 namespace svcgate::dp {
-
-namespace {
-uint32_t seconds_now() noexcept {
-    return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1;  // never 0
-}
-}  // namespace
 
 Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, uint64_t seed)
     : shared_(shared), out_(shared.port_ids.size()) {
@@ -35,7 +28,7 @@ void Worker::run() noexcept {
     unsigned idle = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
-        ctx_.now = seconds_now();
+        ctx_.now = flow_clock_now();
         bool busy = false;
         for (const RxQueue& q : rx_) {
             const uint16_t n = rte_eth_rx_burst(shared_.port_ids[q.port], q.queue, pkts, kBurst);
@@ -85,15 +78,20 @@ void Worker::dispatch(rte_mbuf* m, uint16_t in_port, const PacketResult& r) noex
 
 void Worker::send_l3(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept {
     rte_ether_addr mac;
-    if (!shared_.neighbors.lookup(hop, mac)) {
+    const NeighborTable::State ns = shared_.neighbors.lookup(hop, ctx_.now, mac);
+    if (ns == NeighborTable::State::unknown) {
         hold(m, port, hop);
         return;
     }
+    send_to(m, port, mac);
+    if (ns == NeighborTable::State::stale && shared_.neighbors.want_request(hop, ctx_.now)) request(port, hop);
+}
+
+void Worker::send_to(rte_mbuf* m, uint16_t port, const rte_ether_addr& mac) noexcept {
     auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
     eth->dst_addr = mac;
     eth->src_addr = shared_.port_macs[port];
     queue(port, m);
-    if (shared_.neighbors.want_request(hop, ctx_.now)) request(port, hop);  // stale: refresh
 }
 
 void Worker::queue(uint16_t port, rte_mbuf* m) noexcept {
@@ -130,11 +128,8 @@ void Worker::retry_held() noexcept {
     for (unsigned i = 0; i < n_held_; ++i) {
         Held h = held_[i];
         rte_ether_addr mac;
-        if (shared_.neighbors.lookup(h.hop, mac)) {
-            auto* eth = rte_pktmbuf_mtod(h.m, rte_ether_hdr*);
-            eth->dst_addr = mac;
-            eth->src_addr = shared_.port_macs[h.port];
-            queue(h.port, h.m);
+        if (shared_.neighbors.lookup(h.hop, ctx_.now, mac) != NeighborTable::State::unknown) {
+            send_to(h.m, h.port, mac);
         } else if (ctx_.now - h.since >= kHoldSeconds) {
             drop(h.m, DropReason::neighbor_unresolved);
         } else {

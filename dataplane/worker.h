@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <rte_cycles.h>
 #include <rte_ether.h>
 #include <rte_mempool.h>
 #include <rte_rcu_qsbr.h>
@@ -21,6 +22,12 @@
 #include "pipeline.h"
 
 namespace svcgate::dp {
+
+// The flow table's clock (WorkerCtx::now): whole seconds of the TSC, never 0. The control thread
+// reads it too, to show how long a flow has been idle.
+inline uint32_t flow_clock_now() noexcept {
+    return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1;
+}
 
 struct WorkerShared {
     std::atomic<const ServiceSnapshot*> snapshot{nullptr};
@@ -71,6 +78,7 @@ private:
     void run() noexcept;
     void dispatch(rte_mbuf* m, uint16_t in_port, const PacketResult& r) noexcept;
     void send_l3(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept;
+    void send_to(rte_mbuf* m, uint16_t port, const rte_ether_addr& mac) noexcept;
     void queue(uint16_t port, rte_mbuf* m) noexcept;
     void flush() noexcept;
     void hold(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept;

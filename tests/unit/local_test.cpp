@@ -1,0 +1,136 @@
+// The gateway's own addresses: ARP answered (and learned from) and ping answered in place; the
+// neighbor cache's freshness and request pacing.
+#include <cstring>
+
+#include <rte_arp.h>
+#include <rte_icmp.h>
+#include <rte_ip.h>
+
+#include <gtest/gtest.h>
+
+#include "checksum.h"
+#include "local.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+const std::string kConfig = R"(
+dataplane:
+  ports: [{name: ext, addresses: [192.168.67.8/24]}]
+cluster:
+  node_ips: [192.168.67.8]
+services:
+  - name: default/web
+    type: LoadBalancer
+    cluster_ip: 10.96.0.1
+    load_balancer_ips: [198.51.100.7]
+    ports: [{port: 80}]
+    endpoints: [10.244.2.4]
+)";
+
+constexpr rte_ether_addr kPortMac = {{0x02, 0, 0, 0, 0, 0xaa}};
+constexpr rte_ether_addr kPeerMac = {{0x02, 0, 0, 0, 0, 0xbb}};
+
+rte_mbuf* mbuf_of(const std::vector<uint8_t>& frame) {
+    rte_mbuf* m = rte_pktmbuf_alloc(ctl::tool_mempool());
+    EXPECT_NE(m, nullptr);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+    return m;
+}
+
+std::vector<uint8_t> arp_request(Ip4 sender, Ip4 target) {
+    std::vector<uint8_t> f(sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr));
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
+    std::memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
+    eth->src_addr = kPeerMac;
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+    auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
+    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    a->arp_hlen = RTE_ETHER_ADDR_LEN;
+    a->arp_plen = 4;
+    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+    a->arp_data.arp_sha = kPeerMac;
+    a->arp_data.arp_sip = sender.be;
+    a->arp_data.arp_tip = target.be;
+    return f;
+}
+
+Ip4 addr(const char* s) { return *ctl::parse_ip4(s); }
+
+}  // namespace
+
+TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
+    test::ensure_eal();
+    auto t = test::tracer(kConfig);
+    NeighborTable nt;
+    for (const char* target : {"192.168.67.8", "10.96.0.1", "198.51.100.7"}) {
+        rte_mbuf* m = mbuf_of(arp_request(addr("192.168.67.100"), addr(target)));
+        ASSERT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::none) << target;
+        auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+        auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
+        EXPECT_EQ(a->arp_opcode, rte_cpu_to_be_16(RTE_ARP_OP_REPLY));
+        EXPECT_EQ(a->arp_data.arp_sip, addr(target).be);
+        EXPECT_EQ(a->arp_data.arp_tip, addr("192.168.67.100").be);
+        EXPECT_TRUE(rte_is_same_ether_addr(&a->arp_data.arp_sha, &kPortMac));
+        EXPECT_TRUE(rte_is_same_ether_addr(&eth->dst_addr, &kPeerMac));
+        EXPECT_TRUE(rte_is_same_ether_addr(&eth->src_addr, &kPortMac));
+        rte_pktmbuf_free(m);
+    }
+    rte_ether_addr mac;
+    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 100, mac), NeighborTable::State::fresh) << "the sender was learned";
+    EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac));
+
+    // An address the gateway does not own: learned from, not answered.
+    rte_mbuf* m = mbuf_of(arp_request(addr("192.168.67.101"), addr("192.168.67.50")));
+    EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
+    EXPECT_EQ(nt.lookup(addr("192.168.67.101"), 100, mac), NeighborTable::State::fresh);
+    rte_pktmbuf_free(m);
+}
+
+TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
+    test::ensure_eal();
+    auto t = test::tracer(kConfig);
+    NeighborTable nt;
+    auto spec = ctl::parse_packet_spec("icmp 192.168.67.100 > 192.168.67.8 len=56");
+    rte_mbuf* m = mbuf_of(ctl::build_frame(spec));
+    ASSERT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::none);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    auto* iph = reinterpret_cast<rte_ipv4_hdr*>(f + sizeof(rte_ether_hdr));
+    auto* icmp = reinterpret_cast<rte_icmp_hdr*>(iph + 1);
+    EXPECT_EQ(icmp->icmp_type, RTE_IP_ICMP_ECHO_REPLY);
+    EXPECT_EQ(iph->src_addr, addr("192.168.67.8").be);
+    EXPECT_EQ(iph->dst_addr, addr("192.168.67.100").be);
+    EXPECT_EQ(inet_csum(iph, sizeof(rte_ipv4_hdr)), 0) << "IP header checksum";
+    EXPECT_EQ(inet_csum(icmp, sizeof(rte_icmp_hdr) + 56), 0) << "ICMP checksum";
+    rte_pktmbuf_free(m);
+
+    // Not ours, or not an echo request: not answered.
+    m = mbuf_of(ctl::build_frame(ctl::parse_packet_spec("icmp 192.168.67.100 > 192.168.67.9")));
+    EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
+    rte_pktmbuf_free(m);
+    m = mbuf_of(ctl::build_frame(ctl::parse_packet_spec("tcp 192.168.67.100:1000 > 192.168.67.8:22 [S]")));
+    EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
+    rte_pktmbuf_free(m);
+}
+
+TEST(Neighbor, FreshStaleAndOneRequestPerSecond) {
+    NeighborTable nt;
+    const Ip4 a = addr("10.192.0.3");
+    rte_ether_addr mac;
+    EXPECT_EQ(nt.lookup(a, 100, mac), NeighborTable::State::unknown);
+    EXPECT_TRUE(nt.want_request(a, 100)) << "unknown: ask";
+    EXPECT_FALSE(nt.want_request(a, 100)) << "asked this second already";
+    EXPECT_TRUE(nt.want_request(a, 101));
+    nt.learn(a, kPeerMac, 101);
+    EXPECT_EQ(nt.lookup(a, 101, mac), NeighborTable::State::fresh);
+    EXPECT_FALSE(nt.want_request(a, 102)) << "fresh: no request";
+    const uint32_t later = 101 + NeighborTable::kStaleAfter;
+    EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::stale) << "stale entries still forward";
+    EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac));
+    EXPECT_TRUE(nt.want_request(a, later)) << "stale: refresh";
+    EXPECT_EQ(nt.lookup(Ip4{}, 100, mac), NeighborTable::State::unknown) << "0.0.0.0 is never a neighbor";
+}
