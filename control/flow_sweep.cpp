@@ -35,9 +35,7 @@ SweepResult sweep_removed_endpoints(FlowTable& flows, const ServiceSnapshot& fre
         ++r.scanned;
         // key[1] is the reply tuple: its source is the endpoint.
         if (alive.count(Key{f.svc_id, f.key[1].src.be, f.key[1].sport})) continue;
-        uint8_t st = f.state.load(std::memory_order_relaxed);
-        if (st & kStateGone) continue;
-        f.state.fetch_or(kStateGone, std::memory_order_relaxed);
+        if (f.state.fetch_or(kStateGone, std::memory_order_relaxed) & kStateGone) continue;  // marked before
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
             ++r.tcp_closed;
         } else {

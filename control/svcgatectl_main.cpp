@@ -1,5 +1,5 @@
-// svcgatectl: the operator's command line. `trace` runs packets through the real pipeline
-// offline; the commands that talk to a running svcgate arrive with the daemon.
+// svcgatectl: the operator's command line. status/services/endpoints/flows/stats/reload talk to a
+// running svcgate over its control socket; `trace` runs packets through the real pipeline offline.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>

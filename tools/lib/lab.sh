@@ -118,7 +118,7 @@ lab_start_apps() {
     # An HTTP server per test pod that answers with its pod name; coredns is dnsmasq.
     for pod in test-pod-1 test-pod-2 test-pod-3; do
         local ip
-        ip=$(POD_QUERY=$pod lab_pod_ip)
+        ip=$(lab_pod_ip "$pod")
         ip netns exec "$pod" /usr/bin/python3 "$LAB_SRC/tools/lib/podserver.py" "$pod" "$ip" 80 \
             >"$LAB_RUN/$pod.log" 2>&1 &
         echo $! > "$LAB_RUN/$pod.pid"
@@ -132,7 +132,7 @@ lab_start_apps() {
     for pod in test-pod-1 test-pod-2 test-pod-3; do
         local ok=0
         for _ in $(seq 1 50); do
-            if ip netns exec "$pod" curl -s -m 1 -o /dev/null "http://$(POD_QUERY=$pod lab_pod_ip)/"; then ok=1; break; fi
+            if ip netns exec "$pod" curl -s -m 1 -o /dev/null "http://$(lab_pod_ip "$pod")/"; then ok=1; break; fi
             sleep 0.1
         done
         [ $ok = 1 ] || { echo "lab: the server in $pod did not start" >&2; return 1; }
@@ -140,10 +140,10 @@ lab_start_apps() {
 }
 
 lab_pod_ip() {  # pod name -> its address
-    local p
+    local want=$1 p
     for p in "${LAB_PODS[@]}"; do
         set -- $p
-        if [ "$1" = "$POD_QUERY" ]; then echo "$3"; return 0; fi
+        if [ "$1" = "$want" ]; then echo "$3"; return 0; fi
     done
     return 1
 }
