@@ -41,22 +41,11 @@ rte_mbuf* mbuf_of(const std::vector<uint8_t>& frame) {
     return m;
 }
 
-std::vector<uint8_t> arp_request(Ip4 sender, Ip4 target) {
-    std::vector<uint8_t> f(sizeof(rte_ether_hdr) + sizeof(rte_arp_hdr));
-    auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
-    std::memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
-    eth->src_addr = kPeerMac;
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
-    auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
-    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    a->arp_hlen = RTE_ETHER_ADDR_LEN;
-    a->arp_plen = 4;
-    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
-    a->arp_data.arp_sha = kPeerMac;
-    a->arp_data.arp_sip = sender.be;
-    a->arp_data.arp_tip = target.be;
-    return f;
+// A peer's ARP request, as the gateway itself would build one.
+rte_mbuf* arp_request(Ip4 sender, Ip4 target) {
+    rte_mbuf* m = rte_pktmbuf_alloc(ctl::tool_mempool());
+    EXPECT_TRUE(m && build_arp_request(m, kPeerMac, sender, target));
+    return m;
 }
 
 Ip4 addr(const char* s) { return *ctl::parse_ip4(s); }
@@ -68,7 +57,7 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
     auto t = test::tracer(kConfig);
     NeighborTable nt;
     for (const char* target : {"192.168.67.8", "10.96.0.1", "198.51.100.7"}) {
-        rte_mbuf* m = mbuf_of(arp_request(addr("192.168.67.100"), addr(target)));
+        rte_mbuf* m = arp_request(addr("192.168.67.100"), addr(target));
         ASSERT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::none) << target;
         auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
         auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
@@ -85,7 +74,7 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
     EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac));
 
     // An address the gateway does not own: learned from, not answered.
-    rte_mbuf* m = mbuf_of(arp_request(addr("192.168.67.101"), addr("192.168.67.50")));
+    rte_mbuf* m = arp_request(addr("192.168.67.101"), addr("192.168.67.50"));
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
     EXPECT_EQ(nt.lookup(addr("192.168.67.101"), 100, mac), NeighborTable::State::fresh);
     rte_pktmbuf_free(m);
