@@ -1,5 +1,6 @@
 #include "snapshot_builder.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -20,9 +21,12 @@ struct Builder {
     ServiceSnapshot& s;
     const ServiceSnapshot* prev;
     std::vector<ConfigIssue> errors;
-    // Which service port took each VIP key, for duplicate reports: (service, port) indices into
-    // cfg.services; named only when an error is reported.
-    std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> vip_owner;
+    // Where each snapshot service port came from, (service, port) indices into cfg.services: a
+    // duplicate VIP names the port that took it first.
+    std::vector<std::pair<uint32_t, uint32_t>> origin;
+    // Scratch reused for every service port.
+    std::vector<uint64_t> seen, ids;
+    std::vector<uint32_t> cluster, local;
 
     void error(const Mark& m, std::string path, std::string msg) {
         errors.push_back(ConfigIssue{m, std::move(path), std::move(msg)});
@@ -32,7 +36,7 @@ struct Builder {
         EndpointSet set{.first = static_cast<uint32_t>(s.members.size()), .count = static_cast<uint32_t>(eps.size())};
         s.members.insert(s.members.end(), eps.begin(), eps.end());
         if (scheduler_uses_ring(sch) && !eps.empty()) {
-            std::vector<uint64_t> ids;
+            ids.clear();
             for (uint32_t e : eps) ids.push_back(affinity_target(s.endpoints[e].ip, s.endpoints[e].port));
             auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
             set.ring_off = static_cast<uint32_t>(s.rings.size());
@@ -56,14 +60,10 @@ struct Builder {
     // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
     template <typename What>
     void add_vip(uint64_t key, uint32_t value, size_t si, size_t pi, const char* field, What&& what) {
-        const auto owner = std::pair{static_cast<uint32_t>(si), static_cast<uint32_t>(pi)};
-        if (s.vips.insert(key, value)) {
-            vip_owner.emplace(key, owner);
-            return;
-        }
+        if (s.vips.insert(key, value)) return;
         const ServicePortConfig& pc = cfg.services[si].ports[pi];
         error(pc.mark, port_path(pc, si, pi) + field,
-              fmt::format("{} is already used by {}", what(), owner_name(vip_owner.at(key))));
+              fmt::format("{} is already used by {}", what(), owner_name(origin[s.vips.find(key) >> 2])));
     }
 
     void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
@@ -94,13 +94,13 @@ struct Builder {
         // Endpoints: every group (EndpointSlice) port with this port's name and protocol;
         // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
         sp.ep_first = static_cast<uint32_t>(s.endpoints.size());
-        std::map<uint64_t, bool> seen;
+        seen.clear();
         for (const EndpointGroup& g : sc.groups) {
             for (const EndpointGroup::Port& gp : g.ports) {
                 if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
                 for (const EndpointConfig& e : g.endpoints) {
                     Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0, .node = e.node};
-                    if (seen.emplace(affinity_target(ep.ip, ep.port), true).second == false) continue;
+                    seen.push_back(affinity_target(ep.ip, ep.port));
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
                               (e.terminating ? kTerminating : 0) |
                               (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
@@ -108,26 +108,30 @@ struct Builder {
                 }
             }
         }
+        drop_duplicate_endpoints(sp.ep_first);
         sp.ep_count = static_cast<uint32_t>(s.endpoints.size()) - sp.ep_first;
 
         // CategorizeEndpoints.
-        auto pick = [&](auto&& pred) {
-            std::vector<uint32_t> v;
+        auto pick = [&](std::vector<uint32_t>& v, auto&& pred) {
+            v.clear();
             for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
                 if (pred(s.endpoints[i].cond)) v.push_back(i);
-            return v;
         };
         auto ready = [](uint8_t c) { return (c & kReady) != 0; };
         auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
-        auto cluster = pick(ready);
-        if (cluster.empty()) cluster = pick(serving_term);
-        auto local = pick([&](uint8_t c) { return ready(c) && (c & kLocal); });
-        if (local.empty()) local = pick([&](uint8_t c) { return serving_term(c) && (c & kLocal); });
-        const bool has_any = !pick([&](uint8_t c) { return ready(c) || serving_term(c); }).empty();
+        pick(cluster, ready);
+        if (cluster.empty()) pick(cluster, serving_term);
+        bool has_any = false;
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+            has_any = has_any || ready(s.endpoints[i].cond) || serving_term(s.endpoints[i].cond);
 
         sp.cluster_set = add_set(cluster, sp.scheduler);
         // Most Services use no Local policy: skip the set (and its Maglev table) for them.
         const bool uses_local = sp.internal_local || sp.external_local;
+        if (uses_local) {
+            pick(local, [&](uint8_t c) { return ready(c) && (c & kLocal); });
+            if (local.empty()) pick(local, [&](uint8_t c) { return serving_term(c) && (c & kLocal); });
+        }
         const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
@@ -153,6 +157,29 @@ struct Builder {
                     [&] { return fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)); });
         }
         s.services.push_back(std::move(sp));
+        origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
+    }
+
+    // Endpoints from s.endpoints[first] on, keyed by seen[]: duplicates across slices count once
+    // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
+    void drop_duplicate_endpoints(uint32_t first) {
+        const size_t n = seen.size();
+        if (n < 2) return;
+        bool dup = false;  // the usual answer is no
+        if (n <= 16) {
+            for (size_t i = 1; i < n && !dup; ++i)
+                for (size_t j = 0; j < i && !dup; ++j) dup = seen[i] == seen[j];
+        } else {
+            ids.assign(seen.begin(), seen.end());
+            std::sort(ids.begin(), ids.end());
+            dup = std::adjacent_find(ids.begin(), ids.end()) != ids.end();
+        }
+        if (!dup) return;
+        std::unordered_map<uint64_t, bool> kept;
+        size_t out = first;
+        for (size_t i = 0; i < n; ++i)
+            if (kept.emplace(seen[i], true).second) s.endpoints[out++] = std::move(s.endpoints[first + i]);
+        s.endpoints.resize(out);
     }
 
     void ports_and_routes() {

@@ -244,30 +244,30 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
 }
 
 // The compact `services:` form.
-void read_service(Reader& r, const ytree::Node& n, const std::string& path, Config& cfg) {
+void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
     if (!r.map(n, path, {"name", "type", "cluster_ip", "external_ips", "load_balancer_ips",
                          "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
                          "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
                          "endpoints"}))
         return;
     ServiceConfig s{.mark = r.mark(n)};
-    if (!n["name"]) {
+    if (const ytree::Node name = n["name"]; !name) {
         r.error(n, path, "a service needs a name (namespace/name)");
-    } else if (auto nm = r.str(n["name"], {path, ".name"})) {
+    } else if (auto nm = r.view(name, {path, ".name"})) {
         auto slash = nm->find('/');
         if (slash == std::string::npos || slash == 0 || slash + 1 == nm->size())
-            r.error(n["name"], path + ".name", fmt::format("\"{}\" is not namespace/name", *nm));
+            r.error(name, {path, ".name"}, fmt::format("\"{}\" is not namespace/name", *nm));
         else
             s.ns = nm->substr(0, slash), s.name = nm->substr(slash + 1);
     }
-    if (n["type"]) {
-        auto t = r.str(n["type"], {path, ".type"}).value_or("");
+    if (const ytree::Node type = n["type"]) {
+        auto t = r.view(type, {path, ".type"}).value_or("");
         if (t == "ClusterIP") s.type = ServiceType::cluster_ip;
         else if (t == "NodePort") s.type = ServiceType::node_port;
         else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
-        else r.error(n["type"], path + ".type", fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
+        else r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
     }
-    if (n["cluster_ip"]) s.cluster_ip = r.ip(n["cluster_ip"], {path, ".cluster_ip"});
+    if (const ytree::Node ip = n["cluster_ip"]) s.cluster_ip = r.ip(ip, {path, ".cluster_ip"});
     else r.error(n, path, "a service needs a cluster_ip");
     s.external_ips = r.ips(n["external_ips"], {path, ".external_ips"});
     s.lb_ips = r.ips(n["load_balancer_ips"], {path, ".load_balancer_ips"});
@@ -275,34 +275,36 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
     s.scheduler = r.scheduler(n["scheduler"], {path, ".scheduler"}).value_or(dp::Scheduler::random);
     if (r.client_ip_affinity(n["session_affinity"], {path, ".session_affinity"})) {
         s.affinity_timeout = kDefaultAffinityTimeout;
-        if (n["session_affinity_timeout"])
-            if (auto v = r.uint<uint32_t>(n["session_affinity_timeout"], path + ".session_affinity_timeout", 1, 86400))
-                s.affinity_timeout = *v;
+        if (const ytree::Node t = n["session_affinity_timeout"])
+            if (auto v = r.uint<uint32_t>(t, {path, ".session_affinity_timeout"}, 1, 86400)) s.affinity_timeout = *v;
     }
     s.external_local = r.local_policy(n["external_traffic_policy"], {path, ".external_traffic_policy"});
     s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
 
     EndpointGroup g;
-    if (n["ports"] && r.seq(n["ports"], {path, ".ports"})) {
-        for (size_t i = 0; i < n["ports"].size(); ++i) {
-            const ytree::Node p = n["ports"][i];
-            std::string pp = fmt::format("{}.ports[{}]", path, i);
+    if (const ytree::Node ports = n["ports"]; ports && r.seq(ports, {path, ".ports"})) {
+        const Path ports_path(path, ".ports");
+        for (size_t i = 0; i < ports.size(); ++i) {
+            const ytree::Node p = ports[i];
+            const Path pp(ports_path, i);
             if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
             ServicePortConfig sp{.mark = r.mark(p)};
-            if (p["name"]) sp.name = r.str(p["name"], {pp, ".name"}).value_or("");
+            if (const ytree::Node v = p["name"]) sp.name = r.view(v, {pp, ".name"}).value_or("");
             sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
-            if (!p["port"]) r.error(p, pp, "a service port needs port");
-            else sp.port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535).value_or(0);
+            if (const ytree::Node v = p["port"]) sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
+            else r.error(p, pp, "a service port needs port");
             sp.target_port = sp.port;
-            if (p["target_port"]) sp.target_port = r.uint<uint16_t>(p["target_port"], pp + ".target_port", 1, 65535);
-            if (p["node_port"]) sp.node_port = r.uint<uint16_t>(p["node_port"], pp + ".node_port", 1, 65535).value_or(0);
+            if (const ytree::Node v = p["target_port"]) sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
+            if (const ytree::Node v = p["node_port"]) sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
             g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
             s.ports.push_back(std::move(sp));
         }
     }
-    if (const Path eps_path(path, ".endpoints"); n["endpoints"] && r.seq(n["endpoints"], eps_path)) {
-        for (size_t i = 0; i < n["endpoints"].size(); ++i) {
-            const ytree::Node e = n["endpoints"][i];
+    if (const ytree::Node eps = n["endpoints"]; eps && r.seq(eps, {path, ".endpoints"})) {
+        const Path eps_path(path, ".endpoints");
+        g.endpoints.reserve(eps.size());
+        for (size_t i = 0; i < eps.size(); ++i) {
+            const ytree::Node e = eps[i];
             const Path ep(eps_path, i);
             EndpointConfig ec{.mark = r.mark(e)};
             if (e.IsScalar()) {  // a bare address
@@ -310,15 +312,16 @@ void read_service(Reader& r, const ytree::Node& n, const std::string& path, Conf
                 continue;
             }
             if (!r.map(e, ep, {"ip", "node", "ready", "serving", "terminating"})) continue;
-            if (!e["ip"]) {
+            const ytree::Node ip = e["ip"];
+            if (!ip) {
                 r.error(e, ep, "an endpoint needs ip");
                 continue;
             }
-            auto a = r.ip(e["ip"], {ep, ".ip"});
-            if (e["node"]) ec.node = r.str(e["node"], {ep, ".node"}).value_or("");
-            if (e["ready"]) ec.ready = r.boolean(e["ready"], {ep, ".ready"}).value_or(true);
-            if (e["serving"]) ec.serving = r.boolean(e["serving"], {ep, ".serving"}).value_or(true);
-            if (e["terminating"]) ec.terminating = r.boolean(e["terminating"], {ep, ".terminating"}).value_or(false);
+            auto a = r.ip(ip, {ep, ".ip"});
+            if (const ytree::Node v = e["node"]) ec.node = r.view(v, {ep, ".node"}).value_or("");
+            if (const ytree::Node v = e["ready"]) ec.ready = r.boolean(v, {ep, ".ready"}).value_or(true);
+            if (const ytree::Node v = e["serving"]) ec.serving = r.boolean(v, {ep, ".serving"}).value_or(true);
+            if (const ytree::Node v = e["terminating"]) ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
             if (a) ec.ip = *a, g.endpoints.push_back(ec);
         }
     }
@@ -338,8 +341,11 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     if (root["control"]) read_control(r, root["control"], cfg.control);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
     if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
-    if (const ytree::Node svcs = root["services"]; svcs && r.seq(svcs, "services"))
-        for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], fmt::format("services[{}]", i), cfg);
+    if (const ytree::Node svcs = root["services"]; svcs && r.seq(svcs, "services")) {
+        const Path services_path("services");
+        cfg.services.reserve(cfg.services.size() + svcs.size());
+        for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], Path(services_path, i), cfg);
+    }
     if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
         // Relative manifest paths are relative to the config file's directory.
         const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);

@@ -99,11 +99,16 @@ public:
         return {};
     }
     std::optional<std::string> str(const ytree::Node& n, const Path& path) {
+        auto v = view(n, path);
+        return v ? std::optional<std::string>(*v) : std::nullopt;
+    }
+    // The scalar itself, valid while the tree lives: no copy.
+    std::optional<std::string_view> view(const ytree::Node& n, const Path& path) {
         if (!n.IsScalar()) {
             error(n, path, "expected a string");
             return std::nullopt;
         }
-        return n.Scalar();
+        return std::string_view(n.Scalar());
     }
     template <typename T>
     std::optional<T> uint(const ytree::Node& n, const Path& path, uint64_t lo, uint64_t hi) {
@@ -134,7 +139,7 @@ public:
         return std::nullopt;
     }
     std::optional<Ip4> ip(const ytree::Node& n, const Path& path) {
-        auto s = str(n, path);
+        auto s = view(n, path);
         if (!s) return std::nullopt;
         auto a = parse_ip4(*s);
         if (!a) error(n, path, fmt::format("\"{}\" is not an IPv4 address", *s));
@@ -155,7 +160,7 @@ public:
     // Kubernetes API default.
     std::optional<Proto> l4_proto(const ytree::Node& v, const Path& path) {
         if (!v || v.IsNull()) return Proto::tcp;
-        auto t = str(v, path);
+        auto t = view(v, path);
         if (!t) return std::nullopt;
         auto p = parse_proto(*t);
         if (!p || *p == Proto::icmp) {
@@ -166,7 +171,7 @@ public:
     }
     std::optional<dp::Scheduler> scheduler(const ytree::Node& v, const Path& path) {
         if (!v || v.IsNull()) return dp::Scheduler::random;
-        auto t = str(v, path);
+        auto t = view(v, path);
         if (!t) return std::nullopt;
         auto s = dp::scheduler_from_name(*t);
         if (!s) error(v, path, fmt::format("unknown scheduler \"{}\" (random, maglev, rr, lc, sh, dh, sed, nq)", *t));
@@ -202,7 +207,7 @@ private:
     // A two-valued string field: false for `off` (and when absent or null), true for `on`.
     bool one_of(const ytree::Node& v, const Path& path, const char* off, const char* on) {
         if (!v || v.IsNull()) return false;
-        auto t = str(v, path);
+        auto t = view(v, path);
         if (t && *t == on) return true;
         if (t && *t != off) error(v, path, fmt::format("\"{}\" is not {} or {}", *t, off, on));
         return false;

@@ -202,6 +202,42 @@ ports: [{name: '', port: 8080}]
     EXPECT_EQ(a->groups[0].ports[0].proto, dp::Proto::tcp) << "protocol defaults to TCP";
 }
 
+// kube-proxy keys endpoints by ip:port: one address in two slices (as during a slice split) is one
+// endpoint, with the conditions of the first slice that lists it.
+TEST(KubeObjects, AnEndpointInTwoSlicesCountsOnce) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(R"(apiVersion: v1
+kind: Service
+metadata: {name: a}
+spec: {clusterIP: 10.96.0.5, ports: [{name: '', port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+addressType: IPv4
+metadata: {name: a-1, labels: {kubernetes.io/service-name: a}}
+endpoints: [{addresses: [10.1.1.1]}, {addresses: [10.1.1.2], conditions: {ready: false}}]
+ports: [{name: '', port: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+addressType: IPv4
+metadata: {name: a-2, labels: {kubernetes.io/service-name: a}}
+endpoints: [{addresses: [10.1.1.2]}, {addresses: [10.1.1.3]}, {addresses: [10.1.1.1]}]
+ports: [{name: '', port: 8080}]
+)", errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    test::ensure_eal();
+    auto s = build_snapshot(c);
+    ASSERT_EQ(s->services.size(), 1u);
+    const dp::ServicePort& sp = s->services[0];
+    ASSERT_EQ(sp.ep_count, 3u);
+    EXPECT_EQ(s->endpoints[sp.ep_first].ip, *parse_ip4("10.1.1.1"));
+    EXPECT_EQ(s->endpoints[sp.ep_first + 1].ip, *parse_ip4("10.1.1.2"));
+    EXPECT_EQ(s->endpoints[sp.ep_first + 1].cond & dp::kReady, 0) << "the first slice's conditions";
+    EXPECT_EQ(s->endpoints[sp.ep_first + 2].ip, *parse_ip4("10.1.1.3"));
+    EXPECT_EQ(s->sets[sp.cluster_set].count, 2u);
+}
+
 TEST(KubeObjects, ErrorsNameTheManifestLineAndColumn) {
     std::vector<ConfigIssue> errors;
     load(R"(kind: List

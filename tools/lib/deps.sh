@@ -3,9 +3,10 @@ SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-
               libboost-program-options-dev libgtest-dev libbenchmark-dev python3 python3-yaml)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
 SVCGATE_LAB_DEPS=(iproute2 ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
+# install_deps [EXTRA-PACKAGE...]
 install_deps() {
     local missing=()
-    for p in "${SVCGATE_DEPS[@]}" "${SVCGATE_LAB_DEPS[@]}"; do
+    for p in "${SVCGATE_DEPS[@]}" "${SVCGATE_LAB_DEPS[@]}" "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
