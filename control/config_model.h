@@ -4,6 +4,7 @@
 // Runs on: the control thread, `svcgatectl`, `svcgate --check`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,11 +69,21 @@ struct RouteConfig {
     Mark mark;
 };
 
+// A neighbor whose MAC is configured, not learned (a next hop that does not answer ARP; a
+// benchmark port with nothing behind it).
+struct NeighborConfig {
+    Ip4 ip;
+    std::array<uint8_t, 6> mac{};
+    Mark mark;
+};
+
 struct DataplaneConfig {
     std::vector<std::string> eal;
     uint16_t workers = 1;
     std::vector<PortConfig> ports;
     std::vector<RouteConfig> routes;
+    std::vector<NeighborConfig> neighbors;
+    uint32_t mbufs = 0;  // the packet pool; 0 = what the ports and workers need
     uint32_t flow_capacity = 1u << 20;
     // Masquerade when client and endpoint are reached through the same next hop, so that the
     // reply comes back through the gateway. Off where the network already sends such replies

@@ -178,6 +178,19 @@ void print_summary(DaemonState& st) {
 // table's size, the control endpoints) is taken from the running config, before the snapshot is
 // built from it: the snapshot's port indices and per-worker counters must match what runs.
 // Returns the names of the fields that changed (they take a restart).
+// Configured neighbors into the ARP cache; those the new config dropped are learned again.
+void pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next, const std::vector<NeighborConfig>* old) {
+    if (old)
+        for (const NeighborConfig& o : *old)
+            if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; }))
+                nt.unpin(o.ip);
+    for (const NeighborConfig& n : next) {
+        rte_ether_addr mac;
+        std::copy(n.mac.begin(), n.mac.end(), mac.addr_bytes);
+        if (!nt.pin(n.ip, mac)) log(fmt::format("neighbor {}: the ARP cache has no room", format_ip4(n.ip)));
+    }
+}
+
 std::string keep_running_settings(Config& next, const Config& running) {
     std::string changed;
     auto keep = [&](auto& field, const auto& value, const char* what) {
@@ -190,6 +203,7 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.eal, r.eal, "dataplane.eal");
     keep(d.workers, r.workers, "dataplane.workers");
     keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
+    keep(d.mbufs, r.mbufs, "dataplane.mbufs");
     // A port's addresses may change; the list of ports (names, devices) may not.
     bool same_ports = d.ports.size() == r.ports.size();
     for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
@@ -229,6 +243,7 @@ std::string reload(DaemonState& st, const std::string& trigger) {
         st.shared->snapshot.store(fresh.get(), std::memory_order_release);
         rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
         carry_counters(st);
+        pin_neighbors(st.shared->neighbors, next.dataplane.neighbors, &st.cfg.dataplane.neighbors);
         st.snap = std::move(fresh);
         st.cfg = std::move(next);
         ++st.generation;
@@ -381,8 +396,9 @@ int run_daemon(const DaemonOptions& opts) {
     // One mempool: every descriptor, every worker's bursts and held packets, and slack.
     const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
     const uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) + dpc.workers * (Worker::kHold + 4 * kBurst) + 4096;
-    uint32_t n_mbufs = 1;
+    uint32_t n_mbufs = 1;  // 2^n - 1 mbufs suit the pool's ring best
     while (n_mbufs < need) n_mbufs <<= 1;
+    if (dpc.mbufs >= n_mbufs) n_mbufs = dpc.mbufs + 1;  // as configured, when more
     rte_mempool* pool = rte_pktmbuf_pool_create("svcgate_mbufs", n_mbufs - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                                 static_cast<int>(rte_socket_id()));
     if (!pool) return fail(fmt::format("mempool of {} mbufs: {}", n_mbufs - 1, rte_strerror(rte_errno)));
@@ -390,6 +406,7 @@ int run_daemon(const DaemonOptions& opts) {
     st.shared = std::make_unique<WorkerShared>();
     WorkerShared& shared = *st.shared;
     shared.pool = pool;
+    pin_neighbors(shared.neighbors, dpc.neighbors, nullptr);
     st.ports.resize(nports);
     shared.port_macs.resize(nports);
     for (uint32_t p = 0; p < nports; ++p) {

@@ -207,6 +207,14 @@ struct Builder {
                 error(rc.mark, fmt::format("dataplane.routes[{}].via", i),
                       fmt::format("{} is not on the subnet of any port", format_ip4(rc.via)));
         }
+        for (size_t i = 0; i < cfg.dataplane.neighbors.size(); ++i) {
+            const NeighborConfig& nc = cfg.dataplane.neighbors[i];
+            bool found = false;
+            for (size_t c = 0; c < connected && !found; ++c) found = routes[c].prefix.contains(nc.ip);
+            if (!found)
+                error(nc.mark, fmt::format("dataplane.neighbors[{}].ip", i),
+                      fmt::format("{} is not on the subnet of any port", format_ip4(nc.ip)));
+        }
         if (routes.empty()) return;
         if (prev && prev->routes && prev->routes->same_routes(routes)) {
             s.routes = prev->routes;

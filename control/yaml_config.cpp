@@ -34,6 +34,18 @@ std::string join_issues(const std::vector<ConfigIssue>& v) {
 ConfigError::ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w)
     : std::runtime_error(join_issues(v)), issues(std::move(v)), warnings(std::move(w)) {}
 
+std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view s) {
+    std::array<uint8_t, 6> m{};
+    if (s.size() != 17) return std::nullopt;
+    for (size_t i = 0; i < 6; ++i) {
+        const char* p = s.data() + 3 * i;
+        if (i > 0 && p[-1] != ':' && p[-1] != '-') return std::nullopt;
+        auto [q, ec] = std::from_chars(p, p + 2, m[i], 16);
+        if (ec != std::errc{} || q != p + 2) return std::nullopt;
+    }
+    return m;
+}
+
 std::optional<Ip4> parse_ip4(std::string_view s) {
     uint32_t v = 0;
     int parts = 0;
@@ -102,7 +114,11 @@ std::string proto_name(Proto p, bool lowercase) {
 namespace {
 
 void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
-    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "flow_table", "one_arm_masquerade"})) return;
+    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "neighbors", "mbufs", "flow_table",
+                                "one_arm_masquerade"}))
+        return;
+    if (const ytree::Node v = n["mbufs"])
+        if (auto m = r.uint<uint32_t>(v, "dataplane.mbufs", 1024, 1u << 26)) d.mbufs = *m;
     if (n["one_arm_masquerade"])
         if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
@@ -137,6 +153,24 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             auto pre = r.cidr(p["prefix"], {path, ".prefix"});
             auto via = r.ip(p["via"], {path, ".via"});
             if (pre && via) d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
+        }
+    }
+    if (const ytree::Node nb = n["neighbors"]; nb && r.seq(nb, "dataplane.neighbors")) {
+        const Path list("dataplane.neighbors");
+        for (size_t i = 0; i < nb.size(); ++i) {
+            const Path path(list, i);
+            const ytree::Node e = nb[i];
+            if (!r.map(e, path, {"ip", "mac"})) continue;
+            if (!e["ip"] || !e["mac"]) {
+                r.error(e, path, "a neighbor needs ip and mac");
+                continue;
+            }
+            auto ip = r.ip(e["ip"], {path, ".ip"});
+            auto text = r.view(e["mac"], {path, ".mac"});
+            if (!text) continue;
+            auto mac = parse_mac(*text);
+            if (!mac) r.error(e["mac"], {path, ".mac"}, fmt::format("\"{}\" is not a MAC address (02:00:00:00:00:01)", *text));
+            if (ip && mac) d.neighbors.push_back(NeighborConfig{*ip, *mac, r.mark(e)});
         }
     }
     if (const ytree::Node ft = n["flow_table"]) {

@@ -21,6 +21,8 @@ std::string format_ip4(Ip4 a);
 std::string format_cidr4(const Cidr4& c);
 // TCP, UDP, SCTP, ICMP in any case; names in Kubernetes' spelling, or tcpdump's (lowercase).
 std::optional<Proto> parse_proto(std::string_view s);
+// "02:00:5e:00:00:01" (six hex pairs, ':' or '-').
+std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view s);
 std::string proto_name(Proto p, bool lowercase = false);
 
 }  // namespace svcgate::ctl

@@ -8,6 +8,7 @@ namespace svcgate::dp {
 
 namespace {
 constexpr uint64_t kValid = uint64_t{1} << 63;
+constexpr uint64_t kPinned = uint64_t{1} << 62;
 
 uint64_t pack(const rte_ether_addr& m) noexcept {
     uint64_t v = 0;
@@ -54,6 +55,7 @@ NeighborTable::State NeighborTable::lookup(Ip4 ip, uint32_t now, rte_ether_addr&
     uint64_t v = s->mac.load(std::memory_order_acquire);
     if (!(v & kValid)) return State::unknown;
     mac = unpack(v);
+    if (v & kPinned) return State::fresh;
     return now - s->learned.load(std::memory_order_relaxed) < kStaleAfter ? State::fresh : State::stale;
 }
 
@@ -61,18 +63,39 @@ void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexc
     Slot* s = claim(ip);
     if (!s) return;
     const uint64_t v = pack(mac);
-    if (s->mac.load(std::memory_order_relaxed) != v) s->mac.store(v, std::memory_order_release);
+    const uint64_t old = s->mac.load(std::memory_order_relaxed);
+    if (old & kPinned) return;
+    if (old != v) s->mac.store(v, std::memory_order_release);
     if (s->learned.load(std::memory_order_relaxed) != now) s->learned.store(now, std::memory_order_relaxed);
 }
 
 bool NeighborTable::want_request(Ip4 ip, uint32_t now) noexcept {
     Slot* s = claim(ip);
     if (!s) return false;
-    const bool valid = s->mac.load(std::memory_order_acquire) & kValid;
+    const uint64_t v = s->mac.load(std::memory_order_acquire);
+    if (v & kPinned) return false;
+    const bool valid = v & kValid;
     if (valid && now - s->learned.load(std::memory_order_relaxed) < kStaleAfter) return false;
     uint32_t last = s->requested.load(std::memory_order_relaxed);
     if (last != 0 && now - last < kRequestEvery) return false;
     return s->requested.compare_exchange_strong(last, now ? now : 1, std::memory_order_relaxed);
+}
+
+bool NeighborTable::pin(Ip4 ip, const rte_ether_addr& mac) noexcept {
+    Slot* s = claim(ip);
+    if (!s) return false;
+    s->mac.store(pack(mac) | kPinned, std::memory_order_release);
+    return true;
+}
+
+void NeighborTable::unpin(Ip4 ip) noexcept {
+    Slot* s = find(ip);
+    if (!s) return;
+    const uint64_t v = s->mac.load(std::memory_order_relaxed);
+    if (v & kPinned) {
+        s->learned.store(0, std::memory_order_relaxed);  // stale at once: the next packet asks
+        s->mac.store(v & ~kPinned, std::memory_order_release);
+    }
 }
 
 }  // namespace svcgate::dp

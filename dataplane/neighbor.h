@@ -35,6 +35,11 @@ public:
     // True when the caller should send an ARP request for `ip` now: the address is unknown or
     // stale and no request went out in the last kRequestEvery seconds (one worker wins).
     bool want_request(Ip4 ip, uint32_t now) noexcept;
+    // Control plane: a configured entry (`ip neigh ... nud permanent`): always fresh, never asked
+    // for, not changed by ARP. False when the table has no room for it. unpin() makes it an
+    // ordinary entry again, which goes stale and is refreshed.
+    bool pin(Ip4 ip, const rte_ether_addr& mac) noexcept;
+    void unpin(Ip4 ip) noexcept;
 
 private:
     struct alignas(32) Slot {

@@ -74,6 +74,33 @@ TEST(Config, RouteViaUnreachableAddress) {
     EXPECT_NE(e[0].message.find("not on the subnet of any port"), std::string::npos);
 }
 
+TEST(Config, StaticNeighborsAndMbufs) {
+    Config c = load_config_string(R"(dataplane:
+  mbufs: 200000
+  ports: [{name: a, addresses: [10.0.0.1/24]}]
+  neighbors: [{ip: 10.0.0.9, mac: "02:00:5e:0a:0B:ff"}]
+)", "t.yaml");
+    EXPECT_EQ(c.dataplane.mbufs, 200000u);
+    ASSERT_EQ(c.dataplane.neighbors.size(), 1u);
+    EXPECT_EQ(c.dataplane.neighbors[0].ip, *parse_ip4("10.0.0.9"));
+    EXPECT_EQ(c.dataplane.neighbors[0].mac, (std::array<uint8_t, 6>{0x02, 0x00, 0x5e, 0x0a, 0x0b, 0xff}));
+    auto e = errors_of(R"(dataplane:
+  ports: [{name: a, addresses: [10.0.0.1/24]}]
+  neighbors:
+    - {ip: 10.0.0.9, mac: 02:00:5e:0a:0b}
+    - {ip: 10.7.0.9, mac: 02:00:5e:0a:0b:01}
+)", true);
+    ASSERT_EQ(e.size(), 1u) << "the MAC error stops the load before the build";
+    EXPECT_EQ(e[0].str(), "t.yaml:4:27: dataplane.neighbors[0].mac: \"02:00:5e:0a:0b\" is not a MAC address (02:00:00:00:00:01)");
+    e = errors_of(R"(dataplane:
+  ports: [{name: a, addresses: [10.0.0.1/24]}]
+  neighbors:
+    - {ip: 10.7.0.9, mac: 02:00:5e:0a:0b:01}
+)", true);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].str(), "t.yaml:4:7: dataplane.neighbors[0].ip: 10.7.0.9 is not on the subnet of any port");
+}
+
 TEST(Config, UnknownFieldsAreWarningsAndSyntaxErrorsArePositioned) {
     Config c = load_config_string("cluster:\n  node_ipz: []\n", "t.yaml");
     ASSERT_EQ(c.warnings.size(), 1u);

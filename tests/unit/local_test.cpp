@@ -106,6 +106,26 @@ TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
     rte_pktmbuf_free(m);
 }
 
+TEST(Neighbor, PinnedEntriesStayFreshAndIgnoreArp) {
+    NeighborTable nt;
+    const Ip4 a = addr("10.192.0.3");
+    const rte_ether_addr other{{0x02, 0, 0, 0, 0, 0x77}};
+    rte_ether_addr mac;
+    ASSERT_TRUE(nt.pin(a, kPeerMac));
+    const uint32_t later = 100 + 10 * NeighborTable::kStaleAfter;
+    EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::fresh) << "a configured entry never ages";
+    EXPECT_FALSE(nt.want_request(a, later)) << "and is never asked for";
+    nt.learn(a, other, later);
+    nt.lookup(a, later, mac);
+    EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac)) << "ARP does not override it";
+    nt.unpin(a);
+    EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::stale) << "unpinned: refreshed at once";
+    EXPECT_TRUE(nt.want_request(a, later));
+    nt.learn(a, other, later);
+    EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::fresh);
+    EXPECT_TRUE(rte_is_same_ether_addr(&mac, &other)) << "learned again";
+}
+
 TEST(Neighbor, FreshStaleAndOneRequestPerSecond) {
     NeighborTable nt;
     const Ip4 a = addr("10.192.0.3");
