@@ -151,27 +151,33 @@ def cmd_iptables(a):
 
 
 def cmd_nft(a):
-    # kube-proxy's nftables proxier layout (pkg/proxy/nftables/proxier.go): the service-ips
-    # verdict map, a service chain with numgen random, an endpoint chain with dnat.
-    out = ["table ip kube-proxy {",
-           "  chain mark-for-masquerade { meta mark set meta mark or 0x4000 }",
-           "  map service-ips { type ipv4_addr . inet_proto . inet_service : verdict; }",
-           "  chain services { ip daddr . meta l4proto . th dport vmap @service-ips }",
-           "  chain nat-prerouting { type nat hook prerouting priority dstnat; policy accept; jump services }"]
+    # kube-proxy's nftables proxier layout (pkg/proxy/nftables/proxier.go), in the transaction
+    # form knftables writes: the service-ips verdict map, a service chain with numgen random, an
+    # endpoint chain with dnat.
+    t = "ip kube-proxy"
+    out = [f"add table {t}",
+           f"add chain {t} mark-for-masquerade",
+           f"add rule {t} mark-for-masquerade mark set mark or 0x4000",
+           f"add map {t} service-ips {{ type ipv4_addr . inet_proto . inet_service : verdict ; }}",
+           f"add chain {t} services",
+           f"add rule {t} services ip daddr . meta l4proto . th dport vmap @service-ips",
+           f"add chain {t} nat-prerouting {{ type nat hook prerouting priority -100 ; }}",
+           f"add rule {t} nat-prerouting jump services"]
     elems = []
     for i in range(a.services):
         svc = f"service-{i:08X}-b/s{i}/tcp/http"
-        eps = [ip(endpoint(i, k)) for k in range(3)]
-        for k, e in enumerate(eps):
-            out.append(f'  chain endpoint-{i:08X}{k}-b/s{i}/tcp/http__{e}/8080 {{ ip saddr {e} jump mark-for-masquerade; '
-                       f"meta l4proto tcp dnat to {e}:8080 }}")
-        vm = ", ".join(f"{k} : goto endpoint-{i:08X}{k}-b/s{i}/tcp/http__{e}/8080" for k, e in enumerate(eps))
-        out.append(f"  chain {svc} {{ ip daddr {ip(vip(i))} tcp dport 80 ip saddr != 10.128.0.0/10 "
-                   f"jump mark-for-masquerade; numgen random mod 3 vmap {{ {vm} }} }}")
+        eps = [(f"endpoint-{i:07X}{k}-b/s{i}/tcp/http__{ip(endpoint(i, k))}/8080", ip(endpoint(i, k))) for k in range(3)]
+        for chain, e in eps:
+            out += [f"add chain {t} {chain}",
+                    f"add rule {t} {chain} ip saddr {e} jump mark-for-masquerade",
+                    f"add rule {t} {chain} meta l4proto tcp dnat to {e}:8080"]
+        vm = ", ".join(f"{k} : goto {chain}" for k, (chain, _) in enumerate(eps))
+        out += [f"add chain {t} {svc}",
+                f"add rule {t} {svc} ip daddr {ip(vip(i))} tcp dport 80 ip saddr != 10.128.0.0/10 jump mark-for-masquerade",
+                f"add rule {t} {svc} numgen random mod 3 vmap {{ {vm} }}"]
         elems.append(f"{ip(vip(i))} . tcp . 80 : goto {svc}")
-    out.append("}")
     for c in range(0, len(elems), 1000):
-        out.append("add element ip kube-proxy service-ips { " + ", ".join(elems[c:c + 1000]) + " }")
+        out.append(f"add element {t} service-ips {{ " + ", ".join(elems[c:c + 1000]) + " }")
     with open(a.out, "w") as f:
         f.write("\n".join(out) + "\n")
 

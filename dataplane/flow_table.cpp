@@ -7,6 +7,9 @@
 #include <new>
 
 #include <sys/mman.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include <rte_hash_crc.h>
 #include <rte_pause.h>
@@ -28,7 +31,6 @@ T* alloc_zeroed(size_t n) noexcept {
 }
 
 constexpr uint32_t kSeed1 = 0x9747b28c;
-constexpr uint32_t kSeed2 = 0x2545f491;
 
 }  // namespace
 
@@ -90,9 +92,19 @@ FlowTable::Hash FlowTable::hash(const FlowKey& k) const noexcept {
     uint64_t a, b;
     std::memcpy(&a, &k, 8);
     std::memcpy(&b, reinterpret_cast<const uint8_t*>(&k) + 8, 8);
-    uint32_t h1 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed1));
-    uint32_t h2 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed2));
-    Hash h{.b1 = h1 & bucket_mask_, .b2 = h2 & bucket_mask_, .sig = (h2 >> 1) & 0x7fffffffu};
+    // First bucket: CRC32c. The second bucket and the signature come from a multiplicative mix
+    // (a second CRC with another seed differs from the first by a constant, as CRC is affine in
+    // its seed: every bucket would have the same partner and two-choice hashing would be lost).
+    const uint32_t h1 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed1));
+    uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 29;
+    // The signature's bit 0 is set: an empty slot (0) never matches.
+    Hash h{.b1 = h1 & bucket_mask_, .b2 = static_cast<uint32_t>(x) & bucket_mask_,
+           .sig = static_cast<uint32_t>(x >> 33) | 1u};
     if (h.b2 == h.b1) h.b2 = (h.b1 ^ 1u) & bucket_mask_;
     return h;
 }
@@ -115,15 +127,59 @@ FlowRef FlowTable::probe(const FlowKey& k, const Hash& h) const noexcept {
 
 FlowRef FlowTable::lookup(const FlowKey& k) const noexcept { return probe(k, hash(k)); }
 
+// The first slot of bucket `b` whose signature is `sig`, as its value; 0 when none.
+uint64_t FlowTable::candidate(uint32_t b, uint32_t sig) const noexcept {
+    const Bucket& bk = buckets_[b];
+#if defined(__AVX2__)
+    // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
+    // read whole; the record the slot names is checked by key afterwards, as in probe().
+    const __m256i lo = _mm256_set1_epi64x(0x7fffffff), want = _mm256_set1_epi64x(sig);
+    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
+    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
+    const unsigned m = static_cast<unsigned>(
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, lo), want))) |
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, lo), want))) << 4);
+    if (m == 0) return 0;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
+#else
+    for (unsigned i = 0; i < kSlots; ++i) {
+        const uint64_t v = bk.slot[i].load(std::memory_order_acquire);
+        if ((v & 0x7fffffffu) == sig) return v;
+    }
+    return 0;
+#endif
+}
+
 void FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept {
+    // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
+    // lookup does the same): hash and prefetch both buckets; find the candidate slot and
+    // prefetch its record; compare keys.
     Hash h[kBurst];
+    uint64_t cand[kBurst];
     n = std::min<unsigned>(n, kBurst);
     for (unsigned i = 0; i < n; ++i) {
         h[i] = hash(*keys[i]);
         rte_prefetch0(&buckets_[h[i].b1]);
         rte_prefetch0(&buckets_[h[i].b2]);
     }
-    for (unsigned i = 0; i < n; ++i) out[i] = probe(*keys[i], h[i]);
+    for (unsigned i = 0; i < n; ++i) {
+        uint64_t v = candidate(h[i].b1, h[i].sig);
+        if (v == 0) v = candidate(h[i].b2, h[i].sig);
+        cand[i] = v;
+        if (v) rte_prefetch0(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        const uint64_t v = cand[i];
+        if (v == 0) {
+            out[i] = FlowRef{};
+            continue;
+        }
+        const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+        const auto d = static_cast<Direction>((v >> 31) & 1);
+        // A signature collision (or a slot that changed meanwhile): the full probe decides.
+        out[i] = flows_[id].key[static_cast<unsigned>(d)] == *keys[i] ? FlowRef{id, d} : probe(*keys[i], h[i]);
+    }
 }
 
 bool FlowTable::claim_slot(const Hash& h, uint64_t value) noexcept {

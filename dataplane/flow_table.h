@@ -159,6 +159,7 @@ private:
         return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
     }
     FlowRef probe(const FlowKey& k, const Hash& h) const noexcept;
+    uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
     void clear_slot(const FlowKey& k, uint64_t value) noexcept;
     void lock_stripes(uint32_t a, uint32_t b) noexcept;
