@@ -135,6 +135,6 @@ void BM_BuildOnly(benchmark::State& st) {
 
 BENCHMARK(BM_LoadOnly)->Arg(10000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BuildOnly)->Arg(10000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ReloadCompact)->Arg(10000)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_ReloadCompact)->Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_ReloadKubernetes)->Arg(10000)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK_MAIN();

@@ -4,7 +4,8 @@
 // records live in one array whose id space is split evenly between owners (workers). An index
 // of 64-byte buckets, eight 8-byte slots each, maps a tuple to (record id, direction); every
 // tuple has two candidate buckets (two-choice hashing), so at the index's 50% load overflow is
-// vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) = 96 B.
+// vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) + the owner's free-id stack
+// (4 B) and RCU limbo FIFO (16 B) = 116 B (bench/micro_bench BM_BytesPerFlow measures it).
 //
 // Concurrency contract.
 // - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
@@ -170,7 +171,7 @@ private:
 
     uint32_t capacity_;
     uint16_t n_owners_;
-    uint32_t bucket_mask_;
+    uint32_t n_buckets_;
     uint32_t stripe_mask_;
     rte_rcu_qsbr* qsbr_;
     Timeouts timeouts_;
