@@ -177,16 +177,11 @@ void print_summary(DaemonState& st) {
     }
 }
 
-// What a reload cannot change under running workers (EAL, workers, the port list, the flow
-// table's size, the control endpoints) is taken from the running config, before the snapshot is
-// built from it: the snapshot's port indices and per-worker counters must match what runs.
-// Returns the names of the fields that changed (they take a restart).
 // Configured neighbors into the ARP cache; those the new config dropped are learned again.
-void pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next, const std::vector<NeighborConfig>* old) {
-    if (old)
-        for (const NeighborConfig& o : *old)
-            if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; }))
-                nt.unpin(o.ip);
+void pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next, const std::vector<NeighborConfig>& old) {
+    for (const NeighborConfig& o : old)
+        if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; }))
+            nt.unpin(o.ip);
     for (const NeighborConfig& n : next) {
         rte_ether_addr mac;
         std::copy(n.mac.begin(), n.mac.end(), mac.addr_bytes);
@@ -194,6 +189,10 @@ void pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next, c
     }
 }
 
+// What a reload cannot change under running workers (EAL, workers, the port list, the flow
+// table's size, the packet pool, the control endpoints) is taken from the running config, before
+// the snapshot is built from it: the snapshot's port indices and per-worker counters must match
+// what runs. Returns the names of the fields that changed (they take a restart).
 std::string keep_running_settings(Config& next, const Config& running) {
     std::string changed;
     auto keep = [&](auto& field, const auto& value, const char* what) {
@@ -246,7 +245,7 @@ std::string reload(DaemonState& st, const std::string& trigger) {
         st.shared->snapshot.store(fresh.get(), std::memory_order_release);
         rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
         carry_counters(st);
-        pin_neighbors(st.shared->neighbors, next.dataplane.neighbors, &st.cfg.dataplane.neighbors);
+        pin_neighbors(st.shared->neighbors, next.dataplane.neighbors, st.cfg.dataplane.neighbors);
         st.snap = std::move(fresh);
         st.cfg = std::move(next);
         ++st.generation;
@@ -409,7 +408,7 @@ int run_daemon(const DaemonOptions& opts) {
     st.shared = std::make_unique<WorkerShared>();
     WorkerShared& shared = *st.shared;
     shared.pool = pool;
-    pin_neighbors(shared.neighbors, dpc.neighbors, nullptr);
+    pin_neighbors(shared.neighbors, dpc.neighbors, {});
     st.ports.resize(nports);
     shared.port_macs.resize(nports);
     for (uint32_t p = 0; p < nports; ++p) {

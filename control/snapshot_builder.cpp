@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <map>
-#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -163,22 +163,14 @@ struct Builder {
     // Endpoints from s.endpoints[first] on, keyed by seen[]: duplicates across slices count once
     // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
     void drop_duplicate_endpoints(uint32_t first) {
-        const size_t n = seen.size();
-        if (n < 2) return;
-        bool dup = false;  // the usual answer is no
-        if (n <= 16) {
-            for (size_t i = 1; i < n && !dup; ++i)
-                for (size_t j = 0; j < i && !dup; ++j) dup = seen[i] == seen[j];
-        } else {
-            ids.assign(seen.begin(), seen.end());
-            std::sort(ids.begin(), ids.end());
-            dup = std::adjacent_find(ids.begin(), ids.end()) != ids.end();
-        }
-        if (!dup) return;
-        std::unordered_map<uint64_t, bool> kept;
+        if (seen.size() < 2) return;
+        ids.assign(seen.begin(), seen.end());
+        std::sort(ids.begin(), ids.end());
+        if (std::adjacent_find(ids.begin(), ids.end()) == ids.end()) return;  // the usual case
+        std::unordered_set<uint64_t> kept;
         size_t out = first;
-        for (size_t i = 0; i < n; ++i)
-            if (kept.emplace(seen[i], true).second) s.endpoints[out++] = std::move(s.endpoints[first + i]);
+        for (size_t i = 0; i < seen.size(); ++i)
+            if (kept.insert(seen[i]).second) s.endpoints[out++] = std::move(s.endpoints[first + i]);
         s.endpoints.resize(out);
     }
 
@@ -192,29 +184,30 @@ struct Builder {
                 routes.push_back({net, NextHop{.gateway = Ip4{}, .port = static_cast<uint16_t>(i), .source = a.addr}});
             }
         }
+        // The connected route (the port's subnet) that reaches `a`: next hops and neighbors must
+        // have one.
         const size_t connected = routes.size();
+        auto on_link = [&](Ip4 a) -> const RouteTable::Route* {
+            for (size_t c = 0; c < connected; ++c)
+                if (routes[c].prefix.contains(a)) return &routes[c];
+            return nullptr;
+        };
+        auto off_link = [&](const Mark& m, std::string path, Ip4 a) {
+            error(m, std::move(path), fmt::format("{} is not on the subnet of any port", format_ip4(a)));
+        };
         for (size_t i = 0; i < cfg.dataplane.routes.size(); ++i) {
             const RouteConfig& rc = cfg.dataplane.routes[i];
-            bool found = false;
-            for (size_t c = 0; c < connected && !found; ++c) {
-                if (routes[c].prefix.contains(rc.via)) {
-                    routes.push_back({rc.prefix, NextHop{.gateway = rc.via, .port = routes[c].hop.port,
-                                                         .source = routes[c].hop.source}});
-                    found = true;
-                }
+            if (const RouteTable::Route* c = on_link(rc.via)) {
+                const NextHop hop{.gateway = rc.via, .port = c->hop.port, .source = c->hop.source};
+                routes.push_back({rc.prefix, hop});  // after the lookup: `c` points into routes
+            } else {
+                off_link(rc.mark, fmt::format("dataplane.routes[{}].via", i), rc.via);
             }
-            if (!found)
-                error(rc.mark, fmt::format("dataplane.routes[{}].via", i),
-                      fmt::format("{} is not on the subnet of any port", format_ip4(rc.via)));
         }
-        for (size_t i = 0; i < cfg.dataplane.neighbors.size(); ++i) {
-            const NeighborConfig& nc = cfg.dataplane.neighbors[i];
-            bool found = false;
-            for (size_t c = 0; c < connected && !found; ++c) found = routes[c].prefix.contains(nc.ip);
-            if (!found)
-                error(nc.mark, fmt::format("dataplane.neighbors[{}].ip", i),
-                      fmt::format("{} is not on the subnet of any port", format_ip4(nc.ip)));
-        }
+        for (size_t i = 0; i < cfg.dataplane.neighbors.size(); ++i)
+            if (!on_link(cfg.dataplane.neighbors[i].ip))
+                off_link(cfg.dataplane.neighbors[i].mark, fmt::format("dataplane.neighbors[{}].ip", i),
+                         cfg.dataplane.neighbors[i].ip);
         if (routes.empty()) return;
         if (prev && prev->routes && prev->routes->same_routes(routes)) {
             s.routes = prev->routes;

@@ -6,28 +6,6 @@
 
 namespace svcgate::dp {
 
-uint32_t csum_partial(const void* data, size_t len, uint32_t sum) noexcept {
-    const auto* p = static_cast<const uint8_t*>(data);
-    while (len >= 2) {
-        uint16_t w;
-        std::memcpy(&w, p, 2);
-        sum += w;
-        p += 2;
-        len -= 2;
-    }
-    if (len) {
-        uint16_t w = 0;
-        std::memcpy(&w, p, 1);  // the odd byte is the high-order byte of a zero-padded word
-        sum += w;
-    }
-    // Keep the carries from overflowing 32 bits on long buffers.
-    return (sum & 0xffff) + (sum >> 16);
-}
-
-uint16_t inet_csum(const void* data, size_t len) noexcept {
-    return static_cast<uint16_t>(~csum_fold(csum_partial(data, len)));
-}
-
 uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcept {
     const auto* ip = static_cast<const rte_ipv4_hdr*>(ip_hdr);
     uint32_t sum = 0;

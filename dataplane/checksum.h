@@ -49,28 +49,38 @@ inline void udp_csum_replace4(rte_be16_t* csum, rte_be32_t from, rte_be32_t to) 
     if (*csum == 0) *csum = 0xffff;
 }
 
-// Plain one's-complement sum of a buffer (network-order words), not folded or inverted.
-uint32_t csum_partial(const void* data, size_t len, uint32_t sum = 0) noexcept;
+// Plain one's-complement sum of a buffer (network-order words), folded to 16 bits plus carry,
+// not inverted. Inline and word-wise: it verifies every IPv4 header on ports without checksum
+// offload. Summing 32-bit words into 64 bits equals summing 16-bit words, as 2^16 = 1 mod 0xffff.
+inline uint32_t csum_partial(const void* data, size_t len, uint32_t sum = 0) noexcept {
+    const auto* p = static_cast<const uint8_t*>(data);
+    uint64_t acc = sum;
+    for (; len >= 4; p += 4, len -= 4) {
+        uint32_t w;
+        std::memcpy(&w, p, 4);
+        acc += w;
+    }
+    if (len >= 2) {
+        uint16_t w;
+        std::memcpy(&w, p, 2);
+        acc += w;
+        p += 2;
+        len -= 2;
+    }
+    if (len) {
+        uint16_t w = 0;
+        std::memcpy(&w, p, 1);  // the odd byte is the high-order byte of a zero-padded word
+        acc += w;
+    }
+    acc = (acc & 0xffffffff) + (acc >> 32);
+    acc = (acc & 0xffffffff) + (acc >> 32);
+    return static_cast<uint32_t>((acc & 0xffff) + (acc >> 16));
+}
 
 // The Internet checksum (RFC 1071) of a buffer, its checksum field taken as it is: 0 for an IPv4
 // header or ICMP message whose checksum verifies; the value to store when the field is zero.
-uint16_t inet_csum(const void* data, size_t len) noexcept;
-
-// True when an IPv4 header of `ihl` bytes (a multiple of 4) verifies: 32-bit words summed into
-// 64 bits, then folded; the per-packet check on ports without checksum offload.
-inline bool ipv4_header_csum_ok(const uint8_t* ip, unsigned ihl) noexcept {
-    uint64_t sum = 0;
-    for (unsigned i = 0; i < ihl; i += 4) {
-        uint32_t w;
-        std::memcpy(&w, ip + i, 4);
-        sum += w;
-    }
-    sum = (sum & 0xffffffff) + (sum >> 32);
-    sum = (sum & 0xffffffff) + (sum >> 32);
-    uint32_t s = static_cast<uint32_t>(sum);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    return s == 0xffff;
+inline uint16_t inet_csum(const void* data, size_t len) noexcept {
+    return static_cast<uint16_t>(~csum_fold(csum_partial(data, len)));
 }
 
 // Full TCP/UDP checksum with the IPv4 pseudo-header (RFC 793 / RFC 768) over `l4_len` bytes

@@ -128,7 +128,7 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     if (total < ihl || off + total > len) [[unlikely]]
         return DropReason::ip_bad_total_length;
     // (2): the header checksum verifies.
-    if (!opts.ip_csum_verified && !ipv4_header_csum_ok(ip, ihl)) [[unlikely]]
+    if (!opts.ip_csum_verified && inet_csum(ip, ihl) != 0) [[unlikely]]
         return DropReason::ip_bad_checksum;
 
     m.l3 = L3Kind::ipv4;

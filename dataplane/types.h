@@ -66,7 +66,7 @@ struct FlowKey {
 
     // The key of the packets coming back: source and destination swapped.
     // One 16-byte shuffle where SSSE3 is there: built field by field, the key is written in
-    // pieces and read back whole, and the store-forwarding stall cost a sixth of a packet's time.
+    // pieces and read back whole: a store-forwarding stall that held 17% of process_burst's samples.
     FlowKey reversed() const noexcept {
 #if defined(__SSSE3__)
         const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(this));

@@ -58,6 +58,21 @@ TEST(FlowTable, FillsToCapacityThenReportsFull) {
     for (uint32_t i : inserted) EXPECT_TRUE(t->lookup(nat(key(i, 1000 + i % 50000), 1).key[0]).hit()) << i;
 }
 
+// Two-choice hashing needs two independent buckets per key: with two CRCs that differ by a
+// constant (CRC is affine in its seed) every bucket had one fixed partner, and a full table of
+// sequential tuples overflowed pairs long before its capacity.
+TEST(FlowTable, FillsAQuarterMillionSequentialFlowsWithoutOverflow) {
+    const uint32_t n = 1u << 18;
+    auto t = FlowTable::create({.capacity = n, .owners = 1});
+    ASSERT_TRUE(t);
+    uint32_t failed = 0;
+    for (uint32_t i = 0; i < n; ++i)
+        failed += t->insert(0, nat(key(i / 50000, static_cast<uint16_t>(10000 + i % 50000)), i), 0).status !=
+                  InsertStatus::inserted;
+    EXPECT_EQ(failed, 0u);
+    EXPECT_EQ(t->live_total(), n);
+}
+
 TEST(FlowTable, ExpiryFollowsProtocolTimeouts) {
     auto t = FlowTable::create({.capacity = 1024, .owners = 1});
     FlowInit tcp = nat(key(1, 1), 1);
