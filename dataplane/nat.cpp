@@ -65,6 +65,58 @@ void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexc
         store(l4 + 8, sctp_crc32c(l4, m.l4_len));
 }
 
+void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey& out, bool outer_src) noexcept {
+    // Embedded packet: it travelled the other way, so its tuple is `out` reversed.
+    uint8_t* in = frame + m.inner_off;
+    uint8_t* il4 = in + (in[0] & 0x0f) * 4;
+    const auto proto = static_cast<Proto>(in[9]);
+    // Its transport checksum only where the whole field came along: TCP's sits at byte 16, past
+    // the 8 bytes an error must carry (Linux's tcp_manip_pkt makes the same check).
+    uint8_t* l4_csum_p = nullptr;
+    if (proto == Proto::tcp && m.inner_l4_len >= 20) l4_csum_p = il4 + kTcpCsumOff;
+    if (proto == Proto::udp) l4_csum_p = il4 + kUdpCsumOff;
+    rte_be16_t in_csum = load<rte_be16_t>(in + 10);
+    rte_be16_t l4_csum = l4_csum_p ? load<rte_be16_t>(l4_csum_p) : 0;
+    auto addr = [&](unsigned off, Ip4 nw) {
+        const rte_be32_t from = load<rte_be32_t>(in + off);
+        if (from == nw.be) return;
+        store(in + off, nw.be);
+        csum_replace4(&in_csum, from, nw.be);
+        if (proto == Proto::tcp) csum_replace4(&l4_csum, from, nw.be);
+        if (proto == Proto::udp) udp_csum_replace4(&l4_csum, from, nw.be);
+    };
+    auto port = [&](unsigned off, rte_be16_t nw) {
+        const rte_be16_t from = load<rte_be16_t>(il4 + off);
+        if (from == nw) return;
+        store(il4 + off, nw);
+        if (proto == Proto::tcp) csum_replace2(&l4_csum, from, nw);
+        if (proto == Proto::udp) udp_csum_replace2(&l4_csum, from, nw);
+    };
+    addr(12, out.dst);
+    addr(16, out.src);
+    port(0, out.dport);
+    port(2, out.sport);
+    store(in + 10, in_csum);
+    if (l4_csum_p) store(l4_csum_p, l4_csum);
+
+    // Outer header, as a packet of the flow in the error's direction.
+    uint8_t* ip = frame + m.l3_off;
+    rte_be16_t ip_csum = load<rte_be16_t>(ip + 10);
+    auto outer = [&](unsigned off, Ip4 from, Ip4 nw) {
+        if (from == nw) return;
+        store(ip + off, nw.be);
+        csum_replace4(&ip_csum, from.be, nw.be);
+    };
+    if (outer_src) outer(12, m.key.src, out.src);
+    outer(16, m.key.dst, out.dst);
+    store(ip + 10, ip_csum);
+
+    // The ICMP checksum covers the whole message, embedded packet included (RFC 792).
+    uint8_t* icmp = frame + m.l4_off;
+    store<rte_be16_t>(icmp + 2, 0);
+    store<uint16_t>(icmp + 2, inet_csum(icmp, m.l4_len));
+}
+
 bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept {
     uint8_t* ip = frame + m.l3_off;
     if (ip[8] <= 1) return false;

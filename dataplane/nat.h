@@ -16,6 +16,12 @@ namespace svcgate::dp {
 // left alone (no Service carries ICMP).
 void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept;
 
+// An ICMP error about a translated flow (nf_nat_icmp_reply_translation): the embedded packet
+// becomes `out` reversed (the packet the receiver of the error sent), its IPv4 checksum and, where
+// the bytes came along, its TCP/UDP checksum follow; the outer destination becomes out.dst and,
+// with `outer_src`, the outer source out.src; the ICMP checksum is computed afresh.
+void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey& out, bool outer_src) noexcept;
+
 // RFC 1812 5.3.1: decrement TTL, updating the header checksum; false (packet untouched) when the
 // TTL would reach zero.
 [[nodiscard]] bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept;

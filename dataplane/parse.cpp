@@ -32,6 +32,35 @@ bool is_martian_source(Ip4 a) noexcept {
     return (h >> 24) == 0 || (h >> 28) == 0xe || h == 0xffffffffu;
 }
 
+bool is_icmp_error(uint8_t type) noexcept {
+    return type == kIcmpDestUnreach || type == kIcmpTimeExceeded || type == kIcmpParamProblem ||
+           type == kIcmpSourceQuench;
+}
+
+// RFC 792 / RFC 1812 4.3.2.3: an ICMP error carries the offending packet's IP header and at
+// least the first 8 bytes of its payload, which is where TCP, UDP and SCTP keep their ports.
+// Errors about anything else (an ICMP message, a later fragment) relate to no flow of ours and
+// are routed as they are.
+DropReason parse_icmp_error(const uint8_t* l4, PacketMeta& m) noexcept {
+    const uint8_t* in = l4 + sizeof(rte_icmp_hdr);
+    const uint32_t avail = m.l4_len - sizeof(rte_icmp_hdr);
+    if (avail < sizeof(rte_ipv4_hdr) || (in[0] >> 4) != 4) return DropReason::icmp_error_bad_inner;
+    const uint32_t ihl = (in[0] & 0x0f) * 4u;
+    if (ihl < sizeof(rte_ipv4_hdr) || ihl + 8 > avail) return DropReason::icmp_error_bad_inner;
+    if (rte_be_to_cpu_16(load<rte_be16_t>(in + 6)) & RTE_IPV4_HDR_OFFSET_MASK) return DropReason::none;
+    const auto proto = static_cast<Proto>(in[9]);
+    if (proto != Proto::tcp && proto != Proto::udp && proto != Proto::sctp) return DropReason::none;
+    const FlowKey embedded{.src = Ip4{load<rte_be32_t>(in + 12)},
+                           .dst = Ip4{load<rte_be32_t>(in + 16)},
+                           .sport = load<rte_be16_t>(in + ihl),
+                           .dport = load<rte_be16_t>(in + ihl + 2),
+                           .proto = in[9]};
+    m.err_key = embedded.reversed();
+    m.inner_off = static_cast<uint16_t>(m.l4_off + sizeof(rte_icmp_hdr));
+    m.inner_l4_len = static_cast<uint16_t>(avail - ihl);
+    return DropReason::none;
+}
+
 DropReason parse_l4(const uint8_t* l4, PacketMeta& m) noexcept {
     switch (static_cast<Proto>(m.key.proto)) {
     case Proto::tcp: {
@@ -70,6 +99,8 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m) noexcept {
             // conntrack keys echo by identifier; both "ports" carry it so the reply key is the
             // plain reversal of the request key.
             m.key.sport = m.key.dport = load<rte_be16_t>(l4 + 4);
+        } else if (is_icmp_error(m.icmp_type) && !m.more_fragments) {
+            return parse_icmp_error(l4, m);
         }
         return DropReason::none;
     }

@@ -14,6 +14,12 @@ namespace svcgate::dp {
 enum class L3Kind : uint8_t { ipv4, arp };
 
 // TCP flag bits as they sit in byte 13 of the TCP header.
+// ICMP types the dataplane tells apart (RFC 792; DPDK 22.11 names only the echo pair).
+enum IcmpType : uint8_t {
+    kIcmpEchoReply = 0, kIcmpDestUnreach = 3, kIcmpSourceQuench = 4, kIcmpEchoRequest = 8,
+    kIcmpTimeExceeded = 11, kIcmpParamProblem = 12,
+};
+
 enum TcpFlag : uint8_t { kFin = 0x01, kSyn = 0x02, kRst = 0x04, kPsh = 0x08, kAck = 0x10, kUrg = 0x20 };
 
 struct PacketMeta {
@@ -26,6 +32,13 @@ struct PacketMeta {
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
     bool more_fragments = false;  // first fragment of a fragmented datagram
+    // ICMP errors (destination unreachable, time exceeded, parameter problem, source quench)
+    // about a TCP/UDP/SCTP packet: where the embedded IPv4 header starts (0 = not such an error),
+    // how many bytes of its L4 header came along, and the embedded tuple reversed: the flow's
+    // tuple in the error's own direction, which the flow table is asked for (conntrack's RELATED).
+    uint16_t inner_off = 0;
+    uint16_t inner_l4_len = 0;
+    FlowKey err_key;
 };
 
 struct ParseOptions {

@@ -241,7 +241,8 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         res[i] = PacketResult{.verdict = r == DropReason::none ? Verdict::forward : Verdict::drop, .reason = r, .out_port = 0, .next_hop = Ip4{}};
         if (trace) trace[i] = PacketTrace{};
         if (r == DropReason::none && meta[i].l3 == L3Kind::ipv4) {
-            keys[nk] = &meta[i].key;
+            // An ICMP error is looked up as a packet of the flow it is about (RELATED).
+            keys[nk] = meta[i].inner_off ? &meta[i].err_key : &meta[i].key;
             idx[nk++] = i;
         } else if (r == DropReason::none) {
             res[i].verdict = Verdict::local;  // ARP: the daemon answers and resolves
@@ -275,6 +276,10 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 const bool tcp = static_cast<Proto>(m.key.proto) == Proto::tcp;
                 st = tcp && !(m.tcp_flags & kRst) ? Step{Verdict::reject, DropReason::reject_endpoint_gone}
                                                   : Step{Verdict::drop, DropReason::endpoint_gone};
+            } else if (m.inner_off) {
+                // RELATED: translated like the flow's packets in this direction, state untouched.
+                out = f.key[other].reversed();
+                st.verdict = refs[j].dir == Direction::original ? Verdict::dnat : Verdict::reply;
             } else if (!track(f, refs[j].dir, m, ctx.now)) {
                 st = {Verdict::drop, DropReason::conntrack_invalid};
             } else {
@@ -291,6 +296,10 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
                 t->endpoint = ep_idx;
                 t->masquerade = f.flags & kFlowMasq;
             }
+        } else if (m.inner_off) {
+            // An error about no flow of ours: routed as it is, never a new connection.
+            const uint32_t local = s.local_flags(m.key.dst);
+            if (local & (kPortAddr | kNodeAddr)) st = {Verdict::local, DropReason::none};
         } else {
             // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
             uint32_t v = s.vips.find(ServiceSnapshot::vip_key(m.key.dst, m.key.dport, m.key.proto));
@@ -317,7 +326,15 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             } else if (!decrement_ttl(frame, m)) {
                 st = {Verdict::drop, DropReason::ip_ttl_exceeded};
             } else {
-                if (!(out == m.key)) rewrite_tuple(frame, m, out);
+                if (m.inner_off && refs[j].hit()) {
+                    // nf_nat_icmp_reply_translation: the outer source follows the flow's source
+                    // rewrite (the VIP towards the client; the masquerade address towards a pod).
+                    const bool outer_src = refs[j].dir == Direction::reply ||
+                                           (ctx.flows->flow(refs[j].id).flags & kFlowMasq);
+                    rewrite_icmp_error(frame, m, out, outer_src);
+                } else if (!m.inner_off && !(out == m.key)) {
+                    rewrite_tuple(frame, m, out);
+                }
                 r.out_port = hop->port;
                 r.next_hop = hop->gateway.is_zero() ? out.dst : hop->gateway;
             }

@@ -99,7 +99,7 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* icmp = ip + sizeof(rte_ipv4_hdr);
     write_ip(ip, total, static_cast<uint8_t>(Proto::icmp), meta.key.dst, meta.key.src);
     std::memset(icmp, 0, sizeof(rte_icmp_hdr));
-    icmp[0] = 3;  // destination unreachable
+    icmp[0] = kIcmpDestUnreach;
     icmp[1] = 3;  // port unreachable
     std::memcpy(icmp + sizeof(rte_icmp_hdr), quote, quoted);
     uint16_t c = inet_csum(icmp, sizeof(rte_icmp_hdr) + quoted);

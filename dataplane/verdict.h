@@ -45,6 +45,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(udp_truncated, "UDP header past the IP payload")                                           \
     X(udp_bad_length, "UDP length field below 8 or past the IP payload")                         \
     X(icmp_truncated, "ICMP header past the IP payload")                                         \
+    X(icmp_error_bad_inner, "ICMP error without a whole embedded IPv4 header and 8 bytes of L4")  \
     X(sctp_truncated, "SCTP common header past the IP payload")                                  \
     X(no_route, "no route to the destination")                                                   \
     X(service_cidr_unallocated, "inside a service CIDR but no ClusterIP")                        \

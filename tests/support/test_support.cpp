@@ -28,6 +28,36 @@ bool checksums_verify(const std::vector<uint8_t>& f) {
     return true;
 }
 
+std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src,
+                                      const std::string& dst, const std::vector<uint8_t>& about,
+                                      size_t quote, uint32_t rest) {
+    PacketMeta am;
+    if (parse_packet(about.data(), static_cast<uint32_t>(about.size()), am) != DropReason::none)
+        throw std::invalid_argument("icmp_error_frame: the quoted frame does not parse");
+    const size_t quoted = std::min<size_t>(am.l4_off - am.l3_off + quote, am.ip_len);
+    // Start from an echo request between the two addresses, then make it the error.
+    std::vector<uint8_t> f = ctl::build_frame(ctl::parse_packet_spec("icmp " + src + " > " + dst));
+    PacketMeta m;
+    (void)parse_packet(f.data(), static_cast<uint32_t>(f.size()), m);
+    f.resize(m.l4_off + 8);
+    f.insert(f.end(), about.begin() + am.l3_off, about.begin() + am.l3_off + quoted);
+    uint8_t* ip = f.data() + m.l3_off;
+    uint8_t* icmp = f.data() + m.l4_off;
+    const rte_be16_t total = rte_cpu_to_be_16(static_cast<uint16_t>(f.size() - m.l3_off));
+    std::memcpy(ip + 2, &total, 2);
+    ip[10] = ip[11] = 0;
+    const uint16_t ipc = inet_csum(ip, m.l4_off - m.l3_off);
+    std::memcpy(ip + 10, &ipc, 2);
+    icmp[0] = type;
+    icmp[1] = code;
+    icmp[2] = icmp[3] = 0;
+    const rte_be32_t r = rte_cpu_to_be_32(rest);
+    std::memcpy(icmp + 4, &r, 4);
+    const uint16_t c = inet_csum(icmp, f.size() - m.l4_off);
+    std::memcpy(icmp + 2, &c, 2);
+    return f;
+}
+
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed) {
     ensure_eal();
     return std::make_unique<ctl::Tracer>(ctl::load_config_string(yaml, "test.yaml"), ctl::TraceOptions{.seed = seed});

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "checksum.h"
 #include "test_support.h"
 
 using namespace svcgate;
@@ -289,4 +290,122 @@ TEST(Pipeline, SchedulersEachPickFromTheSet) {
             for (auto& [e, c] : per) EXPECT_EQ(c, 100) << sch << " " << e;
         }
     }
+}
+
+namespace {
+
+// An ICMP error as it leaves: outer addresses, the embedded tuple, and each checksum checked.
+struct ErrorView {
+    std::string outer;   // "src > dst"
+    std::string inner;   // the embedded packet's tuple
+    uint32_t rest = 0;   // the second word (the MTU of fragmentation-needed)
+    bool inner_ip_ok = false;
+};
+
+ErrorView view_error(const std::vector<uint8_t>& f) {
+    PacketMeta m;
+    EXPECT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
+    EXPECT_NE(m.inner_off, 0) << "not an ICMP error about a TCP/UDP packet";
+    EXPECT_TRUE(test::checksums_verify(f)) << "outer IPv4 or ICMP checksum";
+    ErrorView v;
+    v.outer = ctl::format_ip4(m.key.src) + " > " + ctl::format_ip4(m.key.dst);
+    v.inner = ctl::format_tuple(m.err_key.reversed());
+    v.rest = uint32_t{f[m.l4_off + 4]} << 24 | uint32_t{f[m.l4_off + 5]} << 16 | f[m.l4_off + 6] << 8 | f[m.l4_off + 7];
+    const uint8_t* in = f.data() + m.inner_off;
+    v.inner_ip_ok = inet_csum(in, (in[0] & 0x0f) * 4u) == 0;
+    return v;
+}
+
+}  // namespace
+
+// Path-MTU discovery through the gateway: a router behind it answers the translated SYN with
+// fragmentation-needed; the client must get it about the packet it sent (VIP, its own port).
+TEST(IcmpError, FragNeededFromThePodSideReachesTheClientAboutItsOwnPacket) {
+    auto t = test::tracer(with_services(kTestSvc), 7);
+    auto syn = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    ASSERT_EQ(syn.verdict, Verdict::dnat);
+    ASSERT_TRUE(syn.masquerade);
+    // The whole TCP header quoted, so its checksum is carried too.
+    auto err = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 4, "10.192.0.3", "10.192.0.2", syn.frame, 20, 1400), "frag-needed");
+    ASSERT_EQ(err.verdict, Verdict::reply) << err.text();
+    EXPECT_EQ(*err.port, "ext");
+    EXPECT_EQ(*err.service, "default/test-svc:http");
+    ErrorView v = view_error(err.frame);
+    EXPECT_EQ(v.outer, "192.168.67.8 > 192.168.67.100");
+    EXPECT_EQ(v.inner, "tcp 192.168.67.100:40000 > 192.168.67.8:30001");
+    EXPECT_EQ(v.rest, 1400u) << "the MTU travels unchanged";
+    EXPECT_TRUE(v.inner_ip_ok);
+    PacketMeta m;
+    ASSERT_EQ(parse_packet(err.frame.data(), static_cast<uint32_t>(err.frame.size()), m), DropReason::none);
+    const uint8_t* in = err.frame.data() + m.inner_off;
+    EXPECT_EQ(ipv4_l4_csum(in, in + 20, 20), 0) << "the quoted SYN's TCP checksum follows its tuple";
+    // RELATED leaves the connection's state alone: the handshake goes on.
+    EXPECT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
+}
+
+TEST(IcmpError, UnreachableFromTheClientSideReachesThePodAboutItsReply) {
+    auto t = test::tracer(with_services(kTestSvc), 7);
+    auto syn = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    auto synack = t->run_spec("reply 1 [S.]");
+    ASSERT_EQ(*synack.out, "tcp 192.168.67.8:30001 > 192.168.67.100:40000");
+    auto err = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 1, "192.168.67.1", "192.168.67.8", synack.frame), "host-unreachable");
+    ASSERT_EQ(err.verdict, Verdict::dnat) << err.text();
+    EXPECT_EQ(*err.port, "cluster");
+    ErrorView v = view_error(err.frame);
+    // Masqueraded flow: the pod hears from the address it talked to.
+    const FlowKey to_pod = syn.out_key;
+    EXPECT_EQ(v.outer, ctl::format_ip4(to_pod.src) + " > " + ctl::format_ip4(to_pod.dst));
+    EXPECT_EQ(v.inner, ctl::format_tuple(to_pod.reversed()));
+    EXPECT_TRUE(v.inner_ip_ok);
+}
+
+TEST(IcmpError, TimeExceededKeepsTheRouterAsSourceWhenNothingWasMasqueraded) {
+    std::string cfg = with_services(R"(
+  - name: default/dns
+    cluster_ip: 10.96.0.10
+    ports: [{name: dns, protocol: UDP, port: 53}]
+    endpoints: [{ip: 10.244.2.2}]
+)");
+    cfg.replace(cfg.find("dataplane:\n"), 11, "dataplane:\n  one_arm_masquerade: false\n");
+    auto t = test::tracer(cfg);
+    auto q = t->run_spec("udp 10.244.3.5:34361 > 10.96.0.10:53");
+    ASSERT_EQ(q.verdict, Verdict::dnat);
+    ASSERT_FALSE(q.masquerade);
+    auto a = t->run_spec("reply 1");
+    ASSERT_EQ(*a.out, "udp 10.96.0.10:53 > 10.244.3.5:34361");
+    // The answer expired on its way to the client pod; a router there says so to the VIP.
+    auto err = t->run_frame(test::icmp_error_frame(kIcmpTimeExceeded, 0, "10.192.0.4", "10.96.0.10", a.frame), "ttl");
+    ASSERT_EQ(err.verdict, Verdict::dnat) << err.text();
+    ErrorView v = view_error(err.frame);
+    EXPECT_EQ(v.outer, "10.192.0.4 > 10.244.2.2");
+    EXPECT_EQ(v.inner, "udp 10.244.2.2:53 > 10.244.3.5:34361");
+    PacketMeta m;
+    ASSERT_EQ(parse_packet(err.frame.data(), static_cast<uint32_t>(err.frame.size()), m), DropReason::none);
+    const uint8_t* in = err.frame.data() + m.inner_off;
+    // The quoted UDP header is whole (8 bytes): its checksum must be back to the one the pod
+    // computed for its answer, so the pod's stack can match the quote to its socket.
+    const auto sent = ctl::build_frame(ctl::parse_packet_spec("udp 10.244.2.2:53 > 10.244.3.5:34361"));
+    EXPECT_EQ(std::memcmp(in + 20, sent.data() + 14 + 20, 8), 0) << "ports, length and checksum";
+    EXPECT_TRUE(v.inner_ip_ok);
+}
+
+TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
+    auto t = test::tracer(with_services(kTestSvc));
+    auto other = t->run_spec("tcp 10.244.3.5:1000 > 10.244.2.9:22 [S]");
+    auto routed = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "10.244.2.9", "10.244.3.5", other.frame), "unrelated");
+    EXPECT_EQ(routed.verdict, Verdict::forward) << "routed untouched";
+    EXPECT_FALSE(routed.new_flow);
+    EXPECT_EQ(t->flows().live_total(), 0u) << "an error never starts a connection";
+    // The NodePort address is the gateway's own: an unrelated error to it is the gateway's.
+    const std::string spec = "tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]";
+    auto syn = t->run_spec(spec);
+    const auto as_sent = ctl::build_frame(ctl::parse_packet_spec(spec));
+    auto mine = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "192.168.67.1", "192.168.67.8", as_sent), "to-gw");
+    EXPECT_EQ(mine.verdict, Verdict::local);
+    // Fewer than 8 bytes of the quoted L4 header: malformed, counted.
+    auto err = test::icmp_error_frame(kIcmpDestUnreach, 4, "10.192.0.3", "10.192.0.2", syn.frame, 4);
+    auto bad = t->run_frame(err, "short");
+    EXPECT_EQ(bad.verdict, Verdict::drop);
+    EXPECT_EQ(bad.reason, DropReason::icmp_error_bad_inner);
+    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::icmp_error_bad_inner)], 1u);
 }
