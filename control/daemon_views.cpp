@@ -29,6 +29,7 @@ WorkerCounters sum_counters(const std::vector<std::unique_ptr<Worker>>& workers)
         t.flows_joined += c.flows_joined;
         t.flows_expired += c.flows_expired;
         t.affinity_hits += c.affinity_hits;
+        t.flows_early_dropped += c.flows_early_dropped;
     }
     return t;
 }
@@ -247,10 +248,23 @@ std::string stats(DaemonState& st, bool json) {
             verdicts += fmt::format("{}\"{}\":{}", v ? "," : "", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
         for (unsigned r = 1; r < kDropReasons; ++r)
             drops += fmt::format("{}\"{}\":{}", r > 1 ? "," : "", drop_reason_name(static_cast<DropReason>(r)), t.drops[r]);
+        std::string workers;
+        for (size_t w = 0; w < st.workers.size(); ++w) {
+            const Worker& wk = *st.workers[w];
+            const WorkerCounters& c = wk.counters();
+            workers += fmt::format("{}{{\"rx\":{},\"tx\":{},\"generated\":{},\"rejected\":{},\"held\":{},"
+                                   "\"unaccounted\":{}}}", w ? "," : "", c.rx_packets, wk.tx_packets(),
+                                   wk.generated(), c.verdicts[static_cast<unsigned>(Verdict::reject)], wk.held(),
+                                   wk.unaccounted());
+        }
         return fmt::format("{{\"ports\":{{{}}},\"verdicts\":{{{}}},\"drops\":{{{}}},\"flows\":{{\"live\":{},"
-                           "\"created\":{},\"expired\":{},\"joined\":{}}},\"services\":{},\"endpoints\":{}}}\n",
+                           "\"created\":{},\"expired\":{},\"joined\":{},\"early_dropped\":{}}},"
+                           "\"workers\":[{}],\"mempool\":{{\"size\":{},\"in_use\":{}}},"
+                           "\"services\":{},\"endpoints\":{}}}\n",
                            ports, verdicts, drops, st.flows->live_total(), t.flows_created, t.flows_expired,
-                           t.flows_joined, services(st, true), endpoints(st, true));
+                           t.flows_joined, t.flows_early_dropped, workers, st.shared ? st.shared->pool->size : 0,
+                           st.shared ? rte_mempool_in_use_count(st.shared->pool) : 0, services(st, true),
+                           endpoints(st, true));
     }
     o += fmt::format("{:<10} {:>12} {:>12} {:>14} {:>14} {:>8} {:>8}\n", "PORT", "RX-PACKETS", "TX-PACKETS",
                      "RX-BYTES", "TX-BYTES", "MISSED", "ERRORS");
@@ -268,8 +282,8 @@ std::string stats(DaemonState& st, bool json) {
         if (t.drops[r])
             o += fmt::format("{:<28} {:>7}  {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r],
                              drop_reason_description(static_cast<DropReason>(r)));
-    o += fmt::format("\nflows: {} live, {} created, {} expired\n\n", st.flows->live_total(), t.flows_created,
-                     t.flows_expired);
+    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped\n\n", st.flows->live_total(),
+                     t.flows_created, t.flows_expired, t.flows_early_dropped);
     return o + services(st, false) + "\n" + endpoints(st, false);
 }
 
@@ -369,6 +383,10 @@ std::string render_metrics(DaemonState& st) {
     o += fmt::format("svcgate_flow_capacity {}\n", st.flows->capacity());
     head("svcgate_flows_created_total", "counter", "Flows created.");
     o += fmt::format("svcgate_flows_created_total {}\n", t.flows_created);
+    head("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");
+    o += fmt::format("svcgate_flows_early_dropped_total {}\n", t.flows_early_dropped);
+    head("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");
+    o += fmt::format("svcgate_mbufs_in_use {}\n", rte_mempool_in_use_count(st.shared->pool));
     head("svcgate_packets_total", "counter", "Packets by verdict.");
     for (unsigned v = 0; v < std::size(t.verdicts); ++v)
         o += fmt::format("svcgate_packets_total{{verdict=\"{}\"}} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);

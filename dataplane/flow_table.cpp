@@ -63,6 +63,7 @@ bool FlowTable::init() noexcept {
     if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
     uint32_t per = capacity_ / n_owners_;
+    reserve_ = std::min(std::max(per / 64, 256u), per / 4);
     for (uint16_t w = 0; w < n_owners_; ++w) {
         Owner& o = *new (&owners_[w]) Owner{};
         o.lo = w * per;

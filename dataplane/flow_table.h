@@ -124,6 +124,21 @@ public:
     template <typename OnRemove>
     unsigned expire_step(uint16_t owner, uint32_t now, unsigned budget, OnRemove&& on_remove) noexcept;
 
+    // Early drop (conntrack's early_drop, for floods of new connections). An owner whose live
+    // records leave fewer than its reserve of ids (1/64 of its range, at least 256, at most a
+    // quarter) is under pressure; then each new flow first evicts one embryonic record of the
+    // same owner -- a TCP connection never established (SYN_SENT, SYN_RECV, SYN_SENT2) or a
+    // datagram flow never answered -- among `probes` live records from its own cursor. An
+    // established or answered flow is never evicted: a SYN flood from random sources fills the
+    // table only up to the reserve, and a legitimate new connection still finds an id.
+    bool under_pressure(uint16_t owner) const noexcept {
+        const Owner& o = owners_[owner];
+        return o.live + reserve_ > o.hi - o.lo;
+    }
+    static bool embryonic(const Flow& f) noexcept;
+    template <typename OnRemove>
+    bool early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept;
+
     Flow& flow(uint32_t id) noexcept { return flows_[id]; }
     const Flow& flow(uint32_t id) const noexcept { return flows_[id]; }
     uint32_t timeout_of(const Flow& f) const noexcept;
@@ -152,6 +167,7 @@ private:
         Limbo* limbo = nullptr;        // FIFO ring of retired ids waiting for a grace period
         uint32_t limbo_head = 0, limbo_len = 0;
         uint32_t cursor = 0;           // expiry scan position
+        uint32_t drop_cursor = 0;      // early-drop scan position
         uint32_t live = 0;
     };
 
@@ -173,6 +189,7 @@ private:
     uint16_t n_owners_;
     uint32_t n_buckets_;
     uint32_t stripe_mask_;
+    uint32_t reserve_ = 0;  // ids per owner kept free for new flows under pressure
     rte_rcu_qsbr* qsbr_;
     Timeouts timeouts_;
     Flow* flows_ = nullptr;
@@ -222,6 +239,42 @@ unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
         }
     }
     return removed;
+}
+
+inline bool FlowTable::embryonic(const Flow& f) noexcept {
+    if (f.kind != FlowKind::nat) return false;
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    switch (static_cast<Proto>(f.key[0].proto)) {
+    case Proto::tcp:
+        return st == static_cast<uint8_t>(TcpState::syn_sent) || st == static_cast<uint8_t>(TcpState::syn_recv) ||
+               st == static_cast<uint8_t>(TcpState::syn_sent2);
+    case Proto::udp:
+    case Proto::sctp:
+        return st == static_cast<uint8_t>(DgramState::unreplied);
+    default:
+        return false;
+    }
+}
+
+template <typename OnRemove>
+bool FlowTable::early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept {
+    Owner& o = owners_[owner];
+    const uint32_t span = o.hi - o.lo;
+    // `probes` live records at most, and four times as many visits: free ids (the reserve) are
+    // passed over without using up the probes, but never at unbounded cost.
+    for (unsigned visits = 0, live = 0; live < probes && visits < 4 * probes && span; ++visits) {
+        const uint32_t id = o.lo + o.drop_cursor;
+        o.drop_cursor = (o.drop_cursor + 1 == span) ? 0 : o.drop_cursor + 1;
+        const Flow& f = flows_[id];
+        if (!f.live.load(std::memory_order_relaxed)) continue;
+        ++live;
+        if (embryonic(f)) {
+            on_remove(f);
+            remove(id);
+            return true;
+        }
+    }
+    return false;
 }
 
 }  // namespace svcgate::dp

@@ -114,6 +114,13 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     return a->gateway == b->gateway;  // same router, or both directly on the same link
 }
 
+// Active-flow counts are per snapshot: a flow from an older generation no longer counts against
+// the current one's endpoints.
+void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
+    if (s && f.kind == FlowKind::nat && f.gen == s->generation)
+        s->active[target_ep(f.target.load(std::memory_order_relaxed))].fetch_sub(1, std::memory_order_relaxed);
+}
+
 // A new connection to a service port: select, create the flow, return the packet's out tuple.
 [[gnu::cold]] [[gnu::noinline]] Step new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
                                               AddrRole role, FlowKey& out, uint32_t& ep_out,
@@ -156,6 +163,10 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
                   .flags = static_cast<uint8_t>(masq ? kFlowMasq : 0)};
     init.key[1] = FlowKey{.src = ep.ip, .dst = m.key.src, .sport = ep.port, .dport = m.key.sport,
                           .proto = m.key.proto};
+    // One in, one out under pressure: a flood of new connections evicts its own kind.
+    if (ctx.flows->under_pressure(ctx.worker) &&
+        ctx.flows->early_drop(ctx.worker, 16, [&s](const Flow& f) { release_active(&s, f); }))
+        ++ctx.counters.flows_early_dropped;
     unsigned tries = 1;
     if (masq) {
         const NextHop* hop = s.route(ep.ip);
@@ -366,12 +377,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     const ServiceSnapshot* s = ctx.snap;
-    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [s](const Flow& f) {
-        // Active-flow counts are per snapshot: a flow from an older generation no longer
-        // counts against the current one's endpoints.
-        if (s && f.kind == FlowKind::nat && f.gen == s->generation)
-            s->active[target_ep(f.target.load(std::memory_order_relaxed))].fetch_sub(1, std::memory_order_relaxed);
-    });
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [s](const Flow& f) { release_active(s, f); });
     ctx.counters.flows_expired += n;
     return n;
 }

@@ -32,6 +32,7 @@ struct alignas(64) WorkerCounters {
     uint64_t flows_created = 0;
     uint64_t flows_joined = 0;       // a racing worker created the same flow first
     uint64_t flows_expired = 0;
+    uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t affinity_hits = 0;
 };
 

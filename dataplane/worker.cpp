@@ -49,8 +49,9 @@ void Worker::run() noexcept {
         else rte_pause();
     }
     flush();
-    for (unsigned i = 0; i < n_held_; ++i) rte_pktmbuf_free(held_[i].m);
+    for (unsigned i = 0; i < n_held_; ++i) drop(held_[i].m, DropReason::neighbor_unresolved);
     n_held_ = 0;
+    held_now_.store(0, std::memory_order_relaxed);
     rte_rcu_qsbr_thread_offline(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_unregister(shared_.qsbr, ctx_.worker);
 }
@@ -122,6 +123,7 @@ void Worker::hold(rte_mbuf* m, uint16_t port, Ip4 hop) noexcept {
         return;
     }
     held_[n_held_++] = Held{m, hop, port, ctx_.now};
+    held_now_.store(n_held_, std::memory_order_relaxed);
 }
 
 void Worker::retry_held() noexcept {
@@ -139,6 +141,7 @@ void Worker::retry_held() noexcept {
         }
     }
     n_held_ = keep;
+    held_now_.store(n_held_, std::memory_order_relaxed);
     flush();
 }
 
@@ -151,6 +154,7 @@ void Worker::request(uint16_t port, Ip4 hop) noexcept {
         rte_pktmbuf_free(m);
         return;
     }
+    ++generated_;
     queue(port, m);
 }
 
@@ -170,6 +174,15 @@ void Worker::remove_requested() noexcept {
             ctx_.counters.flows_expired++;
         }
     }
+}
+
+int64_t Worker::unaccounted() const noexcept {
+    const WorkerCounters& c = ctx_.counters;
+    int64_t dropped = 0;
+    for (unsigned r = 1; r < kDropReasons; ++r) dropped += static_cast<int64_t>(c.drops[r]);
+    dropped -= static_cast<int64_t>(c.verdicts[static_cast<unsigned>(Verdict::reject)]);
+    return static_cast<int64_t>(c.rx_packets + generated_) - static_cast<int64_t>(tx_packets_) - dropped -
+           static_cast<int64_t>(held());
 }
 
 void Worker::drop(rte_mbuf* m, DropReason r) noexcept {

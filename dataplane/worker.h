@@ -63,6 +63,13 @@ public:
     static int main(void* self);
     const WorkerCounters& counters() const noexcept { return ctx_.counters; }
     uint64_t tx_packets() const noexcept { return tx_packets_; }
+    uint64_t generated() const noexcept { return generated_; }
+    uint32_t held() const noexcept { return held_now_.load(std::memory_order_relaxed); }
+    // The balance every packet keeps (README, Reliability): what came in or was made here has
+    // left, was dropped under a reason, or waits for ARP. A reject is counted under its reason
+    // and also leaves, so rejects are taken out of the drops once. Exact once the worker is idle;
+    // read while it runs, it is off by the packets of the burst in hand.
+    int64_t unaccounted() const noexcept;
 
 private:
     struct Out {
@@ -94,7 +101,9 @@ private:
     std::vector<Out> out_;
     Held held_[kHold];
     unsigned n_held_ = 0;
+    std::atomic<uint32_t> held_now_{0};  // n_held_ for the control thread
     uint64_t tx_packets_ = 0;
+    uint64_t generated_ = 0;  // packets this worker built itself (ARP requests)
 };
 
 }  // namespace svcgate::dp

@@ -409,3 +409,73 @@ TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
     EXPECT_EQ(bad.reason, DropReason::icmp_error_bad_inner);
     EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::icmp_error_bad_inner)], 1u);
 }
+
+namespace {
+
+std::string with_capacity(std::string cfg, unsigned capacity) {
+    return cfg.replace(cfg.find("dataplane:\n"), 11, fmt::format("dataplane:\n  flow_table: {{capacity: {}}}\n", capacity));
+}
+
+uint64_t drops(ctl::Tracer& t, DropReason r) { return t.ctx().counters.drops[static_cast<unsigned>(r)]; }
+
+}  // namespace
+
+// conntrack's early_drop: a SYN flood from random sources fills the table only up to its
+// reserve; established connections are never evicted and new legitimate ones still get in.
+TEST(SynFlood, EstablishedFlowsSurviveAndNewConnectionsGetIn) {
+    std::string cfg = with_capacity(with_services(kTestSvc), 1024);
+    cfg.replace(cfg.find("  routes:\n"), 10, "  routes:\n    - {prefix: 0.0.0.0/0, via: 192.168.67.1}\n");
+    auto t = test::tracer(cfg, 3);
+    const std::string est = "tcp 192.168.67.100:40000 > 192.168.67.8:30001";
+    auto syn = t->run_spec(est + " [S]");
+    ASSERT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
+    ASSERT_EQ(t->run_spec(est + " [.]").verdict, Verdict::dnat);
+    Rng rng(99);
+    unsigned answered = 0, runs = 3;
+    for (int i = 0; i < 20000; ++i) {
+        const uint32_t a = rng.next();
+        auto r = t->run_spec(fmt::format("tcp {}.{}.{}.{}:{} > 192.168.67.8:30001 [S]", 1 + (a >> 24) % 200,
+                                         (a >> 16) & 255, (a >> 8) & 255, 1 + (a & 253), 1024 + i % 60000));
+        ++runs;
+        ASSERT_EQ(r.verdict, Verdict::dnat) << "flood SYN " << i << ": " << r.text();
+        // Pods answer some of them: half-open connections in SYN_RECV are embryonic too.
+        if (i % 3 == 0) {
+            answered += t->run_spec(fmt::format("reply {} [S.]", runs)).verdict == Verdict::reply;
+            ++runs;
+        }
+    }
+    EXPECT_GT(answered, 6000u);
+    EXPECT_GT(t->ctx().counters.flows_early_dropped, 15000u);
+    EXPECT_EQ(drops(*t, DropReason::flow_table_full), 0u);
+    EXPECT_LE(t->flows().live_total(), 1024u - 128u) << "most of the reserve stays free";
+    auto still = t->run_spec(est + " [P.]");
+    EXPECT_EQ(still.verdict, Verdict::dnat);
+    EXPECT_EQ(still.endpoint, syn.endpoint) << "the established connection kept its pod";
+    EXPECT_EQ(still.out_key, syn.out_key);
+    auto fresh = t->run_spec("tcp 192.168.67.100:40001 > 192.168.67.8:30001 [S]");
+    EXPECT_EQ(fresh.verdict, Verdict::dnat);
+    EXPECT_TRUE(fresh.new_flow);
+}
+
+TEST(SynFlood, ATableOfEstablishedFlowsRefusesNewOnesInsteadOfEvicting) {
+    auto t = test::tracer(with_capacity(with_services(kTestSvc), 1024), 3);
+    unsigned n = 0, runs = 0;
+    for (;; ++n) {
+        const std::string c = fmt::format("tcp 192.168.{}.{}:{} > 192.168.67.8:30001", 67, 100 + n % 100, 2000 + n);
+        auto r = t->run_spec(c + " [S]");
+        ++runs;
+        if (r.verdict != Verdict::dnat) {
+            EXPECT_EQ(r.reason, DropReason::flow_table_full);
+            break;
+        }
+        ASSERT_LT(n, 2000u);
+        t->run_spec(fmt::format("reply {} [S.]", runs));
+        t->run_spec(c + " [.]");
+        runs += 2;
+    }
+    EXPECT_EQ(n, 1024u) << "every record holds an established flow";
+    EXPECT_EQ(t->ctx().counters.flows_early_dropped, 0u);
+    for (unsigned i = 0; i < n; i += 97)
+        EXPECT_EQ(t->run_spec(fmt::format("tcp 192.168.67.{}:{} > 192.168.67.8:30001 [.]", 100 + i % 100, 2000 + i)).verdict,
+                  Verdict::dnat) << i;
+}
