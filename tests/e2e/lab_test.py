@@ -56,6 +56,9 @@ try:
     check(r.returncode == 0, f"lab up, svcgate running in namespace gw ({(r.stderr or '').strip()[-300:]})")
     if r.returncode != 0:
         sys.exit(1)
+    sock = cfg["control"]["socket"]
+    ctl_bin = os.path.join(os.path.dirname(svcgate), "svcgatectl")
+    mbufs = checks.accounting(ctl_bin, sock, "at start")
 
     # TCP through NodePort and ClusterIP.
     answers = [curl("client", "http://192.168.67.8:30001/") for _ in range(12)]
@@ -153,9 +156,9 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     if os.path.exists(pcap):
         os.unlink(pcap)
 
+    checks.accounting(ctl_bin, sock, "after TCP, UDP, 10 MB, affinity, hairpin, rejects", mbufs)
+
     # svcgatectl over the control socket, and the Prometheus endpoint.
-    sock = cfg["control"]["socket"]
-    ctl_bin = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 
     def ctl(*args):
         return subprocess.run([ctl_bin, "--socket", sock, *args], capture_output=True, text=True, timeout=30)
@@ -250,6 +253,7 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     lcores = ",".join(f"{i}@{i % ncpu}" for i in range(3))
     r = lab(f"lab_start_gateway {svcgate} {tmp.name} --lcores={lcores}")
     check(r.returncode == 0, "two workers: svcgate running")
+    mbufs = checks.accounting(ctl_bin, sock, "two workers at start")
     answers = [curl("client", "http://192.168.67.8:30001/") for _ in range(10)]
     check(all(a and a.startswith("test-pod-") for a in answers), "two workers: 10 of 10 NodePort requests answered")
     r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://192.168.67.8:30001/blob/{size}", timeout=90)
@@ -257,6 +261,7 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
     check(len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
           "two workers: 10 MB arrives intact, directions on different workers")
+    checks.accounting(ctl_bin, sock, "two workers after 10 MB", mbufs)
 finally:
     r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
     if checks.failures:

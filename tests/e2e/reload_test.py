@@ -112,6 +112,8 @@ try:
     check(r.returncode == 0, "lab up, svcgate running")
     if r.returncode != 0:
         sys.exit(1)
+    sock, ctl_bin = base["control"]["socket"], os.path.join(os.path.dirname(svcgate), "svcgatectl")
+    mbufs = checks.accounting(ctl_bin, sock, "at start")
     TCP_NS = ("client", "lab-sleeper", "test-pod-1", "test-pod-2", "test-pod-3")
     rt0 = {ns: retrans(ns) for ns in TCP_NS}
     for ns, host, port in (("client", "192.168.67.8", "30001"), ("lab-sleeper", "10.107.169.79", "80")):
@@ -170,6 +172,7 @@ try:
     seen = {curl("client", "http://192.168.67.8:30001/") for _ in range(20)}
     check(None not in seen and victim not in seen, f"new connections avoid the removed {victim}: {sorted(seen)}")
     check(curl("lab-sleeper", "http://10.96.100.9/") is None, "the removed Service no longer answers")
+    checks.accounting(ctl_bin, sock, "after five reloads under traffic", mbufs)
 finally:
     for c in clients:
         if c.poll() is None:

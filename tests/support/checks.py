@@ -35,3 +35,33 @@ def curl(name, *args, timeout=30):
     """curl inside a namespace: the body, or None when it failed."""
     r = ns(name, "curl", "-s", "-m", "10", *args, timeout=timeout)
     return r.stdout.decode(errors="replace") if r.returncode == 0 else None
+
+
+def gateway_stats(ctl_bin, sock):
+    """svcgatectl stats --json as a dict ({} when it fails)."""
+    import json
+    r = subprocess.run([ctl_bin, "--socket", sock, "stats", "--json"], capture_output=True, text=True, timeout=30)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def accounting(ctl_bin, sock, what, baseline=None):
+    """Waits (bounded) until the gateway is idle, then checks that every worker's packets add up
+    exactly (rx + generated = tx + drops - rejects + held) and, given the in-use count of the
+    mbuf pool taken before the traffic, that no mbuf leaked. Returns the in-use count."""
+    import time
+    prev, st = None, {}
+    for _ in range(50):
+        st = gateway_stats(ctl_bin, sock)
+        ws = st.get("workers", [])
+        now = [(w.get("rx"), w.get("tx"), w.get("held")) for w in ws]
+        if ws and now == prev and all(w.get("held") == 0 for w in ws):
+            break
+        prev = now
+        time.sleep(0.2)
+    ws = st.get("workers", [])
+    check(bool(ws) and all(w.get("unaccounted") == 0 for w in ws),
+          f"{what}: every packet accounted for per worker (rx+generated = tx+drops-rejects+held): {ws}")
+    in_use = st.get("mempool", {}).get("in_use")
+    if baseline is not None:
+        check(in_use == baseline, f"{what}: mbufs in use back to {baseline} ({in_use})")
+    return in_use
