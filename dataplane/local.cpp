@@ -22,10 +22,13 @@ DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_
         return DropReason::to_gateway;
     const Ip4 sender{a->arp_data.arp_sip};
     const Ip4 target{a->arp_data.arp_tip};
-    if (!sender.is_zero() && !rte_is_multicast_ether_addr(&a->arp_data.arp_sha))
-        nt.learn(sender, a->arp_data.arp_sha, now);
-    if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || !(s.local_flags(target) & kAnswerArp) ||
-        sender == target /* gratuitous */)
+    const bool to_us = s.local_flags(target) & kAnswerArp;
+    if (!sender.is_zero() && !rte_is_multicast_ether_addr(&a->arp_data.arp_sha)) {
+        // RFC 826's merge step, then a new entry only for an on-link sender talking to us.
+        const NextHop* nh = s.route(sender);
+        nt.learn(sender, a->arp_data.arp_sha, now, to_us && nh && nh->gateway.is_zero());
+    }
+    if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || !to_us || sender == target /* gratuitous */)
         return DropReason::to_gateway;
     a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
     a->arp_data.arp_tha = a->arp_data.arp_sha;

@@ -59,8 +59,8 @@ NeighborTable::State NeighborTable::lookup(Ip4 ip, uint32_t now, rte_ether_addr&
     return now - s->learned.load(std::memory_order_relaxed) < kStaleAfter ? State::fresh : State::stale;
 }
 
-void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept {
-    Slot* s = claim(ip);
+void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now, bool create) noexcept {
+    Slot* s = create ? claim(ip) : find(ip);
     if (!s) return;
     const uint64_t v = pack(mac);
     const uint64_t old = s->mac.load(std::memory_order_relaxed);

@@ -30,8 +30,11 @@ public:
     // The MAC for `ip` when known (fresh or stale); stale entries still forward while the caller
     // asks want_request() whether to refresh them. One probe per packet.
     State lookup(Ip4 ip, uint32_t now, rte_ether_addr& mac) const noexcept;
-    // Record what an ARP packet told us.
-    void learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now) noexcept;
+    // Record what an ARP packet told us. Only with `create` may it take a slot for an address the
+    // table does not hold yet (slots are never freed): the caller allows it for ARPs addressed to
+    // the gateway from an on-link sender, so a storm of ARPs from spoofed senders cannot fill the
+    // table and lock real next hops out. Addresses the gateway asked for hold a slot already.
+    void learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now, bool create) noexcept;
     // True when the caller should send an ARP request for `ip` now: the address is unknown or
     // stale and no request went out in the last kRequestEvery seconds (one worker wins).
     bool want_request(Ip4 ip, uint32_t now) noexcept;

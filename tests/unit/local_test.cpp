@@ -73,11 +73,50 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
     EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 100, mac), NeighborTable::State::fresh) << "the sender was learned";
     EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac));
 
-    // An address the gateway does not own: learned from, not answered.
+    // An address the gateway does not own: not answered, and it refreshes only what the cache
+    // already holds.
     rte_mbuf* m = arp_request(addr("192.168.67.101"), addr("192.168.67.50"));
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
-    EXPECT_EQ(nt.lookup(addr("192.168.67.101"), 100, mac), NeighborTable::State::fresh);
+    EXPECT_EQ(nt.lookup(addr("192.168.67.101"), 100, mac), NeighborTable::State::unknown);
     rte_pktmbuf_free(m);
+    m = arp_request(addr("192.168.67.100"), addr("192.168.67.50"));
+    EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 130), DropReason::to_gateway);
+    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 100 + NeighborTable::kStaleAfter + 10, mac), NeighborTable::State::fresh)
+        << "a known neighbor is refreshed by any of its ARPs";
+    rte_pktmbuf_free(m);
+}
+
+// An ARP storm: requests from thousands of spoofed senders, on-link and not, to the gateway and
+// to others. Each is answered or counted (no amplification: one reply per request at most), and
+// the cache keeps room: a next hop the gateway asks for afterwards is still learned.
+TEST(Local, ArpStormFromSpoofedSendersCannotFillTheNeighborCache) {
+    test::ensure_eal();
+    auto t = test::tracer(kConfig);
+    NeighborTable nt;
+    const unsigned in_use = rte_mempool_in_use_count(ctl::tool_mempool());
+    unsigned answered = 0, refused = 0;
+    for (uint32_t i = 0; i < 20000; ++i) {
+        const Ip4 sender = Ip4::from_host((i % 2 ? 0x0a000000u : 0xc0a84300u) + 1 + i % 250 + (i % 2) * (i << 8));
+        rte_mbuf* m = arp_request(sender, i % 3 ? addr("192.168.67.8") : addr("192.168.67.77"));
+        (handle_local(m, kPortMac, t->snapshot(), nt, 100) == DropReason::none ? answered : refused)++;
+        rte_pktmbuf_free(m);
+    }
+    EXPECT_EQ(answered + refused, 20000u);
+    EXPECT_GT(answered, 13000u);
+    EXPECT_EQ(rte_mempool_in_use_count(ctl::tool_mempool()), in_use) << "no mbuf kept";
+    // Off-link senders were never entered; on-link ones at most the /24's 254.
+    rte_ether_addr mac;
+    EXPECT_EQ(nt.lookup(Ip4::from_host(0x0a000000u + 2 + (1u << 8)), 100, mac), NeighborTable::State::unknown);
+    // Every address of the table's neighbourhood is still claimable: a next hop asked for later.
+    unsigned learnable = 0;
+    for (uint32_t h = 0; h < 512; ++h) {
+        const Ip4 hop = Ip4::from_host(0xac100000u + h);  // 172.16.0.0/23, never seen in the storm
+        if (nt.want_request(hop, 200)) {
+            nt.learn(hop, kPeerMac, 200, false);  // its reply: the slot is there, so it is taken
+            learnable += nt.lookup(hop, 200, mac) == NeighborTable::State::fresh;
+        }
+    }
+    EXPECT_EQ(learnable, 512u);
 }
 
 TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
@@ -115,13 +154,13 @@ TEST(Neighbor, PinnedEntriesStayFreshAndIgnoreArp) {
     const uint32_t later = 100 + 10 * NeighborTable::kStaleAfter;
     EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::fresh) << "a configured entry never ages";
     EXPECT_FALSE(nt.want_request(a, later)) << "and is never asked for";
-    nt.learn(a, other, later);
+    nt.learn(a, other, later, true);
     nt.lookup(a, later, mac);
     EXPECT_TRUE(rte_is_same_ether_addr(&mac, &kPeerMac)) << "ARP does not override it";
     nt.unpin(a);
     EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::stale) << "unpinned: refreshed at once";
     EXPECT_TRUE(nt.want_request(a, later));
-    nt.learn(a, other, later);
+    nt.learn(a, other, later, true);
     EXPECT_EQ(nt.lookup(a, later, mac), NeighborTable::State::fresh);
     EXPECT_TRUE(rte_is_same_ether_addr(&mac, &other)) << "learned again";
 }
@@ -134,7 +173,7 @@ TEST(Neighbor, FreshStaleAndOneRequestPerSecond) {
     EXPECT_TRUE(nt.want_request(a, 100)) << "unknown: ask";
     EXPECT_FALSE(nt.want_request(a, 100)) << "asked this second already";
     EXPECT_TRUE(nt.want_request(a, 101));
-    nt.learn(a, kPeerMac, 101);
+    nt.learn(a, kPeerMac, 101, true);
     EXPECT_EQ(nt.lookup(a, 101, mac), NeighborTable::State::fresh);
     EXPECT_FALSE(nt.want_request(a, 102)) << "fresh: no request";
     const uint32_t later = 101 + NeighborTable::kStaleAfter;
