@@ -209,7 +209,7 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
         ++matched;
         const uint8_t sv = f.state.load(std::memory_order_relaxed);
         std::string state = static_cast<Proto>(f.key[0].proto) == Proto::tcp
-                                ? tcp_state_name(static_cast<TcpState>(sv & ~kStateGone))
+                                ? tcp_state_name(static_cast<TcpState>(sv & kStateMask))
                                 : (sv & 1 ? "replied" : "unreplied");
         if (sv & kStateGone) state += ",gone";
         const std::string ep = fmt::format("{}:{}", format_ip4(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));

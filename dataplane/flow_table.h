@@ -60,9 +60,14 @@ struct alignas(64) Flow {
 };
 static_assert(sizeof(Flow) == 64, "a flow record is one cache line");
 
-// Flow::state bit set by the control thread when a reload removed the flow's endpoint: TCP
-// packets of the flow are answered with RST, datagram flows are removed by their owner.
+// Flow::state holds the conntrack state (TcpState or DgramState) in its low bits and two flags:
+// kStateGone, set by the control thread when a reload removed the flow's endpoint (TCP packets of
+// the flow are answered with RST, datagram flows are removed by their owner); kStateReplied, set
+// by the first TCP packet seen in the reply direction (conntrack's SEEN_REPLY): a connection
+// picked up from a mid-stream ACK is ESTABLISHED but, like a half-open one, evictable until then.
 inline constexpr uint8_t kStateGone = 0x80;
+inline constexpr uint8_t kStateReplied = 0x40;
+inline constexpr uint8_t kStateMask = 0x3f;
 
 inline constexpr uint64_t nat_target(uint32_t svc, uint32_t ep) noexcept { return uint64_t{svc} << 32 | ep; }
 inline constexpr uint32_t target_svc(uint64_t t) noexcept { return static_cast<uint32_t>(t >> 32); }
@@ -127,8 +132,8 @@ public:
     // Early drop (conntrack's early_drop, for floods of new connections). An owner whose live
     // records leave fewer than its reserve of ids (1/64 of its range, at least 256, at most a
     // quarter) is under pressure; then each new flow first evicts one embryonic record of the
-    // same owner -- a TCP connection never established (SYN_SENT, SYN_RECV, SYN_SENT2) or a
-    // datagram flow never answered -- among `probes` live records from its own cursor. An
+    // same owner -- a TCP connection never established (SYN_SENT, SYN_RECV, SYN_SENT2) or never
+    // answered (picked up from a stray ACK), or a datagram flow never answered -- among `probes` live records from its own cursor. An
     // established or answered flow is never evicted: a SYN flood from random sources fills the
     // table only up to the reserve, and a legitimate new connection still finds an id.
     bool under_pressure(uint16_t owner) const noexcept {
@@ -206,6 +211,7 @@ inline uint32_t FlowTable::timeout_of(const Flow& f) const noexcept {
     if (st & kStateGone) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
     switch (static_cast<Proto>(f.key[0].proto)) {
     case Proto::tcp:
+        st &= kStateMask;
         return st < kTcpStates ? timeouts_.tcp[st] : timeouts_.tcp[0];
     case Proto::udp:
     case Proto::sctp:
@@ -245,9 +251,11 @@ inline bool FlowTable::embryonic(const Flow& f) noexcept {
     if (f.kind != FlowKind::nat) return false;
     const uint8_t st = f.state.load(std::memory_order_relaxed);
     switch (static_cast<Proto>(f.key[0].proto)) {
-    case Proto::tcp:
-        return st == static_cast<uint8_t>(TcpState::syn_sent) || st == static_cast<uint8_t>(TcpState::syn_recv) ||
-               st == static_cast<uint8_t>(TcpState::syn_sent2);
+    case Proto::tcp: {
+        const auto ts = static_cast<TcpState>(st & kStateMask);
+        return !(st & kStateReplied) || ts == TcpState::syn_sent || ts == TcpState::syn_recv ||
+               ts == TcpState::syn_sent2;
+    }
     case Proto::udp:
     case Proto::sctp:
         return st == static_cast<uint8_t>(DgramState::unreplied);

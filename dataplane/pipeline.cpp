@@ -214,15 +214,16 @@ bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
         return true;
     }
     TcpFlagClass c = tcp_flag_class(m.tcp_flags);
+    const uint8_t seen = dir == Direction::reply ? kStateReplied : 0;
     uint8_t cur = f.state.load(std::memory_order_relaxed);
     for (;;) {
         if (cur & kStateGone) return true;  // marked by a reload meanwhile: the next packet sees it
-        TcpState nx = tcp_transition(static_cast<TcpState>(cur), dir, c);
+        TcpState nx = tcp_transition(static_cast<TcpState>(cur & kStateMask), dir, c);
         if (nx == TcpState::invalid) return false;
-        if (nx == TcpState::ignore || static_cast<uint8_t>(nx) == cur) return true;
+        const uint8_t want = (nx == TcpState::ignore ? cur : static_cast<uint8_t>(nx) | (cur & ~kStateMask)) | seen;
+        if (want == cur) return true;
         // Both directions may update the state from different workers: CAS, retry on change.
-        if (f.state.compare_exchange_weak(cur, static_cast<uint8_t>(nx), std::memory_order_relaxed))
-            return true;
+        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return true;
     }
 }
 
@@ -246,7 +247,10 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         ctx.counters.rx_bytes += mb->pkt_len;
         ParseOptions po{.ip_csum_verified = (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) ==
                                             RTE_MBUF_F_RX_IP_CKSUM_GOOD};
-        DropReason r = parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), meta[i], po);
+        // A frame larger than one mbuf arrives chained; headers split over segments are not
+        // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
+        DropReason r = mb->nb_segs > 1 ? DropReason::mbuf_chained
+                                       : parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), meta[i], po);
         if ((mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none)
             r = DropReason::ip_bad_checksum;
         res[i] = PacketResult{.verdict = r == DropReason::none ? Verdict::forward : Verdict::drop, .reason = r, .out_port = 0, .next_hop = Ip4{}};
@@ -317,7 +321,10 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             const uint32_t local = s.local_flags(m.key.dst);
             if (v == StaticHash::kNone && (local & kNodePortAddr))
                 v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
-            if (v != StaticHash::kNone) {
+            if (v != StaticHash::kNone && frame[m.l3_off + 8] <= 1) {
+                // RFC 1812 5.3.1 before conntrack: a packet that cannot be forwarded starts no flow.
+                st = {Verdict::drop, DropReason::ip_ttl_exceeded};
+            } else if (v != StaticHash::kNone) {
                 svc_idx = v >> 2;
                 st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, ep_idx, t);
                 if (st.verdict != Verdict::dnat) svc_idx = ep_idx = PacketTrace::kNone;

@@ -25,6 +25,7 @@ std::string_view verdict_name(Verdict v) noexcept;
 #define SVCGATE_DROP_REASONS(X)                                                                  \
     X(none, "not dropped")                                                                       \
     X(eth_truncated, "frame shorter than an Ethernet header")                                    \
+    X(mbuf_chained, "frame larger than one mbuf (chained segments are not parsed)")              \
     X(vlan_truncated, "frame too short for its 802.1Q tag")                                      \
     X(vlan_stacked, "more than one VLAN tag")                                                    \
     X(ethertype_unknown, "EtherType neither IPv4, ARP nor IPv6")                                 \

@@ -479,3 +479,24 @@ TEST(SynFlood, ATableOfEstablishedFlowsRefusesNewOnesInsteadOfEvicting) {
         EXPECT_EQ(t->run_spec(fmt::format("tcp 192.168.67.{}:{} > 192.168.67.8:30001 [.]", 100 + i % 100, 2000 + i)).verdict,
                   Verdict::dnat) << i;
 }
+
+// conntrack picks a connection up from a mid-stream ACK (loose mode) as ESTABLISHED, but it is
+// not assured until the other side answers: an ACK flood is evicted like a SYN flood.
+TEST(SynFlood, AckFloodPickupsAreEvictableUntilAnswered) {
+    std::string cfg = with_capacity(with_services(kTestSvc), 1024);
+    cfg.replace(cfg.find("  routes:\n"), 10, "  routes:\n    - {prefix: 0.0.0.0/0, via: 192.168.67.1}\n");
+    auto t = test::tracer(cfg, 5);
+    const std::string est = "tcp 192.168.67.100:40000 > 192.168.67.8:30001";
+    auto first = t->run_spec(est + " [.]");
+    ASSERT_EQ(first.verdict, Verdict::dnat) << "picked up mid-stream";
+    ASSERT_EQ(t->run_spec("reply 1 [.]").verdict, Verdict::reply);
+    for (int i = 0; i < 5000; ++i) {
+        auto r = t->run_spec(fmt::format("tcp 203.0.{}.{}:{} > 192.168.67.8:30001 [.]", i / 250, 1 + i % 250, 1024 + i));
+        ASSERT_EQ(r.verdict, Verdict::dnat) << i;
+    }
+    EXPECT_GT(t->ctx().counters.flows_early_dropped, 3000u);
+    EXPECT_EQ(drops(*t, DropReason::flow_table_full), 0u);
+    auto still = t->run_spec(est + " [P.]");
+    EXPECT_EQ(still.verdict, Verdict::dnat);
+    EXPECT_EQ(still.out_key, first.out_key) << "the answered pickup was never evicted";
+}
