@@ -1,4 +1,5 @@
 #include "daemon.h"
+#include "rcu.h"
 
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -243,7 +244,7 @@ std::string reload(DaemonState& st, const std::string& trigger) {
     {
         std::lock_guard lk(st.mu);  // the telemetry thread reads st.snap and st.cfg
         st.shared->snapshot.store(fresh.get(), std::memory_order_release);
-        rte_rcu_qsbr_synchronize(st.shared->qsbr, RTE_QSBR_THRID_INVALID);
+        rcu_synchronize(st.shared->qsbr);
         carry_counters(st);
         pin_neighbors(st.shared->neighbors, next.dataplane.neighbors, st.cfg.dataplane.neighbors);
         st.snap = std::move(fresh);
@@ -415,11 +416,13 @@ int run_daemon(const DaemonOptions& opts) {
         if (!setup_port(dpc.ports[p], dpc.workers, pool, st.ports[p], shared.port_macs[p])) return fail("stopping");
         shared.port_ids.push_back(st.ports[p].id);
     }
-    const size_t qsz = rte_rcu_qsbr_get_memsize(dpc.workers);
+    // QSBR threads: the workers (0..workers-1) and the control thread's record scans (workers).
+    const size_t qsz = rte_rcu_qsbr_get_memsize(dpc.workers + 1);
     shared.qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("svcgate_qsbr", qsz, RTE_CACHE_LINE_SIZE));
-    if (!shared.qsbr || rte_rcu_qsbr_init(shared.qsbr, dpc.workers) != 0) return fail("RCU state: out of memory");
+    if (!shared.qsbr || rte_rcu_qsbr_init(shared.qsbr, dpc.workers + 1) != 0) return fail("RCU state: out of memory");
     st.flows = FlowTable::create(
-        {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared.qsbr, .timeouts = dpc.timeouts});
+        {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared.qsbr, .timeouts = dpc.timeouts,
+         .scanner = dpc.workers});
     if (!st.flows) return fail(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
     shared.snapshot.store(st.snap.get(), std::memory_order_release);
     for (uint16_t w = 0; w < dpc.workers; ++w) {

@@ -200,6 +200,7 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
     std::string o = json ? "[" : fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)",
                                              "ENDPOINT", "SNAT", "STATE", "IDLE", "SERVICE");
     size_t n = 0, matched = 0;
+    const FlowTable::ScanGuard reading(*st.flows);  // no record is reused while we read it
     for (uint32_t id = 0; id < st.flows->capacity() && n < limit; ++id) {
         const Flow& f = st.flows->flow(id);
         if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat) continue;

@@ -29,6 +29,7 @@ SweepResult sweep_removed_endpoints(FlowTable& flows, const ServiceSnapshot& fre
             alive.insert(Key{sp.id, fresh.endpoints[i].ip.be, fresh.endpoints[i].port});
 
     SweepResult r;
+    const FlowTable::ScanGuard reading(flows);  // no record is reused while we read it
     for (uint32_t id = 0; id < flows.capacity(); ++id) {
         Flow& f = flows.flow(id);
         if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat || f.gen == fresh.generation) continue;

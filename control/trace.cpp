@@ -115,7 +115,8 @@ TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
         rte_pktmbuf_free(m);
         throw std::invalid_argument("frame larger than an mbuf");
     }
-    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size())), frame.data(), frame.size());
+    char* room = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
+    if (!frame.empty()) std::memcpy(room, frame.data(), frame.size());
 
     // The port the packet arrives on: where the gateway's routes say its source lives.
     PacketMeta in{};

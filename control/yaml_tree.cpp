@@ -1,5 +1,8 @@
 #include "yaml_tree.h"
 
+#include <sstream>
+
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace svcgate::ctl::ytree {
@@ -573,13 +576,71 @@ bool scan_fast(std::string_view text, Tree& out) {
     }
 }
 
+namespace {
+
+// yaml-cpp 0.7's LoadAll never returns on some malformed streams (a token no rule consumes, such as
+// a stray ',' at the top level): HandleNextDocument reports one more null document at the same
+// place, forever, and memory grows until the process dies (jbeder/yaml-cpp#1319, fixed after 0.8).
+// Found by fuzz_config. Walk the documents first with a handler that only notes where each one
+// starts; a document that starts where the previous one did means the parser stopped moving, and
+// the stream is rejected at that place.
+class ProgressGuard final : public YAML::EventHandler {
+  public:
+    void OnDocumentStart(const YAML::Mark&) override { first_ = true; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
+        note(m);
+    }
+    void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+        note(m);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+        note(m);
+    }
+    void OnMapEnd() override {}
+
+    // Where the current document starts; -1 before its first node.
+    int start() const { return start_; }
+    YAML::Mark mark() const { return mark_; }
+
+  private:
+    void note(const YAML::Mark& m) {
+        if (!first_) return;
+        first_ = false;
+        start_ = m.pos;
+        mark_ = m;
+    }
+    bool first_ = false;
+    int start_ = -1;
+    YAML::Mark mark_ = YAML::Mark::null_mark();
+};
+
+void check_progress(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    ProgressGuard guard;
+    int previous = -1;
+    while (parser.HandleNextDocument(guard)) {
+        if (guard.start() >= 0 && guard.start() == previous)
+            throw YAML::ParserException(guard.mark(), "unexpected token (the document does not parse)");
+        previous = guard.start();
+    }
+}
+
+}  // namespace
+
 Stream Stream::parse(std::string_view text) {
     Stream s;
     s.tree_ = std::make_unique<Tree>();
     if (scan_fast(text, *s.tree_)) return s;
     s.fallback_ = true;
     try {
-        for (const YAML::Node& d : YAML::LoadAll(std::string(text))) s.tree_->roots.push_back(copy(d, *s.tree_));
+        const std::string copy_of_text(text);
+        check_progress(copy_of_text);
+        for (const YAML::Node& d : YAML::LoadAll(copy_of_text)) s.tree_->roots.push_back(copy(d, *s.tree_));
     } catch (const YAML::Exception& e) {
         throw ParseError(e.mark.is_null() ? Pos{} : Pos{e.mark.line, e.mark.column}, e.msg);
     }

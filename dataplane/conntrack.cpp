@@ -14,7 +14,8 @@ TcpFlagClass tcp_flag_class(uint8_t f) noexcept {
 
 namespace {
 using S = TcpState;
-constexpr S sNO = S::none, sSS = S::syn_sent, sSR = S::syn_recv, sES = S::established,
+// sNO (none) only heads the columns: no transition leads back to it.
+constexpr S sSS = S::syn_sent, sSR = S::syn_recv, sES = S::established,
             sFW = S::fin_wait, sCW = S::close_wait, sLA = S::last_ack, sTW = S::time_wait,
             sCL = S::close, sS2 = S::syn_sent2, sIV = S::invalid, sIG = S::ignore;
 

@@ -15,6 +15,8 @@
 #include <rte_pause.h>
 #include <rte_prefetch.h>
 
+#include "rcu.h"
+
 namespace svcgate::dp {
 
 namespace {
@@ -44,6 +46,7 @@ FlowTable::FlowTable(const Params& p) noexcept
     : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
       n_owners_(std::max<uint16_t>(p.owners, 1)),
       qsbr_(p.qsbr),
+      scanner_(p.scanner),
       timeouts_(p.timeouts) {}
 
 bool FlowTable::init() noexcept {
@@ -61,6 +64,7 @@ bool FlowTable::init() noexcept {
     free_mem_ = alloc_zeroed<uint32_t>(capacity_);
     limbo_mem_ = alloc_zeroed<Owner::Limbo>(capacity_);
     if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
+    if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
     uint32_t per = capacity_ / n_owners_;
     reserve_ = std::min(std::max(per / 64, 256u), per / 4);
@@ -87,7 +91,7 @@ FlowTable::~FlowTable() {
 
 uint32_t FlowTable::live_total() const noexcept {
     uint32_t n = 0;
-    for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live;
+    for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live.load(std::memory_order_relaxed);
     return n;
 }
 
@@ -260,10 +264,12 @@ void FlowTable::retire_id(Owner& o, uint32_t id) noexcept {
 }
 
 void FlowTable::reclaim(Owner& o) noexcept {
+    if (o.limbo_len == 0) return;
     uint32_t span = o.hi - o.lo;
+    const uint64_t done = rcu_acknowledged(qsbr_);  // one look at the readers for the batch
     while (o.limbo_len > 0) {
         const auto& l = o.limbo[o.limbo_head];
-        if (rte_rcu_qsbr_check(qsbr_, l.token, false) != 1) break;  // FIFO: later ones are newer
+        if (l.token > done) break;  // FIFO: later ones are newer
         o.free[o.n_free++] = l.id;
         o.limbo_head = (o.limbo_head + 1) % span;
         --o.limbo_len;
@@ -297,14 +303,15 @@ InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t no
         f.owner = static_cast<uint8_t>(owner);
         f.state.store(init.state, std::memory_order_relaxed);
         f.last_seen.store(now, std::memory_order_relaxed);
-        f.live.store(1, std::memory_order_relaxed);
+        // release: a scan by id that sees live == 1 (acquire) sees the fields above.
+        f.live.store(1, std::memory_order_release);
         bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));
         if (ok && two && !claim_slot(h1, encode(r.id, Direction::reply, h1.sig))) {
             clear_slot(init.key[0], encode(r.id, Direction::original, h0.sig));
             ok = false;
         }
         if (ok) {
-            ++o.live;
+            o.live.store(o.live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         } else {
             f.live.store(0, std::memory_order_relaxed);
             o.free[o.n_free++] = r.id;  // never published: no grace period needed
@@ -326,7 +333,7 @@ void FlowTable::remove(uint32_t id) noexcept {
     }
     f.live.store(0, std::memory_order_relaxed);
     Owner& o = owners_[f.owner];
-    --o.live;
+    o.live.store(o.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     retire_id(o, id);
 }
 

@@ -22,6 +22,11 @@
 //   QSBR variable (single-threaded tools and tests) ids are reused at once.
 // - Flow::last_seen and Flow::state are atomics any worker may update; everything else in a
 //   record is immutable while the record is published.
+// - Scans by id (the reload sweep, `svcgatectl flows`): the control thread reads records that a
+//   worker may remove and reuse meanwhile. It does so inside a ScanGuard, which puts its own
+//   QSBR thread id (Params::scanner) online: no id is reused while it reads. Flow::live is
+//   stored with release after the record's fields, so a scan that loads it with acquire sees
+//   them whole.
 #pragma once
 
 #include <atomic>
@@ -108,6 +113,24 @@ public:
         uint16_t owners = 1;           // workers that insert; ids are split evenly
         rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
         Timeouts timeouts{};
+        uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
+    };
+    static constexpr uint32_t kNoScanner = UINT32_MAX;
+
+    // RAII: the calling thread reads records by id (not through a lookup) for its lifetime.
+    class ScanGuard {
+    public:
+        explicit ScanGuard(const FlowTable& t) noexcept : t_(t) {
+            if (t_.qsbr_ && t_.scanner_ != kNoScanner) rte_rcu_qsbr_thread_online(t_.qsbr_, t_.scanner_);
+        }
+        ~ScanGuard() {
+            if (t_.qsbr_ && t_.scanner_ != kNoScanner) rte_rcu_qsbr_thread_offline(t_.qsbr_, t_.scanner_);
+        }
+        ScanGuard(const ScanGuard&) = delete;
+        ScanGuard& operator=(const ScanGuard&) = delete;
+
+    private:
+        const FlowTable& t_;
     };
 
     // nullptr when memory for `capacity` flows cannot be had.
@@ -138,7 +161,7 @@ public:
     // table only up to the reserve, and a legitimate new connection still finds an id.
     bool under_pressure(uint16_t owner) const noexcept {
         const Owner& o = owners_[owner];
-        return o.live + reserve_ > o.hi - o.lo;
+        return o.live.load(std::memory_order_relaxed) + reserve_ > o.hi - o.lo;
     }
     static bool embryonic(const Flow& f) noexcept;
     template <typename OnRemove>
@@ -173,7 +196,7 @@ private:
         uint32_t limbo_head = 0, limbo_len = 0;
         uint32_t cursor = 0;           // expiry scan position
         uint32_t drop_cursor = 0;      // early-drop scan position
-        uint32_t live = 0;
+        std::atomic<uint32_t> live{0};  // written by the owner only; read by the control thread
     };
 
     Hash hash(const FlowKey& k) const noexcept;
@@ -196,6 +219,7 @@ private:
     uint32_t stripe_mask_;
     uint32_t reserve_ = 0;  // ids per owner kept free for new flows under pressure
     rte_rcu_qsbr* qsbr_;
+    uint32_t scanner_;
     Timeouts timeouts_;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
@@ -231,7 +255,7 @@ unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
     unsigned removed = 0;
     uint32_t span = o.hi - o.lo;
     if (span == 0) return 0;
-    for (unsigned i = 0; i < budget && o.live > 0; ++i) {
+    for (unsigned i = 0; i < budget && o.live.load(std::memory_order_relaxed) > 0; ++i) {
         uint32_t id = o.lo + o.cursor;
         o.cursor = (o.cursor + 1 == span) ? 0 : o.cursor + 1;
         Flow& f = flows_[id];

@@ -56,8 +56,11 @@ bool set_length(rte_mbuf* m, uint32_t len) noexcept {
 bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint8_t* tcp_in = f + meta.l4_off;
-    uint32_t seq = rte_be_to_cpu_32(*reinterpret_cast<const rte_be32_t*>(tcp_in + 4));
-    uint32_t ack = rte_be_to_cpu_32(*reinterpret_cast<const rte_be32_t*>(tcp_in + 8));
+    // memcpy: behind a 14-byte Ethernet header the TCP words are not 4-byte aligned.
+    rte_be32_t seq_be, ack_be;
+    std::memcpy(&seq_be, tcp_in + 4, 4);
+    std::memcpy(&ack_be, tcp_in + 8, 4);
+    const uint32_t seq = rte_be_to_cpu_32(seq_be), ack = rte_be_to_cpu_32(ack_be);
     uint8_t doff = tcp_in[12] >> 4;
     uint32_t seg_len = meta.l4_len - doff * 4u + ((meta.tcp_flags & kSyn) ? 1 : 0) +
                        ((meta.tcp_flags & kFin) ? 1 : 0);

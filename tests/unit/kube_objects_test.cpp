@@ -272,8 +272,8 @@ items:
 TEST(KubeObjects, BrokenYamlAndNonObjectsAreErrorsNotCrashes) {
     const char* bad[] = {"items: [", "- 1\n- 2\n", "kind: List\nitems: 7\n", "kind: Service\napiVersion: v1\n",
                          "kind: Service\napiVersion: v1\nmetadata: {name: x}\nspec: [1]\n",
-                         "kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\naddressType: IPv4\n"
-                         "metadata: {name: s, labels: {kubernetes.io/service-name: x}}\nendpoints: [{addresses: []}]\n",
+                         ("kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\naddressType: IPv4\n"
+                          "metadata: {name: s, labels: {kubernetes.io/service-name: x}}\nendpoints: [{addresses: []}]\n"),
                          "\x01\x02"};
     for (const char* y : bad) {
         std::vector<ConfigIssue> errors;

@@ -62,8 +62,9 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
         auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
         auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
         EXPECT_EQ(a->arp_opcode, rte_cpu_to_be_16(RTE_ARP_OP_REPLY));
-        EXPECT_EQ(a->arp_data.arp_sip, addr(target).be);
-        EXPECT_EQ(a->arp_data.arp_tip, addr("192.168.67.100").be);
+        const rte_be32_t sip = a->arp_data.arp_sip, tip = a->arp_data.arp_tip;  // packed: copy, not bind
+        EXPECT_EQ(sip, addr(target).be);
+        EXPECT_EQ(tip, addr("192.168.67.100").be);
         EXPECT_TRUE(rte_is_same_ether_addr(&a->arp_data.arp_sha, &kPortMac));
         EXPECT_TRUE(rte_is_same_ether_addr(&eth->dst_addr, &kPeerMac));
         EXPECT_TRUE(rte_is_same_ether_addr(&eth->src_addr, &kPortMac));
@@ -130,8 +131,9 @@ TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
     auto* iph = reinterpret_cast<rte_ipv4_hdr*>(f + sizeof(rte_ether_hdr));
     auto* icmp = reinterpret_cast<rte_icmp_hdr*>(iph + 1);
     EXPECT_EQ(icmp->icmp_type, RTE_IP_ICMP_ECHO_REPLY);
-    EXPECT_EQ(iph->src_addr, addr("192.168.67.8").be);
-    EXPECT_EQ(iph->dst_addr, addr("192.168.67.100").be);
+    const rte_be32_t src = iph->src_addr, dst = iph->dst_addr;  // packed: copy, not bind
+    EXPECT_EQ(src, addr("192.168.67.8").be);
+    EXPECT_EQ(dst, addr("192.168.67.100").be);
     EXPECT_EQ(inet_csum(iph, sizeof(rte_ipv4_hdr)), 0) << "IP header checksum";
     EXPECT_EQ(inet_csum(icmp, sizeof(rte_icmp_hdr) + 56), 0) << "ICMP checksum";
     rte_pktmbuf_free(m);

@@ -133,3 +133,17 @@ TEST(YamlTree, BrokenYamlIsAPositionedError) {
     EXPECT_THROW(ytree::Stream::parse("a: b: c\n"), ytree::ParseError);
     EXPECT_THROW(ytree::Stream::parse("{a: 1\n"), ytree::ParseError);
 }
+
+// Found by fuzz_config: yaml-cpp 0.7's LoadAll reports null documents at the same place forever on
+// these (memory grows until the process is killed). They are positioned errors, in bounded time.
+TEST(YamlTree, StreamsYamlCppCannotGetPastAreErrorsNotEndlessDocuments) {
+    for (const char* text : {"\n,\n    ", "a: 1\n,\nb: 2\n", "workers: 1\n  ,workers: 1\n  ports:\n"}) {
+        try {
+            ytree::Stream::parse(text);
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const ytree::ParseError& e) {
+            EXPECT_FALSE(e.mark.is_null()) << text;
+            EXPECT_FALSE(e.msg.empty()) << text;
+        }
+    }
+}

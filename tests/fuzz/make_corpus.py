@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""Writes the fuzzers' seed corpora: tests/fuzz/corpus/pipeline (one frame per file, addressed to
+what fuzz_pipeline.cpp's config serves) and tests/fuzz/corpus/config (the example configs).
+Rerun after changing either; the seeds are committed."""
+import os
+import shutil
+import socket
+import struct
+
+here = os.path.dirname(os.path.abspath(__file__))
+src = os.path.join(here, "..", "..")
+
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xffff) + (s >> 16)
+    return ~s & 0xffff
+
+
+def ip4(a):
+    return socket.inet_aton(a)
+
+
+def ipv4(src_, dst, proto, payload, ttl=64):
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 1, 0, ttl, proto, 0, ip4(src_), ip4(dst))
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + payload
+
+
+def l4(proto, src_, dst, hdr, off):
+    pseudo = ip4(src_) + ip4(dst) + struct.pack("!BBH", 0, proto, len(hdr))
+    c = csum(pseudo + hdr)
+    return hdr[:off] + struct.pack("!H", c) + hdr[off + 2:]
+
+
+def tcp(s, sp, d, dp, flags, seq=1000, ack=0):
+    return ipv4(s, d, 6, l4(6, s, d, struct.pack("!HHIIBBHHH", sp, dp, seq, ack, 5 << 4, flags, 65535, 0, 0), 16))
+
+
+def udp(s, sp, d, dp, data=b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"):
+    return ipv4(s, d, 17, l4(17, s, d, struct.pack("!HHHH", sp, dp, 8 + len(data), 0) + data, 6))
+
+
+def sctp(s, sp, d, dp):
+    return ipv4(s, d, 132, struct.pack("!HHII", sp, dp, 0, 0) + b"\x01\x00\x00\x14" + bytes(16))
+
+
+def icmp(s, d, typ, code, rest, data):
+    m = struct.pack("!BBHI", typ, code, 0, rest) + data
+    return ipv4(s, d, 1, m[:2] + struct.pack("!H", csum(m)) + m[4:])
+
+
+def eth(payload, etype=0x0800, vlan=None):
+    h = bytes.fromhex("020000000001") + bytes.fromhex("020000000002")
+    if vlan is not None:
+        h += struct.pack("!HH", 0x8100, vlan)
+    return h + struct.pack("!H", etype) + payload
+
+
+def arp(sender, target):
+    return eth(struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, bytes.fromhex("020000000002"), ip4(sender),
+                           bytes(6), ip4(target)), 0x0806)
+
+
+SYN, SYNACK, ACK = 0x02, 0x12, 0x10
+translated_syn = tcp("10.192.0.2", 1024, "10.244.2.4", 80, SYN)
+seeds = {
+    "nodeport-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN)),
+    "clusterip-syn": eth(tcp("10.244.2.9", 40000, "10.96.0.20", 80, SYN)),
+    "lb-syn": eth(tcp("192.168.1.1", 40000, "198.51.100.7", 80, SYN)),
+    "external-ip-ack": eth(tcp("192.168.1.1", 40000, "198.51.100.9", 80, ACK)),
+    "local-policy-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30002, SYN)),
+    "no-endpoints-syn": eth(tcp("10.244.2.9", 40000, "10.96.0.22", 80, SYN)),
+    "pod-synack": eth(tcp("10.244.2.4", 80, "10.192.0.2", 1024, SYNACK)),
+    "dns-query": eth(udp("10.244.2.9", 34361, "10.96.0.20", 53)),
+    "nodeport-udp": eth(udp("192.168.67.100", 5353, "192.168.67.8", 30053)),
+    "sctp-init": eth(sctp("10.244.2.9", 5000, "10.96.0.20", 9000)),
+    "ping-gateway": eth(icmp("192.168.67.100", "192.168.67.8", 8, 0, 0x00010001, bytes(16))),
+    "frag-needed": eth(icmp("10.192.0.3", "10.192.0.2", 3, 4, 1400, translated_syn)),
+    "time-exceeded": eth(icmp("192.168.67.1", "192.168.67.8", 11, 0, 0,
+                              tcp("192.168.67.8", 30001, "192.168.67.100", 40000, SYNACK)[:28])),
+    "arp-request": arp("192.168.67.100", "192.168.67.8"),
+    "vlan-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN), 0x0800, vlan=10),
+    "routed": eth(tcp("10.244.2.9", 1, "10.244.2.4", 22, SYN)),
+}
+out = os.path.join(here, "corpus", "pipeline")
+os.makedirs(out, exist_ok=True)
+for name, frame in seeds.items():
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(frame)
+cout = os.path.join(here, "corpus", "config")
+os.makedirs(cout, exist_ok=True)
+for name in ("lab.yaml", "kubernetes.yaml"):
+    shutil.copy(os.path.join(src, "config", name), os.path.join(cout, name))
+print(f"{len(seeds)} frames, 2 configs")

@@ -1,0 +1,343 @@
+// Races: two workers running the real pipeline on one shared flow table while the control thread
+// reloads and sweeps, as the daemon does (snapshot published through an atomic pointer and
+// rte_rcu_qsbr, flow ids reclaimed after grace periods). Every connection's two directions are
+// handled by different workers. Built also with ThreadSanitizer by tools/test (build-tsan).
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
+
+#include <gtest/gtest.h>
+
+#include "flow_sweep.h"
+#include "rcu.h"
+#include "snapshot_builder.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+std::string config(bool third_endpoint) {
+    return fmt::format(R"(
+dataplane:
+  workers: 2
+  ports:
+    - {{name: ext, addresses: [192.168.67.8/24]}}
+    - {{name: cluster, addresses: [10.192.0.2/24]}}
+  routes:
+    - {{prefix: 0.0.0.0/0, via: 192.168.67.1}}
+    - {{prefix: 10.244.2.0/24, via: 10.192.0.3}}
+cluster:
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+services:
+  - name: default/web
+    type: NodePort
+    cluster_ip: 10.96.0.20
+    ports: [{{name: http, protocol: TCP, port: 80, node_port: 30001}}, {{name: dns, protocol: UDP, port: 53, node_port: 30053}}]
+    endpoints: [10.244.2.4, 10.244.2.5{}]
+)", third_endpoint ? ", 10.244.2.6" : "");
+}
+
+rte_mbuf* mbuf_of(const std::vector<uint8_t>& f) {
+    rte_mbuf* m = rte_pktmbuf_alloc(ctl::tool_mempool());
+    if (m) std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    return m;
+}
+
+std::vector<uint8_t> frame(const FlowKey& k, const char* flags) {
+    return ctl::build_frame(ctl::parse_packet_spec(ctl::format_tuple(k) + flags));
+}
+
+// Single-producer single-consumer hand-off between the test's threads, ordered with C11 atomics
+// (so ThreadSanitizer sees it; DPDK 22.11's rte_ring orders with fences TSan does not model).
+template <class T, size_t N>
+class Spsc {
+  public:
+    bool push(const T& v) {
+        const size_t t = tail_.load(std::memory_order_relaxed);
+        if (t - head_.load(std::memory_order_acquire) == N) return false;
+        buf_[t % N] = v;
+        tail_.store(t + 1, std::memory_order_release);
+        return true;
+    }
+    bool pop(T& v) {
+        const size_t h = head_.load(std::memory_order_relaxed);
+        if (h == tail_.load(std::memory_order_acquire)) return false;
+        v = buf_[h % N];
+        head_.store(h + 1, std::memory_order_release);
+        return true;
+    }
+    bool empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
+
+  private:
+    std::array<T, N> buf_{};
+    alignas(64) std::atomic<size_t> head_{0};
+    alignas(64) std::atomic<size_t> tail_{0};
+};
+
+// rte_eal_init pins the main thread to its first lcore and std::thread inherits that mask: without
+// this, both "workers" would share one CPU and take turns by scheduler tick, never overlapping.
+void own_cpu(unsigned w) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(w % std::max(1u, std::thread::hardware_concurrency()), &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+struct RcuState {
+    rte_rcu_qsbr* qsbr;
+    explicit RcuState(unsigned threads) {
+        const size_t sz = rte_rcu_qsbr_get_memsize(threads);
+        qsbr = static_cast<rte_rcu_qsbr*>(rte_zmalloc("stress_qsbr", sz, RTE_CACHE_LINE_SIZE));
+        EXPECT_EQ(rte_rcu_qsbr_init(qsbr, threads), 0);
+    }
+    ~RcuState() { rte_free(qsbr); }
+};
+
+}  // namespace
+
+TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
+    test::ensure_eal();
+    const ctl::Config cfg_a = ctl::load_config_string(config(true), "a.yaml");
+    const ctl::Config cfg_b = ctl::load_config_string(config(false), "b.yaml");
+    RcuState rcu(3);  // two workers and the control thread's sweep
+    auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2, .qsbr = rcu.qsbr, .scanner = 2});
+    ASSERT_TRUE(flows);
+    std::unique_ptr<ServiceSnapshot> current = ctl::build_snapshot(cfg_a, 1);
+    std::atomic<const ServiceSnapshot*> published{current.get()};
+    std::atomic<bool> stop{false};
+    std::atomic<uint32_t> clock{1000};
+    std::atomic<int> running{0};  // workers past their first quiescent report
+    // Cross-worker hand-off of the packets' answers, and the sweep's removals per owner.
+    using Answers = Spsc<FlowKey, 4096>;
+    using Removals = Spsc<uint32_t, 1 << 15>;
+    std::unique_ptr<Answers> answers[2] = {std::make_unique<Answers>(), std::make_unique<Answers>()};
+    std::unique_ptr<Removals> removals[2] = {std::make_unique<Removals>(), std::make_unique<Removals>()};
+    const unsigned in_use = rte_mempool_in_use_count(ctl::tool_mempool());
+    constexpr uint32_t kConnections = 30000;
+    WorkerCtx ctx[2];
+    std::set<uint32_t> generations[2];
+
+    auto worker = [&](uint16_t w) {
+        own_cpu(w);
+        WorkerCtx& c = ctx[w];
+        c.worker = w;
+        c.n_workers = 2;
+        c.flows = flows.get();
+        c.rng = Rng(7 + w);
+        rte_rcu_qsbr_thread_register(rcu.qsbr, w);
+        rte_rcu_qsbr_thread_online(rcu.qsbr, w);
+        Answers& mine = *answers[w];  // answers this worker's packets produced: the other handles them
+        Answers& theirs = *answers[1 - w];
+        uint32_t next = 0;
+        bool started = false;
+        while (!stop.load(std::memory_order_relaxed) || !theirs.empty()) {
+            c.snap = published.load(std::memory_order_acquire);
+            c.now = clock.load(std::memory_order_relaxed);
+            generations[w].insert(c.snap->generation);
+            rte_mbuf* pkts[kBurst];
+            uint16_t n = 0;
+            // The other worker's answers first (SYN-ACKs and DNS replies from the pods) ...
+            FlowKey k;
+            for (unsigned i = 0; i < 16 && theirs.pop(k); ++i)
+                if (rte_mbuf* m = mbuf_of(frame(k, k.proto == 6 ? " [S.]" : ""))) pkts[n++] = m;
+            // ... then new connections and datagrams of its own.
+            while (n < kBurst && next < kConnections && !stop.load(std::memory_order_relaxed)) {
+                const uint32_t i = next++;
+                const FlowKey k{.src = Ip4::from_host(0xcb000000u | (uint32_t{w} << 20) | (i >> 8)),
+                                .dst = Ip4::from_host(0xc0a84308u),
+                                .sport = rte_cpu_to_be_16(static_cast<uint16_t>(1024 + (i & 0xff))),
+                                .dport = rte_cpu_to_be_16(i % 3 ? 30001 : 30053),
+                                .proto = static_cast<uint8_t>(i % 3 ? 6 : 17)};
+                if (rte_mbuf* m = mbuf_of(frame(k, k.proto == 6 ? " [S]" : ""))) pkts[n++] = m;
+            }
+            PacketResult res[kBurst];
+            if (n) process_burst(pkts, n, 0, c, res);
+            for (uint16_t i = 0; i < n; ++i) {
+                if (res[i].verdict == Verdict::dnat) {
+                    PacketMeta m;
+                    const auto* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
+                    if (parse_packet(d, rte_pktmbuf_data_len(pkts[i]), m) == DropReason::none &&
+                        !(m.tcp_flags & kAck)) {
+                        (void)mine.push(m.key.reversed());
+                    }
+                }
+                rte_pktmbuf_free(pkts[i]);
+            }
+            // Datagram flows the sweep hands back, as Worker::remove_requested does.
+            uint32_t id;
+            for (unsigned i = 0; i < 64 && removals[w]->pop(id); ++i) {
+                const Flow& f = flows->flow(id);
+                if (f.live.load(std::memory_order_relaxed) && f.owner == w &&
+                    (f.state.load(std::memory_order_relaxed) & kStateGone))
+                    flows->remove(id);
+            }
+            worker_housekeeping(c, 256);
+            rte_rcu_qsbr_quiescent(rcu.qsbr, w);
+            if (!started) started = true, running.fetch_add(1);
+            if (!n && next >= kConnections) std::this_thread::yield();
+        }
+        rte_rcu_qsbr_thread_offline(rcu.qsbr, w);
+        rte_rcu_qsbr_thread_unregister(rcu.qsbr, w);
+    };
+
+    std::thread w0(worker, 0), w1(worker, 1);
+    // rte_rcu_qsbr_thread_online orders itself with a standalone fence, which ThreadSanitizer
+    // does not model: reload only once both workers are in their loop, as the daemon does.
+    while (running.load() < 2) std::this_thread::yield();
+    // The control thread: reload back and forth (an endpoint removed, then added), publish, wait
+    // a grace period, free the old snapshot, sweep; the clock moves on so flows age.
+    unsigned reloads = 0;
+    ctl::SweepResult swept{};
+    for (; reloads < 200; ++reloads) {
+        auto fresh = ctl::build_snapshot(reloads % 2 ? cfg_a : cfg_b, current->generation + 1, current.get());
+        published.store(fresh.get(), std::memory_order_release);
+        rcu_synchronize(rcu.qsbr);
+        current = std::move(fresh);  // no worker holds the old one any more
+        const auto sw = ctl::sweep_removed_endpoints(*flows, *current, [&](uint32_t id, uint8_t owner) {
+            (void)removals[owner]->push(id);
+        });
+        swept.tcp_closed += sw.tcp_closed;
+        swept.dgram_removed += sw.dgram_removed;
+        if (reloads % 20 == 0) clock.fetch_add(31, std::memory_order_relaxed);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    stop = true;
+    w0.join();
+    w1.join();
+
+    // Every packet got exactly one verdict; none was lost to a clash of tuples.
+    uint64_t created = 0;
+    for (int w = 0; w < 2; ++w) {
+        const WorkerCounters& k = ctx[w].counters;
+        uint64_t verdicts = 0;
+        for (uint64_t v : k.verdicts) verdicts += v;
+        EXPECT_EQ(verdicts, k.rx_packets) << "worker " << w;
+        EXPECT_EQ(k.drops[static_cast<unsigned>(DropReason::flow_reply_clash)], 0u);
+        EXPECT_EQ(k.drops[static_cast<unsigned>(DropReason::snat_ports_exhausted)], 0u);
+        EXPECT_GT(k.verdicts[static_cast<unsigned>(Verdict::reply)], 1000u) << "answers crossed workers";
+        EXPECT_GT(generations[w].size(), 20u) << "the worker saw the reloads";
+        created += k.flows_created;
+    }
+    EXPECT_GT(created, 10000u);
+    EXPECT_GT(swept.tcp_closed + swept.dgram_removed, 0u) << "reloads removed endpoints under live flows";
+    // Every live flow is found by both its tuples; reply tuples (SNAT ports) are unique and each
+    // SNAT port lies in its owner's partition of the range.
+    std::set<std::pair<uint64_t, uint64_t>> replies;
+    unsigned live = 0;
+    for (uint32_t id = 0; id < flows->capacity(); ++id) {
+        const Flow& f = flows->flow(id);
+        if (!f.live.load(std::memory_order_relaxed) || f.kind != FlowKind::nat) continue;
+        ++live;
+        const FlowRef a = flows->lookup(f.key[0]), b = flows->lookup(f.key[1]);
+        EXPECT_EQ(a.id, id);
+        EXPECT_EQ(b.id, id);
+        EXPECT_EQ(b.dir, Direction::reply);
+        uint64_t lo, hi;
+        std::memcpy(&lo, &f.key[1], 8);
+        std::memcpy(&hi, reinterpret_cast<const uint8_t*>(&f.key[1]) + 8, 8);
+        EXPECT_TRUE(replies.insert({lo, hi}).second) << "reply tuple used twice: " << ctl::format_tuple(f.key[1]);
+        if (f.flags & kFlowMasq) {
+            EXPECT_EQ((rte_be_to_cpu_16(f.key[1].dport) - current->cluster.snat_port_min) % 2, f.owner);
+        }
+    }
+    EXPECT_EQ(live, flows->live_total());
+    EXPECT_EQ(rte_mempool_in_use_count(ctl::tool_mempool()), in_use) << "no mbuf kept";
+}
+
+// The DNS A/AAAA race (kube-proxy #56903): the first two datagrams of one new UDP flow reach two
+// workers at the same moment. Both must go to the same endpoint, and both answers come back.
+TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
+    test::ensure_eal();
+    const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
+    auto snap = ctl::build_snapshot(cfg, 1);
+    auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
+    WorkerCtx ctx[2];
+    for (uint16_t w = 0; w < 2; ++w) {
+        ctx[w].worker = w;
+        ctx[w].n_workers = 2;
+        ctx[w].flows = flows.get();
+        ctx[w].snap = snap.get();
+        ctx[w].now = 1000;
+        ctx[w].rng = Rng(100 + w);  // different draws: without the stripe lock they would differ
+    }
+    // Each round, both workers get the same burst of kBurst first datagrams (one per query) and
+    // run it at the same moment: both look every query up (a miss), then both insert, so most
+    // queries really race on the insert.
+    constexpr unsigned kRounds = 24, kQueries = kRounds * kBurst;
+    std::vector<FlowKey> queries(kQueries);
+    std::vector<std::array<rte_mbuf*, 2>> m(kQueries);
+    for (unsigned q = 0; q < kQueries; ++q) {
+        queries[q] = FlowKey{.src = Ip4::from_host(0x0af40305u + (q >> 14)), .dst = Ip4::from_host(0x0a600014u),
+                             .sport = rte_cpu_to_be_16(static_cast<uint16_t>(20000 + (q & 0x3fff))),
+                             .dport = rte_cpu_to_be_16(53), .proto = 17};
+        for (int w = 0; w < 2; ++w) {
+            m[q][w] = mbuf_of(frame(queries[q], ""));
+            ASSERT_NE(m[q][w], nullptr);
+        }
+    }
+    std::vector<std::array<PacketResult, 2>> res(kQueries);
+    std::vector<std::atomic<unsigned>> arrived(kRounds);
+    auto run = [&](int w) {
+        own_cpu(static_cast<unsigned>(w));
+        for (unsigned round = 0; round < kRounds; ++round) {
+            arrived[round].fetch_add(1);
+            while (arrived[round].load() < 2) {
+            }
+            rte_mbuf* burst[kBurst];
+            PacketResult out[kBurst];
+            for (unsigned i = 0; i < kBurst; ++i) burst[i] = m[round * kBurst + i][w];
+            process_burst(burst, kBurst, 0, ctx[w], out);
+            for (unsigned i = 0; i < kBurst; ++i) res[round * kBurst + i][w] = out[i];
+        }
+    };
+    std::thread a(run, 0), b(run, 1);
+    a.join();
+    b.join();
+    unsigned differing = 0, answered = 0;
+    for (unsigned q = 0; q < kQueries; ++q) {
+        FlowKey out[2];
+        for (int w = 0; w < 2; ++w) {
+            ASSERT_EQ(res[q][w].verdict, Verdict::dnat);
+            PacketMeta pm;
+            (void)parse_packet(rte_pktmbuf_mtod(m[q][w], const uint8_t*), rte_pktmbuf_data_len(m[q][w]), pm);
+            out[w] = pm.key;
+            rte_pktmbuf_free(m[q][w]);
+        }
+        differing += !(out[0] == out[1]);
+        // Each answer, on the other worker than its query.
+        for (int w = 0; w < 2; ++w) {
+            rte_mbuf* r = mbuf_of(frame(out[w].reversed(), ""));
+            PacketResult rr;
+            process_burst(&r, 1, 1, ctx[1 - w], &rr);
+            PacketMeta pm;
+            (void)parse_packet(rte_pktmbuf_mtod(r, const uint8_t*), rte_pktmbuf_data_len(r), pm);
+            answered += rr.verdict == Verdict::reply && pm.key == queries[q].reversed();
+            rte_pktmbuf_free(r);
+        }
+    }
+    EXPECT_EQ(differing, 0u) << "both datagrams of a flow reach one endpoint through one SNAT tuple";
+    EXPECT_EQ(answered, 2 * kQueries) << "both answers reach the client, from the VIP";
+    EXPECT_EQ(ctx[0].counters.flows_created + ctx[1].counters.flows_created, kQueries) << "one flow per query";
+    // How often the two inserts really raced (the rest: the second found the first's flow).
+    const uint64_t raced = ctx[0].counters.flows_joined + ctx[1].counters.flows_joined;
+    RecordProperty("raced_inserts", static_cast<int>(raced));
+    if (std::thread::hardware_concurrency() >= 2) {
+        EXPECT_GT(raced, 0u) << "the two workers never overlapped";
+    }
+    std::printf("queries whose two inserts raced: %llu of %u (flows created by worker 0: %llu, 1: %llu)\n", static_cast<unsigned long long>(raced), kQueries, (unsigned long long)ctx[0].counters.flows_created, (unsigned long long)ctx[1].counters.flows_created);
+}
