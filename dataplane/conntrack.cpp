@@ -20,12 +20,14 @@ constexpr S sSS = S::syn_sent, sSR = S::syn_recv, sES = S::established,
             sCL = S::close, sS2 = S::syn_sent2, sIV = S::invalid, sIG = S::ignore;
 
 // [direction][flag class][current state], states in the order of TcpState. The values are the
-// kernel's (nf_conntrack_proto_tcp.c); tests/unit/conntrack_test.cpp checks every cell.
+// kernel's tcp_conntracks (nf_conntrack_proto_tcp.c) as of Linux 6.1, Debian 12's kernel: a SYN/ACK
+// from the client is INVALID outside a simultaneous open, and a SYN from the server side reopens a
+// TIME_WAIT connection. tests/unit/conntrack_test.cpp checks all 120 cells.
 constexpr S kTable[2][6][kTcpStates] = {
     {
         /* ORIGINAL   sNO  sSS  sSR  sES  sFW  sCW  sLA  sTW  sCL  sS2 */
         /* syn    */ {sSS, sSS, sIG, sIG, sIG, sIG, sIG, sSS, sSS, sS2},
-        /* synack */ {sIV, sIV, sIG, sIG, sIG, sIG, sIG, sIG, sIG, sSR},
+        /* synack */ {sIV, sIV, sSR, sIV, sIV, sIV, sIV, sIV, sIV, sSR},
         /* fin    */ {sIV, sIV, sFW, sFW, sLA, sLA, sLA, sTW, sCL, sIV},
         /* ack    */ {sES, sIV, sES, sES, sCW, sCW, sTW, sTW, sCL, sIV},
         /* rst    */ {sIV, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL, sCL},
@@ -33,7 +35,7 @@ constexpr S kTable[2][6][kTcpStates] = {
     },
     {
         /* REPLY      sNO  sSS  sSR  sES  sFW  sCW  sLA  sTW  sCL  sS2 */
-        /* syn    */ {sIV, sS2, sIV, sIV, sIV, sIV, sIV, sIV, sIV, sS2},
+        /* syn    */ {sIV, sS2, sIV, sIV, sIV, sIV, sIV, sSS, sIV, sS2},
         /* synack */ {sIV, sSR, sIG, sIG, sIG, sIG, sIG, sIG, sIG, sSR},
         /* fin    */ {sIV, sIV, sFW, sFW, sLA, sLA, sLA, sTW, sCL, sIV},
         /* ack    */ {sIV, sIG, sSR, sES, sCW, sCW, sTW, sTW, sCL, sIG},

@@ -28,8 +28,11 @@ DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_
         const NextHop* nh = s.route(sender);
         nt.learn(sender, a->arp_data.arp_sha, now, to_us && nh && nh->gateway.is_zero());
     }
+    // Replies (to our requests), announcements and questions about other hosts end here: the
+    // cache has what it needs from them. Counted apart from to_gateway, which is traffic the
+    // gateway refuses.
     if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || !to_us || sender == target /* gratuitous */)
-        return DropReason::to_gateway;
+        return DropReason::arp_consumed;
     a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
     a->arp_data.arp_tha = a->arp_data.arp_sha;
     a->arp_data.arp_tip = sender.be;

@@ -61,6 +61,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(reject_failed, "a reject could not be built (no room in the mbuf)")                        \
     X(reject_endpoint_gone, "rejected: a reload removed this TCP flow's endpoint (RST)")         \
     X(endpoint_gone, "a reload removed this flow's endpoint")                                    \
+    X(arp_consumed, "ARP reply, announcement or request for another host: read, not forwarded") \
     X(to_gateway, "addressed to the gateway itself; only ARP and ICMP echo are answered")       \
     X(neighbor_unresolved, "next hop did not answer ARP in time")                                \
     X(neighbor_hold_full, "too many packets waiting for ARP resolution")                         \

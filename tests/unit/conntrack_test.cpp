@@ -1,5 +1,9 @@
 // Cells of the kernel's TCP state table (nf_conntrack_proto_tcp.c tcp_conntracks), checked one
 // by one: a handshake, a close from each side, RST, simultaneous open and the INVALID cells.
+#include <map>
+#include <sstream>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "conntrack.h"
@@ -51,6 +55,46 @@ TEST(Conntrack, InvalidCells) {
         EXPECT_EQ(tcp_transition(static_cast<S>(s), O, C::none), S::invalid);
         EXPECT_EQ(tcp_transition(static_cast<S>(s), R, C::none), S::invalid);
     }
+}
+
+// Every cell (10 states × 6 flag classes × 2 directions), against the kernel's table as Linux 6.1's
+// nf_conntrack_proto_tcp.c lists it cell by cell in its comments ("sSS -> sS2  Simultaneous open"):
+// one line per (direction, flag class), the results for sNO sSS sSR sES sFW sCW sLA sTW sCL sS2.
+TEST(Conntrack, EveryCellOfTheKernelsTable) {
+    const std::map<std::string, S> st = {{"sNO", S::none},       {"sSS", S::syn_sent},   {"sSR", S::syn_recv},
+                                         {"sES", S::established}, {"sFW", S::fin_wait},   {"sCW", S::close_wait},
+                                         {"sLA", S::last_ack},    {"sTW", S::time_wait},  {"sCL", S::close},
+                                         {"sS2", S::syn_sent2},   {"sIV", S::invalid},    {"sIG", S::ignore}};
+    struct Row {
+        Direction dir;
+        C cls;
+        const char* results;
+    };
+    const Row kernel[] = {
+        {O, C::syn, "sSS sSS sIG sIG sIG sIG sIG sSS sSS sS2"},     // sTW -> sSS: reopened (RFC 1122)
+        {O, C::synack, "sIV sIV sSR sIV sIV sIV sIV sIV sIV sSR"},  // the client cannot send SYN/ACK
+        {O, C::fin, "sIV sIV sFW sFW sLA sLA sLA sTW sCL sIV"},
+        {O, C::ack, "sES sIV sES sES sCW sCW sTW sTW sCL sIV"},     // sNO -> sES: picked up
+        {O, C::rst, "sIV sCL sCL sCL sCL sCL sCL sCL sCL sCL"},
+        {O, C::none, "sIV sIV sIV sIV sIV sIV sIV sIV sIV sIV"},
+        {R, C::syn, "sIV sS2 sIV sIV sIV sIV sIV sSS sIV sS2"},     // simultaneous open; role switch
+        {R, C::synack, "sIV sSR sIG sIG sIG sIG sIG sIG sIG sSR"},
+        {R, C::fin, "sIV sIV sFW sFW sLA sLA sLA sTW sCL sIV"},
+        {R, C::ack, "sIV sIG sSR sES sCW sCW sTW sTW sCL sIG"},     // sSS -> sIG: maybe half-open
+        {R, C::rst, "sIV sCL sCL sCL sCL sCL sCL sCL sCL sCL"},
+        {R, C::none, "sIV sIV sIV sIV sIV sIV sIV sIV sIV sIV"},
+    };
+    unsigned cells = 0;
+    for (const Row& row : kernel) {
+        std::istringstream in(row.results);
+        std::string want;
+        for (unsigned s = 0; s < kTcpStates && in >> want; ++s, ++cells) {
+            EXPECT_EQ(tcp_transition(static_cast<S>(s), row.dir, row.cls), st.at(want))
+                << (row.dir == O ? "ORIGINAL " : "REPLY ") << static_cast<int>(row.cls) << " in "
+                << tcp_state_name(static_cast<S>(s));
+        }
+    }
+    EXPECT_EQ(cells, 120u);
 }
 
 TEST(Conntrack, KubeProxyTimeouts) {
