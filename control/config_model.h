@@ -90,6 +90,7 @@ struct DataplaneConfig {
     // through it (kube-proxy's own node, with br_netfilter; policy routing).
     bool one_arm_masquerade = true;
     dp::Timeouts timeouts{};
+    uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap
 };
 
 // The daemon's operator endpoints.

@@ -206,6 +206,8 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.eal, r.eal, "dataplane.eal");
     keep(d.workers, r.workers, "dataplane.workers");
     keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
+    keep(d.timeouts, r.timeouts, "dataplane.flow_table.timeouts");  // the flow table holds them
+    keep(d.new_flows_per_source, r.new_flows_per_source, "dataplane.flow_table.new_flows_per_source");
     keep(d.mbufs, r.mbufs, "dataplane.mbufs");
     // A port's addresses may change; the list of ports (names, devices) may not.
     bool same_ports = d.ports.size() == r.ports.size();
@@ -422,7 +424,7 @@ int run_daemon(const DaemonOptions& opts) {
     if (!shared.qsbr || rte_rcu_qsbr_init(shared.qsbr, dpc.workers + 1) != 0) return fail("RCU state: out of memory");
     st.flows = FlowTable::create(
         {.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = shared.qsbr, .timeouts = dpc.timeouts,
-         .scanner = dpc.workers});
+         .scanner = dpc.workers, .new_flows_per_source = dpc.new_flows_per_source});
     if (!st.flows) return fail(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
     shared.snapshot.store(st.snap.get(), std::memory_order_release);
     for (uint16_t w = 0; w < dpc.workers; ++w) {

@@ -62,7 +62,8 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     FlowTable::Params p{.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity, 1u << 18),
                         .owners = 1,
                         .qsbr = nullptr,
-                        .timeouts = cfg.dataplane.timeouts};
+                        .timeouts = cfg.dataplane.timeouts,
+                        .new_flows_per_source = cfg.dataplane.new_flows_per_source};
     flows_ = FlowTable::create(p);
     if (!flows_) throw std::runtime_error("cannot allocate the flow table");
     ctx_.worker = 0;

@@ -15,6 +15,8 @@
 
 #include <fmt/format.h>
 
+#include "source_limit.h"
+
 namespace svcgate::ctl {
 
 std::string ConfigIssue::str() const {
@@ -174,10 +176,14 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         }
     }
     if (const ytree::Node ft = n["flow_table"]) {
-        if (r.map(ft, "dataplane.flow_table", {"capacity", "timeouts"})) {
+        if (r.map(ft, "dataplane.flow_table", {"capacity", "timeouts", "new_flows_per_source"})) {
             if (ft["capacity"])
                 if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
                     d.flow_capacity = *c;
+            if (ft["new_flows_per_source"])
+                if (auto c = r.uint<uint32_t>(ft["new_flows_per_source"], "dataplane.flow_table.new_flows_per_source", 0,
+                                              dp::SourceLimiter::kMaxLimit))
+                    d.new_flows_per_source = *c;
             if (const ytree::Node t = ft["timeouts"]) {
                 // The TCP keys in TcpState order, then the datagram ones: one list for the
                 // known-field check and for reading.

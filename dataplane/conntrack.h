@@ -41,6 +41,8 @@ struct Timeouts {
     uint32_t udp_replied = 120;
     uint32_t icmp = 30;
     uint32_t other = 600;  // Linux nf_conntrack_generic_timeout
+
+    bool operator==(const Timeouts&) const = default;
 };
 
 }  // namespace svcgate::dp

@@ -47,7 +47,8 @@ FlowTable::FlowTable(const Params& p) noexcept
       n_owners_(std::max<uint16_t>(p.owners, 1)),
       qsbr_(p.qsbr),
       scanner_(p.scanner),
-      timeouts_(p.timeouts) {}
+      timeouts_(p.timeouts),
+      new_flows_per_source_(p.new_flows_per_source) {}
 
 bool FlowTable::init() noexcept {
     // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (8 / 2).

@@ -114,6 +114,7 @@ public:
         rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
         Timeouts timeouts{};
         uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
+        uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
     };
     static constexpr uint32_t kNoScanner = UINT32_MAX;
 
@@ -172,6 +173,7 @@ public:
     uint32_t timeout_of(const Flow& f) const noexcept;
 
     uint32_t capacity() const noexcept { return capacity_; }
+    uint32_t new_flows_per_source() const noexcept { return new_flows_per_source_; }
     uint32_t live_total() const noexcept;
 
 private:
@@ -221,6 +223,7 @@ private:
     rte_rcu_qsbr* qsbr_;
     uint32_t scanner_;
     Timeouts timeouts_;
+    uint32_t new_flows_per_source_ = 0;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
     std::atomic<uint32_t>* stripes_ = nullptr;

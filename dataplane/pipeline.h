@@ -16,6 +16,7 @@
 #include "parse.h"
 #include "rng.h"
 #include "snapshot.h"
+#include "source_limit.h"
 #include "verdict.h"
 
 namespace svcgate::dp {
@@ -44,6 +45,7 @@ struct WorkerCtx {
     uint32_t now = 0;                       // seconds, the flow table's clock
     Rng rng{1};
     uint32_t snat_cursor = 0;
+    SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
 };
 

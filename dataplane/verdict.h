@@ -53,6 +53,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(lb_source_range, "source outside the Service's loadBalancerSourceRanges")                  \
     X(no_local_endpoints, "traffic policy Local and no local endpoint")                          \
     X(flow_table_full, "flow table has no room for a new flow")                                  \
+    X(source_new_flow_limit, "the source started more new flows this second than allowed")       \
     X(snat_ports_exhausted, "no free SNAT source port towards this endpoint")                    \
     X(flow_reply_clash, "the reply tuple of a new flow is already in use")                       \
     X(conntrack_invalid, "packet conntrack calls INVALID for its flow")                          \

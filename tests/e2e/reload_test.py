@@ -141,7 +141,12 @@ try:
     cfg["services"].append({"name": "default/extra", "cluster_ip": "10.96.100.9",
                             "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
                             "endpoints": [{"ip": "10.244.2.4"}]})
+    # ... with a setting the flow table was created with: applied at the next start, and said so.
+    cfg["dataplane"]["flow_table"]["timeouts"] = {"udp_unreplied": 31}
+    restarts = log_count("dataplane.flow_table.timeouts changed; that takes a restart")
     check(publish(cfg, tmp.name), "reload 3: Service default/extra added")
+    check(log_count("dataplane.flow_table.timeouts changed; that takes a restart") == restarts + 1,
+          "a change of the flow-table timeouts is logged as taking a restart")
     check(curl("lab-sleeper", "http://10.96.100.9/") == "test-pod-1", "the added Service answers")
     time.sleep(0.5)
     # 4. A Service removed.

@@ -500,3 +500,25 @@ TEST(SynFlood, AckFloodPickupsAreEvictableUntilAnswered) {
     EXPECT_EQ(still.verdict, Verdict::dnat);
     EXPECT_EQ(still.out_key, first.out_key) << "the answered pickup was never evicted";
 }
+
+// flow_table.new_flows_per_source: one source flooding new connections is capped per second;
+// the others, and its own established connection, are not affected.
+TEST(SynFlood, OneSourceIsCappedPerSecondOthersGetIn) {
+    std::string cfg = with_services(kTestSvc);
+    cfg.replace(cfg.find("dataplane:\n"), 11, "dataplane:\n  flow_table: {new_flows_per_source: 100}\n");
+    auto t = test::tracer(cfg, 3);
+    const std::string est = "tcp 192.168.67.100:40000 > 192.168.67.8:30001";
+    ASSERT_EQ(t->run_spec(est + " [S]").verdict, Verdict::dnat);
+    ASSERT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
+    unsigned in = 0;
+    for (int i = 0; i < 300; ++i)
+        in += t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", 1024 + i)).verdict == Verdict::dnat;
+    EXPECT_EQ(in, 99u) << "the cap counts the established connection's SYN too";
+    EXPECT_EQ(drops(*t, DropReason::source_new_flow_limit), 201u);
+    EXPECT_EQ(t->run_spec(est + " [.]").verdict, Verdict::dnat) << "its established flow is not new";
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.101:1024 > 192.168.67.8:30001 [S]").verdict, Verdict::dnat)
+        << "another source gets in";
+    t->advance(1);
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.100:2000 > 192.168.67.8:30001 [S]").verdict, Verdict::dnat)
+        << "a new second, a new allowance";
+}
