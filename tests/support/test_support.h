@@ -31,4 +31,24 @@ std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::str
 // A Tracer over a YAML config string.
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed = 1);
 
+// The gateway most unit tests run: ext 192.168.67.8/24 (the node IP) towards the clients, cluster
+// 10.192.0.2/24 towards kube-node-1 (pods 10.244.2.0/24 via .3) and kube-node-2 (10.244.3.0/24 via
+// .4); pod CIDR 10.244.0.0/16, service CIDR 10.96.0.0/12. `extra_cluster` goes on under cluster:.
+inline std::string gateway_config(const std::string& services, const std::string& extra_cluster = "") {
+    return std::string(R"(
+dataplane:
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24]}
+    - {name: cluster, addresses: [10.192.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+    - {prefix: 10.244.3.0/24, via: 10.192.0.4}
+cluster:
+  node_name: svcgate
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+  service_cidrs: [10.96.0.0/12]
+)") + extra_cluster + "services:\n" + services;
+}
+
 }  // namespace svcgate::test

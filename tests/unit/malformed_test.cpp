@@ -17,24 +17,13 @@ using namespace svcgate::dp;
 
 namespace {
 
-const std::string kConfig = R"(
-dataplane:
-  ports:
-    - {name: ext, addresses: [192.168.67.8/24]}
-    - {name: cluster, addresses: [10.192.0.2/24]}
-  routes:
-    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-cluster:
-  node_ips: [192.168.67.8]
-  cluster_cidrs: [10.244.0.0/16]
-  service_cidrs: [10.96.0.0/12]
-services:
+const std::string kConfig = test::gateway_config(R"(
   - name: default/web
     type: NodePort
     cluster_ip: 10.96.0.20
     ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}, {name: dns, protocol: UDP, port: 53}]
     endpoints: [10.244.2.4]
-)";
+)");
 
 constexpr unsigned kIp = 14;       // IPv4 header offset in an untagged frame
 constexpr unsigned kL4 = 14 + 20;  // L4 header offset

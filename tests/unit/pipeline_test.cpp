@@ -16,23 +16,8 @@ using namespace svcgate::dp;
 
 namespace {
 
-const std::string kBase = R"(
-dataplane:
-  ports:
-    - {name: ext, addresses: [192.168.67.8/24]}
-    - {name: cluster, addresses: [10.192.0.2/24]}
-  routes:
-    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-    - {prefix: 10.244.3.0/24, via: 10.192.0.4}
-cluster:
-  node_name: svcgate
-  node_ips: [192.168.67.8]
-  cluster_cidrs: [10.244.0.0/16]
-  service_cidrs: [10.96.0.0/12]
-)";
-
 std::string with_services(const std::string& services, const std::string& extra_cluster = "") {
-    return kBase + extra_cluster + "services:\n" + services;
+    return test::gateway_config(services, extra_cluster);
 }
 
 const std::string kTestSvc = R"(
@@ -416,6 +401,12 @@ std::string with_capacity(std::string cfg, unsigned capacity) {
     return cfg.replace(cfg.find("dataplane:\n"), 11, fmt::format("dataplane:\n  flow_table: {{capacity: {}}}\n", capacity));
 }
 
+// A small table (1024 flows) and a default route, so that random sources are routable.
+std::string flood_config() {
+    std::string cfg = with_capacity(with_services(kTestSvc), 1024);
+    return cfg.replace(cfg.find("  routes:\n"), 10, "  routes:\n    - {prefix: 0.0.0.0/0, via: 192.168.67.1}\n");
+}
+
 uint64_t drops(ctl::Tracer& t, DropReason r) { return t.ctx().counters.drops[static_cast<unsigned>(r)]; }
 
 }  // namespace
@@ -423,8 +414,7 @@ uint64_t drops(ctl::Tracer& t, DropReason r) { return t.ctx().counters.drops[sta
 // conntrack's early_drop: a SYN flood from random sources fills the table only up to its
 // reserve; established connections are never evicted and new legitimate ones still get in.
 TEST(SynFlood, EstablishedFlowsSurviveAndNewConnectionsGetIn) {
-    std::string cfg = with_capacity(with_services(kTestSvc), 1024);
-    cfg.replace(cfg.find("  routes:\n"), 10, "  routes:\n    - {prefix: 0.0.0.0/0, via: 192.168.67.1}\n");
+    const std::string cfg = flood_config();
     auto t = test::tracer(cfg, 3);
     const std::string est = "tcp 192.168.67.100:40000 > 192.168.67.8:30001";
     auto syn = t->run_spec(est + " [S]");
@@ -483,8 +473,7 @@ TEST(SynFlood, ATableOfEstablishedFlowsRefusesNewOnesInsteadOfEvicting) {
 // conntrack picks a connection up from a mid-stream ACK (loose mode) as ESTABLISHED, but it is
 // not assured until the other side answers: an ACK flood is evicted like a SYN flood.
 TEST(SynFlood, AckFloodPickupsAreEvictableUntilAnswered) {
-    std::string cfg = with_capacity(with_services(kTestSvc), 1024);
-    cfg.replace(cfg.find("  routes:\n"), 10, "  routes:\n    - {prefix: 0.0.0.0/0, via: 192.168.67.1}\n");
+    const std::string cfg = flood_config();
     auto t = test::tracer(cfg, 5);
     const std::string est = "tcp 192.168.67.100:40000 > 192.168.67.8:30001";
     auto first = t->run_spec(est + " [.]");
