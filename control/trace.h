@@ -54,6 +54,8 @@ public:
     dp::WorkerCtx& ctx() { return ctx_; }
     dp::FlowTable& flows() { return *flows_; }
     void advance(uint32_t seconds);
+    // Drops the records "reply N" refers to (a long run of frames, as the fuzzer's, keeps none).
+    void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
     SweepResult reload(const Config& cfg);
 

@@ -88,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     t->run_frame(f, "fuzz");
     t->run_frame(answer(f), "fuzz-answer");
     t->advance(1);  // the clock moves: ageing runs
+    t->forget_history();
     if (rte_mempool_in_use_count(pool) != in_use) {
         std::fprintf(stderr, "mbuf leak: %u in use before, %u after\n", in_use, rte_mempool_in_use_count(pool));
         std::abort();
