@@ -18,6 +18,11 @@
       kube-proxy's own rule layout for the same Services (iptables: KUBE-SERVICES / KUBE-SVC-* /
       KUBE-SEP-* with statistic-mode random; nftables: the service-ips verdict map, one chain
       per service and endpoint with numgen random), for iptables-restore / nft -f.
+
+  gen.py ovs --services S --out F
+      The same Services as an OVN-style load balancer for Open vSwitch: F.groups (one select
+      group per Service, buckets ct(commit,nat(dst=endpoint))) and F.flows (ct(nat) for every
+      packet, +new to a VIP to its group, out of the input port), for ovs-ofctl -O OpenFlow15.
 """
 import argparse
 import ipaddress
@@ -182,6 +187,30 @@ def cmd_nft(a):
         f.write("\n".join(out) + "\n")
 
 
+def cmd_ovs(a):
+    # OVN's load balancer, as ovn-northd lays it out for a logical switch: every IP packet through
+    # ct(nat) first (established connections get their DNAT back), a new connection to a VIP to a
+    # select group whose buckets commit it with nat(dst=endpoint), then out of the port it came
+    # in on (one-armed, like svcgate's port), its MACs set as svcgate sets them.
+    groups, flows = [], []
+    for i in range(a.services):
+        buckets = ",".join(f"bucket=bucket_id:{k},weight:100,actions=ct(commit,zone=1,table=2,"
+                           f"nat(dst={ip(endpoint(i, k))}:8080))" for k in range(3))
+        groups.append(f"group_id={i + 1},type=select,selection_method=hash,fields(ip_src,ip_dst,tcp_src,tcp_dst),{buckets}")
+        flows.append(f"table=1,priority=100,ct_state=+new+trk,tcp,nw_dst={ip(vip(i))},tp_dst=80,actions=group:{i + 1}")
+    flows += [
+        "table=0,priority=100,ip,actions=ct(table=1,zone=1,nat)",
+        "table=0,priority=0,actions=drop",
+        "table=1,priority=50,ct_state=+trk-inv,actions=resubmit(,2)",
+        "table=1,priority=0,actions=drop",
+        "table=2,priority=0,actions=mod_dl_src:02:00:00:00:00:01,mod_dl_dst:02:00:00:00:00:02,dec_ttl,in_port",
+    ]
+    with open(a.out + ".groups", "w") as f:
+        f.write("\n".join(groups) + "\n")
+    with open(a.out + ".flows", "w") as f:
+        f.write("\n".join(flows) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -199,12 +228,12 @@ def main():
     cf.add_argument("--socket", required=True)
     cf.add_argument("--eal", default="", help="EAL arguments, one string")
     cf.add_argument("--out", required=True)
-    for name in ("iptables", "nft"):
+    for name in ("iptables", "nft", "ovs"):
         x = sub.add_parser(name)
         x.add_argument("--services", type=int, required=True)
         x.add_argument("--out", required=True)
     a = p.parse_args()
-    {"pcap": cmd_pcap, "config": cmd_config, "iptables": cmd_iptables, "nft": cmd_nft}[a.cmd](a)
+    {"pcap": cmd_pcap, "config": cmd_config, "iptables": cmd_iptables, "nft": cmd_nft, "ovs": cmd_ovs}[a.cmd](a)
 
 
 if __name__ == "__main__":

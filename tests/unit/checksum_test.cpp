@@ -72,6 +72,16 @@ TEST(Checksum, UdpZeroChecksumStaysZero) {
     EXPECT_EQ(c, 0);
     udp_csum_replace2(&c, 0x0102, 0x0304);
     EXPECT_EQ(c, 0);
+    // Through rewrite_tuple: a datagram sent without a checksum is translated without one.
+    auto f = ctl::build_frame(ctl::parse_packet_spec("udp 192.168.67.100:5000 > 10.96.0.10:53 len=20"));
+    PacketMeta m;
+    ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
+    f[m.l4_off + 6] = f[m.l4_off + 7] = 0;
+    rewrite_tuple(f.data(), m, FlowKey{.src = m.key.src, .dst = Ip4::from_host(0x0af40202u), .sport = m.key.sport,
+                                       .dport = rte_cpu_to_be_16(5353), .proto = m.key.proto});
+    EXPECT_EQ(f[m.l4_off + 6], 0);
+    EXPECT_EQ(f[m.l4_off + 7], 0);
+    EXPECT_EQ(inet_csum(f.data() + m.l3_off, 20), 0) << "the IP header checksum still follows";
 }
 
 TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
@@ -92,7 +102,10 @@ TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
                        .sport = static_cast<rte_be16_t>(rng()), .dport = static_cast<rte_be16_t>(rng()),
                        .proto = m.key.proto};
             rewrite_tuple(f.data(), m, to);
+            const uint8_t ttl = f[m.l3_off + 8], proto = f[m.l3_off + 9];
             ASSERT_TRUE(decrement_ttl(f.data(), m));
+            EXPECT_EQ(f[m.l3_off + 8], ttl - 1);
+            EXPECT_EQ(f[m.l3_off + 9], proto);
             ASSERT_TRUE(test::checksums_verify(f)) << spec;
             PacketMeta after;
             ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), after), DropReason::none);
