@@ -214,8 +214,9 @@ next hop. Inputs: `bench/gen.py pcap` and `bench/gen.py config`.
 
 ## 2. The peer
 
-{('OVS-DPDK: ' + f(med(ovs)) + ' Mpps.') if ovs else
- 'Open vSwitch with DPDK (`openvswitch-switch-dpdk`) is installed by bench/run, but the OVN-style load-balancer harness (select group + `ct(nat)`) is not written yet: **not measured**.'}
+{('Open vSwitch 3.1 with DPDK (`openvswitch-switch-dpdk`, `bench/ovs_lb`): ' + f(med(ovs)) + ' Mpps, svcgate ' + f(med(sg4k)) + ' Mpps on the same capture, port and cores (ratio ' + f(summary['ratio_vs_ovs']) + '). ' +
+  'OVS runs its own ovsdb-server and ovs-vswitchd-dpdk in the bench namespace, one PMD thread on core 1, and the load balancer as ovn-northd lays it out (`bench/gen.py ovs`): every IP packet through `ct(zone=1,nat)`; a new connection to a VIP to a select group (hash of the 4-tuple) whose 3 buckets do `ct(commit,zone=1,nat(dst=endpoint:8080))`; then MACs set, TTL decremented and out of the input port. Each run reports the datapath conntrack entries (4,096) and the transmitted packets with its rate, so a pipeline that drops cannot pass as fast.') if ovs else
+ 'Open vSwitch with DPDK: `bench/ovs_lb` did not produce a rate in this run (is `openvswitch-switch-dpdk` installed?): **not measured**.'}
 
 ## 3. New flows
 
