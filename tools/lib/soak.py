@@ -5,8 +5,9 @@ Traffic, all along (each a small Python client inside a pod or client namespace)
   - client → NodePort 192.168.67.8:30001: a new HTTP connection per request, 50 per second;
   - lab-sleeper → ClusterIP 10.107.169.79:80: one keep-alive connection, a request every 20 ms;
   - lab-sleeper → kube-dns 10.96.0.10:53 over UDP: a query every 20 ms, each from a new port.
-Every RELOAD seconds the config is reloaded (SIGHUP), in a cycle: endpoint 10.244.3.6 of
-default/test-svc removed, added back, Service default/soak-extra added, removed.
+Every RELOAD seconds the config is reloaded (SIGHUP), in a cycle: the endpoint of default/test-svc
+that serves the keep-alive connection at the start removed (the connection is reset, the client
+reconnects), added back, Service default/soak-extra added, removed.
 Every SAMPLE seconds: flows live, packets, drops by reason (deltas), the gateway's resident size,
 mbufs in use. At the end: every client's errors, the per-worker accounting, and a verdict:
   - no growth: resident size at the end within 4 MiB (or 5%) of the first sample after warm-up,
@@ -71,7 +72,9 @@ c = http.client.HTTPConnection(host, port, timeout=3)
 end = time.monotonic() + duration
 while time.monotonic() < end:
     try:
-        c.request("GET", "/"); c.getresponse().read(); ok += 1
+        c.request("GET", "/"); body = c.getresponse().read(); ok += 1
+        if ok == 1:
+            print(body.decode().strip(), flush=True)  # the pod serving it: the one churn removes
     except Exception as e:
         # Its endpoint was removed by a reload (the gateway resets the connection): reconnect.
         err += 1; errors.append(repr(e)[:120]); reconnects += 1
@@ -136,15 +139,21 @@ tmp.close()
 with open(tmp.name, "w") as f:
     yaml.safe_dump(base, f)
 
-without_pod3 = copy.deepcopy(base)
-svc = next(s for s in without_pod3["services"] if s["name"] == "default/test-svc")
-svc["endpoints"] = [e for e in svc["endpoints"] if e["ip"] != "10.244.3.6"]
-with_extra = copy.deepcopy(base)
-with_extra["services"].append({"name": "default/soak-extra", "cluster_ip": "10.96.77.7",
-                               "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-                               "endpoints": [{"ip": "10.244.3.6", "node": "kube-node-2"}]})
-CYCLE = [("endpoint 10.244.3.6 removed", without_pod3), ("endpoint 10.244.3.6 added", base),
-         ("Service default/soak-extra added", with_extra), ("Service default/soak-extra removed", base)]
+POD_IP = {"test-pod-1": "10.244.2.4", "test-pod-2": "10.244.2.6", "test-pod-3": "10.244.3.6"}
+
+
+def cycle(victim):
+    """The reload cycle, removing `victim` (an endpoint IP of default/test-svc) and adding it back."""
+    without = copy.deepcopy(base)
+    svc = next(s for s in without["services"] if s["name"] == "default/test-svc")
+    svc["endpoints"] = [e for e in svc["endpoints"] if e["ip"] != victim]
+    with_extra = copy.deepcopy(base)
+    with_extra["services"].append({"name": "default/soak-extra", "cluster_ip": "10.96.77.7",
+                                   "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                                   "endpoints": [{"ip": "10.244.3.6", "node": "kube-node-2"}]})
+    return [(f"endpoint {victim} removed", without), (f"endpoint {victim} added", base),
+            ("Service default/soak-extra added", with_extra), ("Service default/soak-extra removed", base)]
+
 
 samples, reloads, clients = [], [], []
 ok = True
@@ -161,6 +170,11 @@ try:
                                   ("dns-udp", "lab-sleeper", DNS, ["10.96.0.10", d])):
         clients.append((name, subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", code, *cargs],
                                              stdout=subprocess.PIPE, text=True)))
+    # The keep-alive connection's pod is the endpoint the churn removes, so that a live
+    # connection really is reset under it.
+    first_pod = dict(clients)["clusterip-keepalive"].stdout.readline().strip()
+    CYCLE = cycle(POD_IP.get(first_pod, "10.244.3.6"))
+    print(f"keep-alive connection on {first_pod or '?'}; the churn removes {CYCLE[0][0].split()[1]}")
     start = time.monotonic()
     next_reload, next_sample, step = start + args.reload, start, 0
     prev = None
