@@ -20,33 +20,22 @@ constexpr uint16_t csum_fold(uint32_t sum) noexcept {
     return static_cast<uint16_t>(sum);
 }
 
-// RFC 1624 eqn. 3 for one 16-bit word.
+// RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), for any number of changed words: sum the deltas of
+// the changes (each ~old + new), then apply the sum to the checksum once. One's-complement
+// addition is associative, so one fold covers them all; the sum stays far below 2^32.
+constexpr uint32_t csum_delta16(rte_be16_t from, rte_be16_t to) noexcept {
+    return uint32_t{static_cast<uint16_t>(~from)} + to;
+}
+constexpr uint32_t csum_delta32(rte_be32_t from, rte_be32_t to) noexcept {
+    return (~from & 0xffffu) + (~from >> 16) + (to & 0xffffu) + (to >> 16);
+}
+constexpr rte_be16_t csum_apply(rte_be16_t csum, uint32_t delta) noexcept {
+    return static_cast<rte_be16_t>(~csum_fold(uint32_t{static_cast<uint16_t>(~csum)} + delta));
+}
+
+// One 16-bit word.
 inline void csum_replace2(rte_be16_t* csum, rte_be16_t from, rte_be16_t to) noexcept {
-    uint32_t sum = static_cast<uint16_t>(~*csum);
-    sum += static_cast<uint16_t>(~from);
-    sum += to;
-    *csum = static_cast<rte_be16_t>(~csum_fold(sum));
-}
-
-// RFC 1624 eqn. 3 for a 32-bit field (an address): two words at once.
-inline void csum_replace4(rte_be16_t* csum, rte_be32_t from, rte_be32_t to) noexcept {
-    uint32_t sum = static_cast<uint16_t>(~*csum);
-    sum += static_cast<uint16_t>(~from & 0xffff) + static_cast<uint16_t>(~from >> 16);
-    sum += (to & 0xffff) + (to >> 16);
-    *csum = static_cast<rte_be16_t>(~csum_fold(sum));
-}
-
-// UDP (RFC 768): a zero checksum means "none" and must stay zero; a computed zero is sent as
-// 0xffff. The helpers keep both rules.
-inline void udp_csum_replace2(rte_be16_t* csum, rte_be16_t from, rte_be16_t to) noexcept {
-    if (*csum == 0) return;
-    csum_replace2(csum, from, to);
-    if (*csum == 0) *csum = 0xffff;
-}
-inline void udp_csum_replace4(rte_be16_t* csum, rte_be32_t from, rte_be32_t to) noexcept {
-    if (*csum == 0) return;
-    csum_replace4(csum, from, to);
-    if (*csum == 0) *csum = 0xffff;
+    *csum = csum_apply(*csum, csum_delta16(from, to));
 }
 
 // Plain one's-complement sum of a buffer (network-order words), folded to 16 bits plus carry,

@@ -10,7 +10,7 @@ namespace svcgate::dp {
 
 namespace {
 
-// Offsets of the checksum within the L4 header; SIZE_MAX-like 0xff = none.
+// Offsets of the checksum within the TCP and UDP headers.
 constexpr uint8_t kTcpCsumOff = 16;
 constexpr uint8_t kUdpCsumOff = 6;
 
@@ -19,58 +19,55 @@ void store(uint8_t* p, T v) noexcept { std::memcpy(p, &v, sizeof v); }
 template <typename T>
 T load(const uint8_t* p) noexcept { T v; std::memcpy(&v, p, sizeof v); return v; }
 
+// Writes `to` over the tuple `from` of the IPv4 header at `ip` (addresses) and, with `ports`, of
+// the L4 header at `l4` (its first two words). The IPv4 header checksum follows the addresses;
+// the TCP/UDP checksum at `l4_csum` (null: none to keep) follows addresses (pseudo-header) and
+// ports, a UDP one (`udp`) keeping RFC 768's rules: 0 means none and stays 0, a computed 0 is
+// sent as 0xffff. Each checksum is folded once. Returns whether a port changed.
+bool rewrite_headers(uint8_t* ip, uint8_t* l4, const FlowKey& from, const FlowKey& to, bool ports,
+                     uint8_t* l4_csum, bool udp) noexcept {
+    uint32_t addr_sum = 0, port_sum = 0;
+    bool addr_changed = false, ports_changed = false;
+    if (!(from.src == to.src)) {
+        store(ip + 12, to.src.be);
+        addr_sum += csum_delta32(from.src.be, to.src.be);
+        addr_changed = true;
+    }
+    if (!(from.dst == to.dst)) {
+        store(ip + 16, to.dst.be);
+        addr_sum += csum_delta32(from.dst.be, to.dst.be);
+        addr_changed = true;
+    }
+    if (ports && from.sport != to.sport) {
+        store(l4, to.sport);
+        port_sum += csum_delta16(from.sport, to.sport);
+        ports_changed = true;
+    }
+    if (ports && from.dport != to.dport) {
+        store(l4 + 2, to.dport);
+        port_sum += csum_delta16(from.dport, to.dport);
+        ports_changed = true;
+    }
+    if (addr_changed) store(ip + 10, csum_apply(load<rte_be16_t>(ip + 10), addr_sum));
+    if (l4_csum && (addr_changed || ports_changed)) {
+        const auto c = load<rte_be16_t>(l4_csum);
+        if (!udp || c != 0) {
+            const rte_be16_t n = csum_apply(c, addr_sum + port_sum);
+            store(l4_csum, udp && n == 0 ? rte_be16_t{0xffff} : n);
+        }
+    }
+    return ports_changed;
+}
+
 }  // namespace
 
 void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept {
-    uint8_t* ip = frame + m.l3_off;
     uint8_t* l4 = frame + m.l4_off;
     const auto proto = static_cast<Proto>(m.key.proto);
     const bool tcp = proto == Proto::tcp, udp = proto == Proto::udp;
-
-    // RFC 1624 eqn. 3 for every changed word at once: the ~old + new terms are summed and each
-    // checksum folded once (one's-complement addition is associative), instead of a fold per
-    // field. Addresses count in the IPv4 header and in the TCP/UDP pseudo-header, ports in L4.
-    auto delta32 = [](rte_be32_t from, rte_be32_t nw) noexcept {
-        return (~from & 0xffffu) + (~from >> 16) + (nw & 0xffffu) + (nw >> 16);
-    };
-    auto delta16 = [](rte_be16_t from, rte_be16_t nw) noexcept { return uint32_t{static_cast<uint16_t>(~from)} + nw; };
-    uint32_t addr_sum = 0, port_sum = 0;
-    bool addr_changed = false, ports_changed = false;
-    if (!(m.key.src == to.src)) {
-        store(ip + 12, to.src.be);
-        addr_sum += delta32(m.key.src.be, to.src.be);
-        addr_changed = true;
-    }
-    if (!(m.key.dst == to.dst)) {
-        store(ip + 16, to.dst.be);
-        addr_sum += delta32(m.key.dst.be, to.dst.be);
-        addr_changed = true;
-    }
-    if (tcp || udp || proto == Proto::sctp) {
-        if (m.key.sport != to.sport) {
-            store(l4, to.sport);
-            port_sum += delta16(m.key.sport, to.sport);
-            ports_changed = true;
-        }
-        if (m.key.dport != to.dport) {
-            store(l4 + 2, to.dport);
-            port_sum += delta16(m.key.dport, to.dport);
-            ports_changed = true;
-        }
-    }
-    if (addr_changed) {
-        const auto c = load<rte_be16_t>(ip + 10);
-        store(ip + 10, static_cast<rte_be16_t>(~csum_fold(uint32_t{static_cast<uint16_t>(~c)} + addr_sum)));
-    }
-    if ((tcp || udp) && (addr_changed || ports_changed)) {
-        uint8_t* p = l4 + (tcp ? kTcpCsumOff : kUdpCsumOff);
-        const auto c = load<rte_be16_t>(p);
-        if (tcp || c != 0) {  // a UDP checksum of 0 means none (RFC 768)
-            auto n = static_cast<rte_be16_t>(~csum_fold(uint32_t{static_cast<uint16_t>(~c)} + addr_sum + port_sum));
-            if (udp && n == 0) n = 0xffff;
-            store(p, n);
-        }
-    }
+    uint8_t* l4_csum = tcp ? l4 + kTcpCsumOff : udp ? l4 + kUdpCsumOff : nullptr;
+    const bool ports_changed =
+        rewrite_headers(frame + m.l3_off, l4, m.key, to, tcp || udp || proto == Proto::sctp, l4_csum, udp);
     // SCTP (RFC 4960 6.8): CRC32c over the SCTP packet; only ports are covered, so only a port
     // change needs it. A first fragment cannot be re-checksummed (the rest is elsewhere).
     if (proto == Proto::sctp && ports_changed && !m.more_fragments)
@@ -78,50 +75,22 @@ void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexc
 }
 
 void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey& out, bool outer_src) noexcept {
-    // Embedded packet: it travelled the other way, so its tuple is `out` reversed.
+    // Embedded packet: it travelled the other way, so it becomes `out` reversed. Its transport
+    // checksum only where the whole field came along: TCP's sits at byte 16, past the 8 bytes an
+    // error must carry (Linux's tcp_manip_pkt makes the same check); SCTP's CRC never does.
     uint8_t* in = frame + m.inner_off;
     uint8_t* il4 = in + (in[0] & 0x0f) * 4;
     const auto proto = static_cast<Proto>(in[9]);
-    // Its transport checksum only where the whole field came along: TCP's sits at byte 16, past
-    // the 8 bytes an error must carry (Linux's tcp_manip_pkt makes the same check).
-    uint8_t* l4_csum_p = nullptr;
-    if (proto == Proto::tcp && m.inner_l4_len >= 20) l4_csum_p = il4 + kTcpCsumOff;
-    if (proto == Proto::udp) l4_csum_p = il4 + kUdpCsumOff;
-    rte_be16_t in_csum = load<rte_be16_t>(in + 10);
-    rte_be16_t l4_csum = l4_csum_p ? load<rte_be16_t>(l4_csum_p) : 0;
-    auto addr = [&](unsigned off, Ip4 nw) {
-        const rte_be32_t from = load<rte_be32_t>(in + off);
-        if (from == nw.be) return;
-        store(in + off, nw.be);
-        csum_replace4(&in_csum, from, nw.be);
-        if (proto == Proto::tcp) csum_replace4(&l4_csum, from, nw.be);
-        if (proto == Proto::udp) udp_csum_replace4(&l4_csum, from, nw.be);
-    };
-    auto port = [&](unsigned off, rte_be16_t nw) {
-        const rte_be16_t from = load<rte_be16_t>(il4 + off);
-        if (from == nw) return;
-        store(il4 + off, nw);
-        if (proto == Proto::tcp) csum_replace2(&l4_csum, from, nw);
-        if (proto == Proto::udp) udp_csum_replace2(&l4_csum, from, nw);
-    };
-    addr(12, out.dst);
-    addr(16, out.src);
-    port(0, out.dport);
-    port(2, out.sport);
-    store(in + 10, in_csum);
-    if (l4_csum_p) store(l4_csum_p, l4_csum);
+    uint8_t* l4_csum = proto == Proto::tcp && m.inner_l4_len >= 20 ? il4 + kTcpCsumOff
+                       : proto == Proto::udp                        ? il4 + kUdpCsumOff
+                                                                    : nullptr;
+    (void)rewrite_headers(in, il4, m.err_key.reversed(), out.reversed(), true, l4_csum, proto == Proto::udp);
 
-    // Outer header, as a packet of the flow in the error's direction.
-    uint8_t* ip = frame + m.l3_off;
-    rte_be16_t ip_csum = load<rte_be16_t>(ip + 10);
-    auto outer = [&](unsigned off, Ip4 from, Ip4 nw) {
-        if (from == nw) return;
-        store(ip + off, nw.be);
-        csum_replace4(&ip_csum, from.be, nw.be);
-    };
-    if (outer_src) outer(12, m.key.src, out.src);
-    outer(16, m.key.dst, out.dst);
-    store(ip + 10, ip_csum);
+    // Outer header, as a packet of the flow in the error's direction: addresses only.
+    FlowKey outer = m.key;
+    if (outer_src) outer.src = out.src;
+    outer.dst = out.dst;
+    (void)rewrite_headers(frame + m.l3_off, nullptr, m.key, outer, false, nullptr, false);
 
     // The ICMP checksum covers the whole message, embedded packet included (RFC 792).
     uint8_t* icmp = frame + m.l4_off;

@@ -17,7 +17,7 @@
 using namespace svcgate;
 using namespace svcgate::dp;
 
-TEST(Checksum, Replace4MatchesFullRecompute) {
+TEST(Checksum, AddressDeltaMatchesFullRecompute) {
     std::mt19937 rng(7);
     for (int i = 0; i < 20000; ++i) {
         uint8_t hdr[20];
@@ -31,7 +31,7 @@ TEST(Checksum, Replace4MatchesFullRecompute) {
         std::memcpy(hdr + 12, &to, 4);
         rte_be16_t inc;
         std::memcpy(&inc, hdr + 10, 2);
-        csum_replace4(&inc, from, to);
+        inc = csum_apply(inc, csum_delta32(from, to));
         std::memcpy(hdr + 10, &inc, 2);
         ASSERT_EQ(inet_csum(hdr, 20), 0) << "iteration " << i;
     }
@@ -66,13 +66,8 @@ TEST(Checksum, PartialSumMatchesSixteenBitReference) {
     }
 }
 
+// A datagram sent without a checksum is translated without one.
 TEST(Checksum, UdpZeroChecksumStaysZero) {
-    rte_be16_t c = 0;
-    udp_csum_replace4(&c, 0x01020304, 0x05060708);
-    EXPECT_EQ(c, 0);
-    udp_csum_replace2(&c, 0x0102, 0x0304);
-    EXPECT_EQ(c, 0);
-    // Through rewrite_tuple: a datagram sent without a checksum is translated without one.
     auto f = ctl::build_frame(ctl::parse_packet_spec("udp 192.168.67.100:5000 > 10.96.0.10:53 len=20"));
     PacketMeta m;
     ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
