@@ -156,10 +156,11 @@ public:
     // Early drop (conntrack's early_drop, for floods of new connections). An owner whose live
     // records leave fewer than its reserve of ids (1/64 of its range, at least 256, at most a
     // quarter) is under pressure; then each new flow first evicts one embryonic record of the
-    // same owner -- a TCP connection never established (SYN_SENT, SYN_RECV, SYN_SENT2) or never
-    // answered (picked up from a stray ACK), or a datagram flow never answered -- among `probes` live records from its own cursor. An
-    // established or answered flow is never evicted: a SYN flood from random sources fills the
-    // table only up to the reserve, and a legitimate new connection still finds an id.
+    // same owner, looking at `probes` live records from its own cursor: a TCP connection never
+    // established (SYN_SENT, SYN_RECV, SYN_SENT2) or never answered (picked up from a stray ACK),
+    // or a datagram flow never answered. An established or answered flow is never evicted: a
+    // SYN flood from random sources fills the table only up to the reserve, and a legitimate new
+    // connection still finds an id.
     bool under_pressure(uint16_t owner) const noexcept {
         const Owner& o = owners_[owner];
         return o.live.load(std::memory_order_relaxed) + reserve_ > o.hi - o.lo;

@@ -148,6 +148,10 @@ void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
         if (ts == TcpState::invalid || ts == TcpState::ignore) return {Verdict::drop, DropReason::conntrack_invalid};
         state = static_cast<uint8_t>(ts);
     }
+    // A source over its share of new flows this second (flow_table.new_flows_per_source), refused
+    // before selection touches the scheduler's or the affinity's state.
+    if (!ctx.sources.admit(m.key.src, ctx.now, ctx.flows->new_flows_per_source()))
+        return {Verdict::drop, DropReason::source_new_flow_limit};
 
     SelectCtx sc{.snap = s, .set = set, .set_index = d.set, .key = m.key, .rng = ctx.rng};
     uint32_t ep_idx = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
@@ -163,9 +167,6 @@ void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
                   .flags = static_cast<uint8_t>(masq ? kFlowMasq : 0)};
     init.key[1] = FlowKey{.src = ep.ip, .dst = m.key.src, .sport = ep.port, .dport = m.key.sport,
                           .proto = m.key.proto};
-    // A source over its share of new flows this second (flow_table.new_flows_per_source).
-    if (!ctx.sources.admit(m.key.src, ctx.now, ctx.flows->new_flows_per_source()))
-        return {Verdict::drop, DropReason::source_new_flow_limit};
     // One in, one out under pressure: a flood of new connections evicts its own kind.
     if (ctx.flows->under_pressure(ctx.worker) &&
         ctx.flows->early_drop(ctx.worker, 16, [&s](const Flow& f) { release_active(&s, f); }))
