@@ -75,23 +75,14 @@ def retrans(ns):
 
 
 def log_count(marker):
-    return lab("cat $LAB_RUN/svcgate.log").stdout.count(marker)
+    return checks.log_count(src, marker)
 
 
 def publish(cfg, path, marker="reloaded"):
-    """Writes cfg (a dict, or raw text) and sends SIGHUP; True when svcgate logged `marker`."""
-    before = log_count(marker)
-    with open(path, "w") as f:
-        f.write(cfg if isinstance(cfg, str) else yaml.safe_dump(cfg))
-    lab("kill -HUP $(cat $LAB_RUN/svcgate.pid)")
-    for _ in range(50):
-        if log_count(marker) > before:
-            return True
-        time.sleep(0.05)
-    return False
+    return checks.publish(src, cfg, path, marker)
 
 
-POD_IP = {"test-pod-1": "10.244.2.4", "test-pod-2": "10.244.2.6", "test-pod-3": "10.244.3.6"}
+POD_IP = checks.TEST_PODS
 
 with open(os.path.join(src, "config", "lab.yaml")) as f:
     base = yaml.safe_load(f)

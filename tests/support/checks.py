@@ -65,3 +65,28 @@ def accounting(ctl_bin, sock, what, baseline=None):
     if baseline is not None:
         check(in_use == baseline, f"{what}: mbufs in use back to {baseline} ({in_use})")
     return in_use
+
+
+# The lab's pods behind default/test-svc (tools/lib/lab.sh LAB_PODS): name -> address.
+TEST_PODS = {"test-pod-1": "10.244.2.4", "test-pod-2": "10.244.2.6", "test-pod-3": "10.244.3.6"}
+
+
+def log_count(src, marker):
+    """How often the lab's svcgate logged `marker` so far."""
+    return lab(src, "cat $LAB_RUN/svcgate.log").stdout.count(marker)
+
+
+def publish(src, cfg, path, marker="reloaded"):
+    """Writes cfg (a dict, or raw text) to `path` and sends the lab's svcgate SIGHUP; True when it
+    logged `marker` within 5 s."""
+    import time
+    import yaml
+    before = log_count(src, marker)
+    with open(path, "w") as f:
+        f.write(cfg if isinstance(cfg, str) else yaml.safe_dump(cfg))
+    lab(src, "kill -HUP $(cat $LAB_RUN/svcgate.pid)")
+    for _ in range(100):
+        if log_count(src, marker) > before:
+            return True
+        time.sleep(0.05)
+    return False

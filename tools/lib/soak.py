@@ -118,18 +118,6 @@ def rss_kib(pid):
     return None
 
 
-def reload(cfg, path):
-    before = lab("cat $LAB_RUN/svcgate.log").stdout.count("reloaded")
-    with open(path, "w") as f:
-        yaml.safe_dump(cfg, f)
-    lab("kill -HUP $(cat $LAB_RUN/svcgate.pid)")
-    for _ in range(100):
-        if lab("cat $LAB_RUN/svcgate.log").stdout.count("reloaded") > before:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 with open(os.path.join(args.src, "config", "lab.yaml")) as f:
     base = yaml.safe_load(f)
 ctl_bin = os.path.join(os.path.dirname(args.svcgate), "svcgatectl")
@@ -139,7 +127,6 @@ tmp.close()
 with open(tmp.name, "w") as f:
     yaml.safe_dump(base, f)
 
-POD_IP = {"test-pod-1": "10.244.2.4", "test-pod-2": "10.244.2.6", "test-pod-3": "10.244.3.6"}
 
 
 def cycle(victim):
@@ -173,7 +160,7 @@ try:
     # The keep-alive connection's pod is the endpoint the churn removes, so that a live
     # connection really is reset under it.
     first_pod = dict(clients)["clusterip-keepalive"].stdout.readline().strip()
-    CYCLE = cycle(POD_IP.get(first_pod, "10.244.3.6"))
+    CYCLE = cycle(checks.TEST_PODS.get(first_pod, "10.244.3.6"))
     print(f"keep-alive connection on {first_pod or '?'}; the churn removes {CYCLE[0][0].split()[1]}")
     start = time.monotonic()
     next_reload, next_sample, step = start + args.reload, start, 0
@@ -183,7 +170,7 @@ try:
         now = time.monotonic()
         if now >= next_reload:
             what, cfg = CYCLE[step % len(CYCLE)]
-            good = reload(cfg, tmp.name)
+            good = checks.publish(args.src, cfg, tmp.name)
             reloads.append({"t": round(now - start, 1), "what": what, "ok": good})
             ok &= good
             step += 1
