@@ -72,6 +72,7 @@ const Case kCases[] = {
     {"truncated IPv4", [] { Frame f = spec(kSyn); f.resize(kIp + 19); return f; }, DropReason::ip_truncated},
     {"truncated TCP", [] { return with_l4_bytes(spec(kSyn), 12); }, DropReason::tcp_truncated},
     {"truncated UDP", [] { return with_l4_bytes(spec("udp 10.244.2.4:53 > 10.96.0.20:53"), 4); }, DropReason::udp_truncated},
+    {"truncated SCTP", [] { return with_l4_bytes(spec("sctp 10.244.2.9:5000 > 10.96.0.20:9000"), 8); }, DropReason::sctp_truncated},
     {"truncated ICMP", [] { return with_l4_bytes(spec("icmp 192.168.67.100 > 192.168.67.8"), 4); }, DropReason::icmp_truncated},
     {"IP version 5", [] { Frame f = spec(kSyn); f[kIp] = 0x55; fix_ip_csum(f); return f; }, DropReason::ip_bad_version},
     {"IHL below 5", [] { Frame f = spec(kSyn); f[kIp] = 0x44; return f; }, DropReason::ip_bad_ihl},
