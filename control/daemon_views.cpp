@@ -263,8 +263,8 @@ std::string stats(DaemonState& st, bool json) {
                            "\"workers\":[{}],\"mempool\":{{\"size\":{},\"in_use\":{}}},"
                            "\"services\":{},\"endpoints\":{}}}\n",
                            ports, verdicts, drops, st.flows->live_total(), t.flows_created, t.flows_expired,
-                           t.flows_joined, t.flows_early_dropped, workers, st.shared ? st.shared->pool->size : 0,
-                           st.shared ? rte_mempool_in_use_count(st.shared->pool) : 0, services(st, true),
+                           t.flows_joined, t.flows_early_dropped, workers, st.shared->pool->size,
+                           rte_mempool_in_use_count(st.shared->pool), services(st, true),
                            endpoints(st, true));
     }
     o += fmt::format("{:<10} {:>12} {:>12} {:>14} {:>14} {:>8} {:>8}\n", "PORT", "RX-PACKETS", "TX-PACKETS",
