@@ -13,13 +13,13 @@ namespace svcgate::dp {
 
 enum class L3Kind : uint8_t { ipv4, arp };
 
-// TCP flag bits as they sit in byte 13 of the TCP header.
 // ICMP types the dataplane tells apart (RFC 792; DPDK 22.11 names only the echo pair).
 enum IcmpType : uint8_t {
     kIcmpEchoReply = 0, kIcmpDestUnreach = 3, kIcmpSourceQuench = 4, kIcmpEchoRequest = 8,
     kIcmpTimeExceeded = 11, kIcmpParamProblem = 12,
 };
 
+// TCP flag bits as they sit in byte 13 of the TCP header.
 enum TcpFlag : uint8_t { kFin = 0x01, kSyn = 0x02, kRst = 0x04, kPsh = 0x08, kAck = 0x10, kUrg = 0x20 };
 
 struct PacketMeta {
