@@ -159,7 +159,7 @@ uint64_t FlowTable::candidate(uint32_t b, uint32_t sig) const noexcept {
 #endif
 }
 
-void FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept {
+unsigned FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
     // lookup does the same): hash and prefetch both buckets; find the candidate slot and
     // prefetch its record; compare keys.
@@ -177,17 +177,21 @@ void FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out
         cand[i] = v;
         if (v) rte_prefetch0(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
     }
+    unsigned misses = 0;
     for (unsigned i = 0; i < n; ++i) {
         const uint64_t v = cand[i];
         if (v == 0) {
             out[i] = FlowRef{};
+            ++misses;
             continue;
         }
         const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
         const auto d = static_cast<Direction>((v >> 31) & 1);
         // A signature collision (or a slot that changed meanwhile): the full probe decides.
         out[i] = flows_[id].key[static_cast<unsigned>(d)] == *keys[i] ? FlowRef{id, d} : probe(*keys[i], h[i]);
+        misses += !out[i].hit();
     }
+    return misses;
 }
 
 bool FlowTable::claim_slot(const Hash& h, uint64_t value) noexcept {
@@ -277,10 +281,28 @@ void FlowTable::reclaim(Owner& o) noexcept {
     }
 }
 
-InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t now) noexcept {
+InsertHint FlowTable::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept {
     const bool two = !(init.flags & kFlowOneKey);
-    Hash h0 = hash(init.key[0]);
-    Hash h1 = two ? hash(init.key[1]) : h0;
+    InsertHint h{.h0 = hash(init.key[0]), .h1 = {}};
+    h.h1 = two ? hash(init.key[1]) : h.h0;
+    // key[0]'s buckets: the lookup that missed has just read them.
+    if (two) {
+        rte_prefetch0(&buckets_[h.h1.b1]);
+        rte_prefetch0(&buckets_[h.h1.b2]);
+    }
+    rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
+    rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
+    // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
+    const Owner& o = owners_[owner];
+    if (nth < o.n_free) __builtin_prefetch(&flows_[o.free[o.n_free - 1 - nth]], 1, 3);  // for writing
+    return h;
+}
+
+InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t now,
+                               const InsertHint* hint) noexcept {
+    const bool two = !(init.flags & kFlowOneKey);
+    const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
+    const Hash h1 = hint ? hint->h1 : two ? hash(init.key[1]) : h0;
     uint32_t s0 = h0.b1 & stripe_mask_, s1 = h1.b1 & stripe_mask_;
     lock_stripes(s0, s1);
 

@@ -106,6 +106,18 @@ struct InsertResult {
     uint32_t id;  // inserted or existing record
 };
 
+// Where a key lives in the index: its two candidate buckets and its signature.
+struct KeyHash {
+    uint32_t b1, b2, sig;
+};
+
+// A flow's hashes, computed ahead of insert() by prepare_insert(), which also prefetches what the
+// insert will touch: a burst's inserts then overlap their cache misses instead of taking them
+// one after another.
+struct InsertHint {
+    KeyHash h0, h1;
+};
+
 class FlowTable {
 public:
     struct Params {
@@ -142,10 +154,17 @@ public:
 
     [[nodiscard]] FlowRef lookup(const FlowKey& k) const noexcept;
     // Two-phase bulk lookup: hash and prefetch every bucket, then probe (l3fwd's grouping).
-    void lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
+    // Returns the number of misses.
+    unsigned lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
-    [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now) noexcept;
+    // `hint`: from prepare_insert() for this very init (its keys unchanged since).
+    [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now,
+                                      const InsertHint* hint = nullptr) noexcept;
+    // Hashes `init` and prefetches its reply key's buckets, both keys' lock stripes and the record
+    // the owner's `nth` next insert will take. Reads only; any thread may call it, the hint is
+    // for the owner's insert.
+    InsertHint prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept;
     void remove(uint32_t id) noexcept;
 
     // Owner's incremental ageing: visits up to `budget` of its records and removes the expired
@@ -187,9 +206,7 @@ private:
     };
     static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
 
-    struct Hash {
-        uint32_t b1, b2, sig;
-    };
+    using Hash = KeyHash;
     struct alignas(64) Owner {
         uint32_t lo = 0, hi = 0;       // id range [lo, hi)
         uint32_t* free = nullptr;      // stack of free ids

@@ -121,10 +121,30 @@ void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
         s->active[target_ep(f.target.load(std::memory_order_relaxed))].fetch_sub(1, std::memory_order_relaxed);
 }
 
-// A new connection to a service port: select, create the flow, return the packet's out tuple.
-[[gnu::cold]] [[gnu::noinline]] Step new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
-                                              AddrRole role, FlowKey& out, uint32_t& ep_out,
-                                              PacketTrace* t) noexcept {
+// A new connection to a service port, between its two halves: selected (select_new_flow, for
+// the whole burst first), then inserted (insert_new_flow, in packet order). The burst's inserts
+// so find their buckets, lock stripes and records already prefetched: each one's cache misses
+// overlap the others' instead of following them.
+struct NewFlow {
+    FlowInit init;
+    InsertHint hint;
+    uint32_t ep_idx;
+    bool masq;
+};
+
+// Storage for a burst's new flows, left uninitialised (FlowInit zeroes itself): a burst of
+// established flows pays nothing for it.
+union NewFlowSlot {
+    NewFlowSlot() noexcept {}
+    NewFlow nf;
+};
+
+// Guards, endpoint selection and the reply tuple (with its first SNAT port). The endpoint counts
+// as active from here on, so a least-connection pick later in the same burst sees it;
+// insert_new_flow gives it back when no flow is created.
+[[gnu::cold]] [[gnu::noinline]] Step select_new_flow(WorkerCtx& ctx, const PacketMeta& m, uint32_t svc_idx,
+                                                     AddrRole role, NewFlow& nf, unsigned nth,
+                                                     PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const ServicePort& sp = s.services[svc_idx];
     if (t) t->svc = svc_idx, t->role = role;
@@ -154,47 +174,55 @@ void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
         return {Verdict::drop, DropReason::source_new_flow_limit};
 
     SelectCtx sc{.snap = s, .set = set, .set_index = d.set, .key = m.key, .rng = ctx.rng};
-    uint32_t ep_idx = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
+    const uint32_t ep_idx = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
     const Endpoint& ep = s.endpoints[ep_idx];
 
-    bool masq = d.masq || ep.ip == m.key.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
-                (s.cluster.one_arm_masquerade && one_armed(s, m.key.src, ep.ip));
-    FlowInit init{.key = {m.key, FlowKey{}},
-                  .target = nat_target(svc_idx, ep_idx),
-                  .svc_id = sp.id,
-                  .gen = s.generation,
-                  .state = state,
-                  .flags = static_cast<uint8_t>(masq ? kFlowMasq : 0)};
-    init.key[1] = FlowKey{.src = ep.ip, .dst = m.key.src, .sport = ep.port, .dport = m.key.sport,
-                          .proto = m.key.proto};
+    nf.masq = d.masq || ep.ip == m.key.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
+              (s.cluster.one_arm_masquerade && one_armed(s, m.key.src, ep.ip));
+    nf.ep_idx = ep_idx;
+    nf.init = FlowInit{.key = {m.key, FlowKey{}},
+                       .target = nat_target(svc_idx, ep_idx),
+                       .svc_id = sp.id,
+                       .gen = s.generation,
+                       .state = state,
+                       .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
+    nf.init.key[1] = FlowKey{.src = ep.ip, .dst = m.key.src, .sport = ep.port, .dport = m.key.sport,
+                             .proto = m.key.proto};
+    if (nf.masq) {
+        const NextHop* hop = s.route(ep.ip);
+        if (!hop) return {Verdict::drop, DropReason::no_route};
+        nf.init.key[1].dst = hop->source;
+        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+    }
+    s.active[ep_idx].fetch_add(1, std::memory_order_relaxed);
+    nf.hint = ctx.flows->prepare_insert(ctx.worker, nf.init, nth);
+    return {Verdict::dnat, DropReason::none};
+}
+
+// Creates the flow select_new_flow prepared; returns the packet's out tuple.
+Step insert_new_flow(WorkerCtx& ctx, NewFlow& nf, FlowKey& out, uint32_t& ep_out, PacketTrace* t) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
     // One in, one out under pressure: a flood of new connections evicts its own kind.
     if (ctx.flows->under_pressure(ctx.worker) &&
         ctx.flows->early_drop(ctx.worker, 16, [&s](const Flow& f) { release_active(&s, f); }))
         ++ctx.counters.flows_early_dropped;
-    unsigned tries = 1;
-    if (masq) {
-        const NextHop* hop = s.route(ep.ip);
-        if (!hop) return {Verdict::drop, DropReason::no_route};
-        init.key[1].dst = hop->source;
-        tries = 64;
+    InsertResult r = ctx.flows->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
+    // Masquerade: another port of this worker's share when the reply tuple is taken.
+    for (unsigned i = 1; nf.masq && i < 64 && r.status == InsertStatus::reply_clash; ++i) {
+        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+        r = ctx.flows->insert(ctx.worker, nf.init, ctx.now);
     }
-    InsertResult r{InsertStatus::full, 0};
-    for (unsigned i = 0; i < tries; ++i) {
-        if (masq) init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
-        r = ctx.flows->insert(ctx.worker, init, ctx.now);
-        if (r.status != InsertStatus::reply_clash) break;
-    }
+    if (r.status != InsertStatus::inserted) s.active[nf.ep_idx].fetch_sub(1, std::memory_order_relaxed);
     switch (r.status) {
     case InsertStatus::inserted:
         ++ctx.counters.flows_created;
-        s.active[ep_idx].fetch_add(1, std::memory_order_relaxed);
         break;
     case InsertStatus::exists:
-        // Two workers raced on the first packets of this flow: use the winner's record.
+        // Two packets (of one burst, or on two workers) raced on this flow: the winner's record.
         ++ctx.counters.flows_joined;
         break;
     case InsertStatus::reply_clash:
-        return {Verdict::drop, masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash};
+        return {Verdict::drop, nf.masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash};
     case InsertStatus::full:
         return {Verdict::drop, DropReason::flow_table_full};
     }
@@ -207,6 +235,37 @@ void release_active(const ServiceSnapshot* s, const Flow& f) noexcept {
         t->new_flow = r.status == InsertStatus::inserted;
     }
     return {Verdict::dnat, DropReason::none};
+}
+
+// A packet of no flow (and no ICMP error): what KUBE-SERVICES and the rest make of it. A new
+// connection comes back as dnat with `nf` selected, still to be inserted.
+struct Miss {
+    Step st;
+    uint32_t svc;
+};
+
+Miss classify_miss(WorkerCtx& ctx, const PacketMeta& m, const uint8_t* frame, NewFlow& nf, unsigned nth,
+                   PacketTrace* t) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
+    uint32_t v = s.vips.find(ServiceSnapshot::vip_key(m.key.dst, m.key.dport, m.key.proto));
+    const uint32_t local = s.local_flags(m.key.dst);
+    if (v == StaticHash::kNone && (local & kNodePortAddr))
+        v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
+    if (v != StaticHash::kNone && frame[m.l3_off + 8] <= 1) {
+        // RFC 1812 5.3.1 before conntrack: a packet that cannot be forwarded starts no flow.
+        return {{Verdict::drop, DropReason::ip_ttl_exceeded}, PacketTrace::kNone};
+    }
+    if (v != StaticHash::kNone) {
+        const Step st = select_new_flow(ctx, m, v >> 2, static_cast<AddrRole>(v & 3), nf, nth, t);
+        return {st, st.verdict == Verdict::dnat ? v >> 2 : PacketTrace::kNone};
+    }
+    if ((local & kClusterIp) && s.cluster.reject_unknown_port)
+        return {{Verdict::reject, DropReason::reject_unknown_port}, PacketTrace::kNone};
+    if (local & (kPortAddr | kNodeAddr)) return {{Verdict::local, DropReason::none}, PacketTrace::kNone};
+    if (in_any(s.cluster.service_cidrs, m.key.dst))
+        return {{Verdict::drop, DropReason::service_cidr_unallocated}, PacketTrace::kNone};
+    return {{Verdict::forward, DropReason::none}, PacketTrace::kNone};
 }
 
 // conntrack for a packet of a known flow. Returns false for INVALID.
@@ -267,9 +326,22 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             res[i].verdict = Verdict::local;  // ARP: the daemon answers and resolves
         }
     }
-    ctx.flows->lookup_bulk(keys, nk, refs);
+    const unsigned misses = ctx.flows->lookup_bulk(keys, nk, refs);
 
-    // Phase 2: one exit per packet.
+    // Phase 2: what the packets of no flow are; new connections selected, their inserts prefetched.
+    Miss miss[kBurst];
+    NewFlowSlot nfs[kBurst];
+    uint8_t nf_of[kBurst];
+    unsigned n_new = 0;
+    for (uint16_t j = 0; j < nk && misses; ++j) {
+        const uint16_t i = idx[j];
+        if (refs[j].hit() || meta[i].inner_off) continue;
+        miss[j] = classify_miss(ctx, meta[i], rte_pktmbuf_mtod(pkts[i], const uint8_t*), nfs[n_new].nf, n_new,
+                                trace ? &trace[i] : nullptr);
+        if (miss[j].st.verdict == Verdict::dnat) nf_of[j] = static_cast<uint8_t>(n_new++);
+    }
+
+    // Phase 3: one exit per packet.
     SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
     SvcCounters* const ep_counters = &s.ep_counters[size_t{ctx.worker} * s.endpoints.size()];
     for (uint16_t j = 0; j < nk; ++j) {
@@ -320,24 +392,11 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             const uint32_t local = s.local_flags(m.key.dst);
             if (local & (kPortAddr | kNodeAddr)) st = {Verdict::local, DropReason::none};
         } else {
-            // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
-            uint32_t v = s.vips.find(ServiceSnapshot::vip_key(m.key.dst, m.key.dport, m.key.proto));
-            const uint32_t local = s.local_flags(m.key.dst);
-            if (v == StaticHash::kNone && (local & kNodePortAddr))
-                v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
-            if (v != StaticHash::kNone && frame[m.l3_off + 8] <= 1) {
-                // RFC 1812 5.3.1 before conntrack: a packet that cannot be forwarded starts no flow.
-                st = {Verdict::drop, DropReason::ip_ttl_exceeded};
-            } else if (v != StaticHash::kNone) {
-                svc_idx = v >> 2;
-                st = new_flow(ctx, m, svc_idx, static_cast<AddrRole>(v & 3), out, ep_idx, t);
+            st = miss[j].st;
+            svc_idx = miss[j].svc;
+            if (st.verdict == Verdict::dnat) {
+                st = insert_new_flow(ctx, nfs[nf_of[j]].nf, out, ep_idx, t);
                 if (st.verdict != Verdict::dnat) svc_idx = ep_idx = PacketTrace::kNone;
-            } else if ((local & kClusterIp) && s.cluster.reject_unknown_port) {
-                st = {Verdict::reject, DropReason::reject_unknown_port};
-            } else if (local & (kPortAddr | kNodeAddr)) {
-                st = {Verdict::local, DropReason::none};
-            } else if (in_any(s.cluster.service_cidrs, m.key.dst)) {
-                st = {Verdict::drop, DropReason::service_cidr_unallocated};
             }
         }
 

@@ -511,3 +511,85 @@ TEST(SynFlood, OneSourceIsCappedPerSecondOthersGetIn) {
     EXPECT_EQ(t->run_spec("tcp 192.168.67.100:2000 > 192.168.67.8:30001 [S]").verdict, Verdict::dnat)
         << "a new second, a new allowance";
 }
+
+namespace {
+
+// One burst through process_burst as a worker runs it: each spec's frame in an mbuf; the
+// packets' out tuples (as parsed back from the frames) and the results.
+struct BurstOut {
+    std::vector<PacketResult> res;
+    std::vector<std::string> out;
+};
+
+BurstOut run_burst(ctl::Tracer& t, const std::vector<std::string>& specs) {
+    rte_mempool* pool = ctl::tool_mempool();
+    std::vector<rte_mbuf*> m(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const auto f = ctl::build_frame(ctl::parse_packet_spec(specs[i]));
+        m[i] = rte_pktmbuf_alloc(pool);
+        EXPECT_NE(m[i], nullptr);
+        std::memcpy(rte_pktmbuf_append(m[i], static_cast<uint16_t>(f.size())), f.data(), f.size());
+    }
+    BurstOut b;
+    b.res.resize(specs.size());
+    process_burst(m.data(), static_cast<uint16_t>(m.size()), 0, t.ctx(), b.res.data());
+    for (rte_mbuf* mb : m) {
+        PacketMeta pm;
+        EXPECT_EQ(parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), pm), DropReason::none);
+        b.out.push_back(ctl::format_tuple(pm.key));
+        rte_pktmbuf_free(mb);
+    }
+    return b;
+}
+
+}  // namespace
+
+// New connections are selected for the whole burst before they are inserted (so the inserts'
+// cache misses overlap): a least-connection pick must still see the picks before it in the burst.
+TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/s
+    cluster_ip: 10.107.0.7
+    scheduler: lc
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.2.6}, {ip: 10.244.3.6}]
+)"));
+    std::vector<std::string> specs;
+    for (int i = 0; i < 30; ++i) specs.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
+    const BurstOut b = run_burst(*t, specs);
+    std::map<std::string, int> per;
+    for (size_t i = 0; i < specs.size(); ++i) {
+        ASSERT_EQ(b.res[i].verdict, Verdict::dnat) << i;
+        per[b.out[i].substr(b.out[i].find('>') + 2)]++;
+    }
+    EXPECT_EQ(per, (std::map<std::string, int>{{"10.244.2.4:80", 10}, {"10.244.2.6:80", 10}, {"10.244.3.6:80", 10}}));
+    const auto& s = t->snapshot();
+    int64_t active = 0;
+    for (size_t e = 0; e < s.endpoints.size(); ++e) active += s.active[e].load();
+    EXPECT_EQ(active, 30) << "one active count per flow created";
+    EXPECT_EQ(t->flows().live_total(), 30u);
+}
+
+// A SYN and its retransmission in one burst: both are selected, the second insert finds the
+// first's record and follows it; the endpoint it had picked is given back.
+TEST(PipelineBurst, TwoPacketsOfOneNewFlowInOneBurstShareOneFlow) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/s
+    cluster_ip: 10.107.0.7
+    scheduler: rr
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.2.6}, {ip: 10.244.3.6}]
+)"));
+    const std::string syn = "tcp 10.244.3.9:7000 > 10.107.0.7:80 [S]";
+    const BurstOut b = run_burst(*t, {syn, "tcp 10.244.3.9:7001 > 10.107.0.7:80 [S]", syn});
+    for (const PacketResult& r : b.res) ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_EQ(b.out[0], b.out[2]) << "the retransmission goes where the first SYN went";
+    EXPECT_NE(b.out[0], b.out[1]);
+    EXPECT_EQ(t->ctx().counters.flows_created, 2u);
+    EXPECT_EQ(t->ctx().counters.flows_joined, 1u);
+    const auto& s = t->snapshot();
+    int64_t active = 0;
+    for (size_t e = 0; e < s.endpoints.size(); ++e) active += s.active[e].load();
+    EXPECT_EQ(active, 2) << "the joined packet's pick is given back";
+    EXPECT_EQ(t->flows().live_total(), 2u);
+}
