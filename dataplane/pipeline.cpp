@@ -237,21 +237,17 @@ Step insert_new_flow(WorkerCtx& ctx, NewFlow& nf, FlowKey& out, uint32_t& ep_out
     return {Verdict::dnat, DropReason::none};
 }
 
-// A packet of no flow (and no ICMP error): what KUBE-SERVICES and the rest make of it. A new
-// connection comes back as dnat with `nf` selected, still to be inserted.
+// A packet of no flow (and no ICMP error): what KUBE-SERVICES and the rest make of it, from its
+// VIP-table entry `v` and its destination's local flags. A new connection comes back as dnat with
+// `nf` selected, still to be inserted.
 struct Miss {
     Step st;
     uint32_t svc;
 };
 
-Miss classify_miss(WorkerCtx& ctx, const PacketMeta& m, const uint8_t* frame, NewFlow& nf, unsigned nth,
-                   PacketTrace* t) noexcept {
+Miss classify_miss(WorkerCtx& ctx, const PacketMeta& m, const uint8_t* frame, uint32_t v, uint32_t local,
+                   NewFlow& nf, unsigned nth, PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
-    // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
-    uint32_t v = s.vips.find(ServiceSnapshot::vip_key(m.key.dst, m.key.dport, m.key.proto));
-    const uint32_t local = s.local_flags(m.key.dst);
-    if (v == StaticHash::kNone && (local & kNodePortAddr))
-        v = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, m.key.dport, m.key.proto));
     if (v != StaticHash::kNone && frame[m.l3_off + 8] <= 1) {
         // RFC 1812 5.3.1 before conntrack: a packet that cannot be forwarded starts no flow.
         return {{Verdict::drop, DropReason::ip_ttl_exceeded}, PacketTrace::kNone};
@@ -328,22 +324,64 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
     }
     const unsigned misses = ctx.flows->lookup_bulk(keys, nk, refs);
 
-    // Phase 2: what the packets of no flow are; new connections selected, their inserts prefetched.
+    SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
+    SvcCounters* const ep_counters = &s.ep_counters[size_t{ctx.worker} * s.endpoints.size()];
+
+    // Phase 2: what the packets of no flow are; new connections selected, their inserts
+    // prefetched. With many Services the VIP table, the service ports, their endpoint sets and
+    // counters are far larger than the cache, and each one's address comes from the one before:
+    // one pass per link of that chain, each prefetching the next link for the whole burst, so the
+    // misses of a pass overlap instead of following each other.
     Miss miss[kBurst];
     NewFlowSlot nfs[kBurst];
     uint8_t nf_of[kBurst];
+    uint32_t vip[kBurst];
+    uint32_t local[kBurst];
+    uint16_t mj[kBurst], nm = 0;  // the misses (as j)
+    uint16_t vj[kBurst], nv = 0;  // those that hit a VIP
     unsigned n_new = 0;
     for (uint16_t j = 0; j < nk && misses; ++j) {
-        const uint16_t i = idx[j];
-        if (refs[j].hit() || meta[i].inner_off) continue;
-        miss[j] = classify_miss(ctx, meta[i], rte_pktmbuf_mtod(pkts[i], const uint8_t*), nfs[n_new].nf, n_new,
-                                trace ? &trace[i] : nullptr);
+        if (refs[j].hit() || meta[idx[j]].inner_off) continue;
+        mj[nm++] = j;
+        const FlowKey& k = meta[idx[j]].key;
+        s.vips.prefetch(ServiceSnapshot::vip_key(k.dst, k.dport, k.proto));
+        s.local_addrs.prefetch(k.dst.be);
+    }
+    for (uint16_t x = 0; x < nm; ++x) {
+        const uint16_t j = mj[x];
+        const FlowKey& k = meta[idx[j]].key;
+        // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
+        vip[j] = s.vips.find(ServiceSnapshot::vip_key(k.dst, k.dport, k.proto));
+        local[j] = s.local_flags(k.dst);
+        if (vip[j] == StaticHash::kNone && (local[j] & kNodePortAddr))
+            vip[j] = s.vips.find(ServiceSnapshot::vip_key(Ip4{}, k.dport, k.proto));
+        if (vip[j] == StaticHash::kNone) continue;
+        vj[nv++] = j;
+        rte_prefetch0(&s.services[vip[j] >> 2]);
+    }
+    for (uint16_t x = 0; x < nv; ++x) {
+        const ServicePort& sp = s.services[vip[vj[x]] >> 2];
+        rte_prefetch0(&s.sets[sp.internal_set]);
+        rte_prefetch0(&s.sets[sp.external_set]);
+        rte_prefetch0(&s.endpoints[sp.ep_first]);
+        rte_prefetch0(reinterpret_cast<const char*>(&s.endpoints[sp.ep_first]) + 64);
+        rte_prefetch0(&s.active[sp.ep_first]);
+        rte_prefetch0(&svc_counters[vip[vj[x]] >> 2]);
+        rte_prefetch0(&ep_counters[sp.ep_first]);
+    }
+    for (uint16_t x = 0; x < nv; ++x) {
+        const ServicePort& sp = s.services[vip[vj[x]] >> 2];
+        rte_prefetch0(&s.members[s.sets[sp.internal_set].first]);
+        rte_prefetch0(&s.members[s.sets[sp.external_set].first]);
+    }
+    for (uint16_t x = 0; x < nm; ++x) {
+        const uint16_t j = mj[x], i = idx[j];
+        miss[j] = classify_miss(ctx, meta[i], rte_pktmbuf_mtod(pkts[i], const uint8_t*), vip[j], local[j],
+                                nfs[n_new].nf, n_new, trace ? &trace[i] : nullptr);
         if (miss[j].st.verdict == Verdict::dnat) nf_of[j] = static_cast<uint8_t>(n_new++);
     }
 
     // Phase 3: one exit per packet.
-    SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
-    SvcCounters* const ep_counters = &s.ep_counters[size_t{ctx.worker} * s.endpoints.size()];
     for (uint16_t j = 0; j < nk; ++j) {
         const uint16_t i = idx[j];
         rte_mbuf* mb = pkts[i];

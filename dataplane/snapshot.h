@@ -53,28 +53,31 @@ struct EndpointSet {
     uint32_t ring_len = 0;
 };
 
-struct ServicePort {
-    std::string name;             // "namespace/name:port-name" (port name may be empty)
+// What a new connection reads comes first, in the first cache line (one prefetch before
+// selection covers it); names and addresses for the control plane after.
+struct alignas(64) ServicePort {
     uint32_t id = 0;              // stable hash of name and protocol: survives reloads
     Proto proto = Proto::tcp;
+    Scheduler scheduler = Scheduler::random;
+    bool external_local = false;    // externalTrafficPolicy Local (and externally reachable)
+    bool internal_local = false;    // internalTrafficPolicy Local
+    // When the set a packet may use is empty: drop if the Service has usable endpoints that the
+    // traffic policy rules out (kube-proxy's "no local endpoints"), reject if it has none at all.
+    // The short-circuit Cluster sets are empty only in the second case, so one value serves all.
+    NoEndpoints no_endpoints = NoEndpoints::reject;
+    uint32_t affinity_timeout = 0;  // seconds; 0 = sessionAffinity None
+    uint32_t internal_set = 0;   // cluster-IP traffic
+    uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
+    uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
+    uint32_t ep_first = 0, ep_count = 0;  // all endpoints of this port, into endpoints
+    std::vector<Cidr4> lb_source_ranges;
+    // Cold.
+    std::string name;             // "namespace/name:port-name" (port name may be empty)
     Ip4 cluster_ip;
     rte_be16_t port = 0;
     uint16_t node_port = 0;       // host order; 0 = none
     std::vector<Ip4> external_ips;
     std::vector<Ip4> lb_ips;
-    std::vector<Cidr4> lb_source_ranges;
-    Scheduler scheduler = Scheduler::random;
-    uint32_t affinity_timeout = 0;  // seconds; 0 = sessionAffinity None
-    bool external_local = false;    // externalTrafficPolicy Local (and externally reachable)
-    bool internal_local = false;    // internalTrafficPolicy Local
-    uint32_t ep_first = 0, ep_count = 0;  // all endpoints of this port, into endpoints
-    uint32_t internal_set = 0;   // cluster-IP traffic
-    uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
-    uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
-    // When the set a packet may use is empty: drop if the Service has usable endpoints that the
-    // traffic policy rules out (kube-proxy's "no local endpoints"), reject if it has none at all.
-    // The short-circuit Cluster sets are empty only in the second case, so one value serves all.
-    NoEndpoints no_endpoints = NoEndpoints::reject;
 };
 
 // Flags of an address the gateway must know about, in local_addrs.
