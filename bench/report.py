@@ -71,13 +71,6 @@ def main():
     ovs = runs("ovs", flows=4096)
     svc = {s: med(runs("svcgate", flows=100000, services=s, workers=1)) for s in (10, 1000, 10000, 100000)}
     svc = {k: v for k, v in svc.items() if v}
-    # Per service count, svcgate ÷ the testpmd run just before it on the same capture.
-    svc_ratio = {}
-    for s in svc:
-        pairs = zip(runs("svcgate", flows=100000, services=s, workers=1), runs("testpmd", flows=100000, services=s))
-        svc_ratio[s] = med([g / t for g, t in pairs if t])
-    svc_ratio = {k: v for k, v in svc_ratio.items() if v}
-
     def micro_rate(name):
         for b in micro:
             if b.get("name") == name or b.get("run_name") == name:
@@ -94,6 +87,11 @@ def main():
     new10 = micro_rate("BM_PipelineNewFlows/10/10/manual_time")
     new_svc = {s: micro_rate(f"BM_PipelineNewFlows/{s}/90/manual_time") for s in (10, 1000, 10000, 100000)}
     new_svc = {k: v for k, v in new_svc.items() if v}
+    # Flatness: the slowest ÷ the fastest service count, established (medians of interleaved
+    # rounds) and new flows; the headline is the worse of the two.
+    flat_est = min(svc.values()) / max(svc.values()) if svc else None
+    flat_new = min(new_svc.values()) / max(new_svc.values()) if new_svc else None
+    flat = min(x for x in (flat_est, flat_new) if x is not None) if (flat_est or flat_new) else None
     reload_ms = {}
     for b in reload_:
         if b.get("aggregate_name") == "median" and b["run_name"].startswith("BM_ReloadCompact/"):
@@ -108,7 +106,9 @@ def main():
         "established_ratio_vs_testpmd_1m": med(r1m),
         "ratio_vs_ovs": (med(sg4k) / med(ovs)) if ovs and sg4k else None,
         "new_flows_mpps": new90,
-        "services_flatness": (min(svc_ratio.values()) / max(svc_ratio.values())) if svc_ratio else None,
+        "services_flatness": flat,
+        "services_flatness_established": flat_est,
+        "services_flatness_new_flows": flat_new,
         "reload_10k_ms": reload_ms.get(10000),
         "reload_speedup_vs_iptables": (ipt[10000] / reload_ms[10000]) if 10000 in ipt and 10000 in reload_ms else None,
         "bytes_per_flow": bpf,
@@ -191,7 +191,8 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | established flows ÷ testpmd io, 1M flows | {f(summary['established_ratio_vs_testpmd_1m'])} | ≥ 0.5 | svcgate {f(med(sg1m))} Mpps, testpmd {f(med(tp1m))} Mpps |
 | svcgate ÷ OVS-DPDK load balancer | {f(summary['ratio_vs_ovs'])} | ≥ 5 | {'OVS ' + f(med(ovs)) + ' Mpps' if ovs else 'not measured (see below)'} |
 | new flows, Mpps per core, table 90% full | {f(new90)} | ≥ 5 | in-process pipeline (10% full: {f(new10)}) |
-| services flatness (lowest ÷ highest ratio to testpmd) | {f(summary['services_flatness'])} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f} Mpps ({svc_ratio.get(k, 0):.3f})' for k, v in sorted(svc.items()))} |
+| services flatness, established (slowest ÷ fastest) | {f(flat_est)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(svc.items()))} Mpps |
+| services flatness, new flows (slowest ÷ fastest) | {f(flat_new)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(new_svc.items()))} Mpps |
 | reload 10,000 Services, ms | {f(summary['reload_10k_ms'], '{:.1f}')} | < 50 | file read → published snapshot, median |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
 | bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions |
@@ -230,8 +231,9 @@ or 90%; each burst of 32 new flows is timed and then removed again, untimed, so 
 ![services](results/services.png)
 
 Established: the macro harness with 100,000 flows spread over the Services (flow i → Service
-i mod S); each svcgate run follows a testpmd run on the same capture, and flatness is the lowest
-÷ the highest of those ratios (raw rates drift with the host between runs). New flows: the in-process benchmark at 90% fill.
+i mod S), the service counts measured in interleaved rounds (10, 1k, 10k, 100k, 10, ...) so that
+the host's drift falls on each alike; flatness is the slowest ÷ the fastest median. New flows: the
+in-process benchmark at 90% fill, slowest ÷ fastest. `services_flatness` is the worse of the two.
 
 ## 5. Reload
 
