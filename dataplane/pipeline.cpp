@@ -326,6 +326,19 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
 
     SvcCounters* const svc_counters = &s.svc_counters[size_t{ctx.worker} * s.services.size()];
     SvcCounters* const ep_counters = &s.ep_counters[size_t{ctx.worker} * s.endpoints.size()];
+    // The counters each packet of a flow is added to: with many Services (over 16k counters,
+    // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the
+    // records are there: the lookup has just compared their keys). With few, pure overhead.
+    if (misses < nk && s.services.size() + s.endpoints.size() > 16384) {
+        for (uint16_t j = 0; j < nk; ++j) {
+            if (!refs[j].hit()) continue;
+            const Flow& f = ctx.flows->flow(refs[j].id);
+            if (f.kind != FlowKind::nat || f.gen != s.generation) continue;  // not this snapshot's indices
+            const uint64_t tg = f.target.load(std::memory_order_relaxed);
+            rte_prefetch0(&svc_counters[target_svc(tg)]);
+            rte_prefetch0(&ep_counters[target_ep(tg)]);
+        }
+    }
 
     // Phase 2: what the packets of no flow are; new connections selected, their inserts
     // prefetched. With many Services the VIP table, the service ports, their endpoint sets and

@@ -2,6 +2,16 @@
 // verdict per packet. The same process_burst() serves the DPDK workers, `svcgatectl trace` and
 // the fixture tests.
 //
+// A burst goes through in phases, each over all its packets, so that cache misses overlap across
+// packets instead of following each other: (1) parse; bulk flow lookup; (2) packets of no flow:
+// VIP lookup and new-connection selection, one pass per link of the snapshot's chain (VIP slot →
+// service port → endpoint sets → members), each prefetching the next, and each new flow's insert
+// prefetched (its reply buckets, lock stripes, record); (3) in packet order: conntrack, the
+// prepared inserts, translation and routing. Selection for the whole burst before its inserts is
+// visible in two ways only: an endpoint counts as active from its selection (so least-connection
+// spreads one burst's picks), and packets of one new flow in one burst are each selected, the
+// later ones joining the first one's record (as two workers racing on one flow do).
+//
 // Runs on: one worker lcore per WorkerCtx. Reads: the snapshot (RCU, held for the burst), the
 // flow table (lock-free). Writes: packets, the flow table (its own records), per-worker
 // counters, the snapshot's atomics (scheduler cursors, active counts, per-service counters).
