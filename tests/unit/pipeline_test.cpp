@@ -28,6 +28,17 @@ const std::string kTestSvc = R"(
     endpoints: [{ip: 10.244.2.4, node: n1}, {ip: 10.244.2.6, node: n1}, {ip: 10.244.3.6, node: n2}]
 )";
 
+// default/s (10.107.0.7:80) with three endpoints, picked by `scheduler`.
+std::string three_endpoints(const std::string& scheduler) {
+    return fmt::format(R"(
+  - name: default/s
+    cluster_ip: 10.107.0.7
+    scheduler: {}
+    ports: [{{name: p, protocol: TCP, port: 80}}]
+    endpoints: [{{ip: 10.244.2.4}}, {{ip: 10.244.2.6}}, {{ip: 10.244.3.6}}]
+)", scheduler);
+}
+
 }  // namespace
 
 TEST(Pipeline, ThirtyThousandNewFlowsSpreadWithinThreeSigma) {
@@ -255,13 +266,7 @@ TEST(Pipeline, RefusalsOfAddressesNoServiceServes) {
 
 TEST(Pipeline, SchedulersEachPickFromTheSet) {
     for (const char* sch : {"random", "maglev", "rr", "lc", "sh", "dh", "sed", "nq"}) {
-        auto t = test::tracer(with_services(fmt::format(R"(
-  - name: default/s
-    cluster_ip: 10.107.0.7
-    scheduler: {}
-    ports: [{{name: p, protocol: TCP, port: 80}}]
-    endpoints: [{{ip: 10.244.2.4}}, {{ip: 10.244.2.6}}, {{ip: 10.244.3.6}}]
-)", sch)));
+        auto t = test::tracer(with_services(three_endpoints(sch)));
         std::map<std::string, int> per;
         for (int i = 0; i < 300; ++i)
             per[*t->run_spec(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i % 50, 6000 + i)).endpoint]++;
@@ -542,18 +547,19 @@ BurstOut run_burst(ctl::Tracer& t, const std::vector<std::string>& specs) {
     return b;
 }
 
+// The active-flow counts of all endpoints (what least-connection reads).
+int64_t total_active(const ServiceSnapshot& s) {
+    int64_t n = 0;
+    for (size_t e = 0; e < s.endpoints.size(); ++e) n += s.active[e].load();
+    return n;
+}
+
 }  // namespace
 
 // New connections are selected for the whole burst before they are inserted (so the inserts'
 // cache misses overlap): a least-connection pick must still see the picks before it in the burst.
 TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
-    auto t = test::tracer(with_services(R"(
-  - name: default/s
-    cluster_ip: 10.107.0.7
-    scheduler: lc
-    ports: [{name: p, protocol: TCP, port: 80}]
-    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.2.6}, {ip: 10.244.3.6}]
-)"));
+    auto t = test::tracer(with_services(three_endpoints("lc")));
     std::vector<std::string> specs;
     for (int i = 0; i < 30; ++i) specs.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
     const BurstOut b = run_burst(*t, specs);
@@ -563,23 +569,14 @@ TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
         per[b.out[i].substr(b.out[i].find('>') + 2)]++;
     }
     EXPECT_EQ(per, (std::map<std::string, int>{{"10.244.2.4:80", 10}, {"10.244.2.6:80", 10}, {"10.244.3.6:80", 10}}));
-    const auto& s = t->snapshot();
-    int64_t active = 0;
-    for (size_t e = 0; e < s.endpoints.size(); ++e) active += s.active[e].load();
-    EXPECT_EQ(active, 30) << "one active count per flow created";
+    EXPECT_EQ(total_active(t->snapshot()), 30) << "one active count per flow created";
     EXPECT_EQ(t->flows().live_total(), 30u);
 }
 
 // A SYN and its retransmission in one burst: both are selected, the second insert finds the
 // first's record and follows it; the endpoint it had picked is given back.
 TEST(PipelineBurst, TwoPacketsOfOneNewFlowInOneBurstShareOneFlow) {
-    auto t = test::tracer(with_services(R"(
-  - name: default/s
-    cluster_ip: 10.107.0.7
-    scheduler: rr
-    ports: [{name: p, protocol: TCP, port: 80}]
-    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.2.6}, {ip: 10.244.3.6}]
-)"));
+    auto t = test::tracer(with_services(three_endpoints("rr")));
     const std::string syn = "tcp 10.244.3.9:7000 > 10.107.0.7:80 [S]";
     const BurstOut b = run_burst(*t, {syn, "tcp 10.244.3.9:7001 > 10.107.0.7:80 [S]", syn});
     for (const PacketResult& r : b.res) ASSERT_EQ(r.verdict, Verdict::dnat);
@@ -587,9 +584,6 @@ TEST(PipelineBurst, TwoPacketsOfOneNewFlowInOneBurstShareOneFlow) {
     EXPECT_NE(b.out[0], b.out[1]);
     EXPECT_EQ(t->ctx().counters.flows_created, 2u);
     EXPECT_EQ(t->ctx().counters.flows_joined, 1u);
-    const auto& s = t->snapshot();
-    int64_t active = 0;
-    for (size_t e = 0; e < s.endpoints.size(); ++e) active += s.active[e].load();
-    EXPECT_EQ(active, 2) << "the joined packet's pick is given back";
+    EXPECT_EQ(total_active(t->snapshot()), 2) << "the joined packet's pick is given back";
     EXPECT_EQ(t->flows().live_total(), 2u);
 }
