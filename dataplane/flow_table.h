@@ -162,8 +162,8 @@ public:
     [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now,
                                       const InsertHint* hint = nullptr) noexcept;
     // Hashes `init` and prefetches its reply key's buckets, both keys' lock stripes and the record
-    // the owner's `nth` next insert will take. Reads only; any thread may call it, the hint is
-    // for the owner's insert.
+    // the owner's `nth` next insert will take. Reads only, but the owner's free stack among them:
+    // the owning worker only, as insert().
     InsertHint prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept;
     void remove(uint32_t id) noexcept;
 
