@@ -376,16 +376,17 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         const ServicePort& sp = s.services[vip[vj[x]] >> 2];
         rte_prefetch0(&s.sets[sp.internal_set]);
         rte_prefetch0(&s.sets[sp.external_set]);
-        rte_prefetch0(&s.endpoints[sp.ep_first]);
-        rte_prefetch0(reinterpret_cast<const char*>(&s.endpoints[sp.ep_first]) + 64);
-        rte_prefetch0(&s.active[sp.ep_first]);
         rte_prefetch0(&svc_counters[vip[vj[x]] >> 2]);
+        if (sp.ep_count == 0) continue;  // a Service without endpoints: nothing more to read
+        rte_prefetch0(&s.endpoints[sp.ep_first]);
+        rte_prefetch0(&s.endpoints[sp.ep_first + sp.ep_count - 1]);  // a few endpoints: 1-2 lines
+        rte_prefetch0(&s.active[sp.ep_first]);
         rte_prefetch0(&ep_counters[sp.ep_first]);
     }
     for (uint16_t x = 0; x < nv; ++x) {
         const ServicePort& sp = s.services[vip[vj[x]] >> 2];
-        rte_prefetch0(&s.members[s.sets[sp.internal_set].first]);
-        rte_prefetch0(&s.members[s.sets[sp.external_set].first]);
+        for (const uint32_t set : {sp.internal_set, sp.external_set})
+            if (s.sets[set].count) rte_prefetch0(&s.members[s.sets[set].first]);
     }
     for (uint16_t x = 0; x < nm; ++x) {
         const uint16_t j = mj[x], i = idx[j];
