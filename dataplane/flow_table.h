@@ -153,8 +153,8 @@ public:
     FlowTable& operator=(const FlowTable&) = delete;
 
     [[nodiscard]] FlowRef lookup(const FlowKey& k) const noexcept;
-    // Two-phase bulk lookup: hash and prefetch every bucket, then probe (l3fwd's grouping).
-    // Returns the number of misses.
+    // Bulk lookup in three passes (hash and prefetch the buckets; match signatures and prefetch
+    // the records; compare keys), so a burst's misses overlap. Returns the number of misses.
     unsigned lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.

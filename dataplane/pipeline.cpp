@@ -346,14 +346,13 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
     // one pass per link of that chain, each prefetching the next link for the whole burst, so the
     // misses of a pass overlap instead of following each other.
     Miss miss[kBurst];
-    NewFlowSlot nfs[kBurst];
-    uint8_t nf_of[kBurst];
+    NewFlowSlot nfs[kBurst];  // in packet order: phase 3 takes them in the same order
     uint32_t vip[kBurst];
     uint32_t local[kBurst];
     uint16_t mj[kBurst], nm = 0;  // the misses (as j)
     uint16_t vj[kBurst], nv = 0;  // those that hit a VIP
     unsigned n_new = 0;
-    for (uint16_t j = 0; j < nk && misses; ++j) {
+    for (uint16_t j = 0; misses && j < nk; ++j) {  // (no misses: the passes below have nothing)
         if (refs[j].hit() || meta[idx[j]].inner_off) continue;
         mj[nm++] = j;
         const FlowKey& k = meta[idx[j]].key;
@@ -392,10 +391,11 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
         const uint16_t j = mj[x], i = idx[j];
         miss[j] = classify_miss(ctx, meta[i], rte_pktmbuf_mtod(pkts[i], const uint8_t*), vip[j], local[j],
                                 nfs[n_new].nf, n_new, trace ? &trace[i] : nullptr);
-        if (miss[j].st.verdict == Verdict::dnat) nf_of[j] = static_cast<uint8_t>(n_new++);
+        n_new += miss[j].st.verdict == Verdict::dnat;
     }
 
     // Phase 3: one exit per packet.
+    unsigned next_new = 0;
     for (uint16_t j = 0; j < nk; ++j) {
         const uint16_t i = idx[j];
         rte_mbuf* mb = pkts[i];
@@ -447,7 +447,7 @@ void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCt
             st = miss[j].st;
             svc_idx = miss[j].svc;
             if (st.verdict == Verdict::dnat) {
-                st = insert_new_flow(ctx, nfs[nf_of[j]].nf, out, ep_idx, t);
+                st = insert_new_flow(ctx, nfs[next_new++].nf, out, ep_idx, t);
                 if (st.verdict != Verdict::dnat) svc_idx = ep_idx = PacketTrace::kNone;
             }
         }

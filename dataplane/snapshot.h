@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -79,6 +80,11 @@ struct alignas(64) ServicePort {
     std::vector<Ip4> external_ips;
     std::vector<Ip4> lb_ips;
 };
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"  // not standard-layout (strings), fine on GCC and clang
+static_assert(offsetof(ServicePort, lb_source_ranges) + sizeof(ServicePort::lb_source_ranges) <= 64,
+              "what selection reads fits the first cache line");
+#pragma GCC diagnostic pop
 
 // Flags of an address the gateway must know about, in local_addrs.
 enum LocalAddr : uint32_t {
