@@ -21,6 +21,7 @@
 #include "nat.h"
 #include "parse.h"
 #include "pipeline.h"
+#include "publisher.h"
 #include "snapshot_builder.h"
 #include "tool_eal.h"
 #include "yaml_config.h"
@@ -95,33 +96,47 @@ std::vector<uint8_t> frame(const FlowKey& k) {
     return f;
 }
 
+// The macro benchmark's transmit side, without a port: the frames stay with the benchmark, which
+// reuses its mbufs burst after burst.
+uint16_t sink(void*, uint16_t, rte_mbuf**, uint16_t n) noexcept { return n; }
+
 struct World {
     ctl::Config cfg;
-    std::unique_ptr<ServiceSnapshot> snap;
     std::unique_ptr<FlowTable> flows;
     WorkerCtx ctx;
+    std::unique_ptr<ctl::Publisher> pub;
+    NeighborTable neighbors;
+    rte_ether_addr mac{{0x02, 0, 0, 0, 0, 0x01}};
+    std::unique_ptr<Burst> b = std::make_unique<Burst>();
     rte_mempool* pool = nullptr;
 
     World(int services, uint32_t capacity) {
         ctl::init_tool_eal("svcgate-microbench");
         cfg = ctl::load_config_string(config(services), "bench.yaml");
-        snap = ctl::build_snapshot(cfg, 1);
         flows = FlowTable::create(FlowTable::Params{.capacity = capacity});
         ctx.flows = flows.get();
-        ctx.snap = snap.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
+        pub = std::make_unique<ctl::Publisher>(1, ctl::PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx.snap = s; }});
+        pub->publish(cfg);
+        // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
+        for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
+        ctx.out.init(neighbors, pool, &mac, 1, TxSink{.send = &sink});
     }
-    // Copies frames[first..first+n) into mbufs and runs them through the pipeline.
-    void burst(const std::vector<std::vector<uint8_t>>& frames, size_t first, uint16_t n, rte_mbuf** m,
-               PacketResult* res) {
+    const ServiceSnapshot& snap() const { return *ctx.snap; }
+    // Copies frames[first..first+n) into mbufs and runs them through the pipeline; the verdicts
+    // are in b->pkt.
+    void burst(const std::vector<std::vector<uint8_t>>& frames, size_t first, uint16_t n, rte_mbuf** m) {
         for (uint16_t i = 0; i < n; ++i) {
             const auto& f = frames[(first + i) % frames.size()];
             rte_pktmbuf_reset(m[i]);
             std::memcpy(rte_pktmbuf_append(m[i], static_cast<uint16_t>(f.size())), f.data(), f.size());
+            b->mbufs[i] = m[i];
         }
-        process_burst(m, n, 0, ctx, res);
+        b->start(n, 0);
+        process_burst(*b, ctx);
     }
+    Verdict verdict(unsigned i) const { return b->pkt[i].verdict; }
 };
 
 std::vector<std::vector<uint8_t>> frames_for(uint32_t first, uint32_t n, uint32_t services) {
@@ -151,11 +166,11 @@ void BM_Classify(benchmark::State& st) {
     std::mt19937 rng(1);
     for (int i = 0; i < 4096; ++i) {
         FlowKey k = flow_key(rng() % 1000000, services);
-        keys.push_back(ServiceSnapshot::vip_key(k.dst, k.dport, k.proto));
+        keys.push_back(VipTable::key(k.dst, k.dport, k.proto));
     }
     size_t i = 0;
     for (auto _ : st) {
-        benchmark::DoNotOptimize(w.snap->vips.find(keys[i]));
+        benchmark::DoNotOptimize(w.snap().vips.find(keys[i]));
         i = (i + 1) & 4095;
     }
     st.SetItemsProcessed(int64_t(st.iterations()));
@@ -233,7 +248,7 @@ BENCHMARK(BM_Translate);
 void BM_MaglevBuild(benchmark::State& st) {
     const uint32_t n = static_cast<uint32_t>(st.range(0));
     std::vector<uint64_t> ids;
-    for (uint32_t i = 0; i < n; ++i) ids.push_back(affinity_target(Ip4::from_host(kPodBase + i), rte_cpu_to_be_16(8080)));
+    for (uint32_t i = 0; i < n; ++i) ids.push_back(EndpointKey{Ip4::from_host(kPodBase + i), rte_cpu_to_be_16(8080)}.encode());
     for (auto _ : st) benchmark::DoNotOptimize(maglev_build(ids, maglev_table_size(n)));
     st.counters["table"] = maglev_table_size(n);
 }
@@ -246,15 +261,14 @@ void BM_PipelineEstablished(benchmark::State& st) {
     World w(services, 1u << 16);
     auto frames = frames_for(0, 4096, static_cast<uint32_t>(services));
     rte_mbuf* m[kBurst];
-    PacketResult res[kBurst];
     if (rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) != 0) st.SkipWithError("mbufs");
-    for (size_t i = 0; i < frames.size(); i += kBurst) w.burst(frames, i, kBurst, m, res);  // pick up
+    for (size_t i = 0; i < frames.size(); i += kBurst) w.burst(frames, i, kBurst, m);  // pick up
     size_t at = 0;
     for (auto _ : st) {
-        w.burst(frames, at, kBurst, m, res);
+        w.burst(frames, at, kBurst, m);
         at = (at + kBurst) % frames.size();
     }
-    if (res[0].verdict != Verdict::dnat) st.SkipWithError("not translated");
+    if (w.verdict(0) != Verdict::dnat) st.SkipWithError("not translated");
     rte_pktmbuf_free_bulk(m, kBurst);
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
 }
@@ -267,24 +281,25 @@ void BM_PipelineNewFlows(benchmark::State& st) {
     const uint32_t capacity = 1u << 20, fill = static_cast<uint32_t>(uint64_t{capacity} * st.range(1) / 100);
     World w(services, capacity);
     rte_mbuf* m[kBurst];
-    PacketResult res[kBurst];
     if (rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) != 0) st.SkipWithError("mbufs");
     for (uint32_t i = 0; i < fill; ++i) (void)w.flows->insert(0, flow_init(i), 1);  // the fill, straight in
     auto frames = frames_for(fill, 1u << 16, static_cast<uint32_t>(services));
     size_t at = 0;
     for (auto _ : st) {
         const auto t0 = std::chrono::steady_clock::now();
-        w.burst(frames, at, kBurst, m, res);
+        w.burst(frames, at, kBurst, m);
         const auto t1 = std::chrono::steady_clock::now();
         st.SetIterationTime(std::chrono::duration<double>(t1 - t0).count());
         for (unsigned i = 0; i < kBurst; ++i) {
-            if (res[i].verdict != Verdict::dnat) {
+            if (w.verdict(i) != Verdict::dnat) {
                 st.SkipWithError("a new flow was not translated");
                 break;
             }
             FlowRef r = w.flows->lookup(flow_key(fill + static_cast<uint32_t>((at + i) % frames.size()),
                                                  static_cast<uint32_t>(services)));
-            if (r.hit()) w.flows->remove(r.id);
+            if (!r.hit()) continue;
+            release_flow(w.snap(), w.flows->flow(r.id));
+            w.flows->remove(r.id);
         }
         at = (at + kBurst) % frames.size();
     }

@@ -1,7 +1,5 @@
 #include "control_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,12 +18,12 @@ namespace {
 std::string err(const std::string& what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
 
 // Reads up to the first '\n' (or `limit` bytes); "" on timeout or error.
-std::string read_line(int fd, size_t limit, const char* end = "\n") {
+std::string read_line(int fd, size_t limit) {
     timeval tv{0, 500000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     std::string s;
     char buf[512];
-    while (s.size() < limit && s.find(end) == std::string::npos) {
+    while (s.size() < limit && s.find('\n') == std::string::npos) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n <= 0) break;
         s.append(buf, static_cast<size_t>(n));
@@ -49,7 +47,6 @@ ControlServer::~ControlServer() {
         close(unix_fd_);
         unlink(unix_path_.c_str());
     }
-    if (http_fd_ >= 0) close(http_fd_);
 }
 
 std::string ControlServer::open_socket(const std::string& path, unsigned mode) {
@@ -76,36 +73,15 @@ std::string ControlServer::open_socket(const std::string& path, unsigned mode) {
     return {};
 }
 
-std::string ControlServer::open_metrics(const std::string& host_port) {
-    if (host_port.empty()) return {};
-    const auto colon = host_port.rfind(':');
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    if (colon == std::string::npos || inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &a.sin_addr) != 1)
-        return fmt::format("metrics address \"{}\" is not IPv4:PORT", host_port);
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return err("socket");
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 16) != 0) {
-        std::string e = err(fmt::format("metrics listener {}", host_port));
-        close(fd);
-        return e;
-    }
-    http_fd_ = fd;
-    return {};
-}
-
 void ControlServer::watch_fd(int fd, std::function<void()> on_ready) {
     extra_fd_ = fd;
     on_extra_ = std::move(on_ready);
 }
 
-void ControlServer::poll_once(int timeout_ms, const CommandHandler& cmd, const MetricsHandler& metrics) {
-    pollfd p[3];
+void ControlServer::poll_once(int timeout_ms, const CommandHandler& cmd) {
+    pollfd p[2];
     nfds_t n = 0;
-    const int fds[3] = {unix_fd_, http_fd_, extra_fd_};
+    const int fds[2] = {unix_fd_, extra_fd_};
     for (int fd : fds)
         if (fd >= 0) p[n++] = pollfd{fd, POLLIN, 0};
     if (n == 0 || ::poll(p, n, timeout_ms) <= 0) {
@@ -120,8 +96,7 @@ void ControlServer::poll_once(int timeout_ms, const CommandHandler& cmd, const M
         }
         int c = accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) continue;
-        if (p[i].fd == unix_fd_) serve_command(c, cmd);
-        else serve_http(c, metrics);
+        serve_command(c, cmd);
         close(c);
     }
 }
@@ -130,15 +105,6 @@ void ControlServer::serve_command(int fd, const CommandHandler& cmd) {
     std::string line = read_line(fd, 4096);
     if (auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
     write_all(fd, cmd(line));
-}
-
-void ControlServer::serve_http(int fd, const MetricsHandler& metrics) {
-    const std::string req = read_line(fd, 8192, "\r\n\r\n");
-    const bool ok = req.rfind("GET /metrics ", 0) == 0 || req.rfind("GET /metrics?", 0) == 0;
-    const std::string body = ok ? metrics() : "only GET /metrics is served here\n";
-    write_all(fd, fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-                              ok ? "200 OK" : "404 Not Found",
-                              ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain", body.size(), body));
 }
 
 }  // namespace svcgate::ctl

@@ -1,23 +1,27 @@
 // What the running daemon holds, for its control loop and for the views (svcgatectl replies,
-// Prometheus text, telemetry). Internal to the daemon.
+// Prometheus text, telemetry). The DPDK resources themselves are owned by the daemon's Runtime
+// (daemon.cpp); this names them. Internal to the daemon.
 //
-// Runs on: the control thread; the telemetry thread reads it under `mu`.
+// Runs on: the control thread; the telemetry and metrics threads read it under `mu`.
 #pragma once
 
 #include <chrono>
-#include <map>
-#include <memory>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <rte_mempool.h>
+
 #include "config_model.h"
 #include "flow_table.h"
+#include "publisher.h"
 #include "worker.h"
 
 namespace svcgate::ctl {
 
-struct PortSetup {
+struct PortView {
+    std::string name, device;
     uint16_t id = 0;
     uint16_t rxq = 1, txq = 1;
 };
@@ -31,36 +35,24 @@ struct ReloadStatus {
 };
 
 struct DaemonState {
-    std::mutex mu;  // held by the control thread while it swaps snapshots; by telemetry readers
+    // Held by the publisher while it swaps snapshots and gives back slots, by the control thread
+    // while it swaps the config and the reload status, and by every view on another thread.
+    std::mutex mu;
     std::string config_path;
     Config cfg;  // the running config
-    std::unique_ptr<dp::WorkerShared> shared;
-    std::vector<PortSetup> ports;
-    std::unique_ptr<dp::FlowTable> flows;
-    std::vector<std::unique_ptr<dp::Worker>> workers;
-    std::unique_ptr<dp::ServiceSnapshot> snap;
-    uint32_t generation = 1;
+    std::vector<PortView> ports;
+    rte_mempool* pool = nullptr;
+    dp::FlowTable* flows = nullptr;
+    std::vector<const dp::Worker*> workers;
+    const Publisher* publisher = nullptr;
     ReloadStatus reload;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-    // Per-service and per-endpoint counters of snapshots already replaced, so that the exported
-    // counters never go backwards: key "ns/name:port/PROTO" and that + " ip:port".
-    std::map<std::string, dp::SvcCounters> carried;
+
+    const dp::ServiceSnapshot& snap() const { return *publisher->current(); }
+    const SlotRegistry& slots() const { return publisher->slots(); }
+    uint32_t generation() const { return publisher->generation(); }
 };
 
-dp::WorkerCounters sum_counters(const std::vector<std::unique_ptr<dp::Worker>>& workers);
-
-// Service port i's packets and bytes: every worker of the current snapshot plus what earlier
-// snapshots counted.
-dp::SvcCounters service_total(const DaemonState& st, size_t i);
-
-// Folds the current snapshot's counters into `carried` (before the snapshot is freed).
-void carry_counters(DaemonState& st);
-
-// svcgatectl's commands: the request line in, the reply out ("error: ..." on a bad request).
-// `reload` is how the `reload` command reaches the control loop.
-std::string handle_command(DaemonState& st, const std::string& line, const std::function<std::string()>& reload);
-
-// Prometheus text exposition format.
-std::string render_metrics(DaemonState& st);
+dp::WorkerCounters sum_counters(const DaemonState& st);
 
 }  // namespace svcgate::ctl

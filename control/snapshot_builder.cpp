@@ -20,6 +20,7 @@ struct Builder {
     const Config& cfg;
     ServiceSnapshot& s;
     const ServiceSnapshot* prev;
+    BuildMode mode;
     std::vector<ConfigIssue> errors;
     // Where each snapshot service port came from, (service, port) indices into cfg.services: a
     // duplicate VIP names the port that took it first.
@@ -37,7 +38,7 @@ struct Builder {
         s.members.insert(s.members.end(), eps.begin(), eps.end());
         if (scheduler_uses_ring(sch) && !eps.empty()) {
             ids.clear();
-            for (uint32_t e : eps) ids.push_back(affinity_target(s.endpoints[e].ip, s.endpoints[e].port));
+            for (uint32_t e : eps) ids.push_back(s.endpoints[e].key().encode());
             auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
             set.ring_off = static_cast<uint32_t>(s.rings.size());
             set.ring_len = static_cast<uint32_t>(ring.size());
@@ -59,32 +60,40 @@ struct Builder {
 
     // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
     template <typename What>
-    void add_vip(uint64_t key, uint32_t value, size_t si, size_t pi, const char* field, What&& what) {
+    void add_vip(uint64_t key, VipEntry value, size_t si, size_t pi, const char* field, What&& what) {
         if (s.vips.insert(key, value)) return;
         const ServicePortConfig& pc = cfg.services[si].ports[pi];
         error(pc.mark, port_path(pc, si, pi) + field,
-              fmt::format("{} is already used by {}", what(), owner_name(origin[s.vips.find(key) >> 2])));
+              fmt::format("{} is already used by {}", what(), owner_name(origin[s.vips.find(key).service()])));
+    }
+
+    CidrRange add_cidrs(const std::vector<Cidr4>& v) {
+        CidrRange r{.first = static_cast<uint32_t>(s.cidrs.size()), .count = static_cast<uint32_t>(v.size())};
+        s.cidrs.insert(s.cidrs.end(), v.begin(), v.end());
+        return r;
     }
 
     void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
         ServicePort sp;
-        sp.name = fmt::format("{}:{}", sc.full_name(), pc.name);
-        sp.id = service_port_id(sp.name, pc.proto);
+        ServiceInfo info;
+        info.name = fmt::format("{}:{}", sc.full_name(), pc.name);
+        sp.id = service_port_id(info.name, pc.proto);
         sp.proto = pc.proto;
-        sp.cluster_ip = *sc.cluster_ip;
-        sp.port = rte_cpu_to_be_16(pc.port);
+        info.cluster_ip = *sc.cluster_ip;
+        info.port = rte_cpu_to_be_16(pc.port);
         const bool np_type = sc.type == ServiceType::node_port || sc.type == ServiceType::load_balancer;
-        sp.node_port = np_type ? pc.node_port : 0;
-        sp.external_ips = sc.external_ips;
-        if (sc.type == ServiceType::load_balancer) sp.lb_ips = sc.lb_ips;
-        sp.lb_source_ranges = sc.lb_source_ranges;
+        info.node_port = np_type ? pc.node_port : 0;
+        info.external_ips = sc.external_ips;
+        if (sc.type == ServiceType::load_balancer) info.lb_ips = sc.lb_ips;
+        std::vector<Cidr4> ranges = sc.lb_source_ranges;
         // kube-proxy: when a range holds the primary node IP, the node may reach its own load
         // balancer, whose traffic can loop back with the LB IP as source: allow the LB IPs too.
         const auto& nips = cfg.cluster.node_ips;
         bool from_node = false;
         for (const Cidr4& c : sc.lb_source_ranges) from_node = from_node || (!nips.empty() && c.contains(nips[0]));
         if (from_node)
-            for (Ip4 a : sp.lb_ips) sp.lb_source_ranges.push_back(Cidr4{a, 32});
+            for (Ip4 a : info.lb_ips) ranges.push_back(Cidr4{a, 32});
+        sp.lb_source_ranges = add_cidrs(ranges);
         sp.scheduler = sc.scheduler;
         sp.affinity_timeout = sc.affinity_timeout;
         const bool external = np_type || !sc.external_ips.empty();
@@ -99,12 +108,13 @@ struct Builder {
             for (const EndpointGroup::Port& gp : g.ports) {
                 if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
                 for (const EndpointConfig& e : g.endpoints) {
-                    Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0, .node = e.node};
-                    seen.push_back(affinity_target(ep.ip, ep.port));
+                    Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0};
+                    seen.push_back(ep.key().encode());
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
                               (e.terminating ? kTerminating : 0) |
                               (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
-                    s.endpoints.push_back(std::move(ep));
+                    s.endpoints.push_back(ep);
+                    s.catalogue.endpoints.push_back(EndpointInfo{e.node});
                 }
             }
         }
@@ -140,23 +150,24 @@ struct Builder {
         const uint32_t idx = static_cast<uint32_t>(s.services.size());
         const uint8_t proto = static_cast<uint8_t>(pc.proto);
         auto vip = [&](Ip4 ip, AddrRole role, const char* what) {
-            add_vip(ServiceSnapshot::vip_key(ip, sp.port, proto), idx << 2 | static_cast<uint32_t>(role), si, pi, "",
+            add_vip(VipTable::key(ip, info.port, proto), VipEntry::make(idx, role), si, pi, "",
                     [&] { return fmt::format("{} {}:{}/{}", what, format_ip4(ip), pc.port, proto_name(pc.proto)); });
         };
-        vip(sp.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
-        for (Ip4 a : sp.external_ips) vip(a, AddrRole::external_ip, "external IP");
-        for (Ip4 a : sp.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
-        if (sp.node_port) {
+        vip(info.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
+        for (Ip4 a : info.external_ips) vip(a, AddrRole::external_ip, "external IP");
+        for (Ip4 a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
+        if (info.node_port) {
             const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
-            if (sp.node_port < cfg.cluster.nodeport_min || sp.node_port > cfg.cluster.nodeport_max)
+            if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
                 error(pc.mark, port_path(pc, si, pi) + np_key,
-                      fmt::format("nodePort {} is outside nodeport_range {}-{}", sp.node_port,
+                      fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
                                   cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
-            add_vip(ServiceSnapshot::vip_key(Ip4{}, rte_cpu_to_be_16(sp.node_port), proto),
-                    idx << 2 | static_cast<uint32_t>(AddrRole::node_port), si, pi, np_key,
-                    [&] { return fmt::format("nodePort {}/{}", sp.node_port, proto_name(pc.proto)); });
+            add_vip(VipTable::key(Ip4{}, rte_cpu_to_be_16(info.node_port), proto),
+                    VipEntry::make(idx, AddrRole::node_port), si, pi, np_key,
+                    [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
         }
-        s.services.push_back(std::move(sp));
+        s.services.push_back(sp);
+        s.catalogue.services.push_back(std::move(info));
         origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
     }
 
@@ -170,15 +181,19 @@ struct Builder {
         std::unordered_set<uint64_t> kept;
         size_t out = first;
         for (size_t i = 0; i < seen.size(); ++i)
-            if (kept.insert(seen[i]).second) s.endpoints[out++] = std::move(s.endpoints[first + i]);
+            if (kept.insert(seen[i]).second) {
+                s.endpoints[out] = s.endpoints[first + i];
+                s.catalogue.endpoints[out++] = std::move(s.catalogue.endpoints[first + i]);
+            }
         s.endpoints.resize(out);
+        s.catalogue.endpoints.resize(out);
     }
 
     void ports_and_routes() {
         std::vector<RouteTable::Route> routes;
         for (size_t i = 0; i < cfg.dataplane.ports.size(); ++i) {
             const PortConfig& p = cfg.dataplane.ports[i];
-            s.ports.push_back(PortInfo{p.name, p.addresses});
+            s.catalogue.ports.push_back(PortInfo{p.name, p.addresses});
             for (const Cidr4& a : p.addresses) {
                 Cidr4 net{Ip4::from_host(a.addr.host() & a.mask_host()), a.len};
                 routes.push_back({net, NextHop{.gateway = Ip4{}, .port = static_cast<uint16_t>(i), .source = a.addr}});
@@ -209,25 +224,29 @@ struct Builder {
                 off_link(cfg.dataplane.neighbors[i].mark, fmt::format("dataplane.neighbors[{}].ip", i),
                          cfg.dataplane.neighbors[i].ip);
         if (routes.empty()) return;
-        if (prev && prev->routes && prev->routes->same_routes(routes)) {
-            s.routes = prev->routes;
-            return;
+        if (prev && prev->catalogue.routes && prev->catalogue.routes->same_routes(routes)) {
+            s.catalogue.routes = prev->catalogue.routes;
+        } else if (mode == BuildMode::validate) {
+            return;  // no EAL: the rte_lpm is not built (its routes were checked above)
+        } else {
+            std::string err;
+            s.catalogue.routes = RouteTable::create(routes, err);
+            if (!s.catalogue.routes)
+                error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
         }
-        std::string err;
-        s.routes = RouteTable::create(routes, err);
-        if (!s.routes) error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
+        s.routes = s.catalogue.routes.get();
     }
 
     void local_addresses() {
         std::map<uint32_t, uint32_t> flags;  // ip (network order) → LocalAddr bits
-        for (const PortInfo& p : s.ports)
+        for (const PortInfo& p : s.catalogue.ports)
             for (const Cidr4& c : p.addrs) flags[c.addr.be] |= kPortAddr;
         for (Ip4 a : cfg.cluster.node_ips) {
             bool np = cfg.cluster.nodeport_addresses.empty();
             for (const Cidr4& c : cfg.cluster.nodeport_addresses) np = np || c.contains(a);
             flags[a.be] |= kNodeAddr | (np ? uint32_t{kNodePortAddr} : 0u);
         }
-        for (const ServicePort& sp : s.services) {
+        for (const ServiceInfo& sp : s.catalogue.services) {
             flags[sp.cluster_ip.be] |= kClusterIp;
             for (Ip4 a : sp.external_ips) flags[a.be] |= kServiceAddr;
             for (Ip4 a : sp.lb_ips) flags[a.be] |= kServiceAddr;
@@ -248,17 +267,18 @@ uint32_t service_port_id(const std::string& name, Proto proto) {
     return h;
 }
 
-std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation, const ServiceSnapshot* prev) {
+std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation, const ServiceSnapshot* prev,
+                                                BuildMode mode) {
     auto snap = std::make_unique<ServiceSnapshot>();
     ServiceSnapshot& s = *snap;
     s.generation = generation;
     s.workers = cfg.dataplane.workers;
-    s.cluster = ClusterSettings{.cluster_cidrs = cfg.cluster.cluster_cidrs,
-                                .service_cidrs = cfg.cluster.service_cidrs,
+    Builder b{cfg, s, prev, mode, {}, {}};
+    s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs),
+                                .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs),
                                 .masquerade_all = cfg.cluster.masquerade_all,
                                 .reject_unknown_port = cfg.cluster.reject_unknown_port,
                                 .one_arm_masquerade = cfg.dataplane.one_arm_masquerade};
-    Builder b{cfg, s, prev, {}, {}};
     b.ports_and_routes();
     for (size_t si = 0; si < cfg.services.size(); ++si) {
         const ServiceConfig& sc = cfg.services[si];
@@ -269,11 +289,8 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     b.local_addresses();
     if (!b.errors.empty()) throw ConfigError(std::move(b.errors));
 
-    const size_t nsets = s.sets.size(), neps = s.endpoints.size();
+    const size_t nsets = s.sets.size();
     s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);
-    s.active = std::make_unique<std::atomic<int32_t>[]>(neps ? neps : 1);
-    s.svc_counters = std::make_unique<SvcCounters[]>(size_t{s.workers} * (s.services.size() ? s.services.size() : 1));
-    s.ep_counters = std::make_unique<SvcCounters[]>(size_t{s.workers} * (neps ? neps : 1));
     return snap;
 }
 

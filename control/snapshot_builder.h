@@ -3,8 +3,9 @@
 // fallback, the Local subsets), builds the VIP/NodePort/local-address tables, the Maglev tables
 // and the routes, and reports every conflict with its position.
 //
-// Runs on: the control thread; needs the EAL only when the config has routes or ports (rte_lpm).
-// Throws ConfigError.
+// Runs on: the control thread; needs the EAL only when the config has routes or ports (rte_lpm),
+// and not at all in BuildMode::validate. Throws ConfigError. The snapshot comes back without a
+// StatsTable: the publisher's SlotRegistry gives it one (and its slots) before it is published.
 #pragma once
 
 #include <memory>
@@ -14,9 +15,14 @@
 
 namespace svcgate::ctl {
 
+// run: everything workers need. validate: every check, but no rte_lpm (no EAL needed), so
+// the snapshot has no route table: for `svcgate --check` and tests of the config alone.
+enum class BuildMode { run, validate };
+
 // `prev`, the snapshot in service, lends what did not change (the route table).
 std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation = 1,
-                                                    const dp::ServiceSnapshot* prev = nullptr);
+                                                    const dp::ServiceSnapshot* prev = nullptr,
+                                                    BuildMode mode = BuildMode::run);
 
 // FNV-1a of "namespace/name:port/PROTO": the stable ServicePort id (affinity, flows).
 uint32_t service_port_id(const std::string& name, dp::Proto proto);

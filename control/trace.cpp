@@ -1,12 +1,12 @@
 #include "trace.h"
 
-#include "flow_sweep.h"
-
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "packet_spec.h"
 #include "snapshot_builder.h"
@@ -19,30 +19,53 @@ using namespace svcgate::dp;
 
 namespace {
 
-std::string json_str(const std::optional<std::string>& s) {
-    if (!s) return "null";
-    std::string o = "\"";
-    for (char c : *s) {
-        if (c == '"' || c == '\\') o += '\\';
-        if (static_cast<unsigned char>(c) < 0x20) {
-            o += fmt::format("\\u{:04x}", c);
-            continue;
-        }
-        o += c;
-    }
-    return o + "\"";
-}
+using Json = nlohmann::ordered_json;
+
+Json opt(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 }  // namespace
 
+std::string format_mac(const rte_ether_addr& m) {
+    const uint8_t* b = m.addr_bytes;
+    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
+}
+
+std::vector<Ip4> pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next,
+                               const std::vector<NeighborConfig>& old) {
+    for (const NeighborConfig& o : old)
+        if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; }))
+            nt.unpin(o.ip);
+    std::vector<Ip4> full;
+    for (const NeighborConfig& n : next) {
+        rte_ether_addr mac;
+        std::copy(n.mac.begin(), n.mac.end(), mac.addr_bytes);
+        if (!nt.pin(n.ip, mac)) full.push_back(n.ip);
+    }
+    return full;
+}
+
 std::string TraceRecord::json() const {
     const bool refused = verdict == Verdict::drop || verdict == Verdict::reject;
-    return fmt::format(
-        "{{\"in\":{},\"verdict\":\"{}\",\"service\":{},\"endpoint\":{},\"role\":{},\"masquerade\":{},"
-        "\"new_flow\":{},\"out\":{},\"out_flags\":{},\"port\":{},\"reason\":{}}}",
-        json_str(input), verdict_name(verdict), json_str(service), json_str(endpoint), json_str(role),
-        masquerade ? "true" : "false", new_flow ? "true" : "false", json_str(out), json_str(out_flags),
-        json_str(port), refused ? json_str(std::string(drop_reason_name(reason))) : "null");
+    Json l2j = nullptr;
+    if (l2 != L2Outcome::none)
+        l2j = Json{{"outcome", l2_outcome_name(l2)},
+                   {"next_hop", opt(next_hop)},
+                   {"mac", opt(mac)},
+                   {"arp_request", arp_request},
+                   {"reason", l2_reason == DropReason::none ? Json(nullptr) : Json(drop_reason_name(l2_reason))}};
+    const Json j{{"in", input},
+                 {"verdict", verdict_name(verdict)},
+                 {"service", opt(service)},
+                 {"endpoint", opt(endpoint)},
+                 {"role", opt(role)},
+                 {"masquerade", masquerade},
+                 {"new_flow", new_flow},
+                 {"out", opt(out)},
+                 {"out_flags", opt(out_flags)},
+                 {"port", opt(port)},
+                 {"reason", refused ? Json(drop_reason_name(reason)) : Json(nullptr)},
+                 {"l2", l2j}};
+    return j.dump();
 }
 
 std::string TraceRecord::text() const {
@@ -54,11 +77,24 @@ std::string TraceRecord::text() const {
         s += fmt::format(" reason {} ({})", drop_reason_name(reason), drop_reason_description(reason));
     if (out) s += fmt::format("\n  out {}{}", *out, out_flags ? " [" + *out_flags + "]" : "");
     if (port) s += fmt::format(" via port {}", *port);
+    switch (l2) {
+    case L2Outcome::none:
+        break;
+    case L2Outcome::sent:
+        s += fmt::format("\n  l2 sent to {}{}", mac.value_or("?"), next_hop ? " (next hop " + *next_hop + ")" : "");
+        break;
+    case L2Outcome::held:
+        s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
+                         arp_request ? " (ARP request sent)" : "");
+        break;
+    case L2Outcome::dropped:
+        s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));
+        break;
+    }
     return s;
 }
 
 Tracer::Tracer(const Config& cfg, TraceOptions opts) {
-    snap_ = build_snapshot(cfg, 1);
     FlowTable::Params p{.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity, 1u << 18),
                         .owners = 1,
                         .qsbr = nullptr,
@@ -66,29 +102,46 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
                         .new_flows_per_source = cfg.dataplane.new_flows_per_source};
     flows_ = FlowTable::create(p);
     if (!flows_) throw std::runtime_error("cannot allocate the flow table");
+    // Locally administered MACs in port order: 02:00:00:00:00:01, ...
+    macs_.resize(std::max<size_t>(cfg.dataplane.ports.size(), 1));
+    for (size_t i = 0; i < macs_.size(); ++i) macs_[i] = rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)}};
+    (void)pin_neighbors(neighbors_, cfg.dataplane.neighbors, {});
     ctx_.worker = 0;
     ctx_.n_workers = 1;
     ctx_.flows = flows_.get();
-    ctx_.snap = snap_.get();
     ctx_.now = opts.now;
     ctx_.rng = Rng(opts.seed);
     ctx_.snat_cursor = 0;
+    ctx_.out.init(neighbors_, tool_mempool(), macs_.data(), static_cast<uint16_t>(macs_.size()),
+                  TxSink{.send = &Tracer::capture, .arg = this});
+    burst_ = std::make_unique<Burst>();
+    publisher_ = std::make_unique<Publisher>(
+        1, PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
+                         .qsbr = nullptr,
+                         .flows = flows_.get(),
+                         // One thread, no readers in flight: datagram flows go at once.
+                         .remove_dgram = [this](uint32_t id, uint8_t) { remove_gone_flow(ctx_, id); }});
+    publisher_->publish(cfg);
 }
 
-Tracer::~Tracer() = default;
-
-SweepResult Tracer::reload(const Config& cfg) {
-    auto fresh = build_snapshot(cfg, snap_->generation + 1, snap_.get());
-    snap_ = std::move(fresh);
-    ctx_.snap = snap_.get();
-    // One thread, no readers in flight: datagram flows go at once.
-    return sweep_removed_endpoints(*flows_, *snap_, [&](uint32_t id, uint8_t) { flows_->remove(id); });
+Tracer::~Tracer() {
+    output_release_held(ctx_, DropReason::neighbor_unresolved);
+    for (auto& [port, m] : take_sent()) rte_pktmbuf_free(m);
 }
+
+uint16_t Tracer::capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
+    auto* t = static_cast<Tracer*>(self);
+    for (uint16_t i = 0; i < n; ++i) t->sent_.emplace_back(port, pkts[i]);
+    return n;
+}
+
+SweepResult Tracer::reload(const Config& cfg) { return publisher_->publish(cfg).sweep; }
 
 void Tracer::advance(uint32_t seconds) {
     ctx_.now += seconds;
     while (worker_housekeeping(ctx_, 1u << 16) > 0) {
     }
+    publisher_->tick();
 }
 
 TraceRecord Tracer::run_spec(const std::string& spec) {
@@ -110,54 +163,84 @@ TraceRecord Tracer::run_spec(const std::string& spec) {
 }
 
 TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
-    rte_mbuf* m = rte_pktmbuf_alloc(tool_mempool());
-    if (!m) throw std::runtime_error("mbuf pool exhausted");
-    if (frame.size() > rte_pktmbuf_tailroom(m)) {
-        rte_pktmbuf_free(m);
-        throw std::invalid_argument("frame larger than an mbuf");
-    }
-    char* room = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
-    if (!frame.empty()) std::memcpy(room, frame.data(), frame.size());
+    return std::move(run_burst({frame}, {std::move(input)}).front());
+}
 
-    // The port the packet arrives on: where the gateway's routes say its source lives.
+std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std::vector<std::string> inputs) {
+    if (frames.empty() || frames.size() > kBurst || inputs.size() != frames.size())
+        throw std::invalid_argument(fmt::format("a burst is 1 to {} frames, each with its input", kBurst));
+    const ServiceSnapshot& s = snapshot();
+    Burst& b = *burst_;
+    for (size_t i = 0; i < frames.size(); ++i) {
+        rte_mbuf* m = rte_pktmbuf_alloc(tool_mempool());
+        if (m && frames[i].size() <= rte_pktmbuf_tailroom(m)) {
+            char* room = rte_pktmbuf_append(m, static_cast<uint16_t>(frames[i].size()));
+            if (!frames[i].empty()) std::memcpy(room, frames[i].data(), frames[i].size());
+            b.mbufs[i] = m;
+            continue;
+        }
+        if (m) rte_pktmbuf_free(m);
+        for (size_t j = 0; j < i; ++j) rte_pktmbuf_free(b.mbufs[j]);
+        throw std::invalid_argument(m ? "frame larger than an mbuf" : "mbuf pool exhausted");
+    }
+    // The port a burst arrives on: where the gateway's routes say its first packet's source lives.
     PacketMeta in{};
     uint16_t in_port = 0;
-    if (parse_packet(frame.data(), static_cast<uint32_t>(frame.size()), in) == DropReason::none && in.l3 == L3Kind::ipv4)
-        if (const NextHop* h = snap_->route(in.key.src)) in_port = h->port;
+    if (parse_packet(frames[0].data(), static_cast<uint32_t>(frames[0].size()), in) == DropReason::none &&
+        in.l3 == L3Kind::ipv4)
+        if (const NextHop* h = s.route(in.key.src)) in_port = h->port;
 
-    PacketResult res;
-    PacketTrace tr;
-    rte_mbuf* burst[1] = {m};
-    process_burst(burst, 1, in_port, ctx_, &res, &tr);
+    PacketTrace tr[kBurst];
+    rte_mbuf* sent_as[kBurst];  // the burst's mbufs, to find them again on the transmit side
+    std::copy(b.mbufs, b.mbufs + frames.size(), sent_as);
+    b.start(static_cast<uint16_t>(frames.size()), in_port, tr);
+    process_burst(b, ctx_);
+    std::vector<std::pair<uint16_t, rte_mbuf*>> sent = take_sent();
 
-    TraceRecord r;
-    r.input = std::move(input);
-    r.verdict = res.verdict;
-    r.reason = res.reason;
-    const ServiceSnapshot& s = *snap_;
-    if (tr.svc != PacketTrace::kNone) {
-        r.service = s.services[tr.svc].name;
-        if (tr.role) r.role = addr_role_name(*tr.role);
-    }
-    if (tr.endpoint != PacketTrace::kNone)
-        r.endpoint = fmt::format("{}:{}", format_ip4(s.endpoints[tr.endpoint].ip), rte_be_to_cpu_16(s.endpoints[tr.endpoint].port));
-    r.masquerade = tr.masquerade;
-    r.new_flow = tr.new_flow;
-    if (res.verdict != Verdict::drop) {
-        const auto* data = rte_pktmbuf_mtod(m, const uint8_t*);
-        r.frame.assign(data, data + rte_pktmbuf_data_len(m));
-        PacketMeta out{};
-        if (parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), out) == DropReason::none &&
-            out.l3 == L3Kind::ipv4) {
-            r.out_key = out.key;
-            r.out = format_tuple(out.key);
-            if (out.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(out.tcp_flags);
+    std::vector<TraceRecord> out;
+    for (uint16_t i = 0; i < b.n; ++i) {
+        const PacketState& p = b.pkt[i];
+        const PacketTrace& t = tr[i];
+        TraceRecord r;
+        r.input = std::move(inputs[i]);
+        r.verdict = p.verdict;
+        r.reason = p.reason;
+        if (t.service_slot != PacketTrace::kNone) {
+            r.service = slots().service_name(t.service_slot);
+            if (t.role) r.role = addr_role_name(*t.role);
         }
-        if (res.verdict != Verdict::local && res.out_port < s.ports.size()) r.port = s.ports[res.out_port].name;
+        if (t.endpoint) r.endpoint = fmt::format("{}:{}", format_ip4(t.endpoint->ip), rte_be_to_cpu_16(t.endpoint->port));
+        r.masquerade = t.masquerade;
+        r.new_flow = t.new_flow;
+        r.l2 = p.l2;
+        r.arp_request = t.arp_requested;
+        if (p.l2 == L2Outcome::dropped) r.l2_reason = p.reason;
+        if (!t.next_hop.is_zero()) r.next_hop = format_ip4(t.next_hop);
+        // The packet as it leaves: on the transmit side, or in the hold queue.
+        const rte_mbuf* leaving = p.l2 == L2Outcome::held ? sent_as[i] : nullptr;
+        for (const auto& [port, mb] : sent)
+            if (mb == sent_as[i]) leaving = mb;
+        if (leaving) {
+            const auto* data = rte_pktmbuf_mtod(leaving, const uint8_t*);
+            r.frame.assign(data, data + rte_pktmbuf_data_len(leaving));
+            if (p.l2 == L2Outcome::sent) r.mac = format_mac(*reinterpret_cast<const rte_ether_addr*>(data));
+            PacketMeta pm{};
+            if (parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm) == DropReason::none &&
+                pm.l3 == L3Kind::ipv4) {
+                r.out_key = pm.key;
+                r.out = format_tuple(pm.key);
+                if (pm.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
+            }
+            if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size())
+                r.port = s.catalogue.ports[p.out_port].name;
+        }
+        history_.push_back(r);
+        out.push_back(std::move(r));
     }
-    rte_pktmbuf_free(m);
-    history_.push_back(r);
-    return r;
+    for (const auto& [port, mb] : sent) rte_pktmbuf_free(mb);
+    // Nothing will answer an ARP request here: release what waits, so no packet outlives its trace.
+    output_release_held(ctx_, DropReason::neighbor_unresolved);
+    return out;
 }
 
 }  // namespace svcgate::ctl

@@ -1,6 +1,12 @@
-// `svcgatectl trace`: packets through the real pipeline (process_burst, as the workers call it)
-// against a config, in order, sharing flow state — so stickiness, affinity and reply
-// translation can be traced. One worker, a seeded RNG and a fixed clock: deterministic.
+// `svcgatectl trace`: packets through the real pipeline (process_burst, as the workers call it,
+// output stage included) against a config, in order, sharing flow state — so stickiness,
+// affinity, reply translation and what happens at L2 can be traced. One worker, a seeded RNG
+// and a fixed clock: deterministic. Configs reach it through the same Publisher as the daemon's.
+//
+// L2 offline: the ports have the MACs 02:00:00:00:00:01, :02, ... (port order); next hops are
+// known only from `dataplane.neighbors` (trace answers no ARP). A packet whose next hop is not
+// known is shown as it would leave, with `held` and the ARP request it made, then released (and
+// counted as neighbor_unresolved) so the next packet starts from an empty hold queue.
 //
 // Runs on: the calling thread (needs init_tool_eal()). Throws ConfigError for a bad config.
 #pragma once
@@ -8,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config_model.h"
@@ -15,6 +22,7 @@
 #include "flow_table.h"
 #include "pcap_io.h"
 #include "pipeline.h"
+#include "publisher.h"
 #include "snapshot.h"
 
 namespace svcgate::ctl {
@@ -37,6 +45,12 @@ struct TraceRecord {
     std::optional<std::string> out_flags; // TCP flags as it leaves
     dp::FlowKey out_key;
     std::optional<std::string> port;      // egress port name
+    // L2, from the output stage.
+    dp::L2Outcome l2 = dp::L2Outcome::none;
+    dp::DropReason l2_reason = dp::DropReason::none;  // why the output stage freed it
+    std::optional<std::string> next_hop;
+    std::optional<std::string> mac;       // the frame's destination MAC as it leaves
+    bool arp_request = false;             // it made the worker ask for its next hop
     std::vector<uint8_t> frame;           // the packet as it leaves (empty for drops)
 
     std::string json() const;
@@ -50,7 +64,10 @@ public:
 
     TraceRecord run_spec(const std::string& spec);        // also "reply N [FLAGS]"
     TraceRecord run_frame(const Frame& frame, std::string input);
-    const dp::ServiceSnapshot& snapshot() const { return *snap_; }
+    // One burst of up to kBurst frames, as a worker receives it from one queue.
+    std::vector<TraceRecord> run_burst(const std::vector<Frame>& frames, std::vector<std::string> inputs);
+    const dp::ServiceSnapshot& snapshot() const { return *publisher_->current(); }
+    const SlotRegistry& slots() const { return publisher_->slots(); }
     dp::WorkerCtx& ctx() { return ctx_; }
     dp::FlowTable& flows() { return *flows_; }
     void advance(uint32_t seconds);
@@ -58,12 +75,28 @@ public:
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
     SweepResult reload(const Config& cfg);
+    // The packets the output stage has handed to the transmit side and not yet collected by a
+    // trace, as (port index, mbuf); the caller frees what it takes.
+    std::vector<std::pair<uint16_t, rte_mbuf*>> take_sent() { return std::exchange(sent_, {}); }
 
 private:
-    std::unique_ptr<dp::ServiceSnapshot> snap_;
+    static uint16_t capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
+
     std::unique_ptr<dp::FlowTable> flows_;
+    dp::NeighborTable neighbors_;
+    std::vector<rte_ether_addr> macs_;
     dp::WorkerCtx ctx_;
+    std::unique_ptr<Publisher> publisher_;
+    std::unique_ptr<dp::Burst> burst_;
+    std::vector<std::pair<uint16_t, rte_mbuf*>> sent_;
     std::vector<TraceRecord> history_;
 };
+
+// The configured neighbors into a neighbor cache (dataplane.neighbors); those `old` had and
+// `next` has not become ordinary entries again. Returns the addresses that found no room.
+std::vector<dp::Ip4> pin_neighbors(dp::NeighborTable& nt, const std::vector<NeighborConfig>& next,
+                                   const std::vector<NeighborConfig>& old);
+
+std::string format_mac(const rte_ether_addr& mac);
 
 }  // namespace svcgate::ctl

@@ -47,11 +47,24 @@ enum FlowFlag : uint8_t {
     kFlowOneKey = 0x02,   // only key[0] is indexed (affinity records)
 };
 
+// What a NAT flow counts under: the stable slots of its service port and endpoint (StatsTable),
+// which survive reloads, so the flow keeps its attribution and its place in the active counts for
+// as long as its endpoint exists.
+struct NatTarget {
+    uint32_t service = 0;
+    uint32_t endpoint = 0;
+
+    constexpr uint64_t encode() const noexcept { return uint64_t{service} << 32 | endpoint; }
+    static constexpr NatTarget decode(uint64_t v) noexcept {
+        return NatTarget{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
+    }
+};
+
 struct alignas(64) Flow {
     FlowKey key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
-    // nat: service index << 32 | endpoint index, both in the snapshot of generation `gen`
-    // (immutable). affinity: the endpoint, ip << 16 | port in network order (updated in place
-    // when the endpoint it names has left the Service).
+    // One word whose meaning is the kind's: a NatTarget (immutable) for nat records, the pinned
+    // EndpointKey for affinity records (updated in place when that endpoint has left the
+    // Service). Read it through nat() / pinned().
     std::atomic<uint64_t> target{0};
     uint32_t svc_id = 0;     // ServicePort::id: stable across reloads
     uint32_t gen = 0;        // snapshot generation the flow was created under
@@ -62,6 +75,10 @@ struct alignas(64) Flow {
     uint8_t flags = 0;
     uint8_t owner = 0;
     std::atomic<uint8_t> live{0};  // 1 while published; written by the owner only
+
+    NatTarget nat() const noexcept { return NatTarget::decode(target.load(std::memory_order_relaxed)); }
+    EndpointKey pinned() const noexcept { return EndpointKey::decode(target.load(std::memory_order_relaxed)); }
+    void pin(EndpointKey e) noexcept { target.store(e.encode(), std::memory_order_relaxed); }
 };
 static_assert(sizeof(Flow) == 64, "a flow record is one cache line");
 
@@ -74,17 +91,10 @@ inline constexpr uint8_t kStateGone = 0x80;
 inline constexpr uint8_t kStateReplied = 0x40;
 inline constexpr uint8_t kStateMask = 0x3f;
 
-inline constexpr uint64_t nat_target(uint32_t svc, uint32_t ep) noexcept { return uint64_t{svc} << 32 | ep; }
-inline constexpr uint32_t target_svc(uint64_t t) noexcept { return static_cast<uint32_t>(t >> 32); }
-inline constexpr uint32_t target_ep(uint64_t t) noexcept { return static_cast<uint32_t>(t); }
-inline constexpr uint64_t affinity_target(Ip4 ip, rte_be16_t port) noexcept {
-    return uint64_t{ip.be} << 16 | port;
-}
-
 // What a new flow starts with (a plain value: Flow itself holds atomics).
 struct FlowInit {
     FlowKey key[2];
-    uint64_t target = 0;
+    uint64_t target = 0;  // NatTarget or EndpointKey, encoded
     uint32_t svc_id = 0;
     uint32_t gen = 0;
     uint32_t aux = 0;

@@ -66,11 +66,8 @@ DropReason echo(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port
 }
 }  // namespace
 
-DropReason handle_local(rte_mbuf* m, const rte_ether_addr& port_mac, const ServiceSnapshot& s,
-                        NeighborTable& nt, uint32_t now) noexcept {
-    uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-    PacketMeta pm;
-    if (DropReason r = parse_packet(frame, rte_pktmbuf_data_len(m), pm); r != DropReason::none) return r;
+DropReason answer_local(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
+                        const ServiceSnapshot& s, NeighborTable& nt, uint32_t now) noexcept {
     return pm.l3 == L3Kind::arp ? arp(frame, pm, port_mac, s, nt, now) : echo(frame, pm, port_mac, s);
 }
 

@@ -1,33 +1,39 @@
-// The packet pipeline: parse → flow lookup (bulk) → classify → select → translate → route, one
-// verdict per packet. The same process_burst() serves the DPDK workers, `svcgatectl trace` and
-// the fixture tests.
+// The packet pipeline: the one per-burst function that serves the DPDK workers, `svcgatectl
+// trace`, the tests, the fuzzers and the benchmarks. Each stage runs over the whole burst before
+// the next begins, so that cache misses overlap across packets instead of following each other,
+// and each has a name and a file:
 //
-// A burst goes through in phases, each over all its packets, so that cache misses overlap across
-// packets instead of following each other: (1) parse; bulk flow lookup; (2) packets of no flow:
-// VIP lookup and new-connection selection, one pass per link of the snapshot's chain (VIP slot →
-// service port → endpoint sets → members), each prefetching the next, and each new flow's insert
-// prefetched (its reply buckets, lock stripes, record); (3) in packet order: conntrack, the
-// prepared inserts, translation and routing. Selection for the whole burst before its inserts is
-// visible in two ways only: an endpoint counts as active from its selection (so least-connection
-// spreads one burst's picks), and packets of one new flow in one burst are each selected, the
-// later ones joining the first one's record (as two workers racing on one flow do).
+//   parse        parse.h        frame → PacketMeta, or a drop; IPv4 tuples collected for lookup
+//   lookup       pipeline.cpp   bulk flow lookup; the counters of found flows prefetched
+//   classify     classify.h     packets of no flow: VIP table, NodePorts, the gateway's own
+//                               addresses, unknown ports of a ClusterIP, the service CIDR
+//   select       new_flow.h     (cold) new connections: source ranges, traffic policy, no
+//                               endpoints → REJECT/DROP, conntrack's first packet, per-source cap,
+//                               scheduler or affinity, masquerade; inserts prefetched
+//   established  established.h  packets of known flows: conntrack, endpoints a reload removed,
+//                               ICMP errors about a flow (RELATED), the NAT reversal
+//   insert       new_flow.h     (cold) the selected connections into the flow table, in packet order
+//   forward      forward.h      the exit: route, TTL, rewrite, REJECT built; verdicts, rejects and
+//                               per-service / per-endpoint counters counted here and nowhere else
+//   output       output.h       ARP/echo answers, next hop's MAC or the ARP hold queue, transmit
+//                               batches; the only place a packet is freed, counted by reason
+//
+// Burst state (burst.h) is one struct per packet, and the stages pass index lists of packet
+// positions to each other: one index space.
 //
 // Runs on: one worker lcore per WorkerCtx. Reads: the snapshot (RCU, held for the burst), the
-// flow table (lock-free). Writes: packets, the flow table (its own records), per-worker
-// counters, the snapshot's atomics (scheduler cursors, active counts, per-service counters).
+// flow table (lock-free). Writes: packets, the flow table (its own records), the worker's
+// counters, the StatsTable's rows and active counts, the rr cursors, the neighbor cache.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
-#include <rte_mbuf.h>
-
+#include "burst.h"
 #include "flow_table.h"
-#include "parse.h"
+#include "output.h"
 #include "rng.h"
 #include "snapshot.h"
 #include "source_limit.h"
-#include "verdict.h"
 
 namespace svcgate::dp {
 
@@ -35,18 +41,7 @@ namespace svcgate::dp {
 // IANA reserved 255 would be read as "raw").
 inline constexpr uint8_t kAffinityProto = 0xfe;
 
-struct alignas(64) WorkerCounters {
-    uint64_t rx_packets = 0;
-    uint64_t rx_bytes = 0;
-    uint64_t verdicts[6] = {};
-    uint64_t drops[kDropReasons] = {};
-    uint64_t flows_created = 0;
-    uint64_t flows_joined = 0;       // a racing worker created the same flow first
-    uint64_t flows_expired = 0;
-    uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
-    uint64_t affinity_hits = 0;
-};
-
+// One worker's state: everything a stage may touch besides the burst. Never shared.
 struct WorkerCtx {
     uint16_t worker = 0;
     uint16_t n_workers = 1;
@@ -57,29 +52,22 @@ struct WorkerCtx {
     uint32_t snat_cursor = 0;
     SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
+    Output out;
 };
 
-struct PacketResult {
-    Verdict verdict = Verdict::drop;
-    DropReason reason = DropReason::none;
-    uint16_t out_port = 0;
-    Ip4 next_hop;  // forward/dnat/reply: where to resolve L2 (zero for reject: L2 already set)
-};
-
-// Optional per-packet record for trace and tests (null in the workers' loop).
-struct PacketTrace {
-    static constexpr uint32_t kNone = UINT32_MAX;
-    uint32_t svc = kNone;       // index into snapshot services
-    uint32_t endpoint = kNone;  // index into snapshot endpoints
-    std::optional<AddrRole> role;  // set when the packet was classified as a new connection
-    bool masquerade = false;
-    bool new_flow = false;
-};
-
-void process_burst(rte_mbuf* const* pkts, uint16_t n, uint16_t in_port, WorkerCtx& ctx,
-                   PacketResult* res, PacketTrace* trace = nullptr) noexcept;
+// The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the
+// sink, held for ARP, or freed; results stay in b.pkt.
+void process_burst(Burst& b, WorkerCtx& ctx) noexcept;
 
 // Ageing and id reclamation; call once per loop iteration. Never blocks.
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept;
+
+// A flow leaves the table (expiry, early drop, a reload's removal): its endpoint's active count
+// goes down. Every removal of a NAT flow goes through here.
+void release_flow(const ServiceSnapshot& s, const Flow& f) noexcept;
+
+// Removes the worker's own flow `id` when it is still live and marked gone by a reload (the
+// datagram flows the reload sweep hands over). True when it removed it.
+bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept;
 
 }  // namespace svcgate::dp

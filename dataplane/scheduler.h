@@ -3,8 +3,8 @@
 // the interface at compile time and select_endpoint() dispatches with a switch on the enum
 // stored in the Service: one predictable branch per new flow, no virtual call.
 //
-// Runs on: worker lcores (new flows only). Reads: the snapshot. Writes: the set's rr cursor
-// (atomic), nothing else.
+// Runs on: worker lcores (new flows only). Reads: the snapshot, the StatsTable's active counts.
+// Writes: the set's rr cursor (atomic), nothing else.
 #pragma once
 
 #include <concepts>

@@ -1,6 +1,8 @@
 // The service snapshot: everything workers need to classify, select and translate, built by the
-// control plane from one config and never modified after it is published — except the atomics
-// documented below (scheduler cursors, active-flow counts, counters), which workers update.
+// control plane from one config and never modified after it is published — except the rr cursors,
+// which workers update. Hot tables first (plain structs indexed by the fast path); the catalogue
+// beside them holds what only the control plane reads, indexed alike. Counters and active-flow
+// counts live in the StatsTable the snapshot names, by stable slot, so they survive reloads.
 //
 // Runs on: built by the control thread; published with one atomic pointer store and retired
 // after an RCU grace period (rte_rcu_qsbr). Workers read it for the duration of one burst.
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "conntrack.h"
+#include "counters.h"
 #include "route.h"
 #include "static_hash.h"
 #include "types.h"
@@ -38,11 +41,14 @@ enum class NoEndpoints : uint8_t { reject, drop };
 
 enum EndpointCond : uint8_t { kReady = 0x1, kServing = 0x2, kTerminating = 0x4, kLocal = 0x8 };
 
+// An endpoint of one service port, as workers read it; its node name is in the catalogue.
 struct Endpoint {
     Ip4 ip;
     rte_be16_t port = 0;
     uint8_t cond = kReady | kServing;
-    std::string node;
+    uint32_t slot = 0;  // StatsTable endpoint slot: stable across reloads
+
+    EndpointKey key() const noexcept { return EndpointKey{ip, port}; }
 };
 
 // A list of endpoints (indices into ServiceSnapshot::endpoints) one traffic class may use, with
@@ -54,10 +60,18 @@ struct EndpointSet {
     uint32_t ring_len = 0;
 };
 
-// What a new connection reads comes first, in the first cache line (one prefetch before
-// selection covers it); names and addresses for the control plane after.
+// Prefixes of the snapshot's shared CIDR table (ServiceSnapshot::cidrs).
+struct CidrRange {
+    uint32_t first = 0;
+    uint32_t count = 0;
+    bool empty() const noexcept { return count == 0; }
+};
+
+// A service port as a new connection reads it: one cache line, no pointers to chase but the
+// snapshot's own tables. Names and addresses for people are in the catalogue, indexed alike.
 struct alignas(64) ServicePort {
     uint32_t id = 0;              // stable hash of name and protocol: survives reloads
+    uint32_t slot = 0;            // StatsTable service slot: stable across reloads
     Proto proto = Proto::tcp;
     Scheduler scheduler = Scheduler::random;
     bool external_local = false;    // externalTrafficPolicy Local (and externally reachable)
@@ -71,8 +85,12 @@ struct alignas(64) ServicePort {
     uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
     uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
     uint32_t ep_first = 0, ep_count = 0;  // all endpoints of this port, into endpoints
-    std::vector<Cidr4> lb_source_ranges;
-    // Cold.
+    CidrRange lb_source_ranges;  // into cidrs; empty = any source
+};
+static_assert(sizeof(ServicePort) == 64, "what selection reads is one cache line");
+
+// What people read about a service port (svcgatectl, metrics, trace), by service index.
+struct ServiceInfo {
     std::string name;             // "namespace/name:port-name" (port name may be empty)
     Ip4 cluster_ip;
     rte_be16_t port = 0;
@@ -80,11 +98,45 @@ struct alignas(64) ServicePort {
     std::vector<Ip4> external_ips;
     std::vector<Ip4> lb_ips;
 };
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winvalid-offsetof"  // not standard-layout (strings), fine on GCC and clang
-static_assert(offsetof(ServicePort, lb_source_ranges) + sizeof(ServicePort::lb_source_ranges) <= 64,
-              "what selection reads fits the first cache line");
-#pragma GCC diagnostic pop
+
+struct EndpointInfo {
+    std::string node;
+};
+
+// How a packet reached a service port: the VIP table's value, a service index and an AddrRole in
+// one 32-bit word.
+class VipEntry {
+public:
+    static constexpr uint32_t kNoneRaw = StaticHash::kNone;
+    constexpr VipEntry() noexcept = default;
+    static constexpr VipEntry make(uint32_t service, AddrRole role) noexcept {
+        return VipEntry{service << 2 | static_cast<uint32_t>(role)};
+    }
+    static constexpr VipEntry from_raw(uint32_t raw) noexcept { return VipEntry{raw}; }
+    constexpr bool hit() const noexcept { return raw_ != kNoneRaw; }
+    constexpr uint32_t service() const noexcept { return raw_ >> 2; }
+    constexpr AddrRole role() const noexcept { return static_cast<AddrRole>(raw_ & 3); }
+    constexpr uint32_t raw() const noexcept { return raw_; }
+
+private:
+    constexpr explicit VipEntry(uint32_t raw) noexcept : raw_(raw) {}
+    uint32_t raw_ = kNoneRaw;
+};
+
+// (VIP, port, protocol) → VipEntry; NodePorts under the address 0.
+class VipTable {
+public:
+    static constexpr uint64_t key(Ip4 ip, rte_be16_t port, uint8_t proto) noexcept {
+        return (uint64_t{ip.be} << 32) | (uint64_t{port} << 8) | proto;
+    }
+    bool insert(uint64_t k, VipEntry e) { return table_.insert(k, e.raw()); }
+    VipEntry find(uint64_t k) const noexcept { return VipEntry::from_raw(table_.find(k)); }
+    void prefetch(uint64_t k) const noexcept { table_.prefetch(k); }
+    size_t size() const noexcept { return table_.size(); }
+
+private:
+    StaticHash table_;
+};
 
 // Flags of an address the gateway must know about, in local_addrs.
 enum LocalAddr : uint32_t {
@@ -101,8 +153,8 @@ struct PortInfo {
 };
 
 struct ClusterSettings {
-    std::vector<Cidr4> cluster_cidrs;   // local-traffic detector; empty = none (kube-proxy NoOp)
-    std::vector<Cidr4> service_cidrs;
+    CidrRange cluster_cidrs;             // local-traffic detector; empty = none (kube-proxy NoOp)
+    CidrRange service_cidrs;
     bool masquerade_all = false;
     bool reject_unknown_port = true;     // nftables: known ClusterIP, unknown port → REJECT
     bool one_arm_masquerade = true;      // masquerade when client and endpoint share a next hop
@@ -110,13 +162,17 @@ struct ClusterSettings {
     uint16_t snat_port_max = 65535;
 };
 
-// Per-worker, per-service-port packet counters: written by one worker, summed by the control
-// thread (relaxed loads; a torn read cannot happen on 64-bit x86).
-struct alignas(16) SvcCounters {
-    uint64_t packets = 0;
-    uint64_t bytes = 0;
+// What only the control plane reads, indexed like the hot tables: names, addresses for people,
+// and the owner of the route table (shared with the next snapshot when a reload leaves the routes
+// as they were: an rte_lpm is a 64 MB table to build).
+struct Catalogue {
+    std::vector<ServiceInfo> services;    // by service index
+    std::vector<EndpointInfo> endpoints;  // by endpoint index
+    std::vector<PortInfo> ports;          // by port index
+    std::shared_ptr<const RouteTable> routes;
 };
 
+// The tables below are filled by the builder and never resized afterwards: workers index them.
 struct ServiceSnapshot {
     uint32_t generation = 0;
     uint16_t workers = 1;
@@ -126,27 +182,27 @@ struct ServiceSnapshot {
     std::vector<uint32_t> members;       // EndpointSet contents
     std::vector<EndpointSet> sets;
     std::vector<uint16_t> rings;         // Maglev tables, concatenated
-    StaticHash vips;                     // (ip, port, proto) → service << 2 | role
+    std::vector<Cidr4> cidrs;            // CidrRange contents
+    VipTable vips;
     StaticHash local_addrs;              // ip → LocalAddr flags
-    std::vector<PortInfo> ports;
-    // null: no routing configured. Shared with the next snapshot when a reload leaves the routes
-    // as they were (an rte_lpm is a 64 MB table to build).
-    std::shared_ptr<const RouteTable> routes;
+    const RouteTable* routes = nullptr;  // null: no routing configured (owner: catalogue)
+    // Set by the publisher (SlotRegistry::assign) before the snapshot is published; outlives it.
+    StatsTable* stats = nullptr;
+    // Mutable by workers (atomics): the rr cursors, per set.
+    std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;
+    Catalogue catalogue;
 
-    // Mutable by workers (atomics): scheduler state and counters.
-    std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;  // per set
-    std::unique_ptr<std::atomic<int32_t>[]> active;      // per endpoint: live flows (lc/sed/nq)
-    std::unique_ptr<SvcCounters[]> svc_counters;         // [worker * services.size() + svc]
-    std::unique_ptr<SvcCounters[]> ep_counters;          // [worker * endpoints.size() + endpoint]
-
-    static constexpr uint64_t vip_key(Ip4 ip, rte_be16_t port, uint8_t proto) noexcept {
-        return (uint64_t{ip.be} << 32) | (uint64_t{port} << 8) | proto;
-    }
     uint32_t local_flags(Ip4 ip) const noexcept {
         uint32_t v = local_addrs.find(ip.be);
         return v == StaticHash::kNone ? 0 : v;
     }
+    bool in(CidrRange r, Ip4 a) const noexcept {
+        for (uint32_t i = r.first; i < r.first + r.count; ++i)
+            if (cidrs[i].contains(a)) return true;
+        return false;
+    }
     const NextHop* route(Ip4 dst) const noexcept { return routes ? routes->lookup(dst) : nullptr; }
+    const ServiceInfo& info(uint32_t service) const noexcept { return catalogue.services[service]; }
 };
 
 }  // namespace svcgate::dp

@@ -84,6 +84,20 @@ struct FlowKey {
 };
 static_assert(sizeof(FlowKey) == 16, "FlowKey must stay one 16-byte load");
 
+// An endpoint by address: what session-affinity records pin and what Maglev tables hash, so that
+// the choice survives a reload that renumbers the snapshot. One word: ip << 16 | port, both in
+// network order.
+struct EndpointKey {
+    Ip4 ip;
+    rte_be16_t port = 0;
+
+    constexpr uint64_t encode() const noexcept { return uint64_t{ip.be} << 16 | port; }
+    static constexpr EndpointKey decode(uint64_t v) noexcept {
+        return EndpointKey{Ip4{static_cast<rte_be32_t>(v >> 16)}, static_cast<rte_be16_t>(v)};
+    }
+    friend constexpr bool operator==(EndpointKey, EndpointKey) noexcept = default;
+};
+
 inline constexpr uint16_t kBurst = 32;  // packets per burst: every per-burst array has this size
 
 }  // namespace svcgate::dp

@@ -14,14 +14,17 @@ enum class Verdict : uint8_t {
     dnat,     // original direction of a service flow: destination (and maybe source) rewritten
     reply,    // reply direction of a service flow: translated back to the VIP / client
     forward,  // no service involved: routed untouched (TTL decremented)
-    local,    // addressed to the gateway itself (ARP, ICMP echo): handled by the daemon
+    local,    // addressed to the gateway itself: ARP and ICMP echo answered by the output stage
     reject,   // answered by the dataplane: TCP RST or ICMP port-unreachable, sent back
     drop,     // freed and counted under a DropReason
 };
+inline constexpr unsigned kVerdicts = 6;
 
 std::string_view verdict_name(Verdict v) noexcept;
 
-// X(name, description). Reasons for `reject` are listed here too: every refusal is counted.
+// X(name, description). The reasons of `reject` verdicts are listed here too (reject_*): every
+// refusal has a reason. A packet freed is counted under its reason in WorkerCounters::drops, a
+// packet answered in WorkerCounters::rejects.
 #define SVCGATE_DROP_REASONS(X)                                                                  \
     X(none, "not dropped")                                                                       \
     X(eth_truncated, "frame shorter than an Ethernet header")                                    \

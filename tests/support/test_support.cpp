@@ -58,6 +58,28 @@ std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::str
     return f;
 }
 
+namespace {
+uint16_t keep(void* self, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept {
+    auto* o = static_cast<TestOutput*>(self);
+    o->sent.insert(o->sent.end(), pkts, pkts + n);
+    return n;
+}
+}  // namespace
+
+void TestOutput::attach(WorkerCtx& ctx, const ServiceSnapshot& s) {
+    macs.assign(std::max<size_t>(s.catalogue.ports.size(), 1), rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}});
+    if (s.routes)
+        for (const auto& r : s.routes->routes())
+            if (!r.hop.gateway.is_zero()) (void)neighbors.pin(r.hop.gateway, rte_ether_addr{{0x02, 0, 0, 0, 0, 0x99}});
+    ctx.out.init(neighbors, ctl::tool_mempool(), macs.data(), static_cast<uint16_t>(macs.size()),
+                 TxSink{.send = &keep, .arg = this});
+}
+
+void TestOutput::free_sent() {
+    for (rte_mbuf* m : sent) rte_pktmbuf_free(m);
+    sent.clear();
+}
+
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed) {
     ensure_eal();
     return std::make_unique<ctl::Tracer>(ctl::load_config_string(yaml, "test.yaml"), ctl::TraceOptions{.seed = seed});

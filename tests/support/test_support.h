@@ -28,6 +28,19 @@ std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::str
                                       const std::string& dst, const std::vector<uint8_t>& about,
                                       size_t quote = 8, uint32_t rest = 0);
 
+// An output stage for a test's own WorkerCtx (the stress tests run their own workers): the next
+// hop of every route of the snapshot is known (pinned), and what the stage transmits is kept in
+// `sent` for the test to read and free.
+struct TestOutput {
+    dp::NeighborTable neighbors;
+    std::vector<rte_ether_addr> macs;
+    std::vector<rte_mbuf*> sent;
+
+    void attach(dp::WorkerCtx& ctx, const dp::ServiceSnapshot& s);
+    // Frees what was sent.
+    void free_sent();
+};
+
 // A Tracer over a YAML config string.
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed = 1);
 

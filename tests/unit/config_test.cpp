@@ -173,8 +173,8 @@ TEST(Config, KubernetesExampleMatchesTheLab) {
     auto ks = build_snapshot(k);
     ASSERT_EQ(ks->services.size(), lab->services.size());
     for (size_t i = 0; i < ks->services.size(); ++i) {
-        EXPECT_EQ(ks->services[i].name, lab->services[i].name);
+        EXPECT_EQ(ks->info(i).name, lab->info(i).name);
         EXPECT_EQ(ks->services[i].ep_count, lab->services[i].ep_count);
-        EXPECT_EQ(ks->services[i].node_port, lab->services[i].node_port);
+        EXPECT_EQ(ks->info(i).node_port, lab->info(i).node_port);
     }
 }

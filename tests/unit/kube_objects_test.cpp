@@ -170,7 +170,7 @@ TEST(KubeObjects, SnapshotMatchesSlicePortsByNameAndProtocol) {
     ASSERT_EQ(s->services.size(), 2u) << "web's two ports; headless and ExternalName get none";
     const dp::ServicePort& http = s->services[0];
     const dp::ServicePort& dns = s->services[1];
-    EXPECT_EQ(http.name, "shop/web:http");
+    EXPECT_EQ(s->info(0).name, "shop/web:http");
     ASSERT_EQ(http.ep_count, 3u);
     for (uint32_t i = 0; i < http.ep_count; ++i) EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[http.ep_first + i].port), 8080);
     ASSERT_EQ(dns.ep_count, 2u) << "only web-abc has the dns port";

@@ -50,6 +50,15 @@ rte_mbuf* arp_request(Ip4 sender, Ip4 target) {
 
 Ip4 addr(const char* s) { return *ctl::parse_ip4(s); }
 
+// The output stage's answer to a packet for the gateway, from its parsed meta.
+DropReason handle_local(rte_mbuf* m, const rte_ether_addr& port_mac, const ServiceSnapshot& s, NeighborTable& nt,
+                        uint32_t now) {
+    uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+    PacketMeta pm;
+    if (DropReason r = parse_packet(frame, rte_pktmbuf_data_len(m), pm); r != DropReason::none) return r;
+    return answer_local(frame, pm, port_mac, s, nt, now);
+}
+
 }  // namespace
 
 TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {

@@ -207,7 +207,7 @@ TEST(Pipeline, NoEndpointsRejectsWithRstOrPortUnreachable) {
     EXPECT_EQ(unreach.frame[14 + 20], 3);      // destination unreachable
     EXPECT_EQ(unreach.frame[14 + 20 + 1], 3);  // port unreachable
     EXPECT_TRUE(test::checksums_verify(unreach.frame));
-    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::reject_no_endpoints)], 2u);
+    EXPECT_EQ(t->ctx().counters.rejects[static_cast<unsigned>(DropReason::reject_no_endpoints)], 2u);
 }
 
 TEST(Pipeline, TerminatingEndpointsAreTheFallback) {
@@ -519,38 +519,21 @@ TEST(SynFlood, OneSourceIsCappedPerSecondOthersGetIn) {
 
 namespace {
 
-// One burst through process_burst as a worker runs it: each spec's frame in an mbuf; the
-// packets' out tuples (as parsed back from the frames) and the results.
-struct BurstOut {
-    std::vector<PacketResult> res;
-    std::vector<std::string> out;
-};
-
-BurstOut run_burst(ctl::Tracer& t, const std::vector<std::string>& specs) {
-    rte_mempool* pool = ctl::tool_mempool();
-    std::vector<rte_mbuf*> m(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) {
-        const auto f = ctl::build_frame(ctl::parse_packet_spec(specs[i]));
-        m[i] = rte_pktmbuf_alloc(pool);
-        EXPECT_NE(m[i], nullptr);
-        std::memcpy(rte_pktmbuf_append(m[i], static_cast<uint16_t>(f.size())), f.data(), f.size());
-    }
-    BurstOut b;
-    b.res.resize(specs.size());
-    process_burst(m.data(), static_cast<uint16_t>(m.size()), 0, t.ctx(), b.res.data());
-    for (rte_mbuf* mb : m) {
-        PacketMeta pm;
-        EXPECT_EQ(parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), pm), DropReason::none);
-        b.out.push_back(ctl::format_tuple(pm.key));
-        rte_pktmbuf_free(mb);
-    }
-    return b;
+// One burst through process_burst as a worker runs it (Tracer::run_burst): each spec's frame in
+// an mbuf; the packets' records (verdict, out tuple).
+std::vector<ctl::TraceRecord> run_burst(ctl::Tracer& t, const std::vector<std::string>& specs) {
+    std::vector<ctl::Frame> frames;
+    for (const auto& sp : specs) frames.push_back(ctl::build_frame(ctl::parse_packet_spec(sp)));
+    return t.run_burst(frames, specs);
 }
 
+// What an out tuple's destination is.
+std::string dest(const ctl::TraceRecord& r) { return r.out->substr(r.out->find('>') + 2); }
+
 // The active-flow counts of all endpoints (what least-connection reads).
-int64_t total_active(const ServiceSnapshot& s) {
+int64_t total_active(const ctl::Tracer& t) {
     int64_t n = 0;
-    for (size_t e = 0; e < s.endpoints.size(); ++e) n += s.active[e].load();
+    for (const Endpoint& e : t.snapshot().endpoints) n += t.slots().active(e.slot);
     return n;
 }
 
@@ -562,14 +545,14 @@ TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
     auto t = test::tracer(with_services(three_endpoints("lc")));
     std::vector<std::string> specs;
     for (int i = 0; i < 30; ++i) specs.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
-    const BurstOut b = run_burst(*t, specs);
+    const auto b = run_burst(*t, specs);
     std::map<std::string, int> per;
     for (size_t i = 0; i < specs.size(); ++i) {
-        ASSERT_EQ(b.res[i].verdict, Verdict::dnat) << i;
-        per[b.out[i].substr(b.out[i].find('>') + 2)]++;
+        ASSERT_EQ(b[i].verdict, Verdict::dnat) << i;
+        per[dest(b[i])]++;
     }
     EXPECT_EQ(per, (std::map<std::string, int>{{"10.244.2.4:80", 10}, {"10.244.2.6:80", 10}, {"10.244.3.6:80", 10}}));
-    EXPECT_EQ(total_active(t->snapshot()), 30) << "one active count per flow created";
+    EXPECT_EQ(total_active(*t), 30) << "one active count per flow created";
     EXPECT_EQ(t->flows().live_total(), 30u);
 }
 
@@ -578,12 +561,85 @@ TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
 TEST(PipelineBurst, TwoPacketsOfOneNewFlowInOneBurstShareOneFlow) {
     auto t = test::tracer(with_services(three_endpoints("rr")));
     const std::string syn = "tcp 10.244.3.9:7000 > 10.107.0.7:80 [S]";
-    const BurstOut b = run_burst(*t, {syn, "tcp 10.244.3.9:7001 > 10.107.0.7:80 [S]", syn});
-    for (const PacketResult& r : b.res) ASSERT_EQ(r.verdict, Verdict::dnat);
-    EXPECT_EQ(b.out[0], b.out[2]) << "the retransmission goes where the first SYN went";
-    EXPECT_NE(b.out[0], b.out[1]);
+    const auto b = run_burst(*t, {syn, "tcp 10.244.3.9:7001 > 10.107.0.7:80 [S]", syn});
+    for (const auto& r : b) ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_EQ(b[0].out, b[2].out) << "the retransmission goes where the first SYN went";
+    EXPECT_NE(b[0].out, b[1].out);
     EXPECT_EQ(t->ctx().counters.flows_created, 2u);
     EXPECT_EQ(t->ctx().counters.flows_joined, 1u);
-    EXPECT_EQ(total_active(t->snapshot()), 2) << "the joined packet's pick is given back";
+    EXPECT_EQ(total_active(*t), 2) << "the joined packet's pick is given back";
     EXPECT_EQ(t->flows().live_total(), 2u);
+}
+
+// Every packet a worker receives or builds is transmitted, freed under a reason, or held:
+// rx + generated = tx + drops + held, with no other term (a REJECT is transmitted, counted under
+// its reason among the rejects, not the drops). One of each outcome passes through here.
+TEST(Output, EveryPacketIsSentFreedOrHeldAndNothingElse) {
+    auto t = test::tracer(with_services(kTestSvc + R"(
+  - name: default/empty
+    cluster_ip: 10.107.0.9
+    ports: [{name: p, protocol: TCP, port: 80}]
+)"));
+    const unsigned in_use = rte_mempool_in_use_count(ctl::tool_mempool());
+    // Routed to a next hop nobody has answered for: held, an ARP request built (generated), and
+    // trace releases it afterwards (freed as neighbor_unresolved).
+    auto held = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    ASSERT_EQ(held.l2, L2Outcome::held);
+    EXPECT_TRUE(held.arp_request);
+    EXPECT_EQ(held.next_hop.value_or(""), "10.192.0.3");
+    // Rejected: answered back on the port it came in on.
+    auto rej = t->run_spec("tcp 10.244.2.9:1000 > 10.107.0.9:80 [S]");
+    ASSERT_EQ(rej.verdict, Verdict::reject);
+    EXPECT_EQ(rej.l2, L2Outcome::sent);
+    // Ping of the gateway: answered.
+    auto ping = t->run_spec("icmp 192.168.67.100 > 192.168.67.8");
+    ASSERT_EQ(ping.verdict, Verdict::local);
+    EXPECT_EQ(ping.l2, L2Outcome::sent);
+    // For the gateway, not answered: freed at L2.
+    auto ssh = t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:22 [S]");
+    EXPECT_EQ(ssh.l2, L2Outcome::dropped);
+    EXPECT_EQ(ssh.l2_reason, DropReason::to_gateway);
+    // Dropped by the pipeline.
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.100:40001 > 192.168.67.8:30001 [F.]").verdict, Verdict::drop);
+
+    const WorkerCounters& c = t->ctx().counters;
+    EXPECT_EQ(c.rx_packets, 5u);
+    EXPECT_EQ(c.generated, 1u) << "the ARP request";
+    EXPECT_EQ(c.tx_packets, 3u) << "the ARP request, the RST, the echo reply";
+    EXPECT_EQ(c.rejects[static_cast<unsigned>(DropReason::reject_no_endpoints)], 1u);
+    EXPECT_EQ(c.drops[static_cast<unsigned>(DropReason::reject_no_endpoints)], 0u) << "a reject is not a drop";
+    EXPECT_EQ(c.dropped(), 3u) << "the released hold, to_gateway, conntrack_invalid";
+    EXPECT_EQ(c.held, 0u);
+    EXPECT_EQ(c.rx_packets + c.generated, c.tx_packets + c.dropped() + c.held);
+    EXPECT_EQ(c.unaccounted(), 0);
+    EXPECT_EQ(rte_mempool_in_use_count(ctl::tool_mempool()), in_use) << "nothing kept";
+}
+
+// trace shows what happens at L2: the next hop and its MAC when the neighbor is known (here,
+// configured), or that the packet waits for ARP.
+TEST(Output, TraceShowsTheNextHopAndItsMacOrTheWaitForArp) {
+    std::string cfg = with_services(kTestSvc);
+    cfg.replace(cfg.find("dataplane:\n"), 11, "dataplane:\n  neighbors: [{ip: 10.192.0.3, mac: '02:aa:00:00:00:03'}]\n");
+    auto t = test::tracer(cfg, 3);
+    bool saw_sent = false, saw_held = false;
+    for (int port = 40000; port < 40040 && !(saw_sent && saw_held); ++port) {
+        auto r = t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", port));
+        ASSERT_EQ(r.verdict, Verdict::dnat);
+        EXPECT_EQ(r.port, "cluster");
+        if (r.endpoint->starts_with("10.244.2.")) {  // behind kube-node-1, whose MAC is configured
+            EXPECT_EQ(r.l2, L2Outcome::sent) << r.json();
+            EXPECT_EQ(r.next_hop.value_or(""), "10.192.0.3");
+            EXPECT_EQ(r.mac.value_or(""), "02:aa:00:00:00:03");
+            EXPECT_FALSE(r.arp_request);
+            ASSERT_GE(r.frame.size(), 12u);
+            EXPECT_EQ(r.frame[11], 0x02) << "from the cluster port's MAC (02:00:00:00:00:02)";
+            saw_sent = true;
+        } else {  // behind kube-node-2: nobody answered for 10.192.0.4
+            EXPECT_EQ(r.l2, L2Outcome::held) << r.json();
+            EXPECT_EQ(r.next_hop.value_or(""), "10.192.0.4");
+            EXPECT_FALSE(r.mac.has_value());
+            saw_held = true;
+        }
+    }
+    EXPECT_TRUE(saw_sent && saw_held);
 }

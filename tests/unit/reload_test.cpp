@@ -1,6 +1,7 @@
 // Reloads and live flows (issue #4): established flows keep their endpoint while it exists; TCP
 // flows to a removed endpoint are answered with RST both ways; UDP flows to a removed endpoint
 // go, so the next datagram selects again; terminating endpoints keep their flows, get no new ones.
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -70,7 +71,8 @@ TEST(Reload, TcpFlowsKeepSurvivingEndpointsAndGetRstForRemovedOnes) {
         auto r = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
         if (ep == "10.244.2.6:80") {
             EXPECT_EQ(r.verdict, Verdict::dnat) << "a surviving endpoint keeps its flow: " << r.text();
-            EXPECT_EQ(r.endpoint.value_or(""), "") << "old-generation flow: no current endpoint index";
+            EXPECT_EQ(r.endpoint.value_or(""), "10.244.2.6:80") << "the flow keeps its endpoint across the reload";
+            EXPECT_EQ(r.service.value_or(""), "default/web:http") << "and its service";
             EXPECT_EQ(r.out.value_or(""), fmt::format("tcp 10.244.2.9:{} > 10.244.2.6:80", port));
         } else {
             EXPECT_EQ(r.verdict, Verdict::reject) << r.text();
@@ -127,4 +129,116 @@ TEST(Reload, TerminatingEndpointKeepsItsFlowsButGetsNoNewOnes) {
     for (int port = 50000; port < 50030; ++port)
         EXPECT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or(""),
                   "10.244.2.6:80");
+}
+
+namespace {
+
+// Two Services with endpoints of their own, in the order given; `extra` adds a third in front.
+std::string two_services(bool reversed, const std::string& extra = "") {
+    const std::string web = R"(
+  - name: default/web
+    cluster_ip: 10.96.0.50
+    ports: [{name: http, protocol: TCP, port: 80}]
+    endpoints: [10.244.2.4, 10.244.2.5]
+)";
+    const std::string api = R"(
+  - name: default/api
+    cluster_ip: 10.96.0.60
+    ports: [{name: http, protocol: TCP, port: 80}]
+    endpoints: [10.244.2.14, 10.244.2.15]
+)";
+    return R"(
+dataplane:
+  one_arm_masquerade: false
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24]}
+    - {name: cluster, addresses: [10.192.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+cluster:
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+services:)" + extra + (reversed ? api + web : web + api);
+}
+
+// The packets a service port and an endpoint have counted, by name, in the current snapshot.
+uint64_t service_packets(const ctl::Tracer& t, const std::string& name) {
+    const ServiceSnapshot& s = t.snapshot();
+    for (uint32_t i = 0; i < s.services.size(); ++i)
+        if (s.info(i).name == name) return t.slots().service_total(s.services[i].slot).packets;
+    ADD_FAILURE() << "no service port " << name;
+    return 0;
+}
+uint64_t endpoint_packets(const ctl::Tracer& t, const std::string& ip) {
+    const ServiceSnapshot& s = t.snapshot();
+    for (const Endpoint& e : s.endpoints)
+        if (ctl::format_ip4(e.ip) == ip) return t.slots().endpoint_total(e.slot).packets;
+    ADD_FAILURE() << "no endpoint " << ip;
+    return 0;
+}
+
+}  // namespace
+
+// A long-lived flow counts for its own service and endpoint after any number of reloads, the
+// Services reordered or not; no other service or endpoint gains a packet from it.
+TEST(Reload, FlowKeepsCountingForItsOwnServiceAndEndpointAcrossReloads) {
+    test::ensure_eal();
+    auto t = test::tracer(two_services(false), 5);
+    auto syn = t->run_spec("tcp 10.244.2.9:41000 > 10.96.0.50:80 [S]");
+    ASSERT_EQ(syn.verdict, Verdict::dnat);
+    const std::string ep = syn.endpoint->substr(0, syn.endpoint->find(':'));
+    const std::string other_ep = ep == "10.244.2.4" ? "10.244.2.5" : "10.244.2.4";
+    ASSERT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
+    ASSERT_EQ(service_packets(*t, "default/web:http"), 2u);
+    const std::vector<std::string> reloads = {
+        two_services(true),  // the Services reordered: every snapshot index changes
+        two_services(true, R"(
+  - name: default/first
+    cluster_ip: 10.96.0.70
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [10.244.2.24]
+)"),                         // a Service in front of both
+        two_services(false), // back, that one gone again
+    };
+    uint64_t web = 2, mine = endpoint_packets(*t, ep);
+    for (size_t n = 0; n < reloads.size(); ++n) {
+        t->reload(ctl::load_config_string(reloads[n], "r.yaml"));
+        const uint64_t api = service_packets(*t, "default/api:http"), other = endpoint_packets(*t, other_ep);
+        for (int i = 0; i < 5; ++i) {
+            auto r = t->run_spec("tcp 10.244.2.9:41000 > 10.96.0.50:80 [.]");
+            ASSERT_EQ(r.verdict, Verdict::dnat) << r.text();
+            EXPECT_EQ(r.service.value_or(""), "default/web:http");
+            EXPECT_EQ(r.endpoint.value_or(""), *syn.endpoint);
+        }
+        web += 5;
+        mine += 5;
+        EXPECT_EQ(service_packets(*t, "default/web:http"), web) << "after reload " << n + 1;
+        EXPECT_EQ(endpoint_packets(*t, ep), mine) << "after reload " << n + 1;
+        EXPECT_EQ(service_packets(*t, "default/api:http"), api) << "another service gained nothing";
+        EXPECT_EQ(endpoint_packets(*t, other_ep), other) << "another endpoint gained nothing";
+    }
+}
+
+// Least-connection after a reload still sees the flows that started before it: the endpoint
+// added by the reload gets the new connections until it has as many as the old one.
+TEST(Reload, LeastConnectionSeesLongLivedFlowsAfterAReload) {
+    test::ensure_eal();
+    auto lc = [](const std::string& endpoints) {
+        return config(endpoints) + "    scheduler: lc\n";
+    };
+    auto t = test::tracer(lc("[{ip: 10.244.2.4}]"), 9);
+    for (int port = 42000; port < 42010; ++port)
+        ASSERT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or(""),
+                  "10.244.2.4:80");
+    // Two reloads: the new endpoint added first in the list, then an unrelated change.
+    t->reload(ctl::load_config_string(lc("[{ip: 10.244.2.6}, {ip: 10.244.2.4}]"), "r1.yaml"));
+    t->reload(ctl::load_config_string(lc("[{ip: 10.244.2.4}, {ip: 10.244.2.6}]"), "r2.yaml"));
+    std::map<std::string, int> picks;
+    for (int port = 43000; port < 43010; ++port)
+        picks[t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or("")]++;
+    EXPECT_EQ(picks, (std::map<std::string, int>{{"10.244.2.6:80", 10}})) << "lc counts the 10 older flows";
+    for (const Endpoint& e : t->snapshot().endpoints)
+        if (e.port == rte_cpu_to_be_16(80)) {
+            EXPECT_EQ(t->slots().active(e.slot), 10);
+        }
 }

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "flow_sweep.h"
+#include "publisher.h"
 #include "rcu.h"
 #include "snapshot_builder.h"
 #include "test_support.h"
@@ -117,8 +118,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
     RcuState rcu(3);  // two workers and the control thread's sweep
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2, .qsbr = rcu.qsbr, .scanner = 2});
     ASSERT_TRUE(flows);
-    std::unique_ptr<ServiceSnapshot> current = ctl::build_snapshot(cfg_a, 1);
-    std::atomic<const ServiceSnapshot*> published{current.get()};
+    std::atomic<const ServiceSnapshot*> published{nullptr};
     std::atomic<bool> stop{false};
     std::atomic<uint32_t> clock{1000};
     std::atomic<int> running{0};  // workers past their first quiescent report
@@ -131,6 +131,15 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
     constexpr uint32_t kConnections = 30000;
     WorkerCtx ctx[2];
     std::set<uint32_t> generations[2];
+    // The daemon's publisher: build, stable slots, publish, grace period, sweep, give back.
+    ctl::Publisher pub(2, ctl::PublishTarget{
+        .store = [&](const ServiceSnapshot* s) { published.store(s, std::memory_order_release); },
+        .qsbr = rcu.qsbr,
+        .flows = flows.get(),
+        .remove_dgram = [&](uint32_t id, uint8_t owner) { (void)removals[owner]->push(id); }});
+    pub.publish(cfg_a);
+    test::TestOutput outputs[2];
+    for (int w = 0; w < 2; ++w) outputs[w].attach(ctx[w], *pub.current());
 
     auto worker = [&](uint16_t w) {
         own_cpu(w);
@@ -143,13 +152,14 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
         rte_rcu_qsbr_thread_online(rcu.qsbr, w);
         Answers& mine = *answers[w];  // answers this worker's packets produced: the other handles them
         Answers& theirs = *answers[1 - w];
+        auto b = std::make_unique<Burst>();
         uint32_t next = 0;
         bool started = false;
         while (!stop.load(std::memory_order_relaxed) || !theirs.empty()) {
             c.snap = published.load(std::memory_order_acquire);
             c.now = clock.load(std::memory_order_relaxed);
             generations[w].insert(c.snap->generation);
-            rte_mbuf* pkts[kBurst];
+            rte_mbuf** pkts = b->mbufs;
             uint16_t n = 0;
             // The other worker's answers first (SYN-ACKs and DNS replies from the pods) ...
             FlowKey k;
@@ -165,27 +175,22 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
                                 .proto = static_cast<uint8_t>(i % 3 ? 6 : 17)};
                 if (rte_mbuf* m = mbuf_of(frame(k, k.proto == 6 ? " [S]" : ""))) pkts[n++] = m;
             }
-            PacketResult res[kBurst];
-            if (n) process_burst(pkts, n, 0, c, res);
-            for (uint16_t i = 0; i < n; ++i) {
-                if (res[i].verdict == Verdict::dnat) {
+            b->start(n, 0);
+            if (n) process_burst(*b, c);
+            for (uint16_t i = 0; i < b->n; ++i) {
+                if (b->pkt[i].verdict == Verdict::dnat && b->pkt[i].l2 == L2Outcome::sent) {
                     PacketMeta m;
-                    const auto* d = rte_pktmbuf_mtod(pkts[i], const uint8_t*);
-                    if (parse_packet(d, rte_pktmbuf_data_len(pkts[i]), m) == DropReason::none &&
+                    const auto* d = rte_pktmbuf_mtod(b->mbufs[i], const uint8_t*);
+                    if (parse_packet(d, rte_pktmbuf_data_len(b->mbufs[i]), m) == DropReason::none &&
                         !(m.tcp_flags & kAck)) {
                         (void)mine.push(m.key.reversed());
                     }
                 }
-                rte_pktmbuf_free(pkts[i]);
             }
+            outputs[w].free_sent();
             // Datagram flows the sweep hands back, as Worker::remove_requested does.
             uint32_t id;
-            for (unsigned i = 0; i < 64 && removals[w]->pop(id); ++i) {
-                const Flow& f = flows->flow(id);
-                if (f.live.load(std::memory_order_relaxed) && f.owner == w &&
-                    (f.state.load(std::memory_order_relaxed) & kStateGone))
-                    flows->remove(id);
-            }
+            for (unsigned i = 0; i < 64 && removals[w]->pop(id); ++i) (void)remove_gone_flow(c, id);
             worker_housekeeping(c, 256);
             rte_rcu_qsbr_quiescent(rcu.qsbr, w);
             if (!started) started = true, running.fetch_add(1);
@@ -204,13 +209,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
     unsigned reloads = 0;
     ctl::SweepResult swept{};
     for (; reloads < 200; ++reloads) {
-        auto fresh = ctl::build_snapshot(reloads % 2 ? cfg_a : cfg_b, current->generation + 1, current.get());
-        published.store(fresh.get(), std::memory_order_release);
-        rcu_synchronize(rcu.qsbr);
-        current = std::move(fresh);  // no worker holds the old one any more
-        const auto sw = ctl::sweep_removed_endpoints(*flows, *current, [&](uint32_t id, uint8_t owner) {
-            (void)removals[owner]->push(id);
-        });
+        const auto sw = pub.publish(reloads % 2 ? cfg_a : cfg_b).sweep;
         swept.tcp_closed += sw.tcp_closed;
         swept.dgram_removed += sw.dgram_removed;
         if (reloads % 20 == 0) clock.fetch_add(31, std::memory_order_relaxed);
@@ -252,7 +251,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
         std::memcpy(&hi, reinterpret_cast<const uint8_t*>(&f.key[1]) + 8, 8);
         EXPECT_TRUE(replies.insert({lo, hi}).second) << "reply tuple used twice: " << ctl::format_tuple(f.key[1]);
         if (f.flags & kFlowMasq) {
-            EXPECT_EQ((rte_be_to_cpu_16(f.key[1].dport) - current->cluster.snat_port_min) % 2, f.owner);
+            EXPECT_EQ((rte_be_to_cpu_16(f.key[1].dport) - pub.current()->cluster.snat_port_min) % 2, f.owner);
         }
     }
     EXPECT_EQ(live, flows->live_total());
@@ -264,14 +263,16 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
 TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
     test::ensure_eal();
     const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
-    auto snap = ctl::build_snapshot(cfg, 1);
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
     WorkerCtx ctx[2];
+    ctl::Publisher pub(2, ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; }});
+    pub.publish(cfg);
+    test::TestOutput outputs[2];
     for (uint16_t w = 0; w < 2; ++w) {
+        outputs[w].attach(ctx[w], *pub.current());
         ctx[w].worker = w;
         ctx[w].n_workers = 2;
         ctx[w].flows = flows.get();
-        ctx[w].snap = snap.get();
         ctx[w].now = 1000;
         ctx[w].rng = Rng(100 + w);  // different draws: without the stripe lock they would differ
     }
@@ -290,7 +291,7 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
             ASSERT_NE(m[q][w], nullptr);
         }
     }
-    std::vector<std::array<PacketResult, 2>> res(kQueries);
+    std::vector<std::array<Verdict, 2>> res(kQueries);
     std::vector<std::atomic<unsigned>> arrived(kRounds);
     auto run = [&](int w) {
         own_cpu(static_cast<unsigned>(w));
@@ -298,11 +299,11 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
             arrived[round].fetch_add(1);
             while (arrived[round].load() < 2) {
             }
-            rte_mbuf* burst[kBurst];
-            PacketResult out[kBurst];
-            for (unsigned i = 0; i < kBurst; ++i) burst[i] = m[round * kBurst + i][w];
-            process_burst(burst, kBurst, 0, ctx[w], out);
-            for (unsigned i = 0; i < kBurst; ++i) res[round * kBurst + i][w] = out[i];
+            auto b = std::make_unique<Burst>();
+            for (unsigned i = 0; i < kBurst; ++i) b->mbufs[i] = m[round * kBurst + i][w];
+            b->start(kBurst, 0);
+            process_burst(*b, ctx[w]);
+            for (unsigned i = 0; i < kBurst; ++i) res[round * kBurst + i][w] = b->pkt[i].verdict;
         }
     };
     std::thread a(run, 0), b(run, 1);
@@ -312,24 +313,25 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
     for (unsigned q = 0; q < kQueries; ++q) {
         FlowKey out[2];
         for (int w = 0; w < 2; ++w) {
-            ASSERT_EQ(res[q][w].verdict, Verdict::dnat);
-            PacketMeta pm;
+            ASSERT_EQ(res[q][w], Verdict::dnat);
+            PacketMeta pm;  // sent: still in outputs[w].sent until freed below
             (void)parse_packet(rte_pktmbuf_mtod(m[q][w], const uint8_t*), rte_pktmbuf_data_len(m[q][w]), pm);
             out[w] = pm.key;
-            rte_pktmbuf_free(m[q][w]);
         }
         differing += !(out[0] == out[1]);
         // Each answer, on the other worker than its query.
         for (int w = 0; w < 2; ++w) {
-            rte_mbuf* r = mbuf_of(frame(out[w].reversed(), ""));
-            PacketResult rr;
-            process_burst(&r, 1, 1, ctx[1 - w], &rr);
+            auto b = std::make_unique<Burst>();
+            rte_mbuf* r = b->mbufs[0] = mbuf_of(frame(out[w].reversed(), ""));
+            b->start(1, 1);
+            process_burst(*b, ctx[1 - w]);
             PacketMeta pm;
             (void)parse_packet(rte_pktmbuf_mtod(r, const uint8_t*), rte_pktmbuf_data_len(r), pm);
-            answered += rr.verdict == Verdict::reply && pm.key == queries[q].reversed();
-            rte_pktmbuf_free(r);
+            answered += b->pkt[0].verdict == Verdict::reply && b->pkt[0].l2 == L2Outcome::sent &&
+                        pm.key == queries[q].reversed();
         }
     }
+    for (auto& o : outputs) o.free_sent();
     EXPECT_EQ(differing, 0u) << "both datagrams of a flow reach one endpoint through one SNAT tuple";
     EXPECT_EQ(answered, 2 * kQueries) << "both answers reach the client, from the VIP";
     EXPECT_EQ(ctx[0].counters.flows_created + ctx[1].counters.flows_created, kQueries) << "one flow per query";

@@ -1,0 +1,135 @@
+#include "metrics.h"
+
+#include <arpa/inet.h>
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <rte_ethdev.h>
+
+#include "commands.h"
+#include "yaml_config.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+std::string render_metrics(const DaemonState& st) {
+    const ServiceSnapshot& s = st.snap();
+    const SlotRegistry& slots = st.slots();
+    const WorkerCounters t = sum_counters(st);
+    std::string o;
+    auto head = [&](const char* name, const char* type, const char* help) {
+        o += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    };
+    auto svc_labels = [&](uint32_t i) {
+        const std::string& name = s.info(i).name;
+        const auto colon = name.rfind(':');
+        return fmt::format("service=\"{}\",port=\"{}\",protocol=\"{}\"", name.substr(0, colon), name.substr(colon + 1),
+                           proto_name(s.services[i].proto));
+    };
+    head("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");
+    for (uint32_t i = 0; i < s.services.size(); ++i)
+        o += fmt::format("svcgate_service_packets_total{{{}}} {}\n", svc_labels(i),
+                         slots.service_total(s.services[i].slot).packets);
+    head("svcgate_service_bytes_total", "counter", "Bytes of a Service port's flows, both directions.");
+    for (uint32_t i = 0; i < s.services.size(); ++i)
+        o += fmt::format("svcgate_service_bytes_total{{{}}} {}\n", svc_labels(i),
+                         slots.service_total(s.services[i].slot).bytes);
+    head("svcgate_endpoint_packets_total", "counter", "Packets of flows to an endpoint, both directions.");
+    std::string bytes, active;
+    for (uint32_t i = 0; i < s.services.size(); ++i) {
+        const ServicePort& sp = s.services[i];
+        for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
+            const Endpoint& ep = s.endpoints[e];
+            const PacketCounter c = slots.endpoint_total(ep.slot);
+            const std::string l = fmt::format("{},endpoint=\"{}:{}\"", svc_labels(i), format_ip4(ep.ip),
+                                              rte_be_to_cpu_16(ep.port));
+            o += fmt::format("svcgate_endpoint_packets_total{{{}}} {}\n", l, c.packets);
+            bytes += fmt::format("svcgate_endpoint_bytes_total{{{}}} {}\n", l, c.bytes);
+            active += fmt::format("svcgate_endpoint_flows{{{}}} {}\n", l, slots.active(ep.slot));
+        }
+    }
+    head("svcgate_endpoint_bytes_total", "counter", "Bytes of flows to an endpoint, both directions.");
+    o += bytes;
+    head("svcgate_endpoint_flows", "gauge", "Live flows to an endpoint (what lc, sed and nq read).");
+    o += active;
+    head("svcgate_flows", "gauge", "Flows in the flow table.");
+    o += fmt::format("svcgate_flows {}\n", st.flows->live_total());
+    head("svcgate_flow_capacity", "gauge", "Flows the flow table can hold.");
+    o += fmt::format("svcgate_flow_capacity {}\n", st.flows->capacity());
+    head("svcgate_flows_created_total", "counter", "Flows created.");
+    o += fmt::format("svcgate_flows_created_total {}\n", t.flows_created);
+    head("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");
+    o += fmt::format("svcgate_flows_early_dropped_total {}\n", t.flows_early_dropped);
+    head("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");
+    o += fmt::format("svcgate_mbufs_in_use {}\n", rte_mempool_in_use_count(st.pool));
+    head("svcgate_packets_total", "counter", "Packets by verdict.");
+    for (unsigned v = 0; v < kVerdicts; ++v)
+        o += fmt::format("svcgate_packets_total{{verdict=\"{}\"}} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
+    head("svcgate_drops_total", "counter", "Packets dropped (freed), by reason.");
+    for (unsigned r = 1; r < kDropReasons; ++r)
+        o += fmt::format("svcgate_drops_total{{reason=\"{}\"}} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r]);
+    head("svcgate_rejects_total", "counter", "Packets refused with a TCP RST or ICMP port unreachable, by reason.");
+    for (unsigned r = 1; r < kDropReasons; ++r)
+        if (drop_reason_name(static_cast<DropReason>(r)).starts_with("reject_") && r != static_cast<unsigned>(DropReason::reject_failed))
+            o += fmt::format("svcgate_rejects_total{{reason=\"{}\"}} {}\n", drop_reason_name(static_cast<DropReason>(r)),
+                             t.rejects[r]);
+    head("svcgate_port_packets_total", "counter", "Packets per port and direction (the NIC's counters).");
+    for (const PortView& p : st.ports) {
+        rte_eth_stats e{};
+        rte_eth_stats_get(p.id, &e);
+        o += fmt::format("svcgate_port_packets_total{{port=\"{0}\",direction=\"rx\"}} {1}\n"
+                         "svcgate_port_packets_total{{port=\"{0}\",direction=\"tx\"}} {2}\n",
+                         p.name, e.ipackets, e.opackets);
+    }
+    head("svcgate_reloads_total", "counter", "Config reloads by result.");
+    o += fmt::format("svcgate_reloads_total{{result=\"ok\"}} {}\nsvcgate_reloads_total{{result=\"failed\"}} {}\n",
+                     st.reload.ok, st.reload.failed);
+    head("svcgate_last_reload_duration_seconds", "gauge", "The last successful reload: file read to published snapshot.");
+    o += fmt::format("svcgate_last_reload_duration_seconds {}\n", st.reload.last_seconds);
+    head("svcgate_config_generation", "gauge", "Generation of the config in service.");
+    o += fmt::format("svcgate_config_generation {}\n", st.generation());
+    return o;
+}
+
+MetricsServer::MetricsServer() = default;
+
+MetricsServer::~MetricsServer() {
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+}
+
+std::string MetricsServer::start(const std::string& host_port, DaemonState& st) {
+    if (host_port.empty()) return {};
+    const auto colon = host_port.rfind(':');
+    in_addr a{};
+    int port = 0;
+    try {
+        if (colon == std::string::npos || inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &a) != 1)
+            throw std::invalid_argument("address");
+        port = std::stoi(host_port.substr(colon + 1));
+    } catch (const std::exception&) {
+        return fmt::format("metrics address \"{}\" is not IPv4:PORT", host_port);
+    }
+    server_ = std::make_unique<httplib::Server>();
+    // Two threads are plenty for a scraper or two; a client that sends nothing is dropped after
+    // the read timeout; requests are headers only.
+    server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+    server_->set_read_timeout(2, 0).set_write_timeout(2, 0).set_payload_max_length(4096);
+    server_->Get("/metrics", [&st](const httplib::Request&, httplib::Response& res) {
+        std::string body;
+        {
+            std::lock_guard lk(st.mu);
+            body = render_metrics(st);
+        }
+        res.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
+    });
+    if (!server_->bind_to_port(host_port.substr(0, colon), port)) {
+        server_.reset();
+        return fmt::format("metrics listener {}: cannot bind", host_port);
+    }
+    thread_ = std::thread([s = server_.get()] { s->listen_after_bind(); });
+    return {};
+}
+
+}  // namespace svcgate::ctl

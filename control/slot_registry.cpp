@@ -1,0 +1,190 @@
+#include "slot_registry.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rcu.h"
+#include "yaml_config.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+constexpr uint32_t kMinSlots = 64;
+}
+
+SlotRegistry::SlotRegistry(uint16_t workers)
+    : workers_(workers),
+      table_(std::make_unique<StatsTable>(workers, kMinSlots, kMinSlots)),
+      svc_capacity_(kMinSlots),
+      ep_capacity_(kMinSlots) {}
+
+SlotRegistry::~SlotRegistry() = default;
+
+uint32_t SlotRegistry::service_slot(const std::string& key, const std::string& name) {
+    if (auto it = svc_index_.find(key); it != svc_index_.end()) return it->second;
+    uint32_t slot;
+    if (!svc_free_.empty()) {
+        slot = svc_free_.back();
+        svc_free_.pop_back();
+    } else {
+        slot = static_cast<uint32_t>(svc_.size());
+        svc_.emplace_back();
+    }
+    SvcSlot& s = svc_[slot];
+    s = SvcSlot{.key = key, .name = name, .live = true};
+    if (auto c = carried_.find(key); c != carried_.end()) {
+        s.base = c->second;  // the same service port again: its counters go on
+        carried_.erase(c);
+    }
+    svc_index_.emplace(key, slot);
+    return slot;
+}
+
+std::string SlotRegistry::endpoint_key(const EpSlot& e) const {
+    return fmt::format("{} {}:{}", svc_[e.service].key, format_ip4(e.ep.ip), rte_be_to_cpu_16(e.ep.port));
+}
+
+uint32_t SlotRegistry::endpoint_slot(uint32_t service, EndpointKey ep) {
+    const EpKey k{service, ep.encode()};
+    if (auto it = ep_index_.find(k); it != ep_index_.end()) return it->second;
+    uint32_t slot;
+    if (!ep_free_.empty()) {
+        slot = ep_free_.back();
+        ep_free_.pop_back();
+    } else {
+        slot = static_cast<uint32_t>(ep_.size());
+        ep_.emplace_back();
+    }
+    EpSlot& e = ep_[slot];
+    e = EpSlot{.service = service, .ep = ep, .live = true};
+    if (auto c = carried_.find(endpoint_key(e)); c != carried_.end()) {
+        e.base = c->second;
+        carried_.erase(c);
+    }
+    ++svc_[service].endpoints;
+    ep_index_.emplace(k, slot);
+    return slot;
+}
+
+void SlotRegistry::assign(ServiceSnapshot& s) {
+    generation_ = s.generation;
+    for (size_t i = 0; i < s.services.size(); ++i) {
+        ServicePort& sp = s.services[i];
+        const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
+        sp.slot = service_slot(fmt::format("{}/{}", info.name, proto_name(sp.proto)), info.name);
+        svc_[sp.slot].named = generation_;
+        for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
+            Endpoint& ep = s.endpoints[e];
+            ep.slot = endpoint_slot(sp.slot, ep.key());
+            ep_[ep.slot].named = generation_;
+        }
+    }
+    if (svc_.size() > svc_capacity_ || ep_.size() > ep_capacity_) {
+        // Out of slots: a larger table for this snapshot and those after it. The old one stays
+        // until every worker has moved on (published()).
+        while (svc_capacity_ < svc_.size()) svc_capacity_ *= 2;
+        while (ep_capacity_ < ep_.size()) ep_capacity_ *= 2;
+        if (replaced_) published();  // assigned twice without a publish: nothing reads `replaced_`
+        replaced_ = std::move(table_);
+        table_ = std::make_unique<StatsTable>(workers_, svc_capacity_, ep_capacity_);
+    }
+    s.stats = table_.get();
+}
+
+void SlotRegistry::published() {
+    if (!replaced_) return;
+    const StatsTable& old = *replaced_;
+    for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) svc_[i].base += old.services.total(i);
+    for (uint32_t i = 0; i < old.endpoints.slots() && i < ep_.size(); ++i) {
+        ep_[i].base += old.endpoints.total(i);
+        // Flows counted in the old table and leaving from the new one: the sum is right once both
+        // are added up.
+        table_->active[i].fetch_add(old.active[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    replaced_.reset();
+}
+
+void SlotRegistry::free_service(uint32_t slot) {
+    SvcSlot& s = svc_[slot];
+    carried_[s.key] += service_total(slot);
+    table_->services.clear(slot);
+    svc_index_.erase(s.key);
+    s = SvcSlot{};
+    svc_free_.push_back(slot);
+}
+
+void SlotRegistry::free_endpoint(uint32_t slot) {
+    EpSlot& e = ep_[slot];
+    carried_[endpoint_key(e)] += endpoint_total(slot);
+    table_->endpoints.clear(slot);
+    ep_index_.erase(EpKey{e.service, e.ep.encode()});
+    --svc_[e.service].endpoints;
+    e = EpSlot{};
+    ep_free_.push_back(slot);
+}
+
+void SlotRegistry::reclaim(rte_rcu_qsbr* qsbr) {
+    const uint64_t acked = qsbr ? rcu_acknowledged(qsbr) : UINT64_MAX;
+    // Slots seen unused a grace period ago and unused still: no worker can count into them now.
+    std::vector<Limbo> waiting;
+    for (const Limbo& l : limbo_) {
+        if (l.token > acked) {
+            waiting.push_back(l);
+            continue;
+        }
+        if (l.endpoint) {
+            EpSlot& e = ep_[l.slot];
+            e.limbo = false;
+            if (e.named != generation_ && table_->active[l.slot].load(std::memory_order_relaxed) == 0)
+                free_endpoint(l.slot);
+        } else {
+            SvcSlot& s = svc_[l.slot];
+            s.limbo = false;
+            if (s.named != generation_ && s.endpoints == 0) free_service(l.slot);
+        }
+    }
+    limbo_ = std::move(waiting);
+    // Slots unused now wait for a grace period: a packet of a flow removed a moment ago may still
+    // be counting.
+    const uint64_t token = qsbr ? rte_rcu_qsbr_start(qsbr) : 0;
+    for (uint32_t i = 0; i < ep_.size(); ++i) {
+        EpSlot& e = ep_[i];
+        if (!e.live || e.limbo || e.named == generation_ || table_->active[i].load(std::memory_order_relaxed) != 0)
+            continue;
+        e.limbo = true;
+        limbo_.push_back(Limbo{true, i, token});
+    }
+    for (uint32_t i = 0; i < svc_.size(); ++i) {
+        SvcSlot& s = svc_[i];
+        if (!s.live || s.limbo || s.named == generation_ || s.endpoints != 0) continue;
+        s.limbo = true;
+        limbo_.push_back(Limbo{false, i, token});
+    }
+    if (!qsbr && !limbo_.empty()) reclaim(nullptr);  // no readers: no need to wait
+}
+
+PacketCounter SlotRegistry::service_total(uint32_t slot) const {
+    PacketCounter c = svc_[slot].base;
+    c += table_->services.total(slot);
+    return c;
+}
+
+PacketCounter SlotRegistry::endpoint_total(uint32_t slot) const {
+    PacketCounter c = ep_[slot].base;
+    c += table_->endpoints.total(slot);
+    return c;
+}
+
+int32_t SlotRegistry::active(uint32_t endpoint_slot) const {
+    return table_->active[endpoint_slot].load(std::memory_order_relaxed);
+}
+
+const std::string& SlotRegistry::service_name(uint32_t slot) const {
+    static const std::string none;
+    return slot < svc_.size() ? svc_[slot].name : none;
+}
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,109 @@
+// Stable slots for service ports and endpoints: the indices of the StatsTable that a flow's
+// counters and its place in the active counts live at. A service port keeps its slot for as long
+// as a config names it (by "namespace/name:port/PROTO") or a flow to one of its endpoints lives;
+// an endpoint keeps its slot (by service slot, address and port) for as long as a config names
+// it or a flow holds it. So a reload, however it reorders the Services, moves no flow's counts;
+// and least-connection keeps seeing every long-lived flow.
+//
+// A slot no snapshot names and no flow holds is given back after a grace period; its counts are
+// kept by name and continue if the same service port or endpoint comes back (exported counters
+// never go backwards). When the slots outgrow the StatsTable, a table twice the size replaces it:
+// snapshots built from then on name the new one, and once every worker has moved to such a
+// snapshot the old table's counts are folded in and it is freed.
+//
+// Runs on: the control thread (the publisher). Readers on other threads (views) take the
+// publisher's lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <rte_rcu_qsbr.h>
+
+#include "counters.h"
+#include "snapshot.h"
+
+namespace svcgate::ctl {
+
+class SlotRegistry {
+public:
+    explicit SlotRegistry(uint16_t workers);
+    ~SlotRegistry();
+    SlotRegistry(const SlotRegistry&) = delete;
+    SlotRegistry& operator=(const SlotRegistry&) = delete;
+
+    // Gives every service port and endpoint of `s` its slot (the one it had, or a free one) and
+    // names the current StatsTable in s.stats (a larger one when the slots ran out).
+    void assign(dp::ServiceSnapshot& s);
+    // The snapshot assign() saw last is published and every worker has passed a quiescent state
+    // since: a replaced StatsTable is folded into the current one and freed.
+    void published();
+    // Gives back the slots that no snapshot names and no flow holds, once a grace period has
+    // passed since they were seen so (`qsbr` null: no concurrent reader, at once). Call after
+    // published(), and now and then: flows expire between reloads too.
+    void reclaim(rte_rcu_qsbr* qsbr);
+
+    dp::PacketCounter service_total(uint32_t slot) const;
+    dp::PacketCounter endpoint_total(uint32_t slot) const;
+    int32_t active(uint32_t endpoint_slot) const;
+    const std::string& service_name(uint32_t slot) const;  // "" for a slot not in use
+    size_t service_slots_in_use() const { return svc_.size() - svc_free_.size(); }
+    size_t endpoint_slots_in_use() const { return ep_.size() - ep_free_.size(); }
+    const dp::StatsTable& table() const { return *table_; }
+
+private:
+    struct SvcSlot {
+        std::string key;   // "namespace/name:port/PROTO"
+        std::string name;  // "namespace/name:port"
+        uint32_t named = 0;       // generation that last named it
+        uint32_t endpoints = 0;   // endpoint slots in use under it
+        bool live = false;
+        bool limbo = false;
+        dp::PacketCounter base;   // counted in replaced tables, or before it was given back
+    };
+    struct EpSlot {
+        uint32_t service = 0;
+        dp::EndpointKey ep;
+        uint32_t named = 0;
+        bool live = false;
+        bool limbo = false;
+        dp::PacketCounter base;
+    };
+    struct EpKey {
+        uint32_t service;
+        uint64_t ep;
+        bool operator==(const EpKey&) const = default;
+    };
+    struct EpKeyHash {
+        size_t operator()(const EpKey& k) const noexcept { return std::hash<uint64_t>()(k.ep * 31 + k.service); }
+    };
+    struct Limbo {
+        bool endpoint;
+        uint32_t slot;
+        uint64_t token;
+    };
+
+    uint32_t service_slot(const std::string& key, const std::string& name);
+    uint32_t endpoint_slot(uint32_t service, dp::EndpointKey ep);
+    std::string endpoint_key(const EpSlot& e) const;
+    void free_service(uint32_t slot);
+    void free_endpoint(uint32_t slot);
+
+    uint16_t workers_;
+    uint32_t generation_ = 0;
+    std::vector<SvcSlot> svc_;
+    std::vector<EpSlot> ep_;
+    std::vector<uint32_t> svc_free_, ep_free_;
+    std::unordered_map<std::string, uint32_t> svc_index_;
+    std::unordered_map<EpKey, uint32_t, EpKeyHash> ep_index_;
+    std::unordered_map<std::string, dp::PacketCounter> carried_;  // of slots given back, by key
+    std::vector<Limbo> limbo_;
+    std::unique_ptr<dp::StatsTable> table_;
+    std::unique_ptr<dp::StatsTable> replaced_;
+    uint32_t svc_capacity_ = 0, ep_capacity_ = 0;
+};
+
+}  // namespace svcgate::ctl

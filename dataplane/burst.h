@@ -1,0 +1,105 @@
+// A burst's state on its way through the pipeline: one PacketState per packet (indexed by the
+// packet's position in the burst) and the index lists each stage hands to the next, all in that
+// one index space. Filled by process_burst()'s stages in turn; read afterwards by trace and tests.
+//
+// Runs on: the worker that owns it (or trace, tests). Never shared.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include "flow_table.h"
+#include "parse.h"
+#include "snapshot.h"
+#include "verdict.h"
+
+namespace svcgate::dp {
+
+// Packet positions in a burst, in packet order.
+struct IndexList {
+    uint16_t at[kBurst];
+    uint16_t n = 0;
+
+    void push(uint16_t i) noexcept { at[n++] = i; }
+    const uint16_t* begin() const noexcept { return at; }
+    const uint16_t* end() const noexcept { return at + n; }
+};
+
+// What the output stage did with a packet.
+enum class L2Outcome : uint8_t {
+    none,     // not reached (a drop verdict)
+    sent,     // queued for transmission (the queue may still refuse it: tx_full)
+    held,     // waits for its next hop's MAC
+    dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
+};
+const char* l2_outcome_name(L2Outcome o) noexcept;
+
+struct PacketState {
+    PacketMeta meta;        // parse
+    FlowRef ref;            // flow lookup
+    FlowKey out;            // the tuple as it leaves (forward: as it came)
+    VipEntry vip;           // classify, packets of no flow
+    uint32_t local = 0;     // classify: LocalAddr flags of the destination
+    NatTarget attr;         // what the packet counts under, when `attributed`
+    bool attributed = false;
+    Verdict verdict = Verdict::drop;
+    DropReason reason = DropReason::none;
+    uint16_t out_port = 0;  // egress port index
+    Ip4 next_hop;           // dnat/reply/forward: where to resolve L2
+    L2Outcome l2 = L2Outcome::none;
+
+    void set(Verdict v, DropReason r = DropReason::none) noexcept {
+        verdict = v;
+        reason = r;
+    }
+};
+
+// Optional per-packet record for trace and tests (null in the workers' loop).
+struct PacketTrace {
+    static constexpr uint32_t kNone = UINT32_MAX;
+    uint32_t service_slot = kNone;   // the service port it was classified to or counts under
+    std::optional<EndpointKey> endpoint;
+    std::optional<AddrRole> role;    // set when the packet was classified as a new connection
+    bool masquerade = false;
+    bool new_flow = false;
+    // L2, from the output stage.
+    Ip4 next_hop;
+    std::optional<rte_ether_addr> mac;  // the next hop's, when known
+    bool arp_requested = false;         // the packet made the worker ask for its next hop
+};
+
+// A new connection between selection and insertion (new_flow.h).
+struct NewFlow {
+    FlowInit init;
+    InsertHint hint;
+    bool masq = false;
+};
+
+struct Burst {
+    uint16_t n = 0;
+    uint16_t in_port = 0;  // port index the burst came from
+    rte_mbuf* mbufs[kBurst];
+    PacketState pkt[kBurst];
+    PacketTrace* trace = nullptr;  // kBurst records, or null
+
+    // Handed from stage to stage:
+    IndexList flows;    // parse: IPv4 packets, looked up in the flow table
+    IndexList misses;   // lookup: of those, no flow and no ICMP error
+    IndexList vip_hits; // classify: of the misses, those to a service address
+    IndexList fresh;    // select: new connections to insert, in packet order
+    NewFlow new_flow[kBurst];  // select: by position in `fresh`
+
+    // Starts a burst of the n mbufs already in `mbufs`.
+    void start(uint16_t count, uint16_t port, PacketTrace* t = nullptr) noexcept {
+        n = count > kBurst ? kBurst : count;
+        in_port = port;
+        trace = t;
+        flows.n = misses.n = vip_hits.n = fresh.n = 0;
+    }
+    PacketTrace* trace_of(uint16_t i) noexcept { return trace ? &trace[i] : nullptr; }
+};
+
+}  // namespace svcgate::dp

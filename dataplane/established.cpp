@@ -1,0 +1,74 @@
+#include "established.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// conntrack for a packet of a known flow. Returns false for INVALID.
+bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
+    if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
+    if (static_cast<Proto>(m.key.proto) != Proto::tcp) {
+        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0)
+            f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
+        return true;
+    }
+    TcpFlagClass c = tcp_flag_class(m.tcp_flags);
+    const uint8_t seen = dir == Direction::reply ? kStateReplied : 0;
+    uint8_t cur = f.state.load(std::memory_order_relaxed);
+    for (;;) {
+        if (cur & kStateGone) return true;  // marked by a reload meanwhile: the next packet sees it
+        TcpState nx = tcp_transition(static_cast<TcpState>(cur & kStateMask), dir, c);
+        if (nx == TcpState::invalid) return false;
+        const uint8_t want = (nx == TcpState::ignore ? cur : static_cast<uint8_t>(nx) | (cur & ~kStateMask)) | seen;
+        if (want == cur) return true;
+        // Both directions may update the state from different workers: CAS, retry on change.
+        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return true;
+    }
+}
+
+void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
+    const PacketMeta& m = p.meta;
+    Flow& f = ctx.flows->flow(p.ref.id);
+    const Direction dir = p.ref.dir;
+    if (f.state.load(std::memory_order_relaxed) & kStateGone) [[unlikely]] {
+        // A reload removed the endpoint: TCP gets an RST (each side, on its next packet: the RST
+        // takes its sequence number from that packet); datagrams are dropped until the owner
+        // removes the entry, and then select again.
+        const bool tcp = static_cast<Proto>(m.key.proto) == Proto::tcp;
+        if (tcp && !(m.tcp_flags & kRst)) p.set(Verdict::reject, DropReason::reject_endpoint_gone);
+        else p.set(Verdict::drop, DropReason::endpoint_gone);
+    } else if (!m.inner_off && !track(f, dir, m, ctx.now)) {
+        p.set(Verdict::drop, DropReason::conntrack_invalid);
+    } else {
+        // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
+        // untouched.
+        p.out = f.key[dir == Direction::original ? 1 : 0].reversed();
+        p.set(dir == Direction::original ? Verdict::dnat : Verdict::reply);
+    }
+    if (f.kind == FlowKind::nat) {
+        p.attr = f.nat();
+        p.attributed = true;
+    }
+    if (t) {
+        t->service_slot = p.attr.service;
+        t->endpoint = EndpointKey{f.key[1].src, f.key[1].sport};
+        t->masquerade = f.flags & kFlowMasq;
+    }
+}
+
+}  // namespace
+
+void track_established(Burst& b, WorkerCtx& ctx) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    for (const uint16_t i : b.flows) {
+        PacketState& p = b.pkt[i];
+        if (p.ref.hit()) {
+            established_one(ctx, p, b.trace_of(i));
+        } else if (p.meta.inner_off) {
+            // An error about no flow of ours: routed as it is, never a new connection.
+            if (s.local_flags(p.meta.key.dst) & (kPortAddr | kNodeAddr)) p.set(Verdict::local);
+        }
+    }
+}
+
+}  // namespace svcgate::dp

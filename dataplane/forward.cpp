@@ -1,0 +1,66 @@
+#include "forward.h"
+
+#include "nat.h"
+#include "reject.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// Route, TTL and rewrite for a packet that leaves by a route.
+void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    const PacketMeta& m = p.meta;
+    uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
+    const NextHop* hop = s.route(p.out.dst);
+    if (!hop) return p.set(Verdict::drop, DropReason::no_route);
+    if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    if (m.inner_off && p.ref.hit()) {
+        // nf_nat_icmp_reply_translation: the outer source follows the flow's source rewrite (the
+        // VIP towards the client; the masquerade address towards a pod).
+        const bool outer_src = p.ref.dir == Direction::reply || (ctx.flows->flow(p.ref.id).flags & kFlowMasq);
+        rewrite_icmp_error(frame, m, p.out, outer_src);
+    } else if (!m.inner_off && !(p.out == m.key)) {
+        rewrite_tuple(frame, m, p.out);
+    }
+    p.out_port = hop->port;
+    p.next_hop = hop->gateway.is_zero() ? p.out.dst : hop->gateway;
+}
+
+}  // namespace
+
+void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
+    const StatsTable& st = *ctx.snap->stats;
+    PacketCounter* const svc_row = st.services.row(ctx.worker);
+    PacketCounter* const ep_row = st.endpoints.row(ctx.worker);
+    WorkerCounters& c = ctx.counters;
+    for (uint16_t i = 0; i < b.n; ++i) {
+        PacketState& p = b.pkt[i];
+        rte_mbuf* mb = b.mbufs[i];
+        switch (p.verdict) {
+        case Verdict::dnat:
+        case Verdict::reply:
+        case Verdict::forward:
+            route_one(ctx, mb, p);
+            break;
+        case Verdict::reject:
+            if (build_reject(mb, p.meta)) p.out_port = b.in_port;
+            else p.set(Verdict::drop, DropReason::reject_failed);
+            break;
+        case Verdict::local:
+            p.out_port = b.in_port;
+            break;
+        case Verdict::drop:
+            break;
+        }
+        c.verdicts[static_cast<unsigned>(p.verdict)]++;
+        if (p.verdict == Verdict::reject) c.rejects[static_cast<unsigned>(p.reason)]++;
+        // Packets of a Service's flows, both directions, under the flow's stable slots.
+        if (p.attributed && (p.verdict == Verdict::dnat || p.verdict == Verdict::reply)) {
+            svc_row[p.attr.service].add(mb->pkt_len);
+            ep_row[p.attr.endpoint].add(mb->pkt_len);
+        }
+    }
+}
+
+}  // namespace svcgate::dp

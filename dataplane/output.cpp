@@ -1,0 +1,168 @@
+#include "output.h"
+
+#include "burst.h"
+#include "local.h"
+#include "pipeline.h"
+
+namespace svcgate::dp {
+
+const char* l2_outcome_name(L2Outcome o) noexcept {
+    switch (o) {
+    case L2Outcome::none: return "none";
+    case L2Outcome::sent: return "sent";
+    case L2Outcome::held: return "held";
+    case L2Outcome::dropped: return "dropped";
+    }
+    return "?";
+}
+
+void Output::init(NeighborTable& neighbors, rte_mempool* pool, const rte_ether_addr* macs, uint16_t ports,
+                  TxSink sink) {
+    neighbors_ = &neighbors;
+    pool_ = pool;
+    macs_ = macs;
+    n_ports_ = ports;
+    sink_ = sink;
+    batches_ = std::make_unique<TxBatch[]>(ports ? ports : 1);
+}
+
+namespace {
+
+// Asks for `hop`'s MAC on `port`, from the port's address on the hop's subnet.
+bool request(WorkerCtx& ctx, rte_mempool* pool, const rte_ether_addr& mac, uint16_t port, Ip4 hop) noexcept {
+    const NextHop* nh = ctx.snap ? ctx.snap->route(hop) : nullptr;
+    if (!nh || !pool) return false;
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    if (!m) return false;
+    if (!build_arp_request(m, mac, nh->source, hop)) {
+        rte_pktmbuf_free(m);
+        return false;
+    }
+    ++ctx.counters.generated;
+    output_queue(ctx, port, m);
+    return true;
+}
+
+void set_macs(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src) noexcept {
+    auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+    eth->dst_addr = dst;
+    eth->src_addr = src;
+}
+
+}  // namespace
+
+void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept {
+    ctx.counters.drops[static_cast<unsigned>(why)]++;
+    rte_pktmbuf_free(m);
+}
+
+void output_flush(WorkerCtx& ctx) noexcept {
+    Output& o = ctx.out;
+    for (uint16_t p = 0; p < o.n_ports_; ++p) {
+        Output::TxBatch& tb = o.batches_[p];
+        if (!tb.n) continue;
+        const uint16_t sent = o.sink_.send(o.sink_.arg, p, tb.pkts, tb.n);
+        ctx.counters.tx_packets += sent;
+        for (uint16_t i = sent; i < tb.n; ++i) output_drop(ctx, tb.pkts[i], DropReason::tx_full);
+        tb.n = 0;
+    }
+}
+
+void output_queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+    Output::TxBatch& tb = ctx.out.batches_[port];
+    if (tb.n == Output::kBatch) output_flush(ctx);
+    tb.pkts[tb.n++] = m;
+}
+
+void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    Output& o = ctx.out;
+    NeighborTable& nt = *o.neighbors_;
+    for (uint16_t i = 0; i < b.n; ++i) {
+        PacketState& p = b.pkt[i];
+        rte_mbuf* m = b.mbufs[i];
+        PacketTrace* t = b.trace_of(i);
+        switch (p.verdict) {
+        case Verdict::drop:
+            output_drop(ctx, m, p.reason);
+            continue;
+        case Verdict::reject:  // built in place, MACs swapped
+            output_queue(ctx, b.in_port, m);
+            p.l2 = L2Outcome::sent;
+            continue;
+        case Verdict::local: {
+            const DropReason d = answer_local(rte_pktmbuf_mtod(m, uint8_t*), p.meta, o.macs_[b.in_port], *ctx.snap,
+                                              nt, ctx.now);
+            if (d == DropReason::none) {
+                output_queue(ctx, b.in_port, m);
+                p.l2 = L2Outcome::sent;
+            } else {
+                output_drop(ctx, m, d);
+                p.l2 = L2Outcome::dropped;
+                p.reason = d;
+            }
+            continue;
+        }
+        case Verdict::dnat:
+        case Verdict::reply:
+        case Verdict::forward:
+            break;
+        }
+        rte_ether_addr mac;
+        const NeighborTable::State ns = nt.lookup(p.next_hop, ctx.now, mac);
+        bool asked = false;
+        if (ns == NeighborTable::State::unknown) {
+            if (nt.want_request(p.next_hop, ctx.now)) asked = request(ctx, o.pool_, o.macs_[p.out_port], p.out_port, p.next_hop);
+            if (o.n_held_ == Output::kHold) {
+                output_drop(ctx, m, DropReason::neighbor_hold_full);
+                p.l2 = L2Outcome::dropped;
+                p.reason = DropReason::neighbor_hold_full;
+            } else {
+                o.held_[o.n_held_++] = Output::Held{m, p.next_hop, p.out_port, ctx.now};
+                p.l2 = L2Outcome::held;
+            }
+        } else {
+            set_macs(m, mac, o.macs_[p.out_port]);
+            output_queue(ctx, p.out_port, m);
+            p.l2 = L2Outcome::sent;
+            if (ns == NeighborTable::State::stale && nt.want_request(p.next_hop, ctx.now))
+                asked = request(ctx, o.pool_, o.macs_[p.out_port], p.out_port, p.next_hop);
+        }
+        if (t) {
+            t->next_hop = p.next_hop;
+            if (ns != NeighborTable::State::unknown) t->mac = mac;
+            t->arp_requested = asked;
+        }
+    }
+    ctx.counters.held = o.n_held_;
+    output_flush(ctx);
+}
+
+void output_retry_held(WorkerCtx& ctx) noexcept {
+    Output& o = ctx.out;
+    unsigned keep = 0;
+    for (unsigned i = 0; i < o.n_held_; ++i) {
+        const Output::Held h = o.held_[i];
+        rte_ether_addr mac;
+        if (o.neighbors_->lookup(h.hop, ctx.now, mac) != NeighborTable::State::unknown) {
+            set_macs(h.m, mac, o.macs_[h.port]);
+            output_queue(ctx, h.port, h.m);
+        } else if (ctx.now - h.since >= Output::kHoldSeconds) {
+            output_drop(ctx, h.m, DropReason::neighbor_unresolved);
+        } else {
+            if (o.neighbors_->want_request(h.hop, ctx.now)) request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop);
+            o.held_[keep++] = h;
+        }
+    }
+    o.n_held_ = keep;
+    ctx.counters.held = keep;
+    output_flush(ctx);
+}
+
+void output_release_held(WorkerCtx& ctx, DropReason why) noexcept {
+    Output& o = ctx.out;
+    for (unsigned i = 0; i < o.n_held_; ++i) output_drop(ctx, o.held_[i].m, why);
+    o.n_held_ = 0;
+    ctx.counters.held = 0;
+}
+
+}  // namespace svcgate::dp
