@@ -46,7 +46,8 @@ def gateway_stats(ctl_bin, sock):
 
 def accounting(ctl_bin, sock, what, baseline=None):
     """Waits (bounded) until the gateway is idle, then checks that every worker's packets add up
-    exactly (rx + generated = tx + drops - rejects + held) and, given the in-use count of the
+    exactly (rx + generated = tx + dropped + held: a reject is transmitted, not a drop) and, given
+    the in-use count of the
     mbuf pool taken before the traffic, that no mbuf leaked. Returns the in-use count."""
     import time
     prev, st = None, {}
@@ -59,8 +60,10 @@ def accounting(ctl_bin, sock, what, baseline=None):
         prev = now
         time.sleep(0.2)
     ws = st.get("workers", [])
-    check(bool(ws) and all(w.get("unaccounted") == 0 for w in ws),
-          f"{what}: every packet accounted for per worker (rx+generated = tx+drops-rejects+held): {ws}")
+    balanced = [w.get("rx", -1) + w.get("generated", -1) == w.get("tx", 0) + w.get("dropped", 0) + w.get("held", 0)
+                for w in ws]
+    check(bool(ws) and all(balanced) and all(w.get("unaccounted") == 0 for w in ws),
+          f"{what}: every packet accounted for per worker (rx+generated = tx+dropped+held): {ws}")
     in_use = st.get("mempool", {}).get("in_use")
     if baseline is not None:
         check(in_use == baseline, f"{what}: mbufs in use back to {baseline} ({in_use})")
