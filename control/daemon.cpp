@@ -220,6 +220,60 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     return m + "\n";
 }
 
+// The control loop: the operator's endpoints up (a failure to open one is logged, the gateway
+// still runs), the workers launched, then signals, file changes and svcgatectl requests until
+// SIGINT or SIGTERM.
+void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
+    WorkerShared& shared = *rt.shared;
+    ControlServer server;
+    if (std::string e = server.open_socket(st.cfg.control.socket, st.cfg.control.socket_mode); !e.empty()) log(e);
+    register_telemetry(st);
+    struct Unregister {
+        ~Unregister() { unregister_telemetry(); }
+    } unregister;
+    MetricsServer metrics;
+    if (std::string e = metrics.start(st.cfg.control.metrics, st); !e.empty()) log(e);
+    Watcher watch;
+    auto rewatch = [&] {
+        if (!st.cfg.control.watch) return;
+        watch.reset(st.cfg, st.config_path);  // the manifests may have changed
+        server.watch_fd(watch.fd(), [&] { watch.drain(); });
+    };
+    rewatch();
+
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    std::signal(SIGHUP, on_signal);
+    std::signal(SIGPIPE, SIG_IGN);  // a svcgatectl that hangs up early
+    launch_workers(rt);
+    log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
+                    "metrics {}",
+                    rt.ports.size(), rt.workers.size(), pub.current()->services.size(), rt.flows->capacity(),
+                    st.cfg.control.socket.empty() ? "off" : st.cfg.control.socket,
+                    st.cfg.control.metrics.empty() ? "off" : "http://" + st.cfg.control.metrics + "/metrics"));
+
+    auto do_reload = [&](const std::string& trigger) {
+        std::string r = reload(st, pub, shared, trigger);
+        rewatch();
+        return r;
+    };
+    auto last_tick = std::chrono::steady_clock::now();
+    for (;;) {
+        const int sig = g_signal.exchange(0);
+        if (sig == SIGINT || sig == SIGTERM) break;
+        if (sig == SIGHUP) do_reload("SIGHUP");
+        if (watch.due()) do_reload("file change");
+        server.poll_once(50, [&](const std::string& line) {
+            return handle_command(st, line, [&] { return do_reload("svcgatectl"); });
+        });
+        // Slots that flows stopped holding since the last reload go back, once a second.
+        if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
+            pub.tick();
+            last_tick = now;
+        }
+    }
+}
+
 }  // namespace
 
 int check_config(const std::string& path) {
@@ -292,54 +346,7 @@ int run_daemon(const DaemonOptions& opts) {
         ~StopWorkers() { rt.stop_workers(); }
     } stop_workers{rt};
 
-    // The operator's endpoints: a failure to open one is logged, the gateway still runs.
-    ControlServer server;
-    if (std::string e = server.open_socket(st.cfg.control.socket, st.cfg.control.socket_mode); !e.empty()) log(e);
-    register_telemetry(st);
-    struct Unregister {
-        ~Unregister() { unregister_telemetry(); }
-    } unregister;
-    MetricsServer metrics;
-    if (std::string e = metrics.start(st.cfg.control.metrics, st); !e.empty()) log(e);
-    Watcher watch;
-    auto rewatch = [&] {
-        if (!st.cfg.control.watch) return;
-        watch.reset(st.cfg, st.config_path);  // the manifests may have changed
-        server.watch_fd(watch.fd(), [&] { watch.drain(); });
-    };
-    rewatch();
-
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    std::signal(SIGHUP, on_signal);
-    std::signal(SIGPIPE, SIG_IGN);  // a svcgatectl that hangs up early
-    launch_workers(rt);
-    log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
-                    "metrics {}",
-                    rt.ports.size(), dpc.workers, pub.current()->services.size(), rt.flows->capacity(),
-                    st.cfg.control.socket.empty() ? "off" : st.cfg.control.socket,
-                    st.cfg.control.metrics.empty() ? "off" : "http://" + st.cfg.control.metrics + "/metrics"));
-
-    auto do_reload = [&](const std::string& trigger) {
-        std::string r = reload(st, pub, shared, trigger);
-        rewatch();
-        return r;
-    };
-    auto last_tick = std::chrono::steady_clock::now();
-    for (;;) {
-        const int sig = g_signal.exchange(0);
-        if (sig == SIGINT || sig == SIGTERM) break;
-        if (sig == SIGHUP) do_reload("SIGHUP");
-        if (watch.due()) do_reload("file change");
-        server.poll_once(50, [&](const std::string& line) {
-            return handle_command(st, line, [&] { return do_reload("svcgatectl"); });
-        });
-        // Slots that flows stopped holding since the last reload go back, once a second.
-        if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
-            pub.tick();
-            last_tick = now;
-        }
-    }
+    serve(st, pub, rt);
     log("stopping");
     rt.stop_workers();
     print_summary(st);

@@ -37,6 +37,31 @@ lines = [json.loads(x) for x in r.stdout.splitlines()]
 check(len(lines) == 2 and lines[1]["verdict"] == "reply", "the pod's reply is recognised")
 check(lines[1]["out"] == "tcp 192.168.67.8:30001 > 192.168.67.100:40000", f"reply translated back: {lines[1]['out']}")
 
+# L2: the lab's config pins no neighbor, so the SYN waits for kube-node's MAC (an ARP request
+# goes out); with kube-node-1's MAC configured, packets behind it are sent to that MAC. The reply
+# reaches the client directly on the ext port (no neighbor known there either).
+l2 = first["l2"]
+check(l2["outcome"] == "held" and l2["arp_request"] is True and l2["mac"] is None and
+      l2["next_hop"] in {"10.192.0.3", "10.192.0.4"}, f"without a known next hop the packet waits for ARP: {l2}")
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write(open(lab).read().replace("dataplane:\n", "dataplane:\n  neighbors: [{ip: 10.192.0.3, mac: '02:aa:00:00:00:03'}]\n", 1))
+pinned = f.name
+r = trace("--config", pinned, "--json", *[f"tcp 192.168.67.100:{p} > 192.168.67.8:30001 [S]" for p in range(41000, 41030)])
+recs = [json.loads(x) for x in r.stdout.splitlines()]
+sent = [x for x in recs if x["endpoint"].startswith("10.244.2.")]
+held = [x for x in recs if x["endpoint"].startswith("10.244.3.")]
+check(sent and all(x["l2"] == {"outcome": "sent", "next_hop": "10.192.0.3", "mac": "02:aa:00:00:00:03",
+                               "arp_request": False, "reason": None} for x in sent),
+      f"behind a known next hop: sent to its MAC ({len(sent)} packets; {sent[0]['l2'] if sent else None})")
+check(held and all(x["l2"]["outcome"] == "held" and x["l2"]["next_hop"] == "10.192.0.4" for x in held),
+      f"behind an unknown one: held for ARP ({len(held)} packets)")
+r = trace("--config", lab, "--json", "icmp 192.168.67.100 > 192.168.67.8", "tcp 192.168.67.100:1 > 192.168.67.8:22 [S]")
+ping, ssh = [json.loads(x) for x in r.stdout.splitlines()]
+check(ping["verdict"] == "local" and ping["l2"]["outcome"] == "sent" and ping["out"] == "icmp 192.168.67.8 > 192.168.67.100",
+      f"a ping of the gateway is answered by the output stage: {ping['out']} {ping['l2']}")
+check(ssh["l2"]["outcome"] == "dropped" and ssh["l2"]["reason"] == "to_gateway",
+      f"other traffic to the gateway is dropped at L2 as to_gateway: {ssh['l2']}")
+
 # stdin mode, with the reply shortcut.
 r = trace("--config", lab, "--json", "-", stdin="tcp 192.168.67.100:40001 > 192.168.67.8:30001 [S]\nreply 1 [S.]\n")
 lines = [json.loads(x) for x in r.stdout.splitlines()]

@@ -161,6 +161,18 @@ try:
         check(len(res["pods"]) == 1, f"{ns}: one pod all along ({res['pods']})")
         check(res["max_gap"] is not None and res["max_gap"] < 0.3,
               f"{ns}: longest gap between answers {res['max_gap'] and round(res['max_gap'] * 1000)} ms")
+    # Each connection kept counting for its own service port and pod through the five reloads:
+    # a request and its answer are at least two packets through the gateway.
+    eps = json.loads(subprocess.run([ctl_bin, "--socket", sock, "endpoints", "--json"], capture_output=True,
+                                    text=True, timeout=30).stdout or "[]")
+    counted = {e["endpoint"]: e["packets"] for e in eps if e["service"] == "default/test-svc:http"}
+    want = {}
+    for res in results:
+        if res["pods"]:
+            key = f"{POD_IP[res['pods'][0]]}:80"
+            want[key] = want.get(key, 0) + 2 * res["requests"]
+    check(want and all(counted.get(k, 0) >= n for k, n in want.items()),
+          f"the connections' packets after the reloads count for their own pods: counted {counted}, at least {want}")
     rt1 = {ns: retrans(ns) for ns in TCP_NS}
     check(rt1 == rt0, f"no TCP segment retransmitted by the clients or the pods: no packet lost ({rt0} -> {rt1})")
     # After the broken config, reload 4's config is serving: the removed endpoint gets no new

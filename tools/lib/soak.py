@@ -45,6 +45,14 @@ duration = args.minutes * 60
 
 # Churn explains these drops: packets of live flows to an endpoint a reload removed.
 CHURN = {"endpoint_gone", "reject_endpoint_gone"}
+
+
+def refused(st):
+    """Packets refused by reason: freed (drops) and answered with RST / port unreachable (rejects)."""
+    out = dict(st.get("drops", {}))
+    for k, v in st.get("rejects", {}).items():
+        out[k] = out.get(k, 0) + v
+    return out
 # Normal operation: ARP replies to the gateway's own requests and ARPs about other hosts.
 NORMAL = {"arp_consumed"}
 
@@ -178,7 +186,7 @@ try:
         if now >= next_sample:
             st = checks.gateway_stats(ctl_bin, sock)
             rx = sum(w.get("rx", 0) for w in st.get("workers", []))
-            drops = st.get("drops", {})
+            drops = refused(st)
             s = {"t": round(now - start, 1), "flows": st.get("flows", {}).get("live"), "rx": rx,
                  "rss_kib": rss_kib(pid), "mbufs": st.get("mempool", {}).get("in_use"), "drops": drops}
             delta = {k: v - (prev["drops"].get(k, 0) if prev else 0) for k, v in drops.items()}
@@ -202,8 +210,8 @@ try:
     warm = samples[min(2, len(samples) - 1)]
     growth = (samples[-1]["rss_kib"] or 0) - (warm["rss_kib"] or 0)
     rss_ok = growth <= max(4096, 0.05 * (warm["rss_kib"] or 0))
-    unexplained = {k: v for k, v in final.get("drops", {}).items() if v and k not in CHURN | NORMAL}
-    explained = sum(v for k, v in final.get("drops", {}).items() if k in CHURN)
+    unexplained = {k: v for k, v in refused(final).items() if v and k not in CHURN | NORMAL}
+    explained = sum(v for k, v in refused(final).items() if k in CHURN)
     created = final.get("flows", {}).get("created", 0)
     rate = created / max(1.0, samples[-1]["t"])
     bound = rate * 120 * 1.1 + 100
@@ -216,7 +224,7 @@ try:
         print(f"clients {name}: {r}")
     print(f"resident size: {(warm['rss_kib'] or 0) / 1024:.1f} MiB after warm-up, "
           f"{(samples[-1]['rss_kib'] or 0) / 1024:.1f} MiB at the end ({growth:+d} KiB)")
-    normal = {k: v for k, v in final.get("drops", {}).items() if v and k in NORMAL}
+    normal = {k: v for k, v in refused(final).items() if v and k in NORMAL}
     print(f"drops explained by endpoint churn: {explained}; normal operation: {normal or 'none'}; "
           f"other drops: {unexplained or 'none'}")
     ok &= checks.check(peak <= bound, f"flows bounded: peak {peak} live, {rate:.0f} created/s x 120 s allows {bound:.0f}")
