@@ -162,6 +162,39 @@ TraceRecord Tracer::run_spec(const std::string& spec) {
     return run_frame(build_frame(p), spec);
 }
 
+TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte_mbuf* leaving,
+                           std::string input) const {
+    const ServiceSnapshot& s = snapshot();
+    TraceRecord r;
+    r.input = std::move(input);
+    r.verdict = p.verdict;
+    r.reason = p.reason;
+    if (t.service_slot != PacketTrace::kNone) {
+        r.service = slots().service_name(t.service_slot);
+        if (t.role) r.role = addr_role_name(*t.role);
+    }
+    if (t.endpoint) r.endpoint = fmt::format("{}:{}", format_ip4(t.endpoint->ip), rte_be_to_cpu_16(t.endpoint->port));
+    r.masquerade = t.masquerade;
+    r.new_flow = t.new_flow;
+    r.l2 = p.l2;
+    r.arp_request = t.arp_requested;
+    if (p.l2 == L2Outcome::dropped) r.l2_reason = p.reason;
+    if (!t.next_hop.is_zero()) r.next_hop = format_ip4(t.next_hop);
+    if (!leaving) return r;
+    const auto* data = rte_pktmbuf_mtod(leaving, const uint8_t*);
+    r.frame.assign(data, data + rte_pktmbuf_data_len(leaving));
+    if (p.l2 == L2Outcome::sent) r.mac = format_mac(*reinterpret_cast<const rte_ether_addr*>(data));
+    PacketMeta pm{};
+    if (parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm) == DropReason::none &&
+        pm.l3 == L3Kind::ipv4) {
+        r.out_key = pm.key;
+        r.out = format_tuple(pm.key);
+        if (pm.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
+    }
+    if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size()) r.port = s.catalogue.ports[p.out_port].name;
+    return r;
+}
+
 TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
     return std::move(run_burst({frame}, {std::move(input)}).front());
 }
@@ -199,41 +232,12 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
 
     std::vector<TraceRecord> out;
     for (uint16_t i = 0; i < b.n; ++i) {
-        const PacketState& p = b.pkt[i];
-        const PacketTrace& t = tr[i];
-        TraceRecord r;
-        r.input = std::move(inputs[i]);
-        r.verdict = p.verdict;
-        r.reason = p.reason;
-        if (t.service_slot != PacketTrace::kNone) {
-            r.service = slots().service_name(t.service_slot);
-            if (t.role) r.role = addr_role_name(*t.role);
-        }
-        if (t.endpoint) r.endpoint = fmt::format("{}:{}", format_ip4(t.endpoint->ip), rte_be_to_cpu_16(t.endpoint->port));
-        r.masquerade = t.masquerade;
-        r.new_flow = t.new_flow;
-        r.l2 = p.l2;
-        r.arp_request = t.arp_requested;
-        if (p.l2 == L2Outcome::dropped) r.l2_reason = p.reason;
-        if (!t.next_hop.is_zero()) r.next_hop = format_ip4(t.next_hop);
-        // The packet as it leaves: on the transmit side, or in the hold queue.
-        const rte_mbuf* leaving = p.l2 == L2Outcome::held ? sent_as[i] : nullptr;
+        // The packet as it leaves: in the hold queue, or on the transmit side (a freed packet's
+        // mbuf may be there again as an ARP request: only a sent packet is looked for).
+        const rte_mbuf* leaving = b.pkt[i].l2 == L2Outcome::held ? sent_as[i] : nullptr;
         for (const auto& [port, mb] : sent)
-            if (mb == sent_as[i]) leaving = mb;
-        if (leaving) {
-            const auto* data = rte_pktmbuf_mtod(leaving, const uint8_t*);
-            r.frame.assign(data, data + rte_pktmbuf_data_len(leaving));
-            if (p.l2 == L2Outcome::sent) r.mac = format_mac(*reinterpret_cast<const rte_ether_addr*>(data));
-            PacketMeta pm{};
-            if (parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm) == DropReason::none &&
-                pm.l3 == L3Kind::ipv4) {
-                r.out_key = pm.key;
-                r.out = format_tuple(pm.key);
-                if (pm.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
-            }
-            if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size())
-                r.port = s.catalogue.ports[p.out_port].name;
-        }
+            if (b.pkt[i].l2 == L2Outcome::sent && mb == sent_as[i]) leaving = mb;
+        TraceRecord r = record(b.pkt[i], tr[i], leaving, std::move(inputs[i]));
         history_.push_back(r);
         out.push_back(std::move(r));
     }

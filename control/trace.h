@@ -81,6 +81,9 @@ public:
 
 private:
     static uint16_t capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
+    // One packet's record; `leaving`: the frame as it leaves (null when it was freed).
+    TraceRecord record(const dp::PacketState& p, const dp::PacketTrace& t, const rte_mbuf* leaving,
+                       std::string input) const;
 
     std::unique_ptr<dp::FlowTable> flows_;
     dp::NeighborTable neighbors_;

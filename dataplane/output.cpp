@@ -74,66 +74,80 @@ void output_queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
     tb.pkts[tb.n++] = m;
 }
 
-void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
+namespace {
+
+// A routed packet: to its next hop's MAC, or into the hold queue while an ARP request asks for it.
+void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, PacketTrace* t) noexcept {
     Output& o = ctx.out;
-    NeighborTable& nt = *o.neighbors_;
+    NeighborTable& nt = *o.neighbors();
+    const rte_ether_addr& src = o.mac(p.out_port);
+    rte_ether_addr mac;
+    const NeighborTable::State ns = nt.lookup(p.next_hop, ctx.now, mac);
+    bool asked = false;
+    if (ns != NeighborTable::State::unknown) {
+        set_macs(m, mac, src);
+        output_queue(ctx, p.out_port, m);
+        p.l2 = L2Outcome::sent;
+        // A stale entry still forwards; one request refreshes it.
+        if (ns == NeighborTable::State::stale && nt.want_request(p.next_hop, ctx.now))
+            asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
+    } else {
+        if (nt.want_request(p.next_hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
+        if (output_hold(ctx, Output::Held{m, p.next_hop, p.out_port, ctx.now})) {
+            p.l2 = L2Outcome::held;
+        } else {
+            output_drop(ctx, m, DropReason::neighbor_hold_full);
+            p.l2 = L2Outcome::dropped;
+            p.reason = DropReason::neighbor_hold_full;
+        }
+    }
+    if (t) {
+        t->next_hop = p.next_hop;
+        if (ns != NeighborTable::State::unknown) t->mac = mac;
+        t->arp_requested = asked;
+    }
+}
+
+}  // namespace
+
+bool output_hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
+    Output& o = ctx.out;
+    if (o.n_held_ == Output::kHold) return false;
+    o.held_[o.n_held_++] = h;
+    ctx.counters.held = o.n_held_;
+    return true;
+}
+
+void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
     for (uint16_t i = 0; i < b.n; ++i) {
         PacketState& p = b.pkt[i];
         rte_mbuf* m = b.mbufs[i];
-        PacketTrace* t = b.trace_of(i);
         switch (p.verdict) {
         case Verdict::drop:
             output_drop(ctx, m, p.reason);
-            continue;
+            break;
         case Verdict::reject:  // built in place, MACs swapped
             output_queue(ctx, b.in_port, m);
             p.l2 = L2Outcome::sent;
-            continue;
-        case Verdict::local: {
-            const DropReason d = answer_local(rte_pktmbuf_mtod(m, uint8_t*), p.meta, o.macs_[b.in_port], *ctx.snap,
-                                              nt, ctx.now);
-            if (d == DropReason::none) {
+            break;
+        case Verdict::local:
+            p.reason = answer_local(rte_pktmbuf_mtod(m, uint8_t*), p.meta, ctx.out.mac(b.in_port), *ctx.snap,
+                                    *ctx.out.neighbors(), ctx.now);
+            if (p.reason == DropReason::none) {
                 output_queue(ctx, b.in_port, m);
                 p.l2 = L2Outcome::sent;
             } else {
-                output_drop(ctx, m, d);
+                output_drop(ctx, m, p.reason);
                 p.l2 = L2Outcome::dropped;
-                p.reason = d;
             }
-            continue;
-        }
+            break;
         case Verdict::dnat:
         case Verdict::reply:
         case Verdict::forward:
+            send_routed(ctx, m, p, b.trace_of(i));
             break;
         }
-        rte_ether_addr mac;
-        const NeighborTable::State ns = nt.lookup(p.next_hop, ctx.now, mac);
-        bool asked = false;
-        if (ns == NeighborTable::State::unknown) {
-            if (nt.want_request(p.next_hop, ctx.now)) asked = request(ctx, o.pool_, o.macs_[p.out_port], p.out_port, p.next_hop);
-            if (o.n_held_ == Output::kHold) {
-                output_drop(ctx, m, DropReason::neighbor_hold_full);
-                p.l2 = L2Outcome::dropped;
-                p.reason = DropReason::neighbor_hold_full;
-            } else {
-                o.held_[o.n_held_++] = Output::Held{m, p.next_hop, p.out_port, ctx.now};
-                p.l2 = L2Outcome::held;
-            }
-        } else {
-            set_macs(m, mac, o.macs_[p.out_port]);
-            output_queue(ctx, p.out_port, m);
-            p.l2 = L2Outcome::sent;
-            if (ns == NeighborTable::State::stale && nt.want_request(p.next_hop, ctx.now))
-                asked = request(ctx, o.pool_, o.macs_[p.out_port], p.out_port, p.next_hop);
-        }
-        if (t) {
-            t->next_hop = p.next_hop;
-            if (ns != NeighborTable::State::unknown) t->mac = mac;
-            t->arp_requested = asked;
-        }
     }
-    ctx.counters.held = o.n_held_;
     output_flush(ctx);
 }
 

@@ -56,6 +56,7 @@ public:
               TxSink sink);
 
     NeighborTable* neighbors() const noexcept { return neighbors_; }
+    rte_mempool* pool() const noexcept { return pool_; }
     const rte_ether_addr& mac(uint16_t port) const noexcept { return macs_[port]; }
     uint16_t ports() const noexcept { return n_ports_; }
     unsigned held() const noexcept { return n_held_; }
@@ -68,6 +69,7 @@ private:
     friend void output_release_held(WorkerCtx&, DropReason) noexcept;
     friend void output_drop(WorkerCtx&, rte_mbuf*, DropReason) noexcept;
     friend void output_queue(WorkerCtx&, uint16_t, rte_mbuf*) noexcept;
+    friend bool output_hold(WorkerCtx&, const Held&) noexcept;
     struct TxBatch {
         rte_mbuf* pkts[kBatch];
         uint16_t n = 0;
@@ -94,6 +96,8 @@ void output_flush(WorkerCtx& ctx) noexcept;
 void output_release_held(WorkerCtx& ctx, DropReason why) noexcept;
 // Queues a finished frame for transmission on port index `port` (< ports()).
 void output_queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept;
+// Puts a packet in the hold queue; false when it is full.
+bool output_hold(WorkerCtx& ctx, const Output::Held& h) noexcept;
 // Frees one packet, counted under `why`.
 void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept;
 
