@@ -117,7 +117,9 @@ struct World {
         ctx.flows = flows.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
-        pub = std::make_unique<ctl::Publisher>(1, ctl::PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx.snap = s; }});
+        pub = std::make_unique<ctl::Publisher>(1, ctl::PublishTarget{
+            .store = [this](const ServiceSnapshot* s) { ctx.snap = s; },
+            .store_stats = [this](StatsTable* t) { ctx.stats = t; }});
         pub->publish(cfg);
         // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
@@ -298,7 +300,7 @@ void BM_PipelineNewFlows(benchmark::State& st) {
             FlowRef r = w.flows->lookup(flow_key(fill + static_cast<uint32_t>((at + i) % frames.size()),
                                                  static_cast<uint32_t>(services)));
             if (!r.hit()) continue;
-            release_flow(w.snap(), w.flows->flow(r.id));
+            release_flow(*w.ctx.stats, w.flows->flow(r.id));
             w.flows->remove(r.id);
         }
         at = (at + kBurst) % frames.size();

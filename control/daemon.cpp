@@ -79,11 +79,13 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     shared.pool = rt.pool.get();
     (void)pin_neighbors(shared.neighbors, dpc.neighbors, {});
     rt.ports.reserve(dpc.ports.size());
-    for (const PortConfig& pc : dpc.ports) {
+    shared.port_ids = FixedArray<uint16_t>(dpc.ports.size());
+    shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
+    for (size_t p = 0; p < dpc.ports.size(); ++p) {
         rt.ports.emplace_back();
-        if (err = rt.ports.back().open(pc, dpc.workers, rt.pool.get()); !err.empty()) return err;
-        shared.port_ids.push_back(rt.ports.back().id());
-        shared.port_macs.push_back(rt.ports.back().mac());
+        if (err = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !err.empty()) return err;
+        shared.port_ids[p] = rt.ports.back().id();
+        shared.port_macs[p] = rt.ports.back().mac();
     }
     // QSBR threads: the workers (0..workers-1) and the control thread's record scans (workers).
     if (!(rt.qsbr = create_qsbr(dpc.workers + 1u))) return "RCU state: out of memory";
@@ -92,11 +94,12 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
                                   .timeouts = dpc.timeouts, .scanner = dpc.workers,
                                   .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
+    shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         RingPtr r(rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
                                   RING_F_SP_ENQ | RING_F_SC_DEQ));
         if (!r) return "flow removal rings: out of memory";
-        shared.remove_rings.push_back(r.get());
+        shared.remove_rings[w] = r.get();
         rt.remove_rings.push_back(std::move(r));
     }
     // Queues to workers: port p's queue q goes to worker (p + q) % workers; transmit queues are
@@ -105,9 +108,10 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     for (uint16_t w = 0; w < dpc.workers; ++w)
         rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, seed));
     std::vector<rte_spinlock_t*> locks(rt.ports.size(), nullptr);
+    std::vector<std::vector<RxQueue>> rx(dpc.workers);
     for (size_t p = 0; p < rt.ports.size(); ++p) {
         for (uint16_t q = 0; q < rt.ports[p].rx_queues(); ++q)
-            rt.workers[(p + q) % dpc.workers]->add_rx({static_cast<uint16_t>(p), q});
+            rx[(p + q) % dpc.workers].push_back({static_cast<uint16_t>(p), q});
         if (rt.ports[p].tx_queues() < dpc.workers) {
             rt.tx_locks.push_back(std::make_unique<rte_spinlock_t[]>(rt.ports[p].tx_queues()));
             locks[p] = rt.tx_locks.back().get();
@@ -120,7 +124,7 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
             tx[p].queue = static_cast<uint16_t>(w % rt.ports[p].tx_queues());
             if (locks[p]) tx[p].lock = &locks[p][tx[p].queue];
         }
-        rt.workers[w]->set_tx(std::move(tx));
+        rt.workers[w]->set_queues(std::move(rx[w]), std::move(tx));
     }
     return {};
 }
@@ -325,6 +329,7 @@ int run_daemon(const DaemonOptions& opts) {
 
     Publisher pub(dpc.workers, PublishTarget{
         .store = [&shared](const ServiceSnapshot* s) { shared.snapshot.store(s, std::memory_order_release); },
+        .store_stats = [&shared](StatsTable* t) { shared.stats.store(t, std::memory_order_release); },
         .qsbr = rt.qsbr.get(),
         .flows = rt.flows.get(),
         // The owner removes it (a full ring leaves the rest to their timeout).
@@ -335,7 +340,7 @@ int run_daemon(const DaemonOptions& opts) {
         .readers = &st.mu});
     try {
         pub.publish(st.cfg);
-    } catch (const ConfigError& e) {
+    } catch (const std::exception& e) {
         log(e.what());
         return 1;
     }

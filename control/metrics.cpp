@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <chrono>
+
 #include <fmt/format.h>
 #include <httplib.h>
 #include <rte_ethdev.h>
@@ -129,6 +131,9 @@ std::string MetricsServer::start(const std::string& host_port, DaemonState& st) 
         return fmt::format("metrics listener {}: cannot bind", host_port);
     }
     thread_ = std::thread([s = server_.get()] { s->listen_after_bind(); });
+    // httplib's stop() does nothing until the listening thread runs: wait for it (bounded), so a
+    // shutdown right after the start cannot leave the join hanging.
+    for (int i = 0; i < 200 && !server_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return {};
 }
 

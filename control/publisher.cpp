@@ -9,7 +9,9 @@ namespace svcgate::ctl {
 
 using namespace svcgate::dp;
 
-Publisher::Publisher(uint16_t workers, PublishTarget target) : target_(std::move(target)), slots_(workers) {}
+Publisher::Publisher(uint16_t workers, PublishTarget target) : target_(std::move(target)), slots_(workers) {
+    target_.store_stats(slots_.current());
+}
 
 Publisher::~Publisher() = default;
 
@@ -19,11 +21,17 @@ PublishResult Publisher::publish(const Config& cfg, const std::function<void()>&
     {
         std::unique_lock<std::mutex> lk;
         if (target_.readers) lk = std::unique_lock(*target_.readers);
+        // Room for every slot the fresh snapshot could need, in the table every worker uses,
+        // before any flow can be given such a slot.
+        if (StatsTable* larger = slots_.reserve(*fresh)) {
+            target_.store_stats(larger);
+            if (target_.qsbr) rcu_synchronize(target_.qsbr);
+            slots_.published();
+        }
         slots_.assign(*fresh);
         target_.store(fresh.get());
-        // Every worker has left the old snapshot (and the old StatsTable) once this returns.
+        // Every worker has left the old snapshot once this returns.
         if (target_.qsbr) rcu_synchronize(target_.qsbr);
-        slots_.published();
         old = std::exchange(current_, std::move(fresh));
         if (commit) commit();
     }

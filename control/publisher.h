@@ -1,8 +1,9 @@
 // The publisher: the one way a config reaches the workers, for the daemon and for `svcgatectl
-// trace` alike. build (off the fast path) → stable slots → publish (one atomic pointer store) →
-// grace period (every worker has moved to the new snapshot) → fold a replaced StatsTable →
-// retire the old snapshot → sweep the flows whose endpoint left → give back unused slots. A
-// config that fails to build changes nothing.
+// trace` alike. build (off the fast path) → a larger StatsTable first when the slots could run
+// out (published, grace period, old one folded in) → stable slots → publish (one atomic pointer
+// store) → grace period (every worker has moved to the new snapshot) → retire the old snapshot →
+// sweep the flows whose endpoint left → give back unused slots. A config that fails to build
+// changes nothing.
 //
 // Runs on: the control thread. Views on other threads (telemetry, metrics) read current() and
 // slots() under the lock named in PublishTarget::readers.
@@ -27,6 +28,9 @@ struct PublishTarget {
     // Makes the snapshot the one workers read (the daemon: a release store of the pointer they
     // load each loop; trace: its WorkerCtx).
     std::function<void(const dp::ServiceSnapshot*)> store;
+    // Makes the StatsTable the one workers count into (the daemon: a release store they load
+    // after the snapshot; trace: its WorkerCtx).
+    std::function<void(dp::StatsTable*)> store_stats;
     rte_rcu_qsbr* qsbr = nullptr;  // the workers' grace periods; null: no concurrent reader
     dp::FlowTable* flows = nullptr;
     // A datagram flow to a removed endpoint, for its owner to remove (daemon: the owner's ring;

@@ -47,9 +47,8 @@ Eal::~Eal() {
 void RteFree::operator()(void* p) const noexcept { rte_free(p); }
 
 Port::~Port() {
-    if (!started_) return;
-    rte_eth_dev_stop(id_);
-    rte_eth_dev_close(id_);
+    if (started_) rte_eth_dev_stop(id_);
+    if (configured_) rte_eth_dev_close(id_);
 }
 
 std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
@@ -75,6 +74,7 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
     }
     int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
     if (rc != 0) return fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc));
+    configured_ = true;
     uint16_t nrx = kRxDesc, ntx = kTxDesc;
     rte_eth_dev_adjust_nb_rx_tx_desc(id_, &nrx, &ntx);
     const int socket = rte_eth_dev_socket_id(id_);

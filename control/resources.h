@@ -53,7 +53,9 @@ using QsbrPtr = std::unique_ptr<rte_rcu_qsbr, RteFree>;
 class Port {
 public:
     Port() = default;
-    Port(Port&& o) noexcept : id_(o.id_), rxq_(o.rxq_), txq_(o.txq_), started_(std::exchange(o.started_, false)) {}
+    Port(Port&& o) noexcept
+        : id_(o.id_), rxq_(o.rxq_), txq_(o.txq_), configured_(std::exchange(o.configured_, false)),
+          started_(std::exchange(o.started_, false)) {}
     Port& operator=(Port&&) = delete;
     ~Port();
 
@@ -68,7 +70,8 @@ public:
 private:
     uint16_t id_ = 0;
     uint16_t rxq_ = 1, txq_ = 1;
-    bool started_ = false;
+    bool configured_ = false;  // closed when destroyed (its queues point into the pool)
+    bool started_ = false;     // stopped first
 };
 
 inline constexpr uint16_t kRxDesc = 1024;

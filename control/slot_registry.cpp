@@ -1,6 +1,7 @@
 #include "slot_registry.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -43,10 +44,6 @@ uint32_t SlotRegistry::service_slot(const std::string& key, const std::string& n
     return slot;
 }
 
-std::string SlotRegistry::endpoint_key(const EpSlot& e) const {
-    return fmt::format("{} {}:{}", svc_[e.service].key, format_ip4(e.ep.ip), rte_be_to_cpu_16(e.ep.port));
-}
-
 uint32_t SlotRegistry::endpoint_slot(uint32_t service, EndpointKey ep) {
     const EpKey k{service, ep.encode()};
     if (auto it = ep_index_.find(k); it != ep_index_.end()) return it->second;
@@ -58,15 +55,45 @@ uint32_t SlotRegistry::endpoint_slot(uint32_t service, EndpointKey ep) {
         slot = static_cast<uint32_t>(ep_.size());
         ep_.emplace_back();
     }
-    EpSlot& e = ep_[slot];
-    e = EpSlot{.service = service, .ep = ep, .live = true};
-    if (auto c = carried_.find(endpoint_key(e)); c != carried_.end()) {
-        e.base = c->second;
-        carried_.erase(c);
-    }
+    ep_[slot] = EpSlot{.service = service, .ep = ep, .live = true};
     ++svc_[service].endpoints;
     ep_index_.emplace(k, slot);
     return slot;
+}
+
+StatsTable* SlotRegistry::reserve(const ServiceSnapshot& s) {
+    // At most every service port and endpoint of `s` is new, and a new slot comes from the free
+    // list or from the end: the table must reach the end plus that many.
+    const size_t svc_need = svc_.size() + s.services.size(), ep_need = ep_.size() + s.endpoints.size();
+    if (svc_need <= svc_capacity_ && ep_need <= ep_capacity_) return nullptr;
+    while (svc_capacity_ < svc_need) svc_capacity_ *= 2;
+    while (ep_capacity_ < ep_need) ep_capacity_ *= 2;
+    if (replaced_) published();  // reserved twice without a publish: nothing reads `replaced_`
+    replaced_ = std::move(table_);
+    table_ = std::make_unique<StatsTable>(workers_, svc_capacity_, ep_capacity_);
+    // The live flows' active counts come along now, so least-connection sees them from the first
+    // burst on the new table; what changes on the old one until the grace period ends is added
+    // in published().
+    copied_.assign(replaced_->endpoints.slots(), 0);
+    for (uint32_t i = 0; i < copied_.size(); ++i) {
+        copied_[i] = replaced_->active[i].load(std::memory_order_relaxed);
+        table_->active[i].store(copied_[i], std::memory_order_relaxed);
+    }
+    return table_.get();
+}
+
+void SlotRegistry::published() {
+    if (!replaced_) return;
+    const StatsTable& old = *replaced_;
+    for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) svc_[i].base += old.services.total(i);
+    for (uint32_t i = 0; i < old.endpoints.slots(); ++i) {
+        if (i < ep_.size()) ep_[i].base += old.endpoints.total(i);
+        // Flows that started or ended on the old table after the copy.
+        const int32_t moved = old.active[i].load(std::memory_order_relaxed) - copied_[i];
+        if (moved) table_->active[i].fetch_add(moved, std::memory_order_relaxed);
+    }
+    replaced_.reset();
+    copied_.clear();
 }
 
 void SlotRegistry::assign(ServiceSnapshot& s) {
@@ -82,29 +109,8 @@ void SlotRegistry::assign(ServiceSnapshot& s) {
             ep_[ep.slot].named = generation_;
         }
     }
-    if (svc_.size() > svc_capacity_ || ep_.size() > ep_capacity_) {
-        // Out of slots: a larger table for this snapshot and those after it. The old one stays
-        // until every worker has moved on (published()).
-        while (svc_capacity_ < svc_.size()) svc_capacity_ *= 2;
-        while (ep_capacity_ < ep_.size()) ep_capacity_ *= 2;
-        if (replaced_) published();  // assigned twice without a publish: nothing reads `replaced_`
-        replaced_ = std::move(table_);
-        table_ = std::make_unique<StatsTable>(workers_, svc_capacity_, ep_capacity_);
-    }
-    s.stats = table_.get();
-}
-
-void SlotRegistry::published() {
-    if (!replaced_) return;
-    const StatsTable& old = *replaced_;
-    for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) svc_[i].base += old.services.total(i);
-    for (uint32_t i = 0; i < old.endpoints.slots() && i < ep_.size(); ++i) {
-        ep_[i].base += old.endpoints.total(i);
-        // Flows counted in the old table and leaving from the new one: the sum is right once both
-        // are added up.
-        table_->active[i].fetch_add(old.active[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
-    }
-    replaced_.reset();
+    if (svc_.size() > svc_capacity_ || ep_.size() > ep_capacity_)
+        throw std::logic_error("SlotRegistry::assign without reserve: the table has no room");
 }
 
 void SlotRegistry::free_service(uint32_t slot) {
@@ -118,7 +124,6 @@ void SlotRegistry::free_service(uint32_t slot) {
 
 void SlotRegistry::free_endpoint(uint32_t slot) {
     EpSlot& e = ep_[slot];
-    carried_[endpoint_key(e)] += endpoint_total(slot);
     table_->endpoints.clear(slot);
     ep_index_.erase(EpKey{e.service, e.ep.encode()});
     --svc_[e.service].endpoints;
@@ -147,22 +152,25 @@ void SlotRegistry::reclaim(rte_rcu_qsbr* qsbr) {
         }
     }
     limbo_ = std::move(waiting);
-    // Slots unused now wait for a grace period: a packet of a flow removed a moment ago may still
-    // be counting.
-    const uint64_t token = qsbr ? rte_rcu_qsbr_start(qsbr) : 0;
+    // Slots unused now wait for a grace period that starts after they were seen unused: a packet
+    // of a flow removed a moment ago may still be counting, and the owner decrements a flow's
+    // active count just before it unlinks the flow.
+    const size_t first = limbo_.size();
     for (uint32_t i = 0; i < ep_.size(); ++i) {
         EpSlot& e = ep_[i];
         if (!e.live || e.limbo || e.named == generation_ || table_->active[i].load(std::memory_order_relaxed) != 0)
             continue;
         e.limbo = true;
-        limbo_.push_back(Limbo{true, i, token});
+        limbo_.push_back(Limbo{true, i, 0});
     }
     for (uint32_t i = 0; i < svc_.size(); ++i) {
         SvcSlot& s = svc_[i];
         if (!s.live || s.limbo || s.named == generation_ || s.endpoints != 0) continue;
         s.limbo = true;
-        limbo_.push_back(Limbo{false, i, token});
+        limbo_.push_back(Limbo{false, i, 0});
     }
+    const uint64_t token = qsbr ? rte_rcu_qsbr_start(qsbr) : 0;
+    for (size_t i = first; i < limbo_.size(); ++i) limbo_[i].token = token;
     if (!qsbr && !limbo_.empty()) reclaim(nullptr);  // no readers: no need to wait
 }
 

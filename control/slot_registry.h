@@ -5,11 +5,17 @@
 // it or a flow holds it. So a reload, however it reorders the Services, moves no flow's counts;
 // and least-connection keeps seeing every long-lived flow.
 //
-// A slot no snapshot names and no flow holds is given back after a grace period; its counts are
-// kept by name and continue if the same service port or endpoint comes back (exported counters
-// never go backwards). When the slots outgrow the StatsTable, a table twice the size replaces it:
-// snapshots built from then on name the new one, and once every worker has moved to such a
-// snapshot the old table's counts are folded in and it is freed.
+// A slot no snapshot names and no flow holds is given back once a grace period has passed since
+// it was seen so. A service port's counts are kept by name and continue when it comes back (its
+// exported counters never go backwards); an endpoint's restart from zero when it comes back after
+// its slot was given back (a counter reset, which Prometheus' rate() takes in its stride), so
+// that pod churn does not grow the registry without bound.
+//
+// The StatsTable is published to the workers on its own (WorkerCtx::stats), and it grows before
+// a slot beyond it is handed out: reserve() makes a table large enough for any slot the next
+// snapshot could need; the publisher publishes it and waits a grace period; published() folds the
+// old table's counts and active counts into it and frees the old one; only then does assign()
+// give out slots. A worker therefore never indexes a table smaller than its flows' slots.
 //
 // Runs on: the control thread (the publisher). Readers on other threads (views) take the
 // publisher's lock.
@@ -35,12 +41,16 @@ public:
     SlotRegistry(const SlotRegistry&) = delete;
     SlotRegistry& operator=(const SlotRegistry&) = delete;
 
-    // Gives every service port and endpoint of `s` its slot (the one it had, or a free one) and
-    // names the current StatsTable in s.stats (a larger one when the slots ran out).
-    void assign(dp::ServiceSnapshot& s);
-    // The snapshot assign() saw last is published and every worker has passed a quiescent state
-    // since: a replaced StatsTable is folded into the current one and freed.
+    // A larger StatsTable when the current one could run out of slots for `s` (null otherwise).
+    // It holds the current table's active counts already; publish it to the workers, wait a grace
+    // period, then call published().
+    dp::StatsTable* reserve(const dp::ServiceSnapshot& s);
+    // Every worker uses the table reserve() returned: the old one's counts (and the active counts
+    // that changed since reserve() copied them) are folded in, and it is freed.
     void published();
+    // Gives every service port and endpoint of `s` its slot (the one it had, or a free one), all
+    // within the current table (reserve() first).
+    void assign(dp::ServiceSnapshot& s);
     // Gives back the slots that no snapshot names and no flow holds, once a grace period has
     // passed since they were seen so (`qsbr` null: no concurrent reader, at once). Call after
     // published(), and now and then: flows expire between reloads too.
@@ -53,6 +63,7 @@ public:
     size_t service_slots_in_use() const { return svc_.size() - svc_free_.size(); }
     size_t endpoint_slots_in_use() const { return ep_.size() - ep_free_.size(); }
     const dp::StatsTable& table() const { return *table_; }
+    dp::StatsTable* current() { return table_.get(); }
 
 private:
     struct SvcSlot {
@@ -88,7 +99,6 @@ private:
 
     uint32_t service_slot(const std::string& key, const std::string& name);
     uint32_t endpoint_slot(uint32_t service, dp::EndpointKey ep);
-    std::string endpoint_key(const EpSlot& e) const;
     void free_service(uint32_t slot);
     void free_endpoint(uint32_t slot);
 
@@ -99,10 +109,11 @@ private:
     std::vector<uint32_t> svc_free_, ep_free_;
     std::unordered_map<std::string, uint32_t> svc_index_;
     std::unordered_map<EpKey, uint32_t, EpKeyHash> ep_index_;
-    std::unordered_map<std::string, dp::PacketCounter> carried_;  // of slots given back, by key
+    std::unordered_map<std::string, dp::PacketCounter> carried_;  // of service slots given back, by key
     std::vector<Limbo> limbo_;
     std::unique_ptr<dp::StatsTable> table_;
     std::unique_ptr<dp::StatsTable> replaced_;
+    std::vector<int32_t> copied_;  // replaced_'s active counts as reserve() copied them
     uint32_t svc_capacity_ = 0, ep_capacity_ = 0;
 };
 

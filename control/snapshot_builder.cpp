@@ -21,6 +21,15 @@ struct Builder {
     ServiceSnapshot& s;
     const ServiceSnapshot* prev;
     BuildMode mode;
+    // The tables workers index, while they grow; moved into the snapshot's FixedArrays at the end.
+    struct Tables {
+        std::vector<ServicePort> services;
+        std::vector<Endpoint> endpoints;
+        std::vector<uint32_t> members;
+        std::vector<EndpointSet> sets;
+        std::vector<uint16_t> rings;
+        std::vector<Cidr4> cidrs;
+    } t;
     std::vector<ConfigIssue> errors;
     // Where each snapshot service port came from, (service, port) indices into cfg.services: a
     // duplicate VIP names the port that took it first.
@@ -34,18 +43,18 @@ struct Builder {
     }
 
     uint32_t add_set(const std::vector<uint32_t>& eps, Scheduler sch) {
-        EndpointSet set{.first = static_cast<uint32_t>(s.members.size()), .count = static_cast<uint32_t>(eps.size())};
-        s.members.insert(s.members.end(), eps.begin(), eps.end());
+        EndpointSet set{.first = static_cast<uint32_t>(t.members.size()), .count = static_cast<uint32_t>(eps.size())};
+        t.members.insert(t.members.end(), eps.begin(), eps.end());
         if (scheduler_uses_ring(sch) && !eps.empty()) {
             ids.clear();
-            for (uint32_t e : eps) ids.push_back(s.endpoints[e].key().encode());
+            for (uint32_t e : eps) ids.push_back(t.endpoints[e].key().encode());
             auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
-            set.ring_off = static_cast<uint32_t>(s.rings.size());
+            set.ring_off = static_cast<uint32_t>(t.rings.size());
             set.ring_len = static_cast<uint32_t>(ring.size());
-            s.rings.insert(s.rings.end(), ring.begin(), ring.end());
+            t.rings.insert(t.rings.end(), ring.begin(), ring.end());
         }
-        s.sets.push_back(set);
-        return static_cast<uint32_t>(s.sets.size() - 1);
+        t.sets.push_back(set);
+        return static_cast<uint32_t>(t.sets.size() - 1);
     }
 
     // Where a service port stands in the config, for its error messages.
@@ -68,8 +77,8 @@ struct Builder {
     }
 
     CidrRange add_cidrs(const std::vector<Cidr4>& v) {
-        CidrRange r{.first = static_cast<uint32_t>(s.cidrs.size()), .count = static_cast<uint32_t>(v.size())};
-        s.cidrs.insert(s.cidrs.end(), v.begin(), v.end());
+        CidrRange r{.first = static_cast<uint32_t>(t.cidrs.size()), .count = static_cast<uint32_t>(v.size())};
+        t.cidrs.insert(t.cidrs.end(), v.begin(), v.end());
         return r;
     }
 
@@ -102,7 +111,7 @@ struct Builder {
 
         // Endpoints: every group (EndpointSlice) port with this port's name and protocol;
         // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
-        sp.ep_first = static_cast<uint32_t>(s.endpoints.size());
+        sp.ep_first = static_cast<uint32_t>(t.endpoints.size());
         seen.clear();
         for (const EndpointGroup& g : sc.groups) {
             for (const EndpointGroup::Port& gp : g.ports) {
@@ -113,19 +122,19 @@ struct Builder {
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
                               (e.terminating ? kTerminating : 0) |
                               (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
-                    s.endpoints.push_back(ep);
+                    t.endpoints.push_back(ep);
                     s.catalogue.endpoints.push_back(EndpointInfo{e.node});
                 }
             }
         }
         drop_duplicate_endpoints(sp.ep_first);
-        sp.ep_count = static_cast<uint32_t>(s.endpoints.size()) - sp.ep_first;
+        sp.ep_count = static_cast<uint32_t>(t.endpoints.size()) - sp.ep_first;
 
         // CategorizeEndpoints.
         auto pick = [&](std::vector<uint32_t>& v, auto&& pred) {
             v.clear();
             for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-                if (pred(s.endpoints[i].cond)) v.push_back(i);
+                if (pred(t.endpoints[i].cond)) v.push_back(i);
         };
         auto ready = [](uint8_t c) { return (c & kReady) != 0; };
         auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
@@ -133,7 +142,7 @@ struct Builder {
         if (cluster.empty()) pick(cluster, serving_term);
         bool has_any = false;
         for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-            has_any = has_any || ready(s.endpoints[i].cond) || serving_term(s.endpoints[i].cond);
+            has_any = has_any || ready(t.endpoints[i].cond) || serving_term(t.endpoints[i].cond);
 
         sp.cluster_set = add_set(cluster, sp.scheduler);
         // Most Services use no Local policy: skip the set (and its Maglev table) for them.
@@ -147,7 +156,7 @@ struct Builder {
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
         sp.no_endpoints = has_any ? NoEndpoints::drop : NoEndpoints::reject;
 
-        const uint32_t idx = static_cast<uint32_t>(s.services.size());
+        const uint32_t idx = static_cast<uint32_t>(t.services.size());
         const uint8_t proto = static_cast<uint8_t>(pc.proto);
         auto vip = [&](Ip4 ip, AddrRole role, const char* what) {
             add_vip(VipTable::key(ip, info.port, proto), VipEntry::make(idx, role), si, pi, "",
@@ -166,12 +175,12 @@ struct Builder {
                     VipEntry::make(idx, AddrRole::node_port), si, pi, np_key,
                     [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
         }
-        s.services.push_back(sp);
+        t.services.push_back(sp);
         s.catalogue.services.push_back(std::move(info));
         origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
     }
 
-    // Endpoints from s.endpoints[first] on, keyed by seen[]: duplicates across slices count once
+    // Endpoints from t.endpoints[first] on, keyed by seen[]: duplicates across slices count once
     // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
     void drop_duplicate_endpoints(uint32_t first) {
         if (seen.size() < 2) return;
@@ -182,10 +191,10 @@ struct Builder {
         size_t out = first;
         for (size_t i = 0; i < seen.size(); ++i)
             if (kept.insert(seen[i]).second) {
-                s.endpoints[out] = s.endpoints[first + i];
+                t.endpoints[out] = t.endpoints[first + i];
                 s.catalogue.endpoints[out++] = std::move(s.catalogue.endpoints[first + i]);
             }
-        s.endpoints.resize(out);
+        t.endpoints.resize(out);
         s.catalogue.endpoints.resize(out);
     }
 
@@ -224,7 +233,8 @@ struct Builder {
                 off_link(cfg.dataplane.neighbors[i].mark, fmt::format("dataplane.neighbors[{}].ip", i),
                          cfg.dataplane.neighbors[i].ip);
         if (routes.empty()) return;
-        if (prev && prev->catalogue.routes && prev->catalogue.routes->same_routes(routes)) {
+        s.catalogue.route_list = routes;
+        if (prev && prev->catalogue.routes && prev->catalogue.route_list == routes) {
             s.catalogue.routes = prev->catalogue.routes;
         } else if (mode == BuildMode::validate) {
             return;  // no EAL: the rte_lpm is not built (its routes were checked above)
@@ -273,7 +283,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     ServiceSnapshot& s = *snap;
     s.generation = generation;
     s.workers = cfg.dataplane.workers;
-    Builder b{cfg, s, prev, mode, {}, {}};
+    Builder b{cfg, s, prev, mode, {}, {}, {}};
     s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs),
                                 .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs),
                                 .masquerade_all = cfg.cluster.masquerade_all,
@@ -288,6 +298,12 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     }
     b.local_addresses();
     if (!b.errors.empty()) throw ConfigError(std::move(b.errors));
+    s.services = FixedArray<ServicePort>(std::move(b.t.services));
+    s.endpoints = FixedArray<Endpoint>(std::move(b.t.endpoints));
+    s.members = FixedArray<uint32_t>(std::move(b.t.members));
+    s.sets = FixedArray<EndpointSet>(std::move(b.t.sets));
+    s.rings = FixedArray<uint16_t>(std::move(b.t.rings));
+    s.cidrs = FixedArray<Cidr4>(std::move(b.t.cidrs));
 
     const size_t nsets = s.sets.size();
     s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);

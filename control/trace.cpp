@@ -117,6 +117,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
         1, PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
+                         .store_stats = [this](StatsTable* t) { ctx_.stats = t; },
                          .qsbr = nullptr,
                          .flows = flows_.get(),
                          // One thread, no readers in flight: datagram flows go at once.

@@ -30,7 +30,7 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
 }  // namespace
 
 void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
-    const StatsTable& st = *ctx.snap->stats;
+    const StatsTable& st = *ctx.stats;
     PacketCounter* const svc_row = st.services.row(ctx.worker);
     PacketCounter* const ep_row = st.endpoints.row(ctx.worker);
     WorkerCounters& c = ctx.counters;

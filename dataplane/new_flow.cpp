@@ -133,7 +133,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     if (!ctx.sources.admit(k.src, ctx.now, ctx.flows->new_flows_per_source()))
         return p.set(Verdict::drop, DropReason::source_new_flow_limit);
 
-    SelectCtx sc{.snap = s, .set = set, .set_index = d.set, .key = k, .rng = ctx.rng};
+    SelectCtx sc{.snap = s, .stats = *ctx.stats, .set = set, .set_index = d.set, .key = k, .rng = ctx.rng};
     const uint32_t e = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
     const Endpoint& ep = s.endpoints[e];
 
@@ -152,7 +152,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
         nf.init.key[1].dst = hop->source;
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
     }
-    s.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
+    ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
     nf.hint = ctx.flows->prepare_insert(ctx.worker, nf.init, nth);
     p.set(Verdict::dnat);
 }
@@ -163,7 +163,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, PacketTrace* t) noe
     const uint32_t picked = NatTarget::decode(nf.init.target).endpoint;
     // One in, one out under pressure: a flood of new connections evicts its own kind.
     if (ctx.flows->under_pressure(ctx.worker) &&
-        ctx.flows->early_drop(ctx.worker, 16, [&s](const Flow& f) { release_flow(s, f); }))
+        ctx.flows->early_drop(ctx.worker, 16, [&ctx](const Flow& f) { release_flow(*ctx.stats, f); }))
         ++ctx.counters.flows_early_dropped;
     InsertResult r = ctx.flows->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
     // Masquerade: another port of this worker's share when the reply tuple is taken.
@@ -171,7 +171,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, PacketTrace* t) noe
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
         r = ctx.flows->insert(ctx.worker, nf.init, ctx.now);
     }
-    if (r.status != InsertStatus::inserted) s.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
+    if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
     switch (r.status) {
     case InsertStatus::inserted:
         ++ctx.counters.flows_created;
@@ -209,7 +209,7 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
         const ServicePort& sp = s.services[b.pkt[i].vip.service()];
         rte_prefetch0(&s.sets[sp.internal_set]);
         rte_prefetch0(&s.sets[sp.external_set]);
-        rte_prefetch0(&s.stats->services.row(ctx.worker)[sp.slot]);
+        rte_prefetch0(&ctx.stats->services.row(ctx.worker)[sp.slot]);
         if (sp.ep_count == 0) continue;  // a Service without endpoints: nothing more to read
         rte_prefetch0(&s.endpoints[sp.ep_first]);
         rte_prefetch0(&s.endpoints[sp.ep_first + sp.ep_count - 1]);  // a few endpoints: 1-2 lines
@@ -220,8 +220,8 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
             if (s.sets[set].count) rte_prefetch0(&s.members[s.sets[set].first]);
         if (sp.ep_count == 0) continue;
         const uint32_t slot = s.endpoints[sp.ep_first].slot;  // a port's endpoints get neighbouring slots
-        rte_prefetch0(&s.stats->active[slot]);
-        rte_prefetch0(&s.stats->endpoints.row(ctx.worker)[slot]);
+        rte_prefetch0(&ctx.stats->active[slot]);
+        rte_prefetch0(&ctx.stats->endpoints.row(ctx.worker)[slot]);
     }
     for (const uint16_t i : b.vip_hits) {
         PacketState& p = b.pkt[i];

@@ -56,7 +56,7 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
         keys[j] = m.inner_off ? &m.err_key : &m.key;
     }
     const unsigned misses = ctx.flows->lookup_bulk(keys, b.flows.n, refs);
-    const StatsTable& st = *ctx.snap->stats;
+    const StatsTable& st = *ctx.stats;
     // The counters each packet of a flow is added to: with many Services (over 16k counters,
     // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the
     // records are there: the lookup has just compared their keys). With few, pure overhead.
@@ -92,13 +92,13 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
     output_burst(b, ctx);
 }
 
-void release_flow(const ServiceSnapshot& s, const Flow& f) noexcept {
-    if (f.kind == FlowKind::nat) s.stats->active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
+void release_flow(const StatsTable& st, const Flow& f) noexcept {
+    if (f.kind == FlowKind::nat) st.active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
 }
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
-    const ServiceSnapshot& s = *ctx.snap;
-    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&s](const Flow& f) { release_flow(s, f); });
+    const StatsTable& st = *ctx.stats;
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow& f) { release_flow(st, f); });
     ctx.counters.flows_expired += n;
     return n;
 }
@@ -108,7 +108,7 @@ bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept {
     if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
         !(f.state.load(std::memory_order_relaxed) & kStateGone))
         return false;
-    release_flow(*ctx.snap, f);
+    release_flow(*ctx.stats, f);
     ctx.flows->remove(id);
     ctx.counters.flows_expired++;
     return true;

@@ -47,6 +47,9 @@ struct WorkerCtx {
     uint16_t n_workers = 1;
     FlowTable* flows = nullptr;
     const ServiceSnapshot* snap = nullptr;  // set by the worker for each burst
+    // Where flows count (by stable slot), set by the worker for each burst after `snap`: never
+    // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
+    StatsTable* stats = nullptr;
     uint32_t now = 0;                       // seconds, the flow table's clock
     Rng rng{1};
     uint32_t snat_cursor = 0;
@@ -64,7 +67,7 @@ unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept;
 
 // A flow leaves the table (expiry, early drop, a reload's removal): its endpoint's active count
 // goes down. Every removal of a NAT flow goes through here.
-void release_flow(const ServiceSnapshot& s, const Flow& f) noexcept;
+void release_flow(const StatsTable& st, const Flow& f) noexcept;
 
 // Removes the worker's own flow `id` when it is still live and marked gone by a reload (the
 // datagram flows the reload sweep hands over). True when it removed it.

@@ -8,7 +8,6 @@ namespace svcgate::dp {
 
 std::unique_ptr<RouteTable> RouteTable::create(const std::vector<Route>& routes, std::string& err) {
     std::unique_ptr<RouteTable> t(new RouteTable());
-    t->routes_ = routes;
     if (routes.empty()) return t;
     static std::atomic<uint32_t> seq{0};
     std::string name = "svcgate_rt" + std::to_string(seq.fetch_add(1));
@@ -20,10 +19,11 @@ std::unique_ptr<RouteTable> RouteTable::create(const std::vector<Route>& routes,
         err = std::string("rte_lpm_create: ") + rte_strerror(rte_errno);
         return nullptr;
     }
-    for (const Route& r : routes) {
+    t->hops_ = FixedArray<NextHop>(routes.size());
+    for (uint32_t idx = 0; idx < routes.size(); ++idx) {
         // One next-hop index per route; routes are few, identical hops are not merged.
-        uint32_t idx = static_cast<uint32_t>(t->hops_.size());
-        t->hops_.push_back(r.hop);
+        const Route& r = routes[idx];
+        t->hops_[idx] = r.hop;
         if (r.prefix.len == 0) {  // rte_lpm takes depths 1-32: the default route stands apart
             t->default_ = static_cast<int32_t>(idx);
             continue;

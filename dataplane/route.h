@@ -1,6 +1,6 @@
 // Routes: an rte_lpm longest-prefix-match table from destination to next hop (a gateway address,
 // or "directly connected" on a port). Built by the control plane as part of a snapshot; workers
-// only look up.
+// only look up. The routes as configured are the catalogue's (snapshot.h).
 //
 // Runs on: build: control thread (needs the EAL for rte_lpm's memory). lookup: any thread.
 #pragma once
@@ -12,6 +12,7 @@
 
 #include <rte_lpm.h>
 
+#include "fixed_array.h"
 #include "types.h"
 
 namespace svcgate::dp {
@@ -20,6 +21,8 @@ struct NextHop {
     Ip4 gateway;         // zero: the destination itself is on the port's link
     uint16_t port = 0;   // egress port index
     Ip4 source;          // the port address on the next hop's subnet: the masquerade address
+
+    friend bool operator==(const NextHop&, const NextHop&) noexcept = default;
 };
 
 struct LpmDeleter {
@@ -32,6 +35,8 @@ public:
     struct Route {
         Cidr4 prefix;
         NextHop hop;
+
+        friend bool operator==(const Route&, const Route&) noexcept = default;
     };
     // nullptr (and `err` set) when rte_lpm cannot be created (no EAL, no memory).
     static std::unique_ptr<RouteTable> create(const std::vector<Route>& routes, std::string& err);
@@ -43,23 +48,12 @@ public:
             return default_ >= 0 ? &hops_[static_cast<uint32_t>(default_)] : nullptr;
         return &hops_[idx];
     }
-    size_t size() const noexcept { return routes_.size(); }
-    bool same_routes(const std::vector<Route>& r) const noexcept {
-        if (r.size() != routes_.size()) return false;
-        for (size_t i = 0; i < r.size(); ++i)
-            if (!(r[i].prefix == routes_[i].prefix) || r[i].hop.gateway != routes_[i].hop.gateway ||
-                r[i].hop.port != routes_[i].hop.port || r[i].hop.source != routes_[i].hop.source)
-                return false;
-        return true;
-    }
-    const std::vector<Route>& routes() const noexcept { return routes_; }
 
 private:
     RouteTable() = default;
     LpmPtr lpm_;
     int32_t default_ = -1;  // index of the 0.0.0.0/0 hop, if any
-    std::vector<NextHop> hops_;
-    std::vector<Route> routes_;
+    FixedArray<NextHop> hops_;
 };
 
 }  // namespace svcgate::dp

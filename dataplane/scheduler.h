@@ -17,6 +17,7 @@ namespace svcgate::dp {
 
 struct SelectCtx {
     const ServiceSnapshot& snap;
+    const StatsTable& stats;  // active counts (lc, sed, nq)
     const EndpointSet& set;
     uint32_t set_index;
     const FlowKey& key;  // the original tuple of the new flow

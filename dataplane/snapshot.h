@@ -2,7 +2,8 @@
 // control plane from one config and never modified after it is published — except the rr cursors,
 // which workers update. Hot tables first (plain structs indexed by the fast path); the catalogue
 // beside them holds what only the control plane reads, indexed alike. Counters and active-flow
-// counts live in the StatsTable the snapshot names, by stable slot, so they survive reloads.
+// counts live in a StatsTable of their own (WorkerCtx::stats), by stable slot, so they survive
+// reloads; the slots in ServicePort and Endpoint are set by the publisher before publication.
 //
 // Runs on: built by the control thread; published with one atomic pointer store and retired
 // after an RCU grace period (rte_rcu_qsbr). Workers read it for the duration of one burst.
@@ -18,6 +19,7 @@
 
 #include "conntrack.h"
 #include "counters.h"
+#include "fixed_array.h"
 #include "route.h"
 #include "static_hash.h"
 #include "types.h"
@@ -169,25 +171,24 @@ struct Catalogue {
     std::vector<ServiceInfo> services;    // by service index
     std::vector<EndpointInfo> endpoints;  // by endpoint index
     std::vector<PortInfo> ports;          // by port index
+    std::vector<RouteTable::Route> route_list;  // as configured, connected routes first
     std::shared_ptr<const RouteTable> routes;
 };
 
-// The tables below are filled by the builder and never resized afterwards: workers index them.
+// The tables workers index are FixedArrays: built by the builder, never resized afterwards.
 struct ServiceSnapshot {
     uint32_t generation = 0;
     uint16_t workers = 1;
     ClusterSettings cluster;
-    std::vector<ServicePort> services;
-    std::vector<Endpoint> endpoints;
-    std::vector<uint32_t> members;       // EndpointSet contents
-    std::vector<EndpointSet> sets;
-    std::vector<uint16_t> rings;         // Maglev tables, concatenated
-    std::vector<Cidr4> cidrs;            // CidrRange contents
+    FixedArray<ServicePort> services;
+    FixedArray<Endpoint> endpoints;
+    FixedArray<uint32_t> members;        // EndpointSet contents
+    FixedArray<EndpointSet> sets;
+    FixedArray<uint16_t> rings;          // Maglev tables, concatenated
+    FixedArray<Cidr4> cidrs;             // CidrRange contents
     VipTable vips;
     StaticHash local_addrs;              // ip → LocalAddr flags
     const RouteTable* routes = nullptr;  // null: no routing configured (owner: catalogue)
-    // Set by the publisher (SlotRegistry::assign) before the snapshot is published; outlives it.
-    StatsTable* stats = nullptr;
     // Mutable by workers (atomics): the rr cursors, per set.
     std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;
     Catalogue catalogue;

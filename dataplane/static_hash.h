@@ -8,7 +8,7 @@
 
 #include <bit>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include <rte_hash_crc.h>
 #include <rte_prefetch.h>
@@ -23,14 +23,15 @@ public:
     explicit StaticHash(size_t expected = 0) { reserve(expected); }
 
     void reserve(size_t n) {
-        size_t cap = std::bit_ceil(std::max<size_t>(16, n * 2));
-        slots_.assign(cap, Slot{kEmpty, kNone});
-        mask_ = cap - 1;
+        cap_ = std::bit_ceil(std::max<size_t>(16, n * 2));
+        slots_ = std::make_unique<Slot[]>(cap_);
+        for (size_t i = 0; i < cap_; ++i) slots_[i] = Slot{kEmpty, kNone};
+        mask_ = cap_ - 1;
         size_ = 0;
     }
     // Control plane: false when the key is present already (the caller reports the duplicate).
     bool insert(uint64_t key, uint32_t value) {
-        if ((size_ + 1) * 2 > slots_.size()) grow();
+        if ((size_ + 1) * 2 > cap_) grow();
         for (size_t i = index(key);; i = (i + 1) & mask_) {
             if (slots_[i].key == key) return false;
             if (slots_[i].key == kEmpty) {
@@ -57,13 +58,15 @@ private:
     };
     size_t index(uint64_t key) const noexcept { return rte_hash_crc_8byte(key, 0x5bd1e995) & mask_; }
     void grow() {
-        std::vector<Slot> old = std::move(slots_);
-        reserve(old.size());
-        for (const Slot& s : old)
-            if (s.key != kEmpty) insert(s.key, s.value);
+        std::unique_ptr<Slot[]> old = std::move(slots_);
+        const size_t n = cap_;
+        reserve(n);
+        for (size_t i = 0; i < n; ++i)
+            if (old[i].key != kEmpty) insert(old[i].key, old[i].value);
     }
 
-    std::vector<Slot> slots_;
+    std::unique_ptr<Slot[]> slots_;  // a fixed array: workers only read it
+    size_t cap_ = 0;
     size_t mask_ = 0;
     size_t size_ = 0;
 };

@@ -35,6 +35,7 @@ void Worker::run() noexcept {
     unsigned idle = 0, loops = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
+        ctx_.stats = shared_.stats.load(std::memory_order_acquire);  // after the snapshot: see WorkerShared
         ctx_.now = flow_clock_now();
         bool busy = false;
         for (const RxQueue& q : rx_) {

@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <vector>
 
 #include <rte_cycles.h>
 #include <rte_ether.h>
@@ -20,6 +19,7 @@
 #include <rte_ring.h>
 #include <rte_spinlock.h>
 
+#include "fixed_array.h"
 #include "neighbor.h"
 #include "pipeline.h"
 
@@ -34,13 +34,16 @@ inline uint32_t flow_clock_now() noexcept {
 // What all workers share, set up by the daemon before they start.
 struct WorkerShared {
     std::atomic<const ServiceSnapshot*> snapshot{nullptr};
+    // Published before any snapshot whose slots need it (Publisher), so a worker that loads it
+    // after the snapshot sees a table large enough for that snapshot.
+    std::atomic<StatsTable*> stats{nullptr};
     std::atomic<bool> stop{false};
     NeighborTable neighbors;
     rte_rcu_qsbr* qsbr = nullptr;
     rte_mempool* pool = nullptr;
-    std::vector<rte_ether_addr> port_macs;  // by port index (config order); not resized once running
-    std::vector<uint16_t> port_ids;         // DPDK port id by port index
-    std::vector<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
+    FixedArray<rte_ether_addr> port_macs;  // by port index (config order)
+    FixedArray<uint16_t> port_ids;         // DPDK port id by port index
+    FixedArray<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
 };
 
 struct RxQueue {
@@ -56,8 +59,11 @@ struct TxQueue {
 class Worker {
 public:
     Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, uint64_t seed);
-    void add_rx(RxQueue q) { rx_.push_back(q); }
-    void set_tx(std::vector<TxQueue> tx) { tx_ = std::move(tx); }
+    // The receive queues it polls; the transmit queue it uses on each port (by port index).
+    void set_queues(std::vector<RxQueue> rx, std::vector<TxQueue> tx) {
+        rx_ = FixedArray<RxQueue>(std::move(rx));
+        tx_ = FixedArray<TxQueue>(std::move(tx));
+    }
 
     // The loop; returns when shared.stop is set. For rte_eal_remote_launch.
     static int main(void* self);
@@ -72,8 +78,8 @@ private:
     WorkerShared& shared_;
     WorkerCtx ctx_;
     Burst burst_;
-    std::vector<RxQueue> rx_;
-    std::vector<TxQueue> tx_;
+    FixedArray<RxQueue> rx_;
+    FixedArray<TxQueue> tx_;
 };
 
 }  // namespace svcgate::dp

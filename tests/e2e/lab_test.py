@@ -201,6 +201,29 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
           'svcgate_drops_total{reason="to_gateway"}' in samples and
           any(k.startswith("svcgate_endpoint_bytes_total{") for k in samples),
           f"curl /metrics: {len(samples)} samples parsed, test-svc {samples.get(key)} packets")
+    # Silent HTTP clients (connect, send nothing) hold metrics-server threads, never the control
+    # thread or a worker: svcgatectl and the Services answer at once, /metrics once they time out.
+    host, port = cfg["control"]["metrics"].rsplit(":", 1)
+    silent = subprocess.Popen(["ip", "netns", "exec", "gw", "/usr/bin/python3", "-c",
+                               "import socket, sys, time\n"
+                               "s = [socket.create_connection((sys.argv[1], int(sys.argv[2]))) for _ in range(4)]\n"
+                               "print('connected', flush=True)\ntime.sleep(4)", host, port],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        check(silent.stdout.readline().strip() == "connected", "four silent clients connected to /metrics")
+        import time
+        t0 = time.monotonic()
+        r = ctl("status")
+        took = time.monotonic() - t0
+        check(r.returncode == 0 and took < 0.5, f"svcgatectl status answers while they hang ({took:.3f} s)")
+        answer = (curl("client", "http://192.168.67.8:30001/") or "").strip()
+        check(answer in checks.TEST_PODS, f"the NodePort answers while they hang ({answer})")
+        m = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "8", "-o", "/dev/null", "-w", "%{http_code}",
+                            "http://" + cfg["control"]["metrics"] + "/metrics"], capture_output=True, text=True)
+        check(m.stdout == "200", f"/metrics answers once the silent ones time out (HTTP {m.stdout})")
+    finally:
+        silent.kill()
+        silent.wait()
     r = ctl("reload")
     check(r.returncode == 0 and "generation 2" in r.stdout, "svcgatectl reload")
 

@@ -68,9 +68,8 @@ uint16_t keep(void* self, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept {
 
 void TestOutput::attach(WorkerCtx& ctx, const ServiceSnapshot& s) {
     macs.assign(std::max<size_t>(s.catalogue.ports.size(), 1), rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}});
-    if (s.routes)
-        for (const auto& r : s.routes->routes())
-            if (!r.hop.gateway.is_zero()) (void)neighbors.pin(r.hop.gateway, rte_ether_addr{{0x02, 0, 0, 0, 0, 0x99}});
+    for (const auto& r : s.catalogue.route_list)
+        if (!r.hop.gateway.is_zero()) (void)neighbors.pin(r.hop.gateway, rte_ether_addr{{0x02, 0, 0, 0, 0, 0x99}});
     ctx.out.init(neighbors, ctl::tool_mempool(), macs.data(), static_cast<uint16_t>(macs.size()),
                  TxSink{.send = &keep, .arg = this});
 }

@@ -199,6 +199,13 @@ TEST(Reload, FlowKeepsCountingForItsOwnServiceAndEndpointAcrossReloads) {
     endpoints: [10.244.2.24]
 )"),                         // a Service in front of both
         two_services(false), // back, that one gone again
+        two_services(true, [] {  // 150 Services in front: the StatsTable grows under the flow
+            std::string many;
+            for (int i = 0; i < 150; ++i)
+                many += fmt::format("\n  - {{name: default/m{}, cluster_ip: 10.96.1.{}, ports: [{{name: p, protocol: TCP, port: 80}}], "
+                                    "endpoints: [10.244.2.{}]}}\n", i, i + 1, 100 + i % 100);
+            return many;
+        }()),
     };
     uint64_t web = 2, mine = endpoint_packets(*t, ep);
     for (size_t n = 0; n < reloads.size(); ++n) {

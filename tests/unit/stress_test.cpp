@@ -119,6 +119,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2, .qsbr = rcu.qsbr, .scanner = 2});
     ASSERT_TRUE(flows);
     std::atomic<const ServiceSnapshot*> published{nullptr};
+    std::atomic<StatsTable*> stats{nullptr};
     std::atomic<bool> stop{false};
     std::atomic<uint32_t> clock{1000};
     std::atomic<int> running{0};  // workers past their first quiescent report
@@ -134,6 +135,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
     // The daemon's publisher: build, stable slots, publish, grace period, sweep, give back.
     ctl::Publisher pub(2, ctl::PublishTarget{
         .store = [&](const ServiceSnapshot* s) { published.store(s, std::memory_order_release); },
+        .store_stats = [&](StatsTable* t) { stats.store(t, std::memory_order_release); },
         .qsbr = rcu.qsbr,
         .flows = flows.get(),
         .remove_dgram = [&](uint32_t id, uint8_t owner) { (void)removals[owner]->push(id); }});
@@ -157,6 +159,7 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
         bool started = false;
         while (!stop.load(std::memory_order_relaxed) || !theirs.empty()) {
             c.snap = published.load(std::memory_order_acquire);
+            c.stats = stats.load(std::memory_order_acquire);
             c.now = clock.load(std::memory_order_relaxed);
             generations[w].insert(c.snap->generation);
             rte_mbuf** pkts = b->mbufs;
@@ -265,7 +268,8 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
     const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
     WorkerCtx ctx[2];
-    ctl::Publisher pub(2, ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; }});
+    ctl::Publisher pub(2, ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
+                                             .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
     pub.publish(cfg);
     test::TestOutput outputs[2];
     for (uint16_t w = 0; w < 2; ++w) {
