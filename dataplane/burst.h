@@ -71,6 +71,17 @@ struct PacketTrace {
     bool arp_requested = false;         // the packet made the worker ask for its next hop
 };
 
+// The packet belongs to NAT flow `f`: it counts under the flow's slots, and a trace names them.
+inline void attribute(PacketState& p, const Flow& f, PacketTrace* t) noexcept {
+    p.attr = f.nat();
+    p.attributed = true;
+    if (t) {
+        t->service_slot = p.attr.service;
+        t->endpoint = EndpointKey{f.key[1].src, f.key[1].sport};  // the reply tuple's source
+        t->masquerade = f.flags & kFlowMasq;
+    }
+}
+
 // A new connection between selection and insertion (new_flow.h).
 struct NewFlow {
     FlowInit init;

@@ -45,15 +45,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
         p.out = f.key[dir == Direction::original ? 1 : 0].reversed();
         p.set(dir == Direction::original ? Verdict::dnat : Verdict::reply);
     }
-    if (f.kind == FlowKind::nat) {
-        p.attr = f.nat();
-        p.attributed = true;
-    }
-    if (t) {
-        t->service_slot = p.attr.service;
-        t->endpoint = EndpointKey{f.key[1].src, f.key[1].sport};
-        t->masquerade = f.flags & kFlowMasq;
-    }
+    if (f.kind == FlowKind::nat) attribute(p, f, t);
 }
 
 }  // namespace

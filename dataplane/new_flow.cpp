@@ -187,14 +187,8 @@ void insert_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, PacketTrace* t) noe
     }
     const Flow& f = ctx.flows->flow(r.id);
     p.out = f.key[1].reversed();
-    p.attr = f.nat();
-    p.attributed = true;
-    if (t) {
-        t->service_slot = p.attr.service;
-        t->endpoint = EndpointKey{f.key[1].src, f.key[1].sport};
-        t->masquerade = f.flags & kFlowMasq;
-        t->new_flow = r.status == InsertStatus::inserted;
-    }
+    attribute(p, f, t);
+    if (t) t->new_flow = r.status == InsertStatus::inserted;
 }
 
 }  // namespace

@@ -15,8 +15,8 @@ using namespace svcgate::dp;
 
 namespace {
 
-std::string config(const std::string& endpoints) {
-    return R"(
+// The gateway of these tests, up to its services: list.
+const char* const kGateway = R"(
 dataplane:
   one_arm_masquerade: false   # client and pods share a next hop here; keep the tuples plain
   ports:
@@ -27,7 +27,10 @@ dataplane:
 cluster:
   node_ips: [192.168.67.8]
   cluster_cidrs: [10.244.0.0/16]
-services:
+services:)";
+
+std::string config(const std::string& endpoints) {
+    return std::string(kGateway) + R"(
   - name: default/web
     cluster_ip: 10.96.0.50
     ports: [{name: http, protocol: TCP, port: 80}, {name: dns, protocol: UDP, port: 53}]
@@ -147,18 +150,7 @@ std::string two_services(bool reversed, const std::string& extra = "") {
     ports: [{name: http, protocol: TCP, port: 80}]
     endpoints: [10.244.2.14, 10.244.2.15]
 )";
-    return R"(
-dataplane:
-  one_arm_masquerade: false
-  ports:
-    - {name: ext, addresses: [192.168.67.8/24]}
-    - {name: cluster, addresses: [10.192.0.2/24]}
-  routes:
-    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-cluster:
-  node_ips: [192.168.67.8]
-  cluster_cidrs: [10.244.0.0/16]
-services:)" + extra + (reversed ? api + web : web + api);
+    return kGateway + extra + (reversed ? api + web : web + api);
 }
 
 // The packets a service port and an endpoint have counted, by name, in the current snapshot.
