@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "slot_registry.h"
 #include "snapshot_builder.h"
 #include "tool_eal.h"
 #include "yaml_config.h"
@@ -81,12 +82,18 @@ void reload(benchmark::State& st, const std::string& cfg_path) {
     ctl::init_tool_eal("svcgate-bench");
     uint32_t gen = 1;
     size_t services = 0;
-    // As the daemon reloads: the snapshot in service lends its unchanged route table.
+    // As the daemon reloads: the snapshot in service lends its unchanged route table, and every
+    // service port and endpoint gets its stable slot (the publisher's SlotRegistry).
+    ctl::SlotRegistry slots(1);
     auto current = ctl::build_snapshot(ctl::load_config_file(cfg_path), gen);
+    if (slots.reserve(*current)) slots.published();
+    slots.assign(*current);
     ctl::Config running;
     for (auto _ : st) {
         ctl::Config c = ctl::load_config_file(cfg_path);
         auto snap = ctl::build_snapshot(c, ++gen, current.get());
+        if (slots.reserve(*snap)) slots.published();
+        slots.assign(*snap);
         services = snap->services.size();
         benchmark::DoNotOptimize(snap.get());
         // Published. Freeing the previous generation comes after (the daemon does it once

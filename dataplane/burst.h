@@ -40,7 +40,7 @@ const char* l2_outcome_name(L2Outcome o) noexcept;
 struct PacketState {
     PacketMeta meta;        // parse
     FlowRef ref;            // flow lookup
-    FlowKey out;            // the tuple as it leaves (forward: as it came)
+    FlowKey out;            // the tuple as it leaves, for dnat and reply (forward: meta.key)
     VipEntry vip;           // classify, packets of no flow
     uint32_t local = 0;     // classify: LocalAddr flags of the destination
     NatTarget attr;         // what the packet counts under, when `attributed`

@@ -12,19 +12,20 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const PacketMeta& m = p.meta;
     uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
-    const NextHop* hop = s.route(p.out.dst);
+    const FlowKey& out = p.verdict == Verdict::forward ? m.key : p.out;
+    const NextHop* hop = s.route(out.dst);
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
     if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
     if (m.inner_off && p.ref.hit()) {
         // nf_nat_icmp_reply_translation: the outer source follows the flow's source rewrite (the
         // VIP towards the client; the masquerade address towards a pod).
         const bool outer_src = p.ref.dir == Direction::reply || (ctx.flows->flow(p.ref.id).flags & kFlowMasq);
-        rewrite_icmp_error(frame, m, p.out, outer_src);
-    } else if (!m.inner_off && !(p.out == m.key)) {
-        rewrite_tuple(frame, m, p.out);
+        rewrite_icmp_error(frame, m, out, outer_src);
+    } else if (p.verdict != Verdict::forward && !m.inner_off && !(out == m.key)) {
+        rewrite_tuple(frame, m, out);
     }
     p.out_port = hop->port;
-    p.next_hop = hop->gateway.is_zero() ? p.out.dst : hop->gateway;
+    p.next_hop = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
 }  // namespace

@@ -50,6 +50,38 @@ services:
     check(r.returncode == 1 and f"{man}:6:11: Service.spec.ports[0].nodePort" in r.stderr and "outside nodeport_range" in r.stderr,
           f"nodePort outside the range: positioned in the manifest ({r.stderr.strip()})")
 
+# --check never starts DPDK: under an address-space limit too small for an EAL (which maps its
+# memory segments up front) it still checks, while `svcgatectl trace` of the same config, which
+# starts one, cannot.
+import resource  # noqa: E402
+
+
+def limited(*cmd):
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=60, preexec_fn=cap)
+
+
+lab = os.path.join(src, "config", "lab.yaml")
+r = limited(svcgate, "--config", lab, "--check")
+check(r.returncode == 0 and "OK: 4 service ports" in r.stdout, f"--check without DPDK: OK under a 512 MiB address space ({r.stderr.strip()[-200:]})")
+ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
+r = limited(ctl, "trace", "--config", lab, "tcp 192.168.67.100:1 > 192.168.67.8:30001 [S]")
+check(r.returncode != 0, f"... where an EAL cannot start (svcgatectl trace exits {r.returncode})")
+
+# An early failure (the second port has no device) after the EAL, the pool and the first port
+# were set up: a clear error, exit 1, everything given back on the way out (no hang, no crash).
+with tempfile.TemporaryDirectory() as d:
+    cfgp = os.path.join(d, "early.yaml")
+    with open(cfgp, "w") as f:
+        f.write("dataplane:\n  eal: [--no-huge, --no-shconf, -m, '128', --no-pci, --no-telemetry]\n"
+                "  ports:\n    - {name: a, device: net_null0, addresses: [10.9.0.1/24]}\n"
+                "    - {name: b, device: '0000:99:00.0', addresses: [10.9.1.1/24]}\n"
+                f"control: {{socket: {d}/s.sock, metrics: ''}}\n")
+    r = run("--config", cfgp)
+    check(r.returncode == 1 and 'port b: no DPDK device "0000:99:00.0"' in r.stderr and "stopping" in r.stderr,
+          f"a port that fails after others were set up: clear error, exit 1 ({r.returncode}: {r.stderr.strip()[-160:]})")
+
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
 r = run("--bogus")
