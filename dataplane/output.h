@@ -60,6 +60,12 @@ public:
     const rte_ether_addr& mac(uint16_t port) const noexcept { return macs_[port]; }
     uint16_t ports() const noexcept { return n_ports_; }
     unsigned held() const noexcept { return n_held_; }
+
+    struct TxBatch {
+        rte_mbuf* pkts[kBatch];
+        uint16_t n = 0;
+    };
+    TxBatch& batch(uint16_t port) noexcept { return batches_[port]; }
     const Held& held_at(unsigned i) const noexcept { return held_[i]; }
 
 private:
@@ -70,10 +76,6 @@ private:
     friend void output_drop(WorkerCtx&, rte_mbuf*, DropReason) noexcept;
     friend void output_queue(WorkerCtx&, uint16_t, rte_mbuf*) noexcept;
     friend bool output_hold(WorkerCtx&, const Held&) noexcept;
-    struct TxBatch {
-        rte_mbuf* pkts[kBatch];
-        uint16_t n = 0;
-    };
     NeighborTable* neighbors_ = nullptr;
     rte_mempool* pool_ = nullptr;
     const rte_ether_addr* macs_ = nullptr;
