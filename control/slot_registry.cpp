@@ -24,8 +24,10 @@ SlotRegistry::SlotRegistry(uint16_t workers)
 
 SlotRegistry::~SlotRegistry() = default;
 
-uint32_t SlotRegistry::service_slot(const std::string& key, const std::string& name) {
-    if (auto it = svc_index_.find(key); it != svc_index_.end()) return it->second;
+uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto proto) {
+    for (auto [it, end] = svc_index_.equal_range(id); it != end; ++it)
+        if (svc_[it->second].proto == proto && svc_[it->second].name == name) return it->second;
+    const std::string key = fmt::format("{}/{}", name, proto_name(proto));
     uint32_t slot;
     if (!svc_free_.empty()) {
         slot = svc_free_.back();
@@ -35,12 +37,12 @@ uint32_t SlotRegistry::service_slot(const std::string& key, const std::string& n
         svc_.emplace_back();
     }
     SvcSlot& s = svc_[slot];
-    s = SvcSlot{.key = key, .name = name, .live = true};
+    s = SvcSlot{.key = key, .name = name, .id = id, .proto = proto, .live = true};
     if (auto c = carried_.find(key); c != carried_.end()) {
         s.base = c->second;  // the same service port again: its counters go on
         carried_.erase(c);
     }
-    svc_index_.emplace(key, slot);
+    svc_index_.emplace(id, slot);
     return slot;
 }
 
@@ -101,7 +103,7 @@ void SlotRegistry::assign(ServiceSnapshot& s) {
     for (size_t i = 0; i < s.services.size(); ++i) {
         ServicePort& sp = s.services[i];
         const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
-        sp.slot = service_slot(fmt::format("{}/{}", info.name, proto_name(sp.proto)), info.name);
+        sp.slot = service_slot(sp.id, info.name, sp.proto);
         svc_[sp.slot].named = generation_;
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             Endpoint& ep = s.endpoints[e];
@@ -117,7 +119,11 @@ void SlotRegistry::free_service(uint32_t slot) {
     SvcSlot& s = svc_[slot];
     carried_[s.key] += service_total(slot);
     table_->services.clear(slot);
-    svc_index_.erase(s.key);
+    for (auto [it, end] = svc_index_.equal_range(s.id); it != end; ++it)
+        if (it->second == slot) {
+            svc_index_.erase(it);
+            break;
+        }
     s = SvcSlot{};
     svc_free_.push_back(slot);
 }

@@ -69,6 +69,8 @@ private:
     struct SvcSlot {
         std::string key;   // "namespace/name:port/PROTO"
         std::string name;  // "namespace/name:port"
+        uint32_t id = 0;   // ServicePort::id
+        dp::Proto proto = dp::Proto::tcp;
         uint32_t named = 0;       // generation that last named it
         uint32_t endpoints = 0;   // endpoint slots in use under it
         bool live = false;
@@ -97,7 +99,7 @@ private:
         uint64_t token;
     };
 
-    uint32_t service_slot(const std::string& key, const std::string& name);
+    uint32_t service_slot(uint32_t id, const std::string& name, dp::Proto proto);
     uint32_t endpoint_slot(uint32_t service, dp::EndpointKey ep);
     void free_service(uint32_t slot);
     void free_endpoint(uint32_t slot);
@@ -107,7 +109,9 @@ private:
     std::vector<SvcSlot> svc_;
     std::vector<EpSlot> ep_;
     std::vector<uint32_t> svc_free_, ep_free_;
-    std::unordered_map<std::string, uint32_t> svc_index_;
+    // By ServicePort::id (a hash of name and protocol); name and protocol are compared on a hit,
+    // so two service ports whose ids collide still get slots of their own.
+    std::unordered_multimap<uint32_t, uint32_t> svc_index_;
     std::unordered_map<EpKey, uint32_t, EpKeyHash> ep_index_;
     std::unordered_map<std::string, dp::PacketCounter> carried_;  // of service slots given back, by key
     std::vector<Limbo> limbo_;

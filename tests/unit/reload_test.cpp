@@ -241,3 +241,25 @@ TEST(Reload, LeastConnectionSeesLongLivedFlowsAfterAReload) {
             EXPECT_EQ(t->slots().active(e.slot), 10);
         }
 }
+
+// Two service ports whose stable ids (a 32-bit hash of name and protocol) collide still get
+// slots of their own: each counts only its own packets.
+TEST(Reload, ServicePortsWithCollidingIdsCountApart) {
+    test::ensure_eal();
+    auto t = test::tracer(std::string(kGateway) + R"(
+  - {name: d/7e78b, cluster_ip: 10.96.0.51, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.4]}
+  - {name: d/85c38, cluster_ip: 10.96.0.52, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.5]}
+)");
+    const ServiceSnapshot& s = t->snapshot();
+    ASSERT_EQ(s.services.size(), 2u);
+    ASSERT_EQ(s.services[0].id, s.services[1].id) << "the two names must collide for this test to mean anything";
+    EXPECT_NE(s.services[0].slot, s.services[1].slot);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.51:80 [S]", 45000 + i)).verdict, Verdict::dnat);
+    ASSERT_EQ(t->run_spec("tcp 10.244.2.9:46000 > 10.96.0.52:80 [S]").verdict, Verdict::dnat);
+    t->reload(ctl::load_config_string(std::string(kGateway) + R"(
+  - {name: d/85c38, cluster_ip: 10.96.0.52, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.5]}
+  - {name: d/7e78b, cluster_ip: 10.96.0.51, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.4]}
+)", "r.yaml"));
+    EXPECT_EQ(service_packets(*t, "d/7e78b:p"), 3u);
+    EXPECT_EQ(service_packets(*t, "d/85c38:p"), 1u);
+}
