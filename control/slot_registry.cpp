@@ -14,7 +14,19 @@ using namespace svcgate::dp;
 
 namespace {
 constexpr uint32_t kMinSlots = 64;
+
+// A slot from the free list, or a new one at the end.
+template <typename Slot>
+uint32_t take_slot(std::vector<Slot>& slots, std::vector<uint32_t>& free) {
+    if (free.empty()) {
+        slots.emplace_back();
+        return static_cast<uint32_t>(slots.size() - 1);
+    }
+    const uint32_t slot = free.back();
+    free.pop_back();
+    return slot;
 }
+}  // namespace
 
 SlotRegistry::SlotRegistry(uint16_t workers)
     : workers_(workers),
@@ -28,14 +40,7 @@ uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto 
     for (auto [it, end] = svc_index_.equal_range(id); it != end; ++it)
         if (svc_[it->second].proto == proto && svc_[it->second].name == name) return it->second;
     const std::string key = fmt::format("{}/{}", name, proto_name(proto));
-    uint32_t slot;
-    if (!svc_free_.empty()) {
-        slot = svc_free_.back();
-        svc_free_.pop_back();
-    } else {
-        slot = static_cast<uint32_t>(svc_.size());
-        svc_.emplace_back();
-    }
+    const uint32_t slot = take_slot(svc_, svc_free_);
     SvcSlot& s = svc_[slot];
     s = SvcSlot{.key = key, .name = name, .id = id, .proto = proto, .live = true};
     if (auto c = carried_.find(key); c != carried_.end()) {
@@ -49,14 +54,7 @@ uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto 
 uint32_t SlotRegistry::endpoint_slot(uint32_t service, EndpointKey ep) {
     const EpKey k{service, ep.encode()};
     if (auto it = ep_index_.find(k); it != ep_index_.end()) return it->second;
-    uint32_t slot;
-    if (!ep_free_.empty()) {
-        slot = ep_free_.back();
-        ep_free_.pop_back();
-    } else {
-        slot = static_cast<uint32_t>(ep_.size());
-        ep_.emplace_back();
-    }
+    const uint32_t slot = take_slot(ep_, ep_free_);
     ep_[slot] = EpSlot{.service = service, .ep = ep, .live = true};
     ++svc_[service].endpoints;
     ep_index_.emplace(k, slot);
@@ -138,6 +136,12 @@ void SlotRegistry::free_endpoint(uint32_t slot) {
 }
 
 void SlotRegistry::reclaim(rte_rcu_qsbr* qsbr) {
+    // Without readers a slot seen unused can go at once: three rounds put the unused slots in
+    // limbo, free the endpoints, then the services those left without endpoints.
+    for (int round = 0; round < (qsbr ? 1 : 3); ++round) reclaim_round(qsbr);
+}
+
+void SlotRegistry::reclaim_round(rte_rcu_qsbr* qsbr) {
     const uint64_t acked = qsbr ? rcu_acknowledged(qsbr) : UINT64_MAX;
     // Slots seen unused a grace period ago and unused still: no worker can count into them now.
     std::vector<Limbo> waiting;
@@ -177,7 +181,6 @@ void SlotRegistry::reclaim(rte_rcu_qsbr* qsbr) {
     }
     const uint64_t token = qsbr ? rte_rcu_qsbr_start(qsbr) : 0;
     for (size_t i = first; i < limbo_.size(); ++i) limbo_[i].token = token;
-    if (!qsbr && !limbo_.empty()) reclaim(nullptr);  // no readers: no need to wait
 }
 
 PacketCounter SlotRegistry::service_total(uint32_t slot) const {

@@ -101,6 +101,7 @@ private:
 
     uint32_t service_slot(uint32_t id, const std::string& name, dp::Proto proto);
     uint32_t endpoint_slot(uint32_t service, dp::EndpointKey ep);
+    void reclaim_round(rte_rcu_qsbr* qsbr);
     void free_service(uint32_t slot);
     void free_endpoint(uint32_t slot);
 

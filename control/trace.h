@@ -75,11 +75,10 @@ public:
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
     SweepResult reload(const Config& cfg);
-    // The packets the output stage has handed to the transmit side and not yet collected by a
-    // trace, as (port index, mbuf); the caller frees what it takes.
-    std::vector<std::pair<uint16_t, rte_mbuf*>> take_sent() { return std::exchange(sent_, {}); }
-
 private:
+    // The packets the output stage has handed to the transmit side and not yet collected, as
+    // (port index, mbuf); the caller frees what it takes.
+    std::vector<std::pair<uint16_t, rte_mbuf*>> take_sent() { return std::exchange(sent_, {}); }
     static uint16_t capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
     // One packet's record; `leaving`: the frame as it leaves (null when it was freed).
     TraceRecord record(const dp::PacketState& p, const dp::PacketTrace& t, const rte_mbuf* leaving,

@@ -76,7 +76,15 @@ void output_flush(WorkerCtx& ctx) noexcept {
     }
 }
 
-void output_queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept { queue(ctx, port, m); }
+
+// Puts a packet in the hold queue; false when it is full.
+bool hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
+    Output& o = ctx.out;
+    if (o.n_held_ == Output::kHold) return false;
+    o.held_[o.n_held_++] = h;
+    ctx.counters.held = o.n_held_;
+    return true;
+}
 
 namespace {
 
@@ -97,7 +105,7 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, PacketTrace* t) no
             asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
     } else {
         if (nt.want_request(p.next_hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
-        if (output_hold(ctx, Output::Held{m, p.next_hop, p.out_port, ctx.now})) {
+        if (hold(ctx, Output::Held{m, p.next_hop, p.out_port, ctx.now})) {
             p.l2 = L2Outcome::held;
         } else {
             output_drop(ctx, m, DropReason::neighbor_hold_full);
@@ -113,14 +121,6 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, PacketTrace* t) no
 }
 
 }  // namespace
-
-bool output_hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
-    Output& o = ctx.out;
-    if (o.n_held_ == Output::kHold) return false;
-    o.held_[o.n_held_++] = h;
-    ctx.counters.held = o.n_held_;
-    return true;
-}
 
 void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
     for (uint16_t i = 0; i < b.n; ++i) {

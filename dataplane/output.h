@@ -66,7 +66,6 @@ public:
         uint16_t n = 0;
     };
     TxBatch& batch(uint16_t port) noexcept { return batches_[port]; }
-    const Held& held_at(unsigned i) const noexcept { return held_[i]; }
 
 private:
     friend void output_burst(Burst&, WorkerCtx&) noexcept;
@@ -74,8 +73,7 @@ private:
     friend void output_flush(WorkerCtx&) noexcept;
     friend void output_release_held(WorkerCtx&, DropReason) noexcept;
     friend void output_drop(WorkerCtx&, rte_mbuf*, DropReason) noexcept;
-    friend void output_queue(WorkerCtx&, uint16_t, rte_mbuf*) noexcept;
-    friend bool output_hold(WorkerCtx&, const Held&) noexcept;
+    friend bool hold(WorkerCtx&, const Held&) noexcept;
     NeighborTable* neighbors_ = nullptr;
     rte_mempool* pool_ = nullptr;
     const rte_ether_addr* macs_ = nullptr;
@@ -96,10 +94,6 @@ void output_retry_held(WorkerCtx& ctx) noexcept;
 void output_flush(WorkerCtx& ctx) noexcept;
 // Frees every held packet under `why` (shutdown: neighbor_unresolved).
 void output_release_held(WorkerCtx& ctx, DropReason why) noexcept;
-// Queues a finished frame for transmission on port index `port` (< ports()).
-void output_queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept;
-// Puts a packet in the hold queue; false when it is full.
-bool output_hold(WorkerCtx& ctx, const Output::Held& h) noexcept;
 // Frees one packet, counted under `why`.
 void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept;
 

@@ -263,3 +263,27 @@ TEST(Reload, ServicePortsWithCollidingIdsCountApart) {
     EXPECT_EQ(service_packets(*t, "d/7e78b:p"), 3u);
     EXPECT_EQ(service_packets(*t, "d/85c38:p"), 1u);
 }
+
+// A slot is given back once no config names it and no flow holds it: a removed Service keeps its
+// slots while a flow to it lives, loses them when the flow expires; when it comes back its
+// counters go on by name, its endpoint's restart from zero.
+TEST(Reload, SlotsAreGivenBackOnceNoConfigNamesThemAndNoFlowHoldsThem) {
+    test::ensure_eal();
+    const std::string a = "\n  - {name: d/a, cluster_ip: 10.96.0.61, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.4]}";
+    const std::string b = "\n  - {name: d/b, cluster_ip: 10.96.0.62, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.5]}";
+    auto t = test::tracer(kGateway + a + b + "\n");
+    ASSERT_EQ(t->run_spec("tcp 10.244.2.9:47000 > 10.96.0.62:80 [S]").verdict, Verdict::dnat);
+    ASSERT_EQ(t->run_spec("tcp 10.244.2.9:47000 > 10.96.0.62:80 [S]").verdict, Verdict::dnat);
+    EXPECT_EQ(t->slots().service_slots_in_use(), 2u);
+    EXPECT_EQ(t->slots().endpoint_slots_in_use(), 2u);
+    t->reload(ctl::load_config_string(kGateway + a + "\n", "r1.yaml"));
+    EXPECT_EQ(t->slots().endpoint_slots_in_use(), 2u) << "the flow to d/b's endpoint still holds its slot";
+    EXPECT_EQ(t->slots().service_slots_in_use(), 2u);
+    t->advance(200);  // the flow (RST-marked, closing) expires
+    EXPECT_EQ(t->flows().live_total(), 0u);
+    EXPECT_EQ(t->slots().endpoint_slots_in_use(), 1u) << "nothing holds d/b's endpoint any more";
+    EXPECT_EQ(t->slots().service_slots_in_use(), 1u);
+    t->reload(ctl::load_config_string(kGateway + a + b + "\n", "r2.yaml"));
+    EXPECT_EQ(service_packets(*t, "d/b:p"), 2u) << "a Service's counters go on by name";
+    EXPECT_EQ(endpoint_packets(*t, "10.244.2.5"), 0u) << "an endpoint's restart";
+}
