@@ -106,6 +106,8 @@ struct World {
     WorkerCtx ctx;
     std::unique_ptr<ctl::Publisher> pub;
     NeighborTable neighbors;
+    NeighborTable6 neighbors6;
+    std::unique_ptr<FlowTable6> flows6;
     rte_ether_addr mac{{0x02, 0, 0, 0, 0, 0x01}};
     std::unique_ptr<Burst> b = std::make_unique<Burst>();
     rte_mempool* pool = nullptr;
@@ -115,6 +117,8 @@ struct World {
         cfg = ctl::load_config_string(config(services), "bench.yaml");
         flows = FlowTable::create(FlowTable::Params{.capacity = capacity});
         ctx.flows = flows.get();
+        flows6 = FlowTable6::create(FlowTableParams{.capacity = std::max<uint32_t>(capacity / 4, 1024)});
+        ctx.flows6 = flows6.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
         pub = std::make_unique<ctl::Publisher>(1, ctl::PublishTarget{
@@ -123,7 +127,7 @@ struct World {
         pub->publish(cfg);
         // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
-        ctx.out.init(neighbors, pool, &mac, 1, TxSink{.send = &sink});
+        ctx.out.init(neighbors, neighbors6, pool, &mac, 1, TxSink{.send = &sink});
     }
     const ServiceSnapshot& snap() const { return *ctx.snap; }
     // Copies frames[first..first+n) into mbufs and runs them through the pipeline; the verdicts
@@ -250,7 +254,7 @@ BENCHMARK(BM_Translate);
 void BM_MaglevBuild(benchmark::State& st) {
     const uint32_t n = static_cast<uint32_t>(st.range(0));
     std::vector<uint64_t> ids;
-    for (uint32_t i = 0; i < n; ++i) ids.push_back(EndpointKey{Ip4::from_host(kPodBase + i), rte_cpu_to_be_16(8080)}.encode());
+    for (uint32_t i = 0; i < n; ++i) ids.push_back(EndpointKey{IpAddr::of(Ip4::from_host(kPodBase + i)), rte_cpu_to_be_16(8080)}.word());
     for (auto _ : st) benchmark::DoNotOptimize(maglev_build(ids, maglev_table_size(n)));
     st.counters["table"] = maglev_table_size(n);
 }

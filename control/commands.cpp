@@ -25,7 +25,7 @@ WorkerCounters sum_counters(const DaemonState& st) {
 
 namespace {
 
-std::string ep_str(const Endpoint& e) { return fmt::format("{}:{}", format_ip4(e.ip), rte_be_to_cpu_16(e.port)); }
+std::string ep_str(const Endpoint& e) { return format_endpoint(e.ip, rte_be_to_cpu_16(e.port)); }
 
 std::string cond_str(uint8_t c) {
     std::string s;
@@ -70,7 +70,7 @@ std::string status(DaemonState& st, bool json) {
                      {"last_reload_error", st.reload.last_ok ? Json(nullptr) : Json(st.reload.last_error)},
                      {"kubernetes",
                       {{"services", k.services}, {"endpoint_slices", k.slices}, {"headless", k.headless},
-                       {"external_name", k.external_name}, {"ipv6_skipped", k.ipv6_skipped},
+                       {"external_name", k.external_name},
                        {"ignored_objects", k.ignored_objects}}}};
         return j.dump() + "\n";
     }
@@ -84,7 +84,7 @@ std::string status(DaemonState& st, bool json) {
     if (!st.cfg.manifests.empty()) {
         o += "kubernetes  " + kube_summary(k) + "\n";
         for (const ServiceConfig& sc : st.cfg.services)
-            if (sc.type == ServiceType::external_name || !sc.cluster_ip)
+            if (sc.type == ServiceType::external_name || sc.cluster_ips.empty())
                 o += fmt::format("            {} {}\n", sc.full_name(),
                                  sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP");
     }
@@ -105,9 +105,10 @@ Json services_json(const DaemonState& st) {
         uint32_t ready = 0;
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) ready += (s.endpoints[e].cond & kReady) != 0;
         Json ext = Json::array(), lb = Json::array();
-        for (Ip4 x : info.external_ips) ext.push_back(format_ip4(x));
-        for (Ip4 x : info.lb_ips) lb.push_back(format_ip4(x));
-        a.push_back({{"name", info.name}, {"protocol", proto_name(sp.proto)}, {"cluster_ip", format_ip4(info.cluster_ip)},
+        for (const IpAddr& x : info.external_ips) ext.push_back(format_ip(x));
+        for (const IpAddr& x : info.lb_ips) lb.push_back(format_ip(x));
+        a.push_back({{"name", info.name}, {"protocol", proto_name(sp.proto)},
+                     {"family", info.family == Family::v6 ? "IPv6" : "IPv4"}, {"cluster_ip", format_ip(info.cluster_ip)},
                      {"port", rte_be_to_cpu_16(info.port)}, {"node_port", info.node_port}, {"external_ips", ext},
                      {"load_balancer_ips", lb}, {"endpoints", sp.ep_count}, {"ready", ready},
                      {"scheduler", scheduler_name(sp.scheduler)}, {"packets", c.packets}, {"bytes", c.bytes}});
@@ -122,7 +123,7 @@ std::string services(DaemonState& st, bool json) {
     for (const Json& j : services_json(st))
         o += fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:>10} {:>12}\n", j["name"].get<std::string>(),
                          j["protocol"].get<std::string>(),
-                         fmt::format("{}:{}", j["cluster_ip"].get<std::string>(), j["port"].get<int>()),
+                         format_endpoint(*parse_ip(j["cluster_ip"].get<std::string>()), j["port"].get<uint16_t>()),
                          j["node_port"].get<int>() ? std::to_string(j["node_port"].get<int>()) : "-",
                          fmt::format("{}/{}", j["ready"].get<uint32_t>(), j["endpoints"].get<uint32_t>()),
                          j["scheduler"].get<std::string>(), j["packets"].get<uint64_t>(), j["bytes"].get<uint64_t>());
@@ -158,15 +159,14 @@ std::string endpoints(DaemonState& st, bool json) {
     return o;
 }
 
-std::string flows(DaemonState& st, const std::string& service, size_t limit, bool json) {
-    const uint32_t now = flow_clock_now();
-    Json a = Json::array();
-    std::string o = fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)", "ENDPOINT", "SNAT",
-                                "STATE", "IDLE", "SERVICE");
-    size_t n = 0;
-    const FlowTable::ScanGuard reading(*st.flows);  // no record is reused while we read it
-    for (uint32_t id = 0; id < st.flows->capacity() && n < limit; ++id) {
-        const Flow& f = st.flows->flow(id);
+namespace {
+// One table's NAT flows into the listing (json: `a`, text: `o`), up to `limit` in all.
+template <typename K>
+void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std::string& service, size_t limit,
+                bool json, uint32_t now, Json& a, std::string& o, size_t& n) {
+    const typename BasicFlowTable<K>::ScanGuard reading(table);  // no record is reused while we read it
+    for (uint32_t id = 0; id < table.capacity() && n < limit; ++id) {
+        const auto& f = table.flow(id);
         if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat) continue;
         // The flow's service slot names its service port for as long as the flow lives.
         std::string name = st.slots().service_name(f.nat().service);
@@ -177,9 +177,9 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
                                 ? tcp_state_name(static_cast<TcpState>(sv & kStateMask))
                                 : (sv & 1 ? "replied" : "unreplied");
         if (sv & kStateGone) state += ",gone";
-        const std::string ep = fmt::format("{}:{}", format_ip4(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));
+        const std::string ep = format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));
         const bool masq = f.flags & kFlowMasq;
-        const std::string snat = fmt::format("{}:{}", format_ip4(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport));
+        const std::string snat = format_endpoint(IpAddr::of(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport));
         const uint32_t idle = now - f.last_seen.load(std::memory_order_relaxed);
         if (json)
             a.push_back({{"original", format_tuple(f.key[0])}, {"endpoint", ep}, {"snat", masq ? Json(snat) : Json(nullptr)},
@@ -189,8 +189,20 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
                              state, idle, name);
         ++n;
     }
+}
+}  // namespace
+
+std::string flows(DaemonState& st, const std::string& service, size_t limit, bool json) {
+    const uint32_t now = flow_clock_now();
+    Json a = Json::array();
+    std::string o = fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)", "ENDPOINT", "SNAT",
+                                "STATE", "IDLE", "SERVICE");
+    size_t n = 0;
+    list_flows(st, *st.flows, service, limit, json, now, a, o, n);
+    if (st.flows6) list_flows(st, *st.flows6, service, limit, json, now, a, o, n);
     if (json) return a.dump() + "\n";
-    return o + fmt::format("{} flows shown (limit {}), {} live in the table\n", n, limit, st.flows->live_total());
+    const uint32_t live = st.flows->live_total() + (st.flows6 ? st.flows6->live_total() : 0);
+    return o + fmt::format("{} flows shown (limit {}), {} live in the tables\n", n, limit, live);
 }
 
 Json by_reason(const uint64_t (&v)[kDropReasons]) {

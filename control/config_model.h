@@ -18,7 +18,12 @@
 namespace svcgate::ctl {
 
 using dp::Cidr4;
+using dp::Cidr6;
+using dp::Family;
 using dp::Ip4;
+using dp::Ip6;
+using dp::IpAddr;
+using dp::IpCidr;
 using dp::Proto;
 
 // A file name that every Mark of one file shares (a config has tens of thousands of marks).
@@ -59,20 +64,20 @@ struct ConfigError : std::runtime_error {
 struct PortConfig {
     std::string name;
     std::string device;           // DPDK device arguments
-    std::vector<Cidr4> addresses; // host address + prefix length
+    std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
     Mark mark;
 };
 
 struct RouteConfig {
-    Cidr4 prefix;
-    Ip4 via;
+    IpCidr prefix;
+    IpAddr via;  // of the prefix's family
     Mark mark;
 };
 
 // A neighbor whose MAC is configured, not learned (a next hop that does not answer ARP; a
 // benchmark port with nothing behind it).
 struct NeighborConfig {
-    Ip4 ip;
+    IpAddr ip;
     std::array<uint8_t, 6> mac{};
     Mark mark;
 };
@@ -85,6 +90,7 @@ struct DataplaneConfig {
     std::vector<NeighborConfig> neighbors;
     uint32_t mbufs = 0;  // the packet pool; 0 = what the ports and workers need
     uint32_t flow_capacity = 1u << 20;
+    uint32_t flow_capacity_v6 = 1u << 18;  // the IPv6 table (flow_table.capacity_v6)
     // Masquerade when client and endpoint are reached through the same next hop, so that the
     // reply comes back through the gateway. Off where the network already sends such replies
     // through it (kube-proxy's own node, with br_netfilter; policy routing).
@@ -103,10 +109,13 @@ struct ControlConfig {
 
 struct ClusterConfig {
     std::string node_name;
-    std::vector<Ip4> node_ips;               // the first is the primary node IP (LB source ranges)
-    std::vector<Cidr4> nodeport_addresses;  // empty = every node IP
-    std::vector<Cidr4> cluster_cidrs;       // empty = no local-traffic detector
-    std::vector<Cidr4> service_cidrs;
+    // Both families in each list. The first of a family is that family's primary node IP (LB
+    // source ranges); each family's detector is its own CIDRs (empty = none), as each of
+    // kube-proxy's two proxiers has.
+    std::vector<IpAddr> node_ips;
+    std::vector<IpCidr> nodeport_addresses;  // empty = every node IP
+    std::vector<IpCidr> cluster_cidrs;
+    std::vector<IpCidr> service_cidrs;
     bool masquerade_all = false;
     bool reject_unknown_port = true;
     uint16_t nodeport_min = 30000;
@@ -124,7 +133,7 @@ struct ServicePortConfig {
 };
 
 struct EndpointConfig {
-    Ip4 ip;
+    IpAddr ip;
     std::string node;
     bool ready = true;
     bool serving = true;
@@ -151,10 +160,13 @@ inline constexpr uint32_t kDefaultAffinityTimeout = 10800;
 struct ServiceConfig {
     std::string ns, name;
     ServiceType type = ServiceType::cluster_ip;
-    std::optional<Ip4> cluster_ip;  // none: headless
-    std::vector<Ip4> external_ips;
-    std::vector<Ip4> lb_ips;
-    std::vector<Cidr4> lb_source_ranges;
+    // One ClusterIP per family (clusterIPs); none: headless. A family the Service has a ClusterIP
+    // of is served with that family's external IPs, LB IPs, endpoints and node IPs, as
+    // kube-proxy's proxier of that family does.
+    std::vector<IpAddr> cluster_ips;
+    std::vector<IpAddr> external_ips;
+    std::vector<IpAddr> lb_ips;
+    std::vector<IpCidr> lb_source_ranges;
     std::vector<ServicePortConfig> ports;
     dp::Scheduler scheduler = dp::Scheduler::random;
     uint32_t affinity_timeout = 0;  // 0 = None
@@ -171,7 +183,6 @@ struct KubeStats {
     unsigned slices = 0;          // EndpointSlices attached to a Service
     unsigned headless = 0;        // clusterIP None: no dataplane rule
     unsigned external_name = 0;   // type ExternalName: no dataplane rule
-    unsigned ipv6_skipped = 0;    // IPv6-only Services, IPv6 slices and IPv6 addresses
     unsigned ignored_objects = 0; // other kinds
 };
 

@@ -47,6 +47,7 @@ struct Runtime {
     std::vector<Port> ports;
     QsbrPtr qsbr;
     std::unique_ptr<FlowTable> flows;
+    std::unique_ptr<FlowTable6> flows6;
     std::vector<RingPtr> remove_rings;
     std::unique_ptr<WorkerShared> shared;
     std::vector<std::unique_ptr<rte_spinlock_t[]>> tx_locks;
@@ -77,7 +78,7 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     rt.shared = std::make_unique<WorkerShared>();
     WorkerShared& shared = *rt.shared;
     shared.pool = rt.pool.get();
-    (void)pin_neighbors(shared.neighbors, dpc.neighbors, {});
+    (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
     rt.ports.reserve(dpc.ports.size());
     shared.port_ids = FixedArray<uint16_t>(dpc.ports.size());
     shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
@@ -94,6 +95,10 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
                                   .timeouts = dpc.timeouts, .scanner = dpc.workers,
                                   .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
+    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6, .owners = dpc.workers, .qsbr = rt.qsbr.get(),
+                                    .timeouts = dpc.timeouts, .scanner = dpc.workers,
+                                    .new_flows_per_source = dpc.new_flows_per_source});
+    if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
     shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         RingPtr r(rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
@@ -106,7 +111,7 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     // per worker where the device has enough, shared under a lock where it has not.
     const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     for (uint16_t w = 0; w < dpc.workers; ++w)
-        rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, seed));
+        rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, *rt.flows6, seed));
     std::vector<rte_spinlock_t*> locks(rt.ports.size(), nullptr);
     std::vector<std::vector<RxQueue>> rx(dpc.workers);
     for (size_t p = 0; p < rt.ports.size(); ++p) {
@@ -173,6 +178,7 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.eal, r.eal, "dataplane.eal");
     keep(d.workers, r.workers, "dataplane.workers");
     keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
+    keep(d.flow_capacity_v6, r.flow_capacity_v6, "dataplane.flow_table.capacity_v6");
     keep(d.timeouts, r.timeouts, "dataplane.flow_table.timeouts");  // the flow table holds them
     keep(d.new_flows_per_source, r.new_flows_per_source, "dataplane.flow_table.new_flows_per_source");
     keep(d.mbufs, r.mbufs, "dataplane.mbufs");
@@ -197,8 +203,9 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
         Config next = load_config_file(st.config_path);
         const std::string restart = keep_running_settings(next, st.cfg);
         r = pub.publish(next, [&] {
-            for (Ip4 a : pin_neighbors(shared.neighbors, next.dataplane.neighbors, st.cfg.dataplane.neighbors))
-                log(fmt::format("neighbor {}: the ARP cache has no room", format_ip4(a)));
+            for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
+                                                 st.cfg.dataplane.neighbors))
+                log(fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
             st.cfg = std::move(next);
             st.reload = ReloadStatus{
                 .ok = st.reload.ok + 1,
@@ -325,6 +332,7 @@ int run_daemon(const DaemonOptions& opts) {
                                     rt.ports[p].tx_queues()});
     st.pool = rt.pool.get();
     st.flows = rt.flows.get();
+    st.flows6 = rt.flows6.get();
     for (const auto& w : rt.workers) st.workers.push_back(w.get());
 
     Publisher pub(dpc.workers, PublishTarget{
@@ -332,6 +340,7 @@ int run_daemon(const DaemonOptions& opts) {
         .store_stats = [&shared](StatsTable* t) { shared.stats.store(t, std::memory_order_release); },
         .qsbr = rt.qsbr.get(),
         .flows = rt.flows.get(),
+        .flows6 = rt.flows6.get(),
         // The owner removes it (a full ring leaves the rest to their timeout).
         .remove_dgram = [&shared](uint32_t id, uint8_t owner) {
             if (owner < shared.remove_rings.size())

@@ -43,6 +43,7 @@ struct DaemonState {
     std::vector<PortView> ports;
     rte_mempool* pool = nullptr;
     dp::FlowTable* flows = nullptr;
+    dp::FlowTable6* flows6 = nullptr;
     std::vector<const dp::Worker*> workers;
     const Publisher* publisher = nullptr;
     ReloadStatus reload;

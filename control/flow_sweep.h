@@ -24,7 +24,8 @@ struct SweepResult {
 };
 
 // `remove_dgram(id, owner)` is called for each datagram flow to remove.
-SweepResult sweep_removed_endpoints(dp::FlowTable& flows, const dp::ServiceSnapshot& fresh,
+// Both tables (flows6 may be null); an IPv6 flow's id reaches remove_dgram with dp::kFlowIdV6 set.
+SweepResult sweep_removed_endpoints(dp::FlowTable& flows, dp::FlowTable6* flows6, const dp::ServiceSnapshot& fresh,
                                     const std::function<void(uint32_t id, uint8_t owner)>& remove_dgram);
 
 }  // namespace svcgate::ctl

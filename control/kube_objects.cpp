@@ -1,5 +1,7 @@
 #include "kube_objects.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -17,6 +19,7 @@ constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
 
 struct PendingSlice {
     std::string ns, service, name;
+    Family family = Family::v4;  // addressType
     EndpointGroup group;
     Mark mark;
 };
@@ -26,22 +29,7 @@ struct KubeLoader {
     std::vector<ConfigIssue>& errors;
     std::vector<PendingSlice> slices;
 
-    static bool is_ipv6(const std::string& s) { return s.find(':') != std::string::npos; }
-
-    // An IPv4 address, nullopt for an IPv6 one (counted) or a bad one (an error).
-    std::optional<Ip4> addr(Reader& r, const ytree::Node& n, const Path& path) {
-        auto s = r.str(n, path);
-        if (!s) return std::nullopt;
-        if (is_ipv6(*s)) {
-            ++cfg.kube.ipv6_skipped;
-            return std::nullopt;
-        }
-        return r.ip(n, path);
-    }
-
-    std::vector<Ip4> addrs(Reader& r, const ytree::Node& n, const Path& path) {
-        return r.list<Ip4>(n, path, [&](const ytree::Node& x, const Path& p) { return addr(r, x, p); });
-    }
+    std::vector<IpAddr> addrs(Reader& r, const ytree::Node& n, const Path& path) { return r.ips(n, path); }
 
     // metadata.name / metadata.namespace (default "default").
     bool meta(Reader& r, const ytree::Node& obj, const std::string& path, std::string& ns, std::string& name) {
@@ -81,15 +69,9 @@ struct KubeLoader {
                     fmt::format("\"{}\" is not ClusterIP, NodePort, LoadBalancer or ExternalName", type));
         }
 
-        // Families: a Service without IPv4 is out of scope for this IPv4 dataplane.
-        if (const ytree::Node fam = spec["ipFamilies"]; fam && fam.IsSequence() && fam.size() > 0) {
-            bool v4 = false;
-            for (const auto& f : fam) v4 = v4 || (f.IsScalar() && f.Scalar() == "IPv4");
-            if (!v4) {
-                ++cfg.kube.ipv6_skipped;
-                return;
-            }
-        }
+        // Families: clusterIPs holds one ClusterIP per family (spec.ipFamilies, in its order;
+        // clusterIP is its first). Each family is served as kube-proxy's proxier of that family
+        // serves it: its ClusterIP, its external and LB IPs, its EndpointSlices.
         if (s.type == ServiceType::external_name) {
             ++cfg.kube.external_name;
         } else {
@@ -98,16 +80,16 @@ struct KubeLoader {
                 ++cfg.kube.headless;
             } else if (cip.empty()) {
                 r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
-            } else if (is_ipv6(cip)) {
-                // Dual-stack with IPv6 primary: the IPv4 address is in clusterIPs.
-                for (const auto& c : spec["clusterIPs"])
-                    if (c.IsScalar() && !is_ipv6(c.Scalar())) s.cluster_ip = r.ip(c, {sp, ".clusterIPs"});
-                if (!s.cluster_ip) {
-                    ++cfg.kube.ipv6_skipped;
-                    return;
-                }
             } else {
-                s.cluster_ip = r.ip(spec["clusterIP"], {sp, ".clusterIP"});  // on error: reading goes on
+                if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"})) s.cluster_ips.push_back(*a);  // on error: reading goes on
+                if (const ytree::Node ips = spec["clusterIPs"]; ips && !ips.IsNull())
+                    for (const IpAddr& a : r.ips(ips, {sp, ".clusterIPs"})) {
+                        bool have = false;
+                        for (const IpAddr& b : s.cluster_ips) have = have || b.family() == a.family();
+                        if (!have) s.cluster_ips.push_back(a);
+                        else if (std::find(s.cluster_ips.begin(), s.cluster_ips.end(), a) == s.cluster_ips.end())
+                            r.error(ips, sp + ".clusterIPs", fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
+                    }
             }
         }
         s.external_ips = addrs(r, spec["externalIPs"], {sp, ".externalIPs"});
@@ -119,16 +101,9 @@ struct KubeLoader {
                         if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
                         // ipMode Proxy: the load balancer proxies, traffic arrives for the node.
                         if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
-                        if (auto a = addr(r, ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
+                        if (auto a = r.ip(ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
                     }
-        s.lb_source_ranges = r.list<Cidr4>(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges",
-                                           [&](const ytree::Node& x, const Path& p) -> std::optional<Cidr4> {
-                                               if (x.IsScalar() && is_ipv6(x.Scalar())) {
-                                                   ++cfg.kube.ipv6_skipped;
-                                                   return std::nullopt;
-                                               }
-                                               return r.cidr(x, p);  // trims, as kube-proxy does
-                                           });
+        s.lb_source_ranges = r.cidrs(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges");  // trims, as kube-proxy does
 
         if (r.client_ip_affinity(spec["sessionAffinity"], {sp, ".sessionAffinity"})) {
             s.affinity_timeout = kDefaultAffinityTimeout;
@@ -175,14 +150,12 @@ struct KubeLoader {
         PendingSlice ps{.mark = r.mark(obj)};
         if (!meta(r, obj, path, ps.ns, ps.name)) return;
         const std::string at = r.str_or_empty(obj, "addressType", path);
-        if (at == "IPv6") {
-            ++cfg.kube.ipv6_skipped;
+        if (at != "IPv4" && at != "IPv6") {
+            r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is neither IPv4 nor IPv6: ignored",
+                                          ps.ns, ps.name, at));
             return;
         }
-        if (at != "IPv4") {
-            r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is not IPv4: ignored", ps.ns, ps.name, at));
-            return;
-        }
+        ps.family = at == "IPv6" ? Family::v6 : Family::v4;
         const ytree::Node labels = obj["metadata"]["labels"];
         if (labels && labels.IsMap() && labels[kServiceNameLabel])
             ps.service = r.str(labels[kServiceNameLabel], {path, ".metadata.labels"}).value_or("");
@@ -218,7 +191,11 @@ struct KubeLoader {
                     continue;
                 }
                 EndpointConfig ec{.mark = r.mark(e)};
-                auto ip = addr(r, a[0], {ep, ".addresses[0]"});
+                auto ip = r.ip(a[0], {ep, ".addresses[0]"});
+                if (ip && ip->family() != ps.family) {
+                    r.error(a[0], {ep, ".addresses[0]"}, fmt::format("{} is not of the slice's addressType", format_ip(*ip)));
+                    ip.reset();
+                }
                 ec.node = r.str_or_empty(e, "nodeName", ep);
                 if (const ytree::Node c = e["conditions"]; c && c.IsMap()) {
                     const Path cp(ep, ".conditions.");
@@ -314,8 +291,8 @@ void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std
 
 std::string kube_summary(const KubeStats& k) {
     return fmt::format("{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
-                       "{} IPv6 items skipped; {} other objects ignored",
-                       k.services, k.slices, k.headless, k.external_name, k.ipv6_skipped, k.ignored_objects);
+                       "{} other objects ignored",
+                       k.services, k.slices, k.headless, k.external_name, k.ignored_objects);
 }
 
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {

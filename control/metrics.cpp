@@ -26,8 +26,10 @@ std::string render_metrics(const DaemonState& st) {
     auto svc_labels = [&](uint32_t i) {
         const std::string& name = s.info(i).name;
         const auto colon = name.rfind(':');
-        return fmt::format("service=\"{}\",port=\"{}\",protocol=\"{}\"", name.substr(0, colon), name.substr(colon + 1),
-                           proto_name(s.services[i].proto));
+        // A dual-stack Service's two families share its name; `family` tells them apart.
+        return fmt::format("service=\"{}\",port=\"{}\",protocol=\"{}\",family=\"{}\"", name.substr(0, colon),
+                           name.substr(colon + 1), proto_name(s.services[i].proto),
+                           s.services[i].family == Family::v6 ? "IPv6" : "IPv4");
     };
     head("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");
     for (uint32_t i = 0; i < s.services.size(); ++i)
@@ -44,8 +46,8 @@ std::string render_metrics(const DaemonState& st) {
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             const Endpoint& ep = s.endpoints[e];
             const PacketCounter c = slots.endpoint_total(ep.slot);
-            const std::string l = fmt::format("{},endpoint=\"{}:{}\"", svc_labels(i), format_ip4(ep.ip),
-                                              rte_be_to_cpu_16(ep.port));
+            const std::string l = fmt::format("{},endpoint=\"{}\"", svc_labels(i),
+                                              format_endpoint(ep.ip, rte_be_to_cpu_16(ep.port)));
             o += fmt::format("svcgate_endpoint_packets_total{{{}}} {}\n", l, c.packets);
             bytes += fmt::format("svcgate_endpoint_bytes_total{{{}}} {}\n", l, c.bytes);
             active += fmt::format("svcgate_endpoint_flows{{{}}} {}\n", l, slots.active(ep.slot));
@@ -56,9 +58,11 @@ std::string render_metrics(const DaemonState& st) {
     head("svcgate_endpoint_flows", "gauge", "Live flows to an endpoint (what lc, sed and nq read).");
     o += active;
     head("svcgate_flows", "gauge", "Flows in the flow table.");
-    o += fmt::format("svcgate_flows {}\n", st.flows->live_total());
+    o += fmt::format("svcgate_flows{{family=\"IPv4\"}} {}\n", st.flows->live_total());
+    if (st.flows6) o += fmt::format("svcgate_flows{{family=\"IPv6\"}} {}\n", st.flows6->live_total());
     head("svcgate_flow_capacity", "gauge", "Flows the flow table can hold.");
-    o += fmt::format("svcgate_flow_capacity {}\n", st.flows->capacity());
+    o += fmt::format("svcgate_flow_capacity{{family=\"IPv4\"}} {}\n", st.flows->capacity());
+    if (st.flows6) o += fmt::format("svcgate_flow_capacity{{family=\"IPv6\"}} {}\n", st.flows6->capacity());
     head("svcgate_flows_created_total", "counter", "Flows created.");
     o += fmt::format("svcgate_flows_created_total {}\n", t.flows_created);
     head("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");

@@ -17,7 +17,9 @@
 namespace svcgate::ctl {
 
 struct PacketSpec {
+    bool v6 = false;     // which of the two keys holds the tuple
     dp::FlowKey key;
+    dp::FlowKey6 key6;
     uint8_t tcp_flags = 0;
     uint8_t ttl = 64;
     uint16_t payload = 0;  // bytes of zero payload
@@ -25,7 +27,9 @@ struct PacketSpec {
 
 PacketSpec parse_packet_spec(const std::string& text);
 // "tcp a:p > b:q [S.]" from a parsed frame; TCP flags in tcpdump's letters.
+// "tcp 10.0.0.1:80 > 10.0.0.2:4000"; IPv6 endpoints as [addr]:port (RFC 5952 text).
 std::string format_tuple(const dp::FlowKey& k);
+std::string format_tuple(const dp::FlowKey6& k);
 std::string format_tcp_flags(uint8_t flags);
 std::vector<uint8_t> build_frame(const PacketSpec& p);
 

@@ -39,7 +39,7 @@ PublishResult Publisher::publish(const Config& cfg, const std::function<void()>&
     PublishResult r{.generation = current_->generation, .service_ports = current_->services.size()};
     // Flows whose endpoint left: TCP answered with RST, datagram flows removed by their owner.
     if (target_.flows && current_->generation > 1)
-        r.sweep = sweep_removed_endpoints(*target_.flows, *current_, target_.remove_dgram);
+        r.sweep = sweep_removed_endpoints(*target_.flows, target_.flows6, *current_, target_.remove_dgram);
     tick();
     return r;
 }

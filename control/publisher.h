@@ -33,6 +33,7 @@ struct PublishTarget {
     std::function<void(dp::StatsTable*)> store_stats;
     rte_rcu_qsbr* qsbr = nullptr;  // the workers' grace periods; null: no concurrent reader
     dp::FlowTable* flows = nullptr;
+    dp::FlowTable6* flows6 = nullptr;
     // A datagram flow to a removed endpoint, for its owner to remove (daemon: the owner's ring;
     // trace: at once).
     std::function<void(uint32_t id, uint8_t owner)> remove_dgram;

@@ -36,13 +36,14 @@ SlotRegistry::SlotRegistry(uint16_t workers)
 
 SlotRegistry::~SlotRegistry() = default;
 
-uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto proto) {
+uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto proto, Family family) {
     for (auto [it, end] = svc_index_.equal_range(id); it != end; ++it)
-        if (svc_[it->second].proto == proto && svc_[it->second].name == name) return it->second;
-    const std::string key = fmt::format("{}/{}", name, proto_name(proto));
+        if (svc_[it->second].proto == proto && svc_[it->second].family == family && svc_[it->second].name == name)
+            return it->second;
+    const std::string key = fmt::format("{}/{}{}", name, proto_name(proto), family == Family::v6 ? "/v6" : "");
     const uint32_t slot = take_slot(svc_, svc_free_);
     SvcSlot& s = svc_[slot];
-    s = SvcSlot{.key = key, .name = name, .id = id, .proto = proto, .live = true};
+    s = SvcSlot{.key = key, .name = name, .id = id, .proto = proto, .family = family, .live = true};
     if (auto c = carried_.find(key); c != carried_.end()) {
         s.base = c->second;  // the same service port again: its counters go on
         carried_.erase(c);
@@ -52,7 +53,7 @@ uint32_t SlotRegistry::service_slot(uint32_t id, const std::string& name, Proto 
 }
 
 uint32_t SlotRegistry::endpoint_slot(uint32_t service, EndpointKey ep) {
-    const EpKey k{service, ep.encode()};
+    const EpKey k{service, ep.word()};
     if (auto it = ep_index_.find(k); it != ep_index_.end()) return it->second;
     const uint32_t slot = take_slot(ep_, ep_free_);
     ep_[slot] = EpSlot{.service = service, .ep = ep, .live = true};
@@ -101,7 +102,7 @@ void SlotRegistry::assign(ServiceSnapshot& s) {
     for (size_t i = 0; i < s.services.size(); ++i) {
         ServicePort& sp = s.services[i];
         const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
-        sp.slot = service_slot(sp.id, info.name, sp.proto);
+        sp.slot = service_slot(sp.id, info.name, sp.proto, sp.family);
         svc_[sp.slot].named = generation_;
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             Endpoint& ep = s.endpoints[e];
@@ -129,7 +130,7 @@ void SlotRegistry::free_service(uint32_t slot) {
 void SlotRegistry::free_endpoint(uint32_t slot) {
     EpSlot& e = ep_[slot];
     table_->endpoints.clear(slot);
-    ep_index_.erase(EpKey{e.service, e.ep.encode()});
+    ep_index_.erase(EpKey{e.service, e.ep.word()});
     --svc_[e.service].endpoints;
     e = EpSlot{};
     ep_free_.push_back(slot);

@@ -71,6 +71,7 @@ private:
         std::string name;  // "namespace/name:port"
         uint32_t id = 0;   // ServicePort::id
         dp::Proto proto = dp::Proto::tcp;
+        dp::Family family = dp::Family::v4;
         uint32_t named = 0;       // generation that last named it
         uint32_t endpoints = 0;   // endpoint slots in use under it
         bool live = false;
@@ -99,7 +100,7 @@ private:
         uint64_t token;
     };
 
-    uint32_t service_slot(uint32_t id, const std::string& name, dp::Proto proto);
+    uint32_t service_slot(uint32_t id, const std::string& name, dp::Proto proto, dp::Family family);
     uint32_t endpoint_slot(uint32_t service, dp::EndpointKey ep);
     void reclaim_round(rte_rcu_qsbr* qsbr);
     void free_service(uint32_t slot);

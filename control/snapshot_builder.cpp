@@ -29,6 +29,7 @@ struct Builder {
         std::vector<EndpointSet> sets;
         std::vector<uint16_t> rings;
         std::vector<Cidr4> cidrs;
+        std::vector<Cidr6> cidrs6;
     } t;
     std::vector<ConfigIssue> errors;
     // Where each snapshot service port came from, (service, port) indices into cfg.services: a
@@ -47,7 +48,7 @@ struct Builder {
         t.members.insert(t.members.end(), eps.begin(), eps.end());
         if (scheduler_uses_ring(sch) && !eps.empty()) {
             ids.clear();
-            for (uint32_t e : eps) ids.push_back(t.endpoints[e].key().encode());
+            for (uint32_t e : eps) ids.push_back(t.endpoints[e].key().word());
             auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
             set.ring_off = static_cast<uint32_t>(t.rings.size());
             set.ring_len = static_cast<uint32_t>(ring.size());
@@ -68,44 +69,79 @@ struct Builder {
     }
 
     // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
-    template <typename What>
-    void add_vip(uint64_t key, VipEntry value, size_t si, size_t pi, const char* field, What&& what) {
-        if (s.vips.insert(key, value)) return;
+    template <typename Table, typename Key, typename What>
+    void add_vip(Table& table, const Key& key, VipEntry value, size_t si, size_t pi, const char* field, What&& what) {
+        if (table.insert(key, value)) return;
         const ServicePortConfig& pc = cfg.services[si].ports[pi];
         error(pc.mark, port_path(pc, si, pi) + field,
-              fmt::format("{} is already used by {}", what(), owner_name(origin[s.vips.find(key).service()])));
+              fmt::format("{} is already used by {}", what(), owner_name(origin[table.find(key).service()])));
     }
 
-    CidrRange add_cidrs(const std::vector<Cidr4>& v) {
-        CidrRange r{.first = static_cast<uint32_t>(t.cidrs.size()), .count = static_cast<uint32_t>(v.size())};
-        t.cidrs.insert(t.cidrs.end(), v.begin(), v.end());
+    // The CIDRs of family `f` among `v`, into that family's CIDR table.
+    CidrRange add_cidrs(const std::vector<IpCidr>& v, Family f) {
+        if (f == Family::v4) {
+            CidrRange r{.first = static_cast<uint32_t>(t.cidrs.size())};
+            for (const IpCidr& c : v)
+                if (c.family() == f) t.cidrs.push_back(c.v4());
+            r.count = static_cast<uint32_t>(t.cidrs.size()) - r.first;
+            return r;
+        }
+        CidrRange r{.first = static_cast<uint32_t>(t.cidrs6.size())};
+        for (const IpCidr& c : v)
+            if (c.family() == f) t.cidrs6.push_back(c.v6());
+        r.count = static_cast<uint32_t>(t.cidrs6.size()) - r.first;
         return r;
     }
 
-    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi) {
+    // The family's primary node IP: the first of cluster.node_ips of that family.
+    std::optional<IpAddr> primary_node_ip(Family f) const {
+        for (const IpAddr& a : cfg.cluster.node_ips)
+            if (a.family() == f) return a;
+        return std::nullopt;
+    }
+
+    static std::vector<IpAddr> of_family(const std::vector<IpAddr>& v, Family f) {
+        std::vector<IpAddr> out;
+        for (const IpAddr& a : v)
+            if (a.family() == f) out.push_back(a);
+        return out;
+    }
+
+    // One service port of one family (the family of `cluster_ip`).
+    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi, const IpAddr& cluster_ip) {
+        const Family fam = cluster_ip.family();
         ServicePort sp;
         ServiceInfo info;
         info.name = fmt::format("{}:{}", sc.full_name(), pc.name);
-        sp.id = service_port_id(info.name, pc.proto);
+        info.family = fam;
+        sp.id = service_port_id(info.name, pc.proto, fam);
         sp.proto = pc.proto;
-        info.cluster_ip = *sc.cluster_ip;
+        sp.family = fam;
+        info.cluster_ip = cluster_ip;
         info.port = rte_cpu_to_be_16(pc.port);
         const bool np_type = sc.type == ServiceType::node_port || sc.type == ServiceType::load_balancer;
         info.node_port = np_type ? pc.node_port : 0;
-        info.external_ips = sc.external_ips;
-        if (sc.type == ServiceType::load_balancer) info.lb_ips = sc.lb_ips;
-        std::vector<Cidr4> ranges = sc.lb_source_ranges;
+        info.external_ips = of_family(sc.external_ips, fam);
+        if (sc.type == ServiceType::load_balancer) info.lb_ips = of_family(sc.lb_ips, fam);
+        std::vector<IpCidr> ranges = sc.lb_source_ranges;
         // kube-proxy: when a range holds the primary node IP, the node may reach its own load
         // balancer, whose traffic can loop back with the LB IP as source: allow the LB IPs too.
-        const auto& nips = cfg.cluster.node_ips;
+        const std::optional<IpAddr> primary = primary_node_ip(fam);
         bool from_node = false;
-        for (const Cidr4& c : sc.lb_source_ranges) from_node = from_node || (!nips.empty() && c.contains(nips[0]));
+        for (const IpCidr& c : sc.lb_source_ranges) from_node = from_node || (primary && c.contains(*primary));
         if (from_node)
-            for (Ip4 a : info.lb_ips) ranges.push_back(Cidr4{a, 32});
-        sp.lb_source_ranges = add_cidrs(ranges);
+            for (const IpAddr& a : info.lb_ips) ranges.push_back(IpCidr{a, static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)});
+        // A Service whose source ranges are all of the other family admits nobody of this one
+        // (kube-proxy's proxier of this family sees a non-empty list with nothing it can match).
+        sp.lb_source_ranges = add_cidrs(ranges, fam);
+        if (!sc.lb_source_ranges.empty() && sp.lb_source_ranges.empty()) {
+            // An impossible range: a /32 (or /128) of the unspecified address, which is never a source.
+            sp.lb_source_ranges = add_cidrs({IpCidr{fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}),
+                                                    static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)}}, fam);
+        }
         sp.scheduler = sc.scheduler;
         sp.affinity_timeout = sc.affinity_timeout;
-        const bool external = np_type || !sc.external_ips.empty();
+        const bool external = np_type || !info.external_ips.empty();
         sp.external_local = external && sc.external_local;
         sp.internal_local = sc.internal_local;
 
@@ -117,8 +153,9 @@ struct Builder {
             for (const EndpointGroup::Port& gp : g.ports) {
                 if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
                 for (const EndpointConfig& e : g.endpoints) {
+                    if (e.ip.family() != fam) continue;  // the other family's slice
                     Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0};
-                    seen.push_back(ep.key().encode());
+                    seen.push_back(ep.key().word());
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
                               (e.terminating ? kTerminating : 0) |
                               (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
@@ -158,22 +195,28 @@ struct Builder {
 
         const uint32_t idx = static_cast<uint32_t>(t.services.size());
         const uint8_t proto = static_cast<uint8_t>(pc.proto);
-        auto vip = [&](Ip4 ip, AddrRole role, const char* what) {
-            add_vip(VipTable::key(ip, info.port, proto), VipEntry::make(idx, role), si, pi, "",
-                    [&] { return fmt::format("{} {}:{}/{}", what, format_ip4(ip), pc.port, proto_name(pc.proto)); });
+        auto add = [&](const IpAddr& ip, rte_be16_t port, AddrRole role, const char* field, auto&& what) {
+            if (fam == Family::v4)
+                add_vip(s.vips, VipTable::key(ip.v4(), port, proto), VipEntry::make(idx, role), si, pi, field, what);
+            else
+                add_vip(s.vips6, VipTable6::key(ip.v6(), port, proto), VipEntry::make(idx, role), si, pi, field, what);
+        };
+        auto vip = [&](const IpAddr& ip, AddrRole role, const char* what) {
+            add(ip, info.port, role, "",
+                [&] { return fmt::format("{} {}/{}", what, format_endpoint(ip, pc.port), proto_name(pc.proto)); });
         };
         vip(info.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
-        for (Ip4 a : info.external_ips) vip(a, AddrRole::external_ip, "external IP");
-        for (Ip4 a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
+        for (const IpAddr& a : info.external_ips) vip(a, AddrRole::external_ip, "external IP");
+        for (const IpAddr& a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
         if (info.node_port) {
             const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
             if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
                 error(pc.mark, port_path(pc, si, pi) + np_key,
                       fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
                                   cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
-            add_vip(VipTable::key(Ip4{}, rte_cpu_to_be_16(info.node_port), proto),
-                    VipEntry::make(idx, AddrRole::node_port), si, pi, np_key,
-                    [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
+            add(fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}), rte_cpu_to_be_16(info.node_port),
+                AddrRole::node_port, np_key,
+                [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
         }
         t.services.push_back(sp);
         s.catalogue.services.push_back(std::move(info));
@@ -200,30 +243,42 @@ struct Builder {
 
     void ports_and_routes() {
         std::vector<RouteTable::Route> routes;
+        std::vector<RouteTable6::Route> routes6;
         for (size_t i = 0; i < cfg.dataplane.ports.size(); ++i) {
             const PortConfig& p = cfg.dataplane.ports[i];
             s.catalogue.ports.push_back(PortInfo{p.name, p.addresses});
-            for (const Cidr4& a : p.addresses) {
-                Cidr4 net{Ip4::from_host(a.addr.host() & a.mask_host()), a.len};
-                routes.push_back({net, NextHop{.gateway = Ip4{}, .port = static_cast<uint16_t>(i), .source = a.addr}});
+            const auto port = static_cast<uint16_t>(i);
+            for (const IpCidr& a : p.addresses) {
+                const IpCidr net = mask_cidr(a);
+                if (a.family() == Family::v4)
+                    routes.push_back({net.v4(), NextHop{.gateway = Ip4{}, .port = port, .source = a.addr.v4()}});
+                else
+                    routes6.push_back({net.v6(), NextHop6{.gateway = Ip6{}, .port = port, .source = a.addr.v6()}});
             }
         }
         // The connected route (the port's subnet) that reaches `a`: next hops and neighbors must
         // have one.
-        const size_t connected = routes.size();
-        auto on_link = [&](Ip4 a) -> const RouteTable::Route* {
-            for (size_t c = 0; c < connected; ++c)
-                if (routes[c].prefix.contains(a)) return &routes[c];
-            return nullptr;
+        const size_t connected = routes.size(), connected6 = routes6.size();
+        auto on_link = [&](const IpAddr& a) -> std::optional<std::pair<uint16_t, IpAddr>> {  // port, source
+            if (a.is_v4()) {
+                for (size_t c = 0; c < connected; ++c)
+                    if (routes[c].prefix.contains(a.v4())) return std::pair{routes[c].hop.port, IpAddr::of(routes[c].hop.source)};
+            } else {
+                for (size_t c = 0; c < connected6; ++c)
+                    if (routes6[c].prefix.contains(a.v6())) return std::pair{routes6[c].hop.port, IpAddr::of(routes6[c].hop.source)};
+            }
+            return std::nullopt;
         };
-        auto off_link = [&](const Mark& m, std::string path, Ip4 a) {
-            error(m, std::move(path), fmt::format("{} is not on the subnet of any port", format_ip4(a)));
+        auto off_link = [&](const Mark& m, std::string path, const IpAddr& a) {
+            error(m, std::move(path), fmt::format("{} is not on the subnet of any port", format_ip(a)));
         };
         for (size_t i = 0; i < cfg.dataplane.routes.size(); ++i) {
             const RouteConfig& rc = cfg.dataplane.routes[i];
-            if (const RouteTable::Route* c = on_link(rc.via)) {
-                const NextHop hop{.gateway = rc.via, .port = c->hop.port, .source = c->hop.source};
-                routes.push_back({rc.prefix, hop});  // after the lookup: `c` points into routes
+            if (const auto c = on_link(rc.via)) {
+                if (rc.via.is_v4())
+                    routes.push_back({rc.prefix.v4(), NextHop{.gateway = rc.via.v4(), .port = c->first, .source = c->second.v4()}});
+                else
+                    routes6.push_back({rc.prefix.v6(), NextHop6{.gateway = rc.via.v6(), .port = c->first, .source = c->second.v6()}});
             } else {
                 off_link(rc.mark, fmt::format("dataplane.routes[{}].via", i), rc.via);
             }
@@ -232,48 +287,67 @@ struct Builder {
             if (!on_link(cfg.dataplane.neighbors[i].ip))
                 off_link(cfg.dataplane.neighbors[i].mark, fmt::format("dataplane.neighbors[{}].ip", i),
                          cfg.dataplane.neighbors[i].ip);
-        if (routes.empty()) return;
-        s.catalogue.route_list = routes;
-        if (prev && prev->catalogue.routes && prev->catalogue.route_list == routes) {
-            s.catalogue.routes = prev->catalogue.routes;
-        } else if (mode == BuildMode::validate) {
-            return;  // no EAL: the rte_lpm is not built (its routes were checked above)
-        } else {
-            std::string err;
-            s.catalogue.routes = RouteTable::create(routes, err);
-            if (!s.catalogue.routes)
-                error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
-        }
+        build_routes(routes, s.catalogue.route_list, s.catalogue.routes, prev ? &prev->catalogue.route_list : nullptr,
+                     prev ? prev->catalogue.routes : nullptr);
+        build_routes(routes6, s.catalogue.route_list6, s.catalogue.routes6, prev ? &prev->catalogue.route_list6 : nullptr,
+                     prev ? prev->catalogue.routes6 : nullptr);
         s.routes = s.catalogue.routes.get();
+        s.routes6 = s.catalogue.routes6.get();
+    }
+
+    // One family's LPM: the previous snapshot's when the routes are the same (an LPM is large to
+    // build), none without an EAL (validate: the routes were checked above).
+    template <typename Route, typename Table>
+    void build_routes(const std::vector<Route>& routes, std::vector<Route>& list, std::shared_ptr<const Table>& out,
+                      const std::vector<Route>* prev_list, const std::shared_ptr<const Table>& prev_table) {
+        if (routes.empty()) return;
+        list = routes;
+        if (prev_table && *prev_list == routes) {
+            out = prev_table;
+        } else if (mode != BuildMode::validate) {
+            std::string err;
+            out = Table::create(routes, err);
+            if (!out) error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
+        }
     }
 
     void local_addresses() {
-        std::map<uint32_t, uint32_t> flags;  // ip (network order) → LocalAddr bits
+        std::map<IpAddr, uint32_t> flags;  // LocalAddr bits, both families
         for (const PortInfo& p : s.catalogue.ports)
-            for (const Cidr4& c : p.addrs) flags[c.addr.be] |= kPortAddr;
-        for (Ip4 a : cfg.cluster.node_ips) {
-            bool np = cfg.cluster.nodeport_addresses.empty();
-            for (const Cidr4& c : cfg.cluster.nodeport_addresses) np = np || c.contains(a);
-            flags[a.be] |= kNodeAddr | (np ? uint32_t{kNodePortAddr} : 0u);
+            for (const IpCidr& c : p.addrs) flags[c.addr] |= kPortAddr;
+        for (const IpAddr& a : cfg.cluster.node_ips) {
+            // --nodeport-addresses per family: a family none of whose CIDRs is listed serves
+            // NodePorts on every node IP of that family.
+            bool listed = false, np = false;
+            for (const IpCidr& c : cfg.cluster.nodeport_addresses) {
+                listed = listed || c.family() == a.family();
+                np = np || c.contains(a);
+            }
+            flags[a] |= kNodeAddr | (np || !listed ? uint32_t{kNodePortAddr} : 0u);
         }
         for (const ServiceInfo& sp : s.catalogue.services) {
-            flags[sp.cluster_ip.be] |= kClusterIp;
-            for (Ip4 a : sp.external_ips) flags[a.be] |= kServiceAddr;
-            for (Ip4 a : sp.lb_ips) flags[a.be] |= kServiceAddr;
+            flags[sp.cluster_ip] |= kClusterIp;
+            for (const IpAddr& a : sp.external_ips) flags[a] |= kServiceAddr;
+            for (const IpAddr& a : sp.lb_ips) flags[a] |= kServiceAddr;
         }
         s.local_addrs.reserve(flags.size());
-        for (auto [ip, f] : flags) s.local_addrs.insert(ip, f);
+        s.local_addrs6.reserve(flags.size());
+        for (const auto& [ip, f] : flags) {
+            if (ip.is_v4()) s.local_addrs.insert(ip.v4().be, f);
+            else s.local_addrs6.insert(StaticHash6::Key{ip.v6(), 0}, f);
+        }
     }
 };
 
 }  // namespace
 
-uint32_t service_port_id(const std::string& name, Proto proto) {
+uint32_t service_port_id(const std::string& name, Proto proto, Family family) {
     uint32_t h = 2166136261u;
     auto mix = [&](unsigned char c) { h = (h ^ c) * 16777619u; };
     for (unsigned char c : name) mix(c);
     mix('/');
     mix(static_cast<unsigned char>(proto));
+    if (family == Family::v6) mix('6');
     return h;
 }
 
@@ -284,8 +358,10 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     s.generation = generation;
     s.workers = cfg.dataplane.workers;
     Builder b{cfg, s, prev, mode, {}, {}, {}};
-    s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs),
-                                .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs),
+    s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v4),
+                                .cluster_cidrs6 = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v6),
+                                .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs, Family::v4),
+                                .service_cidrs6 = b.add_cidrs(cfg.cluster.service_cidrs, Family::v6),
                                 .masquerade_all = cfg.cluster.masquerade_all,
                                 .reject_unknown_port = cfg.cluster.reject_unknown_port,
                                 .one_arm_masquerade = cfg.dataplane.one_arm_masquerade};
@@ -293,8 +369,9 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     for (size_t si = 0; si < cfg.services.size(); ++si) {
         const ServiceConfig& sc = cfg.services[si];
         // Headless and ExternalName Services get no dataplane rule, as in kube-proxy.
-        if (!sc.cluster_ip || sc.type == ServiceType::external_name) continue;
-        for (size_t pi = 0; pi < sc.ports.size(); ++pi) b.service_port(sc, si, sc.ports[pi], pi);
+        if (sc.cluster_ips.empty() || sc.type == ServiceType::external_name) continue;
+        for (const IpAddr& cip : sc.cluster_ips)
+            for (size_t pi = 0; pi < sc.ports.size(); ++pi) b.service_port(sc, si, sc.ports[pi], pi, cip);
     }
     b.local_addresses();
     if (!b.errors.empty()) throw ConfigError(std::move(b.errors));
@@ -304,6 +381,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     s.sets = FixedArray<EndpointSet>(std::move(b.t.sets));
     s.rings = FixedArray<uint16_t>(std::move(b.t.rings));
     s.cidrs = FixedArray<Cidr4>(std::move(b.t.cidrs));
+    s.cidrs6 = FixedArray<Cidr6>(std::move(b.t.cidrs6));
 
     const size_t nsets = s.sets.size();
     s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);

@@ -25,6 +25,8 @@ std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t 
                                                     BuildMode mode = BuildMode::run);
 
 // FNV-1a of "namespace/name:port/PROTO": the stable ServicePort id (affinity, flows).
-uint32_t service_port_id(const std::string& name, dp::Proto proto);
+// Stable across reloads: a hash of name and protocol, and of the family for IPv6 (a dual-stack
+// Service's two families are two service ports; IPv4's ids are what they were before IPv6).
+uint32_t service_port_id(const std::string& name, dp::Proto proto, dp::Family family = dp::Family::v4);
 
 }  // namespace svcgate::ctl

@@ -30,16 +30,18 @@ std::string format_mac(const rte_ether_addr& m) {
     return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
 }
 
-std::vector<Ip4> pin_neighbors(NeighborTable& nt, const std::vector<NeighborConfig>& next,
-                               const std::vector<NeighborConfig>& old) {
+std::vector<IpAddr> pin_neighbors(NeighborTable& nt, NeighborTable6& nt6, const std::vector<NeighborConfig>& next,
+                                  const std::vector<NeighborConfig>& old) {
     for (const NeighborConfig& o : old)
-        if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; }))
-            nt.unpin(o.ip);
-    std::vector<Ip4> full;
+        if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; })) {
+            if (o.ip.is_v4()) nt.unpin(o.ip.v4());
+            else nt6.unpin(o.ip.v6());
+        }
+    std::vector<IpAddr> full;
     for (const NeighborConfig& n : next) {
         rte_ether_addr mac;
         std::copy(n.mac.begin(), n.mac.end(), mac.addr_bytes);
-        if (!nt.pin(n.ip, mac)) full.push_back(n.ip);
+        if (!(n.ip.is_v4() ? nt.pin(n.ip.v4(), mac) : nt6.pin(n.ip.v6(), mac))) full.push_back(n.ip);
     }
     return full;
 }
@@ -101,18 +103,21 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
                         .timeouts = cfg.dataplane.timeouts,
                         .new_flows_per_source = cfg.dataplane.new_flows_per_source};
     flows_ = FlowTable::create(p);
-    if (!flows_) throw std::runtime_error("cannot allocate the flow table");
+    p.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity_v6, 1u << 16);
+    flows6_ = FlowTable6::create(p);
+    if (!flows_ || !flows6_) throw std::runtime_error("cannot allocate the flow table");
     // Locally administered MACs in port order: 02:00:00:00:00:01, ...
     macs_.resize(std::max<size_t>(cfg.dataplane.ports.size(), 1));
     for (size_t i = 0; i < macs_.size(); ++i) macs_[i] = rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)}};
-    (void)pin_neighbors(neighbors_, cfg.dataplane.neighbors, {});
+    (void)pin_neighbors(neighbors_, neighbors6_, cfg.dataplane.neighbors, {});
     ctx_.worker = 0;
     ctx_.n_workers = 1;
     ctx_.flows = flows_.get();
+    ctx_.flows6 = flows6_.get();
     ctx_.now = opts.now;
     ctx_.rng = Rng(opts.seed);
     ctx_.snat_cursor = 0;
-    ctx_.out.init(neighbors_, tool_mempool(), macs_.data(), static_cast<uint16_t>(macs_.size()),
+    ctx_.out.init(neighbors_, neighbors6_, tool_mempool(), macs_.data(), static_cast<uint16_t>(macs_.size()),
                   TxSink{.send = &Tracer::capture, .arg = this});
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
@@ -120,6 +125,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
                          .store_stats = [this](StatsTable* t) { ctx_.stats = t; },
                          .qsbr = nullptr,
                          .flows = flows_.get(),
+                         .flows6 = flows6_.get(),
                          // One thread, no readers in flight: datagram flows go at once.
                          .remove_dgram = [this](uint32_t id, uint8_t) { remove_gone_flow(ctx_, id); }});
     publisher_->publish(cfg);
@@ -156,8 +162,8 @@ TraceRecord Tracer::run_spec(const std::string& spec) {
             throw std::invalid_argument(fmt::format("\"{}\": no packet {} with an output to reply to", spec, n));
         std::string rest;
         std::getline(is, rest);
-        const FlowKey k = history_[n - 1].out_key.reversed();
-        return run_spec(format_tuple(k) + rest);
+        const TraceRecord& h = history_[n - 1];
+        return run_spec((h.out_v6 ? format_tuple(h.out_key6.reversed()) : format_tuple(h.out_key.reversed())) + rest);
     }
     PacketSpec p = parse_packet_spec(spec);
     return run_frame(build_frame(p), spec);
@@ -174,23 +180,28 @@ TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte
         r.service = slots().service_name(t.service_slot);
         if (t.role) r.role = addr_role_name(*t.role);
     }
-    if (t.endpoint) r.endpoint = fmt::format("{}:{}", format_ip4(t.endpoint->ip), rte_be_to_cpu_16(t.endpoint->port));
+    if (t.endpoint) r.endpoint = format_endpoint(t.endpoint->ip, rte_be_to_cpu_16(t.endpoint->port));
     r.masquerade = t.masquerade;
     r.new_flow = t.new_flow;
     r.l2 = p.l2;
     r.arp_request = t.arp_requested;
     if (p.l2 == L2Outcome::dropped) r.l2_reason = p.reason;
-    if (!t.next_hop.is_zero()) r.next_hop = format_ip4(t.next_hop);
+    if (t.next_hop) r.next_hop = format_ip(*t.next_hop);
     if (!leaving) return r;
     const auto* data = rte_pktmbuf_mtod(leaving, const uint8_t*);
     r.frame.assign(data, data + rte_pktmbuf_data_len(leaving));
     if (p.l2 == L2Outcome::sent) r.mac = format_mac(*reinterpret_cast<const rte_ether_addr*>(data));
     PacketMeta pm{};
-    if (parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm) == DropReason::none &&
-        pm.l3 == L3Kind::ipv4) {
+    const DropReason pr = parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm);
+    if (pr == DropReason::none && pm.l3 == L3Kind::ipv4) {
         r.out_key = pm.key;
         r.out = format_tuple(pm.key);
         if (pm.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
+    } else if (pr == DropReason::none && pm.l3 == L3Kind::ipv6) {
+        r.out_key6 = pm.key6;
+        r.out_v6 = true;
+        r.out = format_tuple(pm.key6);
+        if (pm.key6.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
     }
     if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size()) r.port = s.catalogue.ports[p.out_port].name;
     return r;

@@ -43,7 +43,9 @@ struct TraceRecord {
     bool new_flow = false;
     std::optional<std::string> out;       // the packet as it leaves
     std::optional<std::string> out_flags; // TCP flags as it leaves
-    dp::FlowKey out_key;
+    dp::FlowKey out_key;                  // the tuple as it leaves: IPv4 ...
+    dp::FlowKey6 out_key6;                // ... or IPv6 (out_v6)
+    bool out_v6 = false;
     std::optional<std::string> port;      // egress port name
     // L2, from the output stage.
     dp::L2Outcome l2 = dp::L2Outcome::none;
@@ -85,7 +87,9 @@ private:
                        std::string input) const;
 
     std::unique_ptr<dp::FlowTable> flows_;
+    std::unique_ptr<dp::FlowTable6> flows6_;
     dp::NeighborTable neighbors_;
+    dp::NeighborTable6 neighbors6_;
     std::vector<rte_ether_addr> macs_;
     dp::WorkerCtx ctx_;
     std::unique_ptr<Publisher> publisher_;
@@ -96,8 +100,8 @@ private:
 
 // The configured neighbors into a neighbor cache (dataplane.neighbors); those `old` had and
 // `next` has not become ordinary entries again. Returns the addresses that found no room.
-std::vector<dp::Ip4> pin_neighbors(dp::NeighborTable& nt, const std::vector<NeighborConfig>& next,
-                                   const std::vector<NeighborConfig>& old);
+std::vector<IpAddr> pin_neighbors(dp::NeighborTable& nt, dp::NeighborTable6& nt6,
+                                  const std::vector<NeighborConfig>& next, const std::vector<NeighborConfig>& old);
 
 std::string format_mac(const rte_ether_addr& mac);
 

@@ -1,5 +1,9 @@
 #include "yaml_config.h"
 
+#include <arpa/inet.h>
+
+#include <cstring>
+
 #include "kube_objects.h"
 #include "yaml_reader.h"
 
@@ -89,9 +93,69 @@ std::string format_ip4(Ip4 a) {
 
 std::string format_cidr4(const Cidr4& c) { return fmt::format("{}/{}", format_ip4(c.addr), c.len); }
 
+std::optional<Ip6> parse_ip6(std::string_view s) {
+    // inet_pton takes RFC 4291 2.2's forms (with an embedded dotted quad); no zone, no brackets.
+    if (s.empty() || s.size() >= INET6_ADDRSTRLEN || s.find(':') == std::string_view::npos) return std::nullopt;
+    char buf[INET6_ADDRSTRLEN];
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = 0;
+    Ip6 a;
+    if (inet_pton(AF_INET6, buf, a.b) != 1) return std::nullopt;
+    return a;
+}
+
+std::optional<IpAddr> parse_ip(std::string_view s) {
+    if (auto a = parse_ip4(s)) return IpAddr::of(*a);
+    if (auto a = parse_ip6(s)) {
+        if (a->is_v4_mapped()) return std::nullopt;  // ::ffff:a.b.c.d is no IPv6 address of a host
+        return IpAddr::of(*a);
+    }
+    return std::nullopt;
+}
+
+std::optional<IpCidr> parse_cidr(std::string_view s, bool keep_host_bits) {
+    auto slash = s.find('/');
+    if (slash == std::string_view::npos) return std::nullopt;
+    auto ip = parse_ip(s.substr(0, slash));
+    unsigned len = 0;
+    auto lens = s.substr(slash + 1);
+    auto [q, ec] = std::from_chars(lens.data(), lens.data() + lens.size(), len);
+    if (!ip || ec != std::errc{} || q != lens.data() + lens.size() || lens.empty()) return std::nullopt;
+    if (len > (ip->is_v4() ? 32u : 128u)) return std::nullopt;
+    IpCidr c{*ip, static_cast<uint8_t>(len)};
+    if (!keep_host_bits) c = mask_cidr(c);
+    return c;
+}
+
+IpCidr mask_cidr(const IpCidr& c) {
+    IpCidr r = c;
+    const unsigned bits = (c.addr.is_v4() ? 96u : 0u) + c.len;  // over the mapped form's 128 bits
+    for (unsigned i = 0; i < 16; ++i) {
+        const unsigned keep = bits > i * 8 ? std::min(8u, bits - i * 8) : 0u;
+        r.addr.a.b[i] &= static_cast<uint8_t>(0xff00u >> keep);
+    }
+    return r;
+}
+
+std::string format_ip6(const Ip6& a) {
+    // glibc's inet_ntop writes RFC 5952's canonical form: lower case, leading zeros dropped, the
+    // longest run of two or more zero groups (the first of equals) as "::".
+    char buf[INET6_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET6, a.b, buf, sizeof buf)) return "?";
+    return buf;
+}
+
+std::string format_ip(const IpAddr& a) { return a.is_v4() ? format_ip4(a.v4()) : format_ip6(a.v6()); }
+
+std::string format_cidr(const IpCidr& c) { return fmt::format("{}/{}", format_ip(c.addr), c.len); }
+
+std::string format_endpoint(const IpAddr& a, uint16_t port) {
+    return a.is_v4() ? fmt::format("{}:{}", format_ip4(a.v4()), port) : fmt::format("[{}]:{}", format_ip6(a.v6()), port);
+}
+
 namespace {
 constexpr std::pair<Proto, std::string_view> kProtos[] = {
-    {Proto::tcp, "TCP"}, {Proto::udp, "UDP"}, {Proto::sctp, "SCTP"}, {Proto::icmp, "ICMP"}};
+    {Proto::tcp, "TCP"}, {Proto::udp, "UDP"}, {Proto::sctp, "SCTP"}, {Proto::icmp, "ICMP"}, {Proto::icmp6, "ICMP6"}};
 }  // namespace
 
 std::optional<Proto> parse_proto(std::string_view s) {
@@ -138,7 +202,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
-            pc.addresses = r.list<Cidr4>(p["addresses"], path + ".addresses",
+            pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
                                          [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));
         }
@@ -154,7 +218,11 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             }
             auto pre = r.cidr(p["prefix"], {path, ".prefix"});
             auto via = r.ip(p["via"], {path, ".via"});
-            if (pre && via) d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
+            if (pre && via && pre->family() != via->family())
+                r.error(p["via"], {path, ".via"}, fmt::format("{} is not of the family of prefix {}", format_ip(*via),
+                                                              format_cidr(*pre)));
+            else if (pre && via)
+                d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
         }
     }
     if (const ytree::Node nb = n["neighbors"]; nb && r.seq(nb, "dataplane.neighbors")) {
@@ -176,10 +244,16 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         }
     }
     if (const ytree::Node ft = n["flow_table"]) {
-        if (r.map(ft, "dataplane.flow_table", {"capacity", "timeouts", "new_flows_per_source"})) {
+        if (r.map(ft, "dataplane.flow_table", {"capacity", "capacity_v6", "timeouts", "new_flows_per_source"})) {
             if (ft["capacity"])
                 if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
                     d.flow_capacity = *c;
+            // IPv6 flows live in a table of their own (180 bytes a flow against 116): a quarter of
+            // the IPv4 capacity unless set.
+            d.flow_capacity_v6 = std::max<uint32_t>(d.flow_capacity / 4, 1024);
+            if (ft["capacity_v6"])
+                if (auto c = r.uint<uint32_t>(ft["capacity_v6"], "dataplane.flow_table.capacity_v6", 1024, 1u << 30))
+                    d.flow_capacity_v6 = *c;
             if (ft["new_flows_per_source"])
                 if (auto c = r.uint<uint32_t>(ft["new_flows_per_source"], "dataplane.flow_table.new_flows_per_source", 0,
                                               dp::SourceLimiter::kMaxLimit))
@@ -215,18 +289,24 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     if (n["node_name"])
         if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
     c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
-    // kube-proxy's --nodeport-addresses: CIDRs of the other family are left out (and a list
-    // left empty means every address), "primary" is the primary node IP.
-    c.nodeport_addresses = r.list<Cidr4>(n["nodeport_addresses"], "cluster.nodeport_addresses",
-        [&](const ytree::Node& x, const Path& p) -> std::optional<Cidr4> {
-            if (x.IsScalar() && x.Scalar().find(':') != std::string::npos) return std::nullopt;
-            if (x.IsScalar() && x.Scalar() == "primary") {
-                if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
-                else return Cidr4{c.node_ips[0], 32};
-                return std::nullopt;
-            }
-            return r.cidr(x, p);
-        });
+    // kube-proxy's --nodeport-addresses, per family: a family with no CIDR in the list serves
+    // NodePorts on all its node IPs; "primary" is each family's primary node IP.
+    const ytree::Node npa = n["nodeport_addresses"];
+    for (size_t i = 0; npa && !npa.IsNull() && r.seq(npa, "cluster.nodeport_addresses") && i < npa.size(); ++i) {
+        const ytree::Node x = npa[i];
+        const Path p("cluster.nodeport_addresses", i);
+        if (x.IsScalar() && x.Scalar() == "primary") {
+            if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
+            for (Family f : {Family::v4, Family::v6})
+                for (const IpAddr& a : c.node_ips)
+                    if (a.family() == f) {
+                        c.nodeport_addresses.push_back(IpCidr{a, static_cast<uint8_t>(f == Family::v4 ? 32 : 128)});
+                        break;
+                    }
+        } else if (auto cidr = r.cidr(x, p)) {
+            c.nodeport_addresses.push_back(*cidr);
+        }
+    }
     c.cluster_cidrs = r.cidrs(n["cluster_cidrs"], "cluster.cluster_cidrs");
     c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
     if (n["masquerade_all"])
@@ -272,9 +352,11 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
             unsigned port = 0;
             const std::string ps = colon == std::string::npos ? "" : s.substr(colon + 1);
             auto [p, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
-            if (colon == std::string::npos || !parse_ip4(s.substr(0, colon)) || ec != std::errc{} ||
+            std::string host = colon == std::string::npos ? "" : s.substr(0, colon);
+            if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+            if (colon == std::string::npos || !parse_ip(host) || ec != std::errc{} ||
                 p != ps.data() + ps.size() || port == 0 || port > 65535)
-                r.error(n["metrics"], "control.metrics", fmt::format("\"{}\" is not IPv4:PORT or off", s));
+                r.error(n["metrics"], "control.metrics", fmt::format("\"{}\" is not IPv4:PORT, [IPv6]:PORT or off", s));
             else
                 c.metrics = s;
         }
@@ -285,7 +367,7 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
 
 // The compact `services:` form.
 void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
-    if (!r.map(n, path, {"name", "type", "cluster_ip", "external_ips", "load_balancer_ips",
+    if (!r.map(n, path, {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
                          "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
                          "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
                          "endpoints"}))
@@ -307,8 +389,19 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
         else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
         else r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
     }
-    if (const ytree::Node ip = n["cluster_ip"]) s.cluster_ip = r.ip(ip, {path, ".cluster_ip"});
-    else r.error(n, path, "a service needs a cluster_ip");
+    // cluster_ip: one address; cluster_ips: one per family (dual-stack), as clusterIPs.
+    if (const ytree::Node ip = n["cluster_ip"]) {
+        if (auto a = r.ip(ip, {path, ".cluster_ip"})) s.cluster_ips.push_back(*a);
+    }
+    if (const ytree::Node ips = n["cluster_ips"]) {
+        for (const IpAddr& a : r.ips(ips, {path, ".cluster_ips"})) {
+            bool dup = false;
+            for (const IpAddr& b : s.cluster_ips) dup = dup || b.family() == a.family();
+            if (dup) r.error(ips, {path, ".cluster_ips"}, "at most one ClusterIP per family");
+            else s.cluster_ips.push_back(a);
+        }
+    }
+    if (!n["cluster_ip"] && !n["cluster_ips"]) r.error(n, path, "a service needs a cluster_ip (or cluster_ips)");
     s.external_ips = r.ips(n["external_ips"], {path, ".external_ips"});
     s.lb_ips = r.ips(n["load_balancer_ips"], {path, ".load_balancer_ips"});
     s.lb_source_ranges = r.cidrs(n["load_balancer_source_ranges"], {path, ".load_balancer_source_ranges"});

@@ -138,22 +138,23 @@ public:
         error(n, path, "expected true or false");
         return std::nullopt;
     }
-    std::optional<Ip4> ip(const ytree::Node& n, const Path& path) {
+    // An address of either family (the caller checks the family where one is required).
+    std::optional<IpAddr> ip(const ytree::Node& n, const Path& path) {
         auto s = view(n, path);
         if (!s) return std::nullopt;
-        auto a = parse_ip4(*s);
-        if (!a) error(n, path, fmt::format("\"{}\" is not an IPv4 address", *s));
+        auto a = parse_ip(*s);
+        if (!a) error(n, path, fmt::format("\"{}\" is not an IPv4 or IPv6 address", *s));
         return a;
     }
-    std::optional<Cidr4> cidr(const ytree::Node& n, const Path& path, bool keep_host = false) {
+    std::optional<IpCidr> cidr(const ytree::Node& n, const Path& path, bool keep_host = false) {
         auto s = str(n, path);
         if (!s) return std::nullopt;
         // kube-proxy trims loadBalancerSourceRanges; so do we, everywhere.
         std::string t = *s;
         t.erase(0, t.find_first_not_of(" \t"));
         t.erase(t.find_last_not_of(" \t") + 1);
-        auto c = parse_cidr4(t, keep_host);
-        if (!c) error(n, path, fmt::format("\"{}\" is not an IPv4 CIDR (a.b.c.d/len)", *s));
+        auto c = parse_cidr(t, keep_host);
+        if (!c) error(n, path, fmt::format("\"{}\" is not a CIDR (a.b.c.d/len or ipv6/len)", *s));
         return c;
     }
     // Service fields both config forms share. `v` is the field's value; absent or null gives the
@@ -163,7 +164,7 @@ public:
         auto t = view(v, path);
         if (!t) return std::nullopt;
         auto p = parse_proto(*t);
-        if (!p || *p == Proto::icmp) {
+        if (!p || *p == Proto::icmp || *p == Proto::icmp6) {
             error(v, path, fmt::format("\"{}\" is not TCP, UDP or SCTP", *t));
             return std::nullopt;
         }
@@ -195,11 +196,11 @@ public:
             if (auto v = item(n[i], Path(path, i))) out.push_back(*v);
         return out;
     }
-    std::vector<Ip4> ips(const ytree::Node& n, const Path& path) {
-        return list<Ip4>(n, path, [&](const ytree::Node& x, const Path& p) { return ip(x, p); });
+    std::vector<IpAddr> ips(const ytree::Node& n, const Path& path) {
+        return list<IpAddr>(n, path, [&](const ytree::Node& x, const Path& p) { return ip(x, p); });
     }
-    std::vector<Cidr4> cidrs(const ytree::Node& n, const Path& path) {
-        return list<Cidr4>(n, path, [&](const ytree::Node& x, const Path& p) { return cidr(x, p); });
+    std::vector<IpCidr> cidrs(const ytree::Node& n, const Path& path) {
+        return list<IpCidr>(n, path, [&](const ytree::Node& x, const Path& p) { return cidr(x, p); });
     }
     const std::string& file() const { return file_.str(); }
 

@@ -39,8 +39,11 @@ const char* l2_outcome_name(L2Outcome o) noexcept;
 
 struct PacketState {
     PacketMeta meta;        // parse
-    FlowRef ref;            // flow lookup
-    FlowKey out;            // the tuple as it leaves, for dnat and reply (forward: meta.key)
+    FlowRef ref;            // flow lookup, in the table of the packet's family
+    union {                 // the tuple as it leaves, for dnat and reply (forward: meta.key)
+        FlowKey out;
+        FlowKey6 out6;
+    };
     VipEntry vip;           // classify, packets of no flow
     uint32_t local = 0;     // classify: LocalAddr flags of the destination
     NatTarget attr;         // what the packet counts under, when `attributed`
@@ -48,7 +51,12 @@ struct PacketState {
     Verdict verdict = Verdict::drop;
     DropReason reason = DropReason::none;
     uint16_t out_port = 0;  // egress port index
-    Ip4 next_hop;           // dnat/reply/forward: where to resolve L2
+    union {                 // dnat/reply/forward: where to resolve L2 (IPv4: ARP, IPv6: ND)
+        Ip4 next_hop;
+        Ip6 next_hop6;
+    };
+
+    PacketState() noexcept : out{}, next_hop{} {}
     L2Outcome l2 = L2Outcome::none;
 
     void set(Verdict v, DropReason r = DropReason::none) noexcept {
@@ -66,28 +74,32 @@ struct PacketTrace {
     bool masquerade = false;
     bool new_flow = false;
     // L2, from the output stage.
-    Ip4 next_hop;
+    std::optional<IpAddr> next_hop;
     std::optional<rte_ether_addr> mac;  // the next hop's, when known
     bool arp_requested = false;         // the packet made the worker ask for its next hop
 };
 
 // The packet belongs to NAT flow `f`: it counts under the flow's slots, and a trace names them.
-inline void attribute(PacketState& p, const Flow& f, PacketTrace* t) noexcept {
+template <typename K>
+inline void attribute(PacketState& p, const BasicFlow<K>& f, PacketTrace* t) noexcept {
     p.attr = f.nat();
     p.attributed = true;
     if (t) {
         t->service_slot = p.attr.service;
-        t->endpoint = EndpointKey{f.key[1].src, f.key[1].sport};  // the reply tuple's source
+        t->endpoint = EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport};  // the reply tuple's source
         t->masquerade = f.flags & kFlowMasq;
     }
 }
 
 // A new connection between selection and insertion (new_flow.h).
-struct NewFlow {
-    FlowInit init;
+template <typename K>
+struct BasicNewFlow {
+    BasicFlowInit<K> init;
     InsertHint hint;
     bool masq = false;
 };
+using NewFlow = BasicNewFlow<FlowKey>;
+using NewFlow6 = BasicNewFlow<FlowKey6>;
 
 struct Burst {
     uint16_t n = 0;
@@ -96,19 +108,22 @@ struct Burst {
     PacketState pkt[kBurst];
     PacketTrace* trace = nullptr;  // kBurst records, or null
 
-    // Handed from stage to stage:
-    IndexList flows;    // parse: IPv4 packets, looked up in the flow table
+    // Handed from stage to stage. The stages from lookup to insert run once per family, over
+    // that family's packets (pipeline.cpp); misses, vip_hits and fresh are the current family's.
+    IndexList flows;    // parse: IPv4 packets, looked up in the IPv4 flow table
+    IndexList flows6;   // parse: IPv6 packets, looked up in the IPv6 flow table
     IndexList misses;   // lookup: of those, no flow and no ICMP error
     IndexList vip_hits; // classify: of the misses, those to a service address
     IndexList fresh;    // select: new connections to insert, in packet order
-    NewFlow new_flow[kBurst];  // select: by position in `fresh`
+    NewFlow new_flow[kBurst];    // select: by position in `fresh` (IPv4)
+    NewFlow6 new_flow6[kBurst];  // (IPv6)
 
     // Starts a burst of the n mbufs already in `mbufs`.
     void start(uint16_t count, uint16_t port, PacketTrace* t = nullptr) noexcept {
         n = count > kBurst ? kBurst : count;
         in_port = port;
         trace = t;
-        flows.n = misses.n = vip_hits.n = fresh.n = 0;
+        flows.n = flows6.n = misses.n = vip_hits.n = fresh.n = 0;
     }
     PacketTrace* trace_of(uint16_t i) noexcept { return trace ? &trace[i] : nullptr; }
 };

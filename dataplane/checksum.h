@@ -76,6 +76,20 @@ inline uint16_t inet_csum(const void* data, size_t len) noexcept {
 // starting at `l4`, checksum field taken as it is (0 = verifies when the field is filled in).
 uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcept;
 
+// The IPv6 pseudo-header's sum (RFC 8200 8.1): both addresses, the upper-layer length and the
+// next header, not folded, to seed csum_partial over the upper-layer packet.
+inline uint32_t ipv6_pseudo_sum(const void* ip6_hdr, uint32_t l4_len, uint8_t proto) noexcept {
+    uint32_t s = csum_partial(static_cast<const uint8_t*>(ip6_hdr) + 8, 32);
+    return s + rte_cpu_to_be_16(static_cast<uint16_t>(l4_len >> 16)) +
+           rte_cpu_to_be_16(static_cast<uint16_t>(l4_len)) + rte_cpu_to_be_16(proto);
+}
+
+// Full upper-layer checksum (TCP, UDP, ICMPv6) with the IPv6 pseudo-header over `l4_len` bytes at
+// `l4`, checksum field taken as it is (0 = verifies).
+inline uint16_t ipv6_l4_csum(const void* ip6_hdr, const void* l4, uint32_t l4_len, uint8_t proto) noexcept {
+    return static_cast<uint16_t>(~csum_fold(csum_partial(l4, l4_len, ipv6_pseudo_sum(ip6_hdr, l4_len, proto))));
+}
+
 // SCTP's CRC32c (RFC 4960 appendix B) over the whole SCTP packet, checksum field taken as zero.
 rte_be32_t sctp_crc32c(const void* sctp, size_t len) noexcept;
 

@@ -20,6 +20,7 @@ namespace svcgate::dp {
 
 // For b.misses: sets each packet's vip and local flags and, where no VIP was hit, its verdict;
 // fills b.vip_hits.
+template <typename F>
 void classify_burst(Burst& b, WorkerCtx& ctx) noexcept;
 
 }  // namespace svcgate::dp

@@ -1,13 +1,16 @@
 #include "established.h"
 
+#include "family.h"
+
 namespace svcgate::dp {
 
 namespace {
 
 // conntrack for a packet of a known flow. Returns false for INVALID.
-bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
+template <typename K>
+bool track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, uint32_t now) noexcept {
     if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
-    if (static_cast<Proto>(m.key.proto) != Proto::tcp) {
+    if (static_cast<Proto>(proto) != Proto::tcp) {
         if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0)
             f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
         return true;
@@ -26,23 +29,25 @@ bool track(Flow& f, Direction dir, const PacketMeta& m, uint32_t now) noexcept {
     }
 }
 
+template <typename F>
 void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
     const PacketMeta& m = p.meta;
-    Flow& f = ctx.flows->flow(p.ref.id);
+    auto& f = F::table(ctx)->flow(p.ref.id);
     const Direction dir = p.ref.dir;
+    const uint8_t proto = F::key(m).proto;
     if (f.state.load(std::memory_order_relaxed) & kStateGone) [[unlikely]] {
         // A reload removed the endpoint: TCP gets an RST (each side, on its next packet: the RST
         // takes its sequence number from that packet); datagrams are dropped until the owner
         // removes the entry, and then select again.
-        const bool tcp = static_cast<Proto>(m.key.proto) == Proto::tcp;
+        const bool tcp = static_cast<Proto>(proto) == Proto::tcp;
         if (tcp && !(m.tcp_flags & kRst)) p.set(Verdict::reject, DropReason::reject_endpoint_gone);
         else p.set(Verdict::drop, DropReason::endpoint_gone);
-    } else if (!m.inner_off && !track(f, dir, m, ctx.now)) {
+    } else if (!m.inner_off && !track(f, dir, m, proto, ctx.now)) {
         p.set(Verdict::drop, DropReason::conntrack_invalid);
     } else {
         // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
         // untouched.
-        p.out = f.key[dir == Direction::original ? 1 : 0].reversed();
+        F::out(p) = f.key[dir == Direction::original ? 1 : 0].reversed();
         p.set(dir == Direction::original ? Verdict::dnat : Verdict::reply);
     }
     if (f.kind == FlowKind::nat) attribute(p, f, t);
@@ -50,17 +55,21 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
 
 }  // namespace
 
+template <typename F>
 void track_established(Burst& b, WorkerCtx& ctx) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
-    for (const uint16_t i : b.flows) {
+    for (const uint16_t i : F::flows(b)) {
         PacketState& p = b.pkt[i];
         if (p.ref.hit()) {
-            established_one(ctx, p, b.trace_of(i));
+            established_one<F>(ctx, p, b.trace_of(i));
         } else if (p.meta.inner_off) {
             // An error about no flow of ours: routed as it is, never a new connection.
-            if (s.local_flags(p.meta.key.dst) & (kPortAddr | kNodeAddr)) p.set(Verdict::local);
+            if (s.local_flags(F::key(p.meta).dst) & (kPortAddr | kNodeAddr)) p.set(Verdict::local);
         }
     }
 }
+
+template void track_established<V4>(Burst&, WorkerCtx&) noexcept;
+template void track_established<V6>(Burst&, WorkerCtx&) noexcept;
 
 }  // namespace svcgate::dp

@@ -18,6 +18,7 @@
 namespace svcgate::dp {
 
 // For the packets of b.flows that found a flow, and the ICMP errors that found none.
+template <typename F>
 void track_established(Burst& b, WorkerCtx& ctx) noexcept;
 
 }  // namespace svcgate::dp

@@ -36,13 +36,15 @@ constexpr uint32_t kSeed1 = 0x9747b28c;
 
 }  // namespace
 
-std::unique_ptr<FlowTable> FlowTable::create(const Params& p) noexcept {
-    std::unique_ptr<FlowTable> t(new (std::nothrow) FlowTable(p));
+template <typename K>
+std::unique_ptr<BasicFlowTable<K>> BasicFlowTable<K>::create(const Params& p) noexcept {
+    std::unique_ptr<BasicFlowTable> t(new (std::nothrow) BasicFlowTable(p));
     if (!t || !t->init()) return nullptr;
     return t;
 }
 
-FlowTable::FlowTable(const Params& p) noexcept
+template <typename K>
+BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
     : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
       n_owners_(std::max<uint16_t>(p.owners, 1)),
       qsbr_(p.qsbr),
@@ -50,7 +52,8 @@ FlowTable::FlowTable(const Params& p) noexcept
       timeouts_(p.timeouts),
       new_flows_per_source_(p.new_flows_per_source) {}
 
-bool FlowTable::init() noexcept {
+template <typename K>
+bool BasicFlowTable<K>::init() noexcept {
     // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (8 / 2).
     // Any count, not a power of two: a hash maps onto it by multiply-shift (Lemire's fast
     // range), so 10M flows take 5M buckets, not 8M (51 B of index per flow instead of 32).
@@ -63,7 +66,7 @@ bool FlowTable::init() noexcept {
     stripes_ = alloc_zeroed<std::atomic<uint32_t>>(ns);
     owners_ = alloc_zeroed<Owner>(n_owners_);
     free_mem_ = alloc_zeroed<uint32_t>(capacity_);
-    limbo_mem_ = alloc_zeroed<Owner::Limbo>(capacity_);
+    limbo_mem_ = alloc_zeroed<typename Owner::Limbo>(capacity_);
     if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
     if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
@@ -81,7 +84,8 @@ bool FlowTable::init() noexcept {
     return true;
 }
 
-FlowTable::~FlowTable() {
+template <typename K>
+BasicFlowTable<K>::~BasicFlowTable() {
     std::free(flows_);
     std::free(buckets_);
     std::free(stripes_);
@@ -90,20 +94,32 @@ FlowTable::~FlowTable() {
     std::free(limbo_mem_);
 }
 
-uint32_t FlowTable::live_total() const noexcept {
+template <typename K>
+uint32_t BasicFlowTable<K>::live_total() const noexcept {
     uint32_t n = 0;
     for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live.load(std::memory_order_relaxed);
     return n;
 }
 
-FlowTable::Hash FlowTable::hash(const FlowKey& k) const noexcept {
+template <typename K>
+typename BasicFlowTable<K>::Hash BasicFlowTable<K>::hash(const K& k) const noexcept {
+    static_assert(sizeof(K) % 8 == 0);
     uint64_t a, b;
     std::memcpy(&a, &k, 8);
     std::memcpy(&b, reinterpret_cast<const uint8_t*>(&k) + 8, 8);
+    uint32_t c = rte_hash_crc_8byte(a, kSeed1);
+    // Longer keys (IPv6) fold their further words into both: a chain of CRCs for the first
+    // bucket, a multiply-xor into `a` for the mix below. A 16-byte key does exactly what it did.
+    for (size_t off = 16; off < sizeof(K); off += 8) {
+        uint64_t w;
+        std::memcpy(&w, reinterpret_cast<const uint8_t*>(&k) + off, 8);
+        c = rte_hash_crc_8byte(w, c);
+        a = (a ^ w) * 0x9e3779b97f4a7c15ull + off;
+    }
     // First bucket: CRC32c. The second bucket and the signature come from a multiplicative mix
     // (a second CRC with another seed differs from the first by a constant, as CRC is affine in
     // its seed: every bucket would have the same partner and two-choice hashing would be lost).
-    const uint32_t h1 = rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed1));
+    const uint32_t h1 = rte_hash_crc_8byte(b, c);
     uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
     x ^= x >> 32;
     x *= 0xd6e8feb86659fd93ull;
@@ -117,7 +133,8 @@ FlowTable::Hash FlowTable::hash(const FlowKey& k) const noexcept {
     return h;
 }
 
-FlowRef FlowTable::probe(const FlowKey& k, const Hash& h) const noexcept {
+template <typename K>
+FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
     for (uint32_t b : {h.b1, h.b2}) {
         const Bucket& bk = buckets_[b];
         for (unsigned i = 0; i < kSlots; ++i) {
@@ -133,10 +150,12 @@ FlowRef FlowTable::probe(const FlowKey& k, const Hash& h) const noexcept {
     return FlowRef{};
 }
 
-FlowRef FlowTable::lookup(const FlowKey& k) const noexcept { return probe(k, hash(k)); }
+template <typename K>
+FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept { return probe(k, hash(k)); }
 
 // The first slot of bucket `b` whose signature is `sig`, as its value; 0 when none.
-uint64_t FlowTable::candidate(uint32_t b, uint32_t sig) const noexcept {
+template <typename K>
+uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
     const Bucket& bk = buckets_[b];
 #if defined(__AVX2__)
     // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
@@ -159,7 +178,8 @@ uint64_t FlowTable::candidate(uint32_t b, uint32_t sig) const noexcept {
 #endif
 }
 
-unsigned FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept {
+template <typename K>
+unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
     // lookup does the same): hash and prefetch both buckets; find the candidate slot and
     // prefetch its record; compare keys.
@@ -194,7 +214,8 @@ unsigned FlowTable::lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef*
     return misses;
 }
 
-bool FlowTable::claim_slot(const Hash& h, uint64_t value) noexcept {
+template <typename K>
+bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
     // Place the entry in the emptier of its two buckets (two-choice hashing).
     auto empties = [&](uint32_t b) {
         unsigned n = 0;
@@ -217,7 +238,8 @@ bool FlowTable::claim_slot(const Hash& h, uint64_t value) noexcept {
     return false;
 }
 
-void FlowTable::clear_slot(const FlowKey& k, uint64_t value) noexcept {
+template <typename K>
+void BasicFlowTable<K>::clear_slot(const K& k, uint64_t value) noexcept {
     Hash h = hash(k);
     for (uint32_t b : {h.b1, h.b2}) {
         for (auto& s : buckets_[b].slot) {
@@ -229,7 +251,8 @@ void FlowTable::clear_slot(const FlowKey& k, uint64_t value) noexcept {
     }
 }
 
-void FlowTable::lock_stripes(uint32_t a, uint32_t b) noexcept {
+template <typename K>
+void BasicFlowTable<K>::lock_stripes(uint32_t a, uint32_t b) noexcept {
     auto spin = [this](uint32_t s) {
         uint32_t expected = 0;
         // acquire: the critical section's probes see every insert that released this stripe.
@@ -244,18 +267,21 @@ void FlowTable::lock_stripes(uint32_t a, uint32_t b) noexcept {
     if (b != a) spin(b);
 }
 
-void FlowTable::unlock_stripes(uint32_t a, uint32_t b) noexcept {
+template <typename K>
+void BasicFlowTable<K>::unlock_stripes(uint32_t a, uint32_t b) noexcept {
     stripes_[a].store(0, std::memory_order_release);
     if (b != a) stripes_[b].store(0, std::memory_order_release);
 }
 
-uint32_t FlowTable::alloc_id(Owner& o) noexcept {
+template <typename K>
+uint32_t BasicFlowTable<K>::alloc_id(Owner& o) noexcept {
     if (o.n_free == 0) reclaim(o);
     if (o.n_free == 0) return FlowRef::kMiss;
     return o.free[--o.n_free];
 }
 
-void FlowTable::retire_id(Owner& o, uint32_t id) noexcept {
+template <typename K>
+void BasicFlowTable<K>::retire_id(Owner& o, uint32_t id) noexcept {
     if (!qsbr_) {
         o.free[o.n_free++] = id;
         return;
@@ -264,11 +290,12 @@ void FlowTable::retire_id(Owner& o, uint32_t id) noexcept {
     uint32_t tail = (o.limbo_head + o.limbo_len) % span;
     // rte_rcu_qsbr_start: readers that may still hold `id` have all passed a quiescent state
     // once the token is reached.
-    o.limbo[tail] = Owner::Limbo{id, rte_rcu_qsbr_start(qsbr_)};
+    o.limbo[tail] = typename Owner::Limbo{id, rte_rcu_qsbr_start(qsbr_)};
     ++o.limbo_len;
 }
 
-void FlowTable::reclaim(Owner& o) noexcept {
+template <typename K>
+void BasicFlowTable<K>::reclaim(Owner& o) noexcept {
     if (o.limbo_len == 0) return;
     uint32_t span = o.hi - o.lo;
     const uint64_t done = rcu_acknowledged(qsbr_);  // one look at the readers for the batch
@@ -281,7 +308,8 @@ void FlowTable::reclaim(Owner& o) noexcept {
     }
 }
 
-InsertHint FlowTable::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept {
+template <typename K>
+InsertHint BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept {
     const bool two = !(init.flags & kFlowOneKey);
     InsertHint h{.h0 = hash(init.key[0]), .h1 = {}};
     h.h1 = two ? hash(init.key[1]) : h.h0;
@@ -298,7 +326,8 @@ InsertHint FlowTable::prepare_insert(uint16_t owner, const FlowInit& init, unsig
     return h;
 }
 
-InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t now,
+template <typename K>
+InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uint32_t now,
                                const InsertHint* hint) noexcept {
     const bool two = !(init.flags & kFlowOneKey);
     const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
@@ -345,7 +374,8 @@ InsertResult FlowTable::insert(uint16_t owner, const FlowInit& init, uint32_t no
     return r;
 }
 
-void FlowTable::remove(uint32_t id) noexcept {
+template <typename K>
+void BasicFlowTable<K>::remove(uint32_t id) noexcept {
     Flow& f = flows_[id];
     if (!f.live.load(std::memory_order_relaxed)) return;
     Hash h0 = hash(f.key[0]);
@@ -359,5 +389,8 @@ void FlowTable::remove(uint32_t id) noexcept {
     o.live.store(o.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     retire_id(o, id);
 }
+
+template class BasicFlowTable<FlowKey>;
+template class BasicFlowTable<FlowKey6>;
 
 }  // namespace svcgate::dp

@@ -1,11 +1,14 @@
 // The flow table: per-connection sticky state shared by all workers (conntrack's job).
 //
-// Layout. A flow is one 64-byte record holding both tuples (original and reply) and its state;
+// Layout. A flow is one record holding both tuples (original and reply) and its state: one cache
+// line for IPv4 (FlowTable), two for IPv6 (FlowTable6: 40-byte tuples), each family a table of
+// its own so IPv4 keeps its size and speed (VPP's bihash 16_8 / 48_8, Katran's v4 and v6 maps);
 // records live in one array whose id space is split evenly between owners (workers). An index
 // of 64-byte buckets, eight 8-byte slots each, maps a tuple to (record id, direction); every
 // tuple has two candidate buckets (two-choice hashing), so at the index's 50% load overflow is
 // vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) + the owner's free-id stack
-// (4 B) and RCU limbo FIFO (16 B) = 116 B (bench/micro_bench BM_BytesPerFlow measures it).
+// (4 B) and RCU limbo FIFO (16 B) = 116 B for IPv4, 180 B for IPv6 (bench/micro_bench
+// BM_BytesPerFlow measures both).
 //
 // Concurrency contract.
 // - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
@@ -60,8 +63,10 @@ struct NatTarget {
     }
 };
 
-struct alignas(64) Flow {
-    FlowKey key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
+template <typename K>
+struct alignas(64) BasicFlow {
+    using Key = K;
+    K key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
     // One word whose meaning is the kind's: a NatTarget (immutable) for nat records, the pinned
     // EndpointKey for affinity records (updated in place when that endpoint has left the
     // Service). Read it through nat() / pinned().
@@ -77,10 +82,14 @@ struct alignas(64) Flow {
     std::atomic<uint8_t> live{0};  // 1 while published; written by the owner only
 
     NatTarget nat() const noexcept { return NatTarget::decode(target.load(std::memory_order_relaxed)); }
-    EndpointKey pinned() const noexcept { return EndpointKey::decode(target.load(std::memory_order_relaxed)); }
-    void pin(EndpointKey e) noexcept { target.store(e.encode(), std::memory_order_relaxed); }
+    // EndpointKey::word() of the pinned endpoint.
+    uint64_t pinned() const noexcept { return target.load(std::memory_order_relaxed); }
+    void pin(const EndpointKey& e) noexcept { target.store(e.word(), std::memory_order_relaxed); }
 };
-static_assert(sizeof(Flow) == 64, "a flow record is one cache line");
+using Flow = BasicFlow<FlowKey>;
+using Flow6 = BasicFlow<FlowKey6>;
+static_assert(sizeof(Flow) == 64, "an IPv4 flow record is one cache line");
+static_assert(sizeof(Flow6) == 128, "an IPv6 flow record is two cache lines");
 
 // Flow::state holds the conntrack state (TcpState or DgramState) in its low bits and two flags:
 // kStateGone, set by the control thread when a reload removed the flow's endpoint (TCP packets of
@@ -92,8 +101,9 @@ inline constexpr uint8_t kStateReplied = 0x40;
 inline constexpr uint8_t kStateMask = 0x3f;
 
 // What a new flow starts with (a plain value: Flow itself holds atomics).
-struct FlowInit {
-    FlowKey key[2];
+template <typename K>
+struct BasicFlowInit {
+    K key[2];
     uint64_t target = 0;  // NatTarget or EndpointKey, encoded
     uint32_t svc_id = 0;
     uint32_t gen = 0;
@@ -102,6 +112,8 @@ struct FlowInit {
     FlowKind kind = FlowKind::nat;
     uint8_t flags = 0;
 };
+using FlowInit = BasicFlowInit<FlowKey>;
+using FlowInit6 = BasicFlowInit<FlowKey6>;
 
 struct FlowRef {
     static constexpr uint32_t kMiss = UINT32_MAX;
@@ -128,22 +140,31 @@ struct InsertHint {
     KeyHash h0, h1;
 };
 
-class FlowTable {
-public:
-    struct Params {
-        uint32_t capacity = 1u << 20;  // flow records (each holds both directions)
-        uint16_t owners = 1;           // workers that insert; ids are split evenly
-        rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
-        Timeouts timeouts{};
-        uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
-        uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
-    };
+// Sizes and policies of a flow table (both families take the same).
+struct FlowTableParams {
     static constexpr uint32_t kNoScanner = UINT32_MAX;
+    uint32_t capacity = 1u << 20;  // flow records (each holds both directions)
+    uint16_t owners = 1;           // workers that insert; ids are split evenly
+    rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
+    Timeouts timeouts{};
+    uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
+    uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
+};
+
+template <typename K>
+class BasicFlowTable {
+public:
+    using Key = K;
+    using Flow = BasicFlow<K>;
+    using FlowInit = BasicFlowInit<K>;
+
+    using Params = FlowTableParams;
+    static constexpr uint32_t kNoScanner = FlowTableParams::kNoScanner;
 
     // RAII: the calling thread reads records by id (not through a lookup) for its lifetime.
     class ScanGuard {
     public:
-        explicit ScanGuard(const FlowTable& t) noexcept : t_(t) {
+        explicit ScanGuard(const BasicFlowTable& t) noexcept : t_(t) {
             if (t_.qsbr_ && t_.scanner_ != kNoScanner) rte_rcu_qsbr_thread_online(t_.qsbr_, t_.scanner_);
         }
         ~ScanGuard() {
@@ -153,19 +174,19 @@ public:
         ScanGuard& operator=(const ScanGuard&) = delete;
 
     private:
-        const FlowTable& t_;
+        const BasicFlowTable& t_;
     };
 
     // nullptr when memory for `capacity` flows cannot be had.
-    static std::unique_ptr<FlowTable> create(const Params& p) noexcept;
-    ~FlowTable();
-    FlowTable(const FlowTable&) = delete;
-    FlowTable& operator=(const FlowTable&) = delete;
+    static std::unique_ptr<BasicFlowTable> create(const Params& p) noexcept;
+    ~BasicFlowTable();
+    BasicFlowTable(const BasicFlowTable&) = delete;
+    BasicFlowTable& operator=(const BasicFlowTable&) = delete;
 
-    [[nodiscard]] FlowRef lookup(const FlowKey& k) const noexcept;
+    [[nodiscard]] FlowRef lookup(const K& k) const noexcept;
     // Bulk lookup in three passes (hash and prefetch the buckets; match signatures and prefetch
     // the records; compare keys), so a burst's misses overlap. Returns the number of misses.
-    unsigned lookup_bulk(const FlowKey* const* keys, unsigned n, FlowRef* out) const noexcept;
+    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out) const noexcept;
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
     // `hint`: from prepare_insert() for this very init (its keys unchanged since).
@@ -207,7 +228,7 @@ public:
     uint32_t live_total() const noexcept;
 
 private:
-    explicit FlowTable(const Params& p) noexcept;
+    explicit BasicFlowTable(const Params& p) noexcept;
     bool init() noexcept;
 
     static constexpr unsigned kSlots = 8;
@@ -229,14 +250,14 @@ private:
         std::atomic<uint32_t> live{0};  // written by the owner only; read by the control thread
     };
 
-    Hash hash(const FlowKey& k) const noexcept;
+    Hash hash(const K& k) const noexcept;
     static uint64_t encode(uint32_t id, Direction d, uint32_t sig) noexcept {
         return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
     }
-    FlowRef probe(const FlowKey& k, const Hash& h) const noexcept;
+    FlowRef probe(const K& k, const Hash& h) const noexcept;
     uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
-    void clear_slot(const FlowKey& k, uint64_t value) noexcept;
+    void clear_slot(const K& k, uint64_t value) noexcept;
     void lock_stripes(uint32_t a, uint32_t b) noexcept;
     void unlock_stripes(uint32_t a, uint32_t b) noexcept;
     uint32_t alloc_id(Owner& o) noexcept;
@@ -257,10 +278,15 @@ private:
     std::atomic<uint32_t>* stripes_ = nullptr;
     Owner* owners_ = nullptr;
     uint32_t* free_mem_ = nullptr;
-    Owner::Limbo* limbo_mem_ = nullptr;
+    typename Owner::Limbo* limbo_mem_ = nullptr;
 };
+using FlowTable = BasicFlowTable<FlowKey>;
+using FlowTable6 = BasicFlowTable<FlowKey6>;
+extern template class BasicFlowTable<FlowKey>;
+extern template class BasicFlowTable<FlowKey6>;
 
-inline uint32_t FlowTable::timeout_of(const Flow& f) const noexcept {
+template <typename K>
+inline uint32_t BasicFlowTable<K>::timeout_of(const Flow& f) const noexcept {
     if (f.kind == FlowKind::affinity) return f.aux;
     uint8_t st = f.state.load(std::memory_order_relaxed);
     if (st & kStateGone) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
@@ -273,13 +299,15 @@ inline uint32_t FlowTable::timeout_of(const Flow& f) const noexcept {
         return st == static_cast<uint8_t>(DgramState::replied) ? timeouts_.udp_replied
                                                               : timeouts_.udp_unreplied;
     case Proto::icmp:
+    case Proto::icmp6:
         return timeouts_.icmp;
     }
     return timeouts_.other;
 }
 
+template <typename K>
 template <typename OnRemove>
-unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
+unsigned BasicFlowTable<K>::expire_step(uint16_t owner, uint32_t now, unsigned budget,
                                 OnRemove&& on_remove) noexcept {
     Owner& o = owners_[owner];
     reclaim(o);
@@ -302,7 +330,8 @@ unsigned FlowTable::expire_step(uint16_t owner, uint32_t now, unsigned budget,
     return removed;
 }
 
-inline bool FlowTable::embryonic(const Flow& f) noexcept {
+template <typename K>
+inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
     if (f.kind != FlowKind::nat) return false;
     const uint8_t st = f.state.load(std::memory_order_relaxed);
     switch (static_cast<Proto>(f.key[0].proto)) {
@@ -319,8 +348,9 @@ inline bool FlowTable::embryonic(const Flow& f) noexcept {
     }
 }
 
+template <typename K>
 template <typename OnRemove>
-bool FlowTable::early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept {
+bool BasicFlowTable<K>::early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept {
     Owner& o = owners_[owner];
     const uint32_t span = o.hi - o.lo;
     // `probes` live records at most, and four times as many visits: free ids (the reserve) are

@@ -1,5 +1,6 @@
 #include "forward.h"
 
+#include "family.h"
 #include "nat.h"
 #include "reject.h"
 
@@ -7,25 +8,30 @@ namespace svcgate::dp {
 
 namespace {
 
-// Route, TTL and rewrite for a packet that leaves by a route.
+// Route, TTL (hop limit) and rewrite for a packet that leaves by a route.
+template <typename F>
 void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const PacketMeta& m = p.meta;
     uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
-    const FlowKey& out = p.verdict == Verdict::forward ? m.key : p.out;
-    const NextHop* hop = s.route(out.dst);
+    const typename F::Key& out = p.verdict == Verdict::forward ? F::key(m) : F::out(p);
+    const auto* hop = s.route(out.dst);
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
-    if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    if constexpr (F::family == Family::v4) {
+        if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    } else {
+        if (!decrement_hop_limit(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    }
     if (m.inner_off && p.ref.hit()) {
         // nf_nat_icmp_reply_translation: the outer source follows the flow's source rewrite (the
         // VIP towards the client; the masquerade address towards a pod).
-        const bool outer_src = p.ref.dir == Direction::reply || (ctx.flows->flow(p.ref.id).flags & kFlowMasq);
+        const bool outer_src = p.ref.dir == Direction::reply || (F::table(ctx)->flow(p.ref.id).flags & kFlowMasq);
         rewrite_icmp_error(frame, m, out, outer_src);
-    } else if (p.verdict != Verdict::forward && !m.inner_off && !(out == m.key)) {
+    } else if (p.verdict != Verdict::forward && !m.inner_off && !(out == F::key(m))) {
         rewrite_tuple(frame, m, out);
     }
     p.out_port = hop->port;
-    p.next_hop = hop->gateway.is_zero() ? out.dst : hop->gateway;
+    F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
 }  // namespace
@@ -42,7 +48,10 @@ void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
         case Verdict::dnat:
         case Verdict::reply:
         case Verdict::forward:
-            route_one(ctx, mb, p);
+            if (p.meta.is_v6()) [[unlikely]]
+                route_one<V6>(ctx, mb, p);
+            else
+                route_one<V4>(ctx, mb, p);
             break;
         case Verdict::reject:
             if (build_reject(mb, p.meta)) p.out_port = b.in_port;

@@ -1,7 +1,8 @@
-// The gateway's own addresses: ARP and ICMP echo, answered in place by the output stage of the
-// worker that received them, from the packet's parsed meta. ARP is answered for port addresses,
-// node IPs, ClusterIPs, external IPs and LB IPs (the gateway owns every service address on the
-// wire); every ARP packet teaches the neighbor cache.
+// The gateway's own addresses: ARP, Neighbor Discovery and ICMP/ICMPv6 echo, answered in place by
+// the output stage of the worker that received them, from the packet's parsed meta. ARP and
+// Neighbor Solicitations are answered for port addresses, node IPs, ClusterIPs, external IPs and
+// LB IPs (the gateway owns every service address on the wire); every ARP packet, solicitation
+// and advertisement teaches the neighbor caches.
 //
 // Runs on: workers (output.h). Writes: the packet, the neighbor cache.
 #pragma once
@@ -19,10 +20,14 @@ namespace svcgate::dp {
 // For a packet with Verdict::local, parsed into `pm`. Returns DropReason::none when the frame
 // now holds a reply to send back out of the port it came in on; otherwise the reason to count
 // and free it.
-DropReason answer_local(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
-                        const ServiceSnapshot& s, NeighborTable& neighbors, uint32_t now) noexcept;
+DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr& port_mac,
+                        const ServiceSnapshot& s, NeighborTable& neighbors, NeighborTable6& neighbors6,
+                        uint32_t now) noexcept;
 
 // Writes a broadcast ARP request for `target` from (mac, source) into `m` (reset first).
 bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 target) noexcept;
+
+// Writes a Neighbor Solicitation for `target` from (mac, source) to its solicited-node group.
+bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source, const Ip6& target) noexcept;
 
 }  // namespace svcgate::dp

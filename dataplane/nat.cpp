@@ -113,4 +113,91 @@ bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept {
     return true;
 }
 
+namespace {
+
+// The checksum delta of one IPv6 address changed from `a` to `b` (eight 16-bit words).
+uint32_t addr6_delta(const Ip6& a, const Ip6& b) noexcept {
+    uint32_t sum = 0;
+    for (unsigned i = 0; i < 16; i += 4) sum += csum_delta32(load<rte_be32_t>(a.b + i), load<rte_be32_t>(b.b + i));
+    return sum;
+}
+
+// IPv6 has no header checksum: the addresses count only in the transport checksum (the
+// pseudo-header, RFC 8200 8.1). Otherwise as rewrite_headers.
+bool rewrite_headers6(uint8_t* ip, uint8_t* l4, const FlowKey6& from, const FlowKey6& to, bool ports,
+                      uint8_t* l4_csum, bool udp) noexcept {
+    uint32_t sum = 0;
+    bool changed = false, ports_changed = false;
+    if (!(from.src == to.src)) {
+        std::memcpy(ip + 8, to.src.b, 16);
+        sum += addr6_delta(from.src, to.src);
+        changed = true;
+    }
+    if (!(from.dst == to.dst)) {
+        std::memcpy(ip + 24, to.dst.b, 16);
+        sum += addr6_delta(from.dst, to.dst);
+        changed = true;
+    }
+    if (ports && from.sport != to.sport) {
+        store(l4, to.sport);
+        sum += csum_delta16(from.sport, to.sport);
+        ports_changed = true;
+    }
+    if (ports && from.dport != to.dport) {
+        store(l4 + 2, to.dport);
+        sum += csum_delta16(from.dport, to.dport);
+        ports_changed = true;
+    }
+    if (l4_csum && (changed || ports_changed)) {
+        const auto c = load<rte_be16_t>(l4_csum);
+        if (!udp || c != 0) {
+            const rte_be16_t n = csum_apply(c, sum);
+            store(l4_csum, udp && n == 0 ? rte_be16_t{0xffff} : n);
+        }
+    }
+    return ports_changed;
+}
+
+}  // namespace
+
+void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept {
+    uint8_t* l4 = frame + m.l4_off;
+    const auto proto = static_cast<Proto>(m.key6.proto);
+    const bool tcp = proto == Proto::tcp, udp = proto == Proto::udp;
+    uint8_t* l4_csum = tcp ? l4 + kTcpCsumOff : udp ? l4 + kUdpCsumOff : nullptr;
+    const bool ports_changed =
+        rewrite_headers6(frame + m.l3_off, l4, m.key6, to, tcp || udp || proto == Proto::sctp, l4_csum, udp);
+    if (proto == Proto::sctp && ports_changed && !m.more_fragments)
+        store(l4 + 8, sctp_crc32c(l4, m.l4_len));
+}
+
+void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey6& out, bool outer_src) noexcept {
+    // As for IPv4 (nf_nat_icmp_reply_translation), with the embedded packet's extension headers
+    // skipped by parse (inner_l4_off) and the ICMPv6 checksum over the IPv6 pseudo-header.
+    uint8_t* in = frame + m.inner_off;
+    uint8_t* il4 = frame + m.inner_l4_off;
+    const auto proto = static_cast<Proto>(m.err_key6.proto);
+    uint8_t* l4_csum = proto == Proto::tcp && m.inner_l4_len >= 20 ? il4 + kTcpCsumOff
+                       : proto == Proto::udp                        ? il4 + kUdpCsumOff
+                                                                    : nullptr;
+    (void)rewrite_headers6(in, il4, m.err_key6.reversed(), out.reversed(), true, l4_csum, proto == Proto::udp);
+
+    FlowKey6 outer = m.key6;
+    if (outer_src) outer.src = out.src;
+    outer.dst = out.dst;
+    uint8_t* ip = frame + m.l3_off;
+    (void)rewrite_headers6(ip, nullptr, m.key6, outer, false, nullptr, false);
+
+    uint8_t* icmp = frame + m.l4_off;
+    store<rte_be16_t>(icmp + 2, 0);
+    store<uint16_t>(icmp + 2, ipv6_l4_csum(ip, icmp, m.l4_len, static_cast<uint8_t>(Proto::icmp6)));
+}
+
+bool decrement_hop_limit(uint8_t* frame, const PacketMeta& m) noexcept {
+    uint8_t* ip = frame + m.l3_off;
+    if (ip[7] <= 1) return false;
+    --ip[7];  // no header checksum in IPv6
+    return true;
+}
+
 }  // namespace svcgate::dp

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <rte_hash_crc.h>
+#include <rte_pause.h>
 
 namespace svcgate::dp {
 
@@ -22,34 +23,67 @@ rte_ether_addr unpack(uint64_t v) noexcept {
     return m;
 }
 
-uint32_t home(Ip4 ip) noexcept { return rte_hash_crc_4byte(ip.be, 0) & (NeighborTable::kCapacity - 1); }
+constexpr uint32_t kMask = NeighborTable::kCapacity - 1;
+uint32_t home(Ip4 ip) noexcept { return rte_hash_crc_4byte(ip.be, 0) & kMask; }
+uint32_t home(const Ip6& ip) noexcept { return rte_hash_crc(ip.b, 16, 0) & kMask; }
+
+// Slot keys. match: the slot holds `ip`; empty: the slot is free (the probe sequence ends);
+// try_claim: takes a free slot for `ip`, or reports that it holds `ip` already.
+enum class Claim { taken, ours, other };
+
+bool match(const NeighborKey<Ip4>& k, Ip4 ip) noexcept { return k.ip.load(std::memory_order_acquire) == ip.be; }
+bool empty(const NeighborKey<Ip4>& k) noexcept { return k.ip.load(std::memory_order_acquire) == 0; }
+Claim try_claim(NeighborKey<Ip4>& k, Ip4 ip) noexcept {
+    uint32_t cur = k.ip.load(std::memory_order_acquire);
+    if (cur == 0 && k.ip.compare_exchange_strong(cur, ip.be, std::memory_order_acq_rel)) return Claim::taken;
+    return cur == ip.be ? Claim::ours : Claim::other;  // ours: another worker claimed it for the same address
+}
+
+bool match(const NeighborKey<Ip6>& k, const Ip6& ip) noexcept {
+    return k.state.load(std::memory_order_acquire) == 2 && k.ip == ip;
+}
+bool empty(const NeighborKey<Ip6>& k) noexcept { return k.state.load(std::memory_order_acquire) == 0; }
+Claim try_claim(NeighborKey<Ip6>& k, const Ip6& ip) noexcept {
+    uint32_t cur = k.state.load(std::memory_order_acquire);
+    if (cur == 0 && k.state.compare_exchange_strong(cur, 1, std::memory_order_acq_rel)) {
+        k.ip = ip;
+        k.state.store(2, std::memory_order_release);
+        return Claim::taken;
+    }
+    while (cur == 1) {  // another worker is writing the address: a few stores away
+        rte_pause();
+        cur = k.state.load(std::memory_order_acquire);
+    }
+    return k.ip == ip ? Claim::ours : Claim::other;
+}
 }  // namespace
 
-NeighborTable::NeighborTable() : slots_(std::make_unique<Slot[]>(kCapacity)) {}
+template <typename A>
+BasicNeighborTable<A>::BasicNeighborTable() : slots_(std::make_unique<Slot[]>(kCapacity)) {}
 
-NeighborTable::Slot* NeighborTable::find(Ip4 ip) const noexcept {
+template <typename A>
+typename BasicNeighborTable<A>::Slot* BasicNeighborTable<A>::find(const A& ip) const noexcept {
     if (ip.is_zero()) return nullptr;
     for (uint32_t i = 0, h = home(ip); i < kProbe; ++i) {
         Slot& s = slots_[(h + i) & (kCapacity - 1)];
-        uint32_t k = s.ip.load(std::memory_order_acquire);
-        if (k == ip.be) return &s;
-        if (k == 0) return nullptr;
+        if (match(s.key, ip)) return &s;
+        if (empty(s.key)) return nullptr;
     }
     return nullptr;
 }
 
-NeighborTable::Slot* NeighborTable::claim(Ip4 ip) noexcept {
+template <typename A>
+typename BasicNeighborTable<A>::Slot* BasicNeighborTable<A>::claim(const A& ip) noexcept {
     if (ip.is_zero()) return nullptr;
     for (uint32_t i = 0, h = home(ip); i < kProbe; ++i) {
         Slot& s = slots_[(h + i) & (kCapacity - 1)];
-        uint32_t k = s.ip.load(std::memory_order_acquire);
-        if (k == 0 && s.ip.compare_exchange_strong(k, ip.be, std::memory_order_acq_rel)) return &s;
-        if (k == ip.be) return &s;  // ours, or another worker claimed it for the same address
+        if (try_claim(s.key, ip) != Claim::other) return &s;
     }
     return nullptr;  // neighbourhood full: the caller counts a drop
 }
 
-NeighborTable::State NeighborTable::lookup(Ip4 ip, uint32_t now, rte_ether_addr& mac) const noexcept {
+template <typename A>
+typename BasicNeighborTable<A>::State BasicNeighborTable<A>::lookup(const A& ip, uint32_t now, rte_ether_addr& mac) const noexcept {
     const Slot* s = find(ip);
     if (!s) return State::unknown;
     uint64_t v = s->mac.load(std::memory_order_acquire);
@@ -59,7 +93,8 @@ NeighborTable::State NeighborTable::lookup(Ip4 ip, uint32_t now, rte_ether_addr&
     return now - s->learned.load(std::memory_order_relaxed) < kStaleAfter ? State::fresh : State::stale;
 }
 
-void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now, bool create) noexcept {
+template <typename A>
+void BasicNeighborTable<A>::learn(const A& ip, const rte_ether_addr& mac, uint32_t now, bool create) noexcept {
     Slot* s = create ? claim(ip) : find(ip);
     if (!s) return;
     const uint64_t v = pack(mac);
@@ -69,7 +104,8 @@ void NeighborTable::learn(Ip4 ip, const rte_ether_addr& mac, uint32_t now, bool 
     if (s->learned.load(std::memory_order_relaxed) != now) s->learned.store(now, std::memory_order_relaxed);
 }
 
-bool NeighborTable::want_request(Ip4 ip, uint32_t now) noexcept {
+template <typename A>
+bool BasicNeighborTable<A>::want_request(const A& ip, uint32_t now) noexcept {
     Slot* s = claim(ip);
     if (!s) return false;
     const uint64_t v = s->mac.load(std::memory_order_acquire);
@@ -81,14 +117,16 @@ bool NeighborTable::want_request(Ip4 ip, uint32_t now) noexcept {
     return s->requested.compare_exchange_strong(last, now ? now : 1, std::memory_order_relaxed);
 }
 
-bool NeighborTable::pin(Ip4 ip, const rte_ether_addr& mac) noexcept {
+template <typename A>
+bool BasicNeighborTable<A>::pin(const A& ip, const rte_ether_addr& mac) noexcept {
     Slot* s = claim(ip);
     if (!s) return false;
     s->mac.store(pack(mac) | kPinned, std::memory_order_release);
     return true;
 }
 
-void NeighborTable::unpin(Ip4 ip) noexcept {
+template <typename A>
+void BasicNeighborTable<A>::unpin(const A& ip) noexcept {
     Slot* s = find(ip);
     if (!s) return;
     const uint64_t v = s->mac.load(std::memory_order_relaxed);
@@ -97,5 +135,8 @@ void NeighborTable::unpin(Ip4 ip) noexcept {
         s->mac.store(v & ~kPinned, std::memory_order_release);
     }
 }
+
+template class BasicNeighborTable<Ip4>;
+template class BasicNeighborTable<Ip6>;
 
 }  // namespace svcgate::dp

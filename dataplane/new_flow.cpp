@@ -2,6 +2,7 @@
 
 #include <rte_prefetch.h>
 
+#include "family.h"
 #include "scheduler.h"
 
 namespace svcgate::dp {
@@ -15,9 +16,11 @@ struct Decision {
     bool masq = false;
 };
 
-Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, const FlowKey& k) noexcept {
-    const bool detector = !s.cluster.cluster_cidrs.empty();
-    const bool from_pod = detector && s.in(s.cluster.cluster_cidrs, k.src);
+template <typename F>
+Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, const typename F::Key& k) noexcept {
+    const CidrRange cluster_cidrs = F::cluster_cidrs(s.cluster);
+    const bool detector = !cluster_cidrs.empty();
+    const bool from_pod = detector && s.in(cluster_cidrs, k.src);
     if (role == AddrRole::cluster_ip) {
         // The internal chain's masquerade rule (daddr == ClusterIP): everything with
         // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
@@ -46,22 +49,25 @@ uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
     return static_cast<uint16_t>(c.snat_port_min + slot * ctx.n_workers + ctx.worker);
 }
 
-int32_t find_in_set(const ServiceSnapshot& s, const EndpointSet& set, EndpointKey pinned) noexcept {
+int32_t find_in_set(const ServiceSnapshot& s, const EndpointSet& set, uint64_t pinned) noexcept {
     for (uint32_t i = 0; i < set.count; ++i) {
         const uint32_t e = s.members[set.first + i];
-        if (s.endpoints[e].key() == pinned) return static_cast<int32_t>(e);
+        if (s.endpoints[e].key().word() == pinned) return static_cast<int32_t>(e);
     }
     return -1;
 }
 
 // sessionAffinity ClientIP: one record per (client address, service port) in the flow table,
 // pinning the endpoint by address (so the pin survives reloads).
-uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const SelectCtx& sc) noexcept {
+template <typename F>
+uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const SelectCtx& sc,
+                              const typename F::Addr& client) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
-    FlowKey ak{.src = sc.key.src, .dst = Ip4{sp.id}, .proto = kAffinityProto};
-    FlowRef ref = ctx.flows->lookup(ak);
+    auto* table = F::table(ctx);
+    const typename F::Key ak = F::affinity_key(client, sp.id, kAffinityProto);
+    FlowRef ref = table->lookup(ak);
     if (ref.hit()) {
-        Flow& f = ctx.flows->flow(ref.id);
+        auto& f = table->flow(ref.id);
         int32_t ep = find_in_set(s, sc.set, f.pinned());
         f.last_seen.store(ctx.now, std::memory_order_relaxed);
         if (ep >= 0) {
@@ -73,17 +79,17 @@ uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const Selec
         return chosen;
     }
     const uint32_t chosen = select_endpoint(sp.scheduler, sc);
-    FlowInit init{.key = {ak, FlowKey{}},
-                  .target = s.endpoints[chosen].key().encode(),
+    typename F::Init init{.key = {ak, typename F::Key{}},
+                  .target = s.endpoints[chosen].key().word(),
                   .svc_id = sp.id,
                   .gen = s.generation,
                   .aux = sp.affinity_timeout,
                   .kind = FlowKind::affinity,
                   .flags = kFlowOneKey};
-    InsertResult r = ctx.flows->insert(ctx.worker, init, ctx.now);
+    InsertResult r = table->insert(ctx.worker, init, ctx.now);
     if (r.status == InsertStatus::exists) {
         // Another worker pinned this client a moment ago: follow it.
-        int32_t ep = find_in_set(s, sc.set, ctx.flows->flow(r.id).pinned());
+        int32_t ep = find_in_set(s, sc.set, table->flow(r.id).pinned());
         if (ep >= 0) return static_cast<uint32_t>(ep);
     }
     return chosen;  // table full: the connection still goes through, unpinned
@@ -92,21 +98,23 @@ uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const Selec
 // The reply's path would not cross the gateway when client and endpoint sit behind the same
 // next hop (or on the same link): masquerade so that it does. Beyond kube-proxy (a node always
 // sees its own replies); needs routes, so it is off when none are configured.
-bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
-    const NextHop* a = s.route(client);
-    const NextHop* b = s.route(ep);
+template <typename A>
+bool one_armed(const ServiceSnapshot& s, const A& client, const A& ep) noexcept {
+    const auto* a = s.route(client);
+    const auto* b = s.route(ep);
     if (!a || !b || a->port != b->port) return false;
     return a->gateway == b->gateway;  // same router, or both directly on the same link
 }
 
 // One packet to a VIP: its refusal, or its connection selected into `nf`.
-[[gnu::cold]] [[gnu::noinline]] void select_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, unsigned nth,
-                                                PacketTrace* t) noexcept {
+template <typename F>
+[[gnu::cold]] [[gnu::noinline]] void select_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf,
+                                                unsigned nth, PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const uint32_t svc = p.vip.service();
     const AddrRole role = p.vip.role();
     const ServicePort& sp = s.services[svc];
-    const FlowKey& k = p.meta.key;
+    const auto& k = F::key(p.meta);
     if (t) t->service_slot = sp.slot, t->role = role;
 
     // filter-prerouting: loadBalancerSourceRanges guard the LB IPs (the builder adds the LB IPs
@@ -114,7 +122,7 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     if (role == AddrRole::lb_ip && !sp.lb_source_ranges.empty() && !s.in(sp.lb_source_ranges, k.src))
         return p.set(Verdict::drop, DropReason::lb_source_range);
 
-    const Decision d = decide(s, sp, role, k);
+    const Decision d = decide<F>(s, sp, role, k);
     const EndpointSet& set = s.sets[d.set];
     if (set.count == 0) [[unlikely]] {
         if (sp.no_endpoints == NoEndpoints::drop) return p.set(Verdict::drop, DropReason::no_local_endpoints);
@@ -133,43 +141,48 @@ bool one_armed(const ServiceSnapshot& s, Ip4 client, Ip4 ep) noexcept {
     if (!ctx.sources.admit(k.src, ctx.now, ctx.flows->new_flows_per_source()))
         return p.set(Verdict::drop, DropReason::source_new_flow_limit);
 
-    SelectCtx sc{.snap = s, .stats = *ctx.stats, .set = set, .set_index = d.set, .key = k, .rng = ctx.rng};
-    const uint32_t e = sp.affinity_timeout ? select_with_affinity(ctx, sp, sc) : select_endpoint(sp.scheduler, sc);
+    SelectCtx sc{.snap = s, .stats = *ctx.stats, .set = set, .set_index = d.set, .rng = ctx.rng};
+    if constexpr (F::family == Family::v4) sc.key = &k;
+    else sc.key6 = &k;
+    const uint32_t e = sp.affinity_timeout ? select_with_affinity<F>(ctx, sp, sc, k.src) : select_endpoint(sp.scheduler, sc);
     const Endpoint& ep = s.endpoints[e];
+    const typename F::Addr ep_ip = F::addr(ep.ip);
 
-    nf.masq = d.masq || ep.ip == k.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
-              (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep.ip));
-    nf.init = FlowInit{.key = {k, FlowKey{}},
+    nf.masq = d.masq || ep_ip == k.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
+              (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip));
+    nf.init = typename F::Init{.key = {k, typename F::Key{}},
                        .target = NatTarget{.service = sp.slot, .endpoint = ep.slot}.encode(),
                        .svc_id = sp.id,
                        .gen = s.generation,
                        .state = state,
                        .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
-    nf.init.key[1] = FlowKey{.src = ep.ip, .dst = k.src, .sport = ep.port, .dport = k.sport, .proto = k.proto};
+    nf.init.key[1] = typename F::Key{.src = ep_ip, .dst = k.src, .sport = ep.port, .dport = k.sport, .proto = k.proto};
     if (nf.masq) {
-        const NextHop* hop = s.route(ep.ip);
+        const auto* hop = s.route(ep_ip);
         if (!hop) return p.set(Verdict::drop, DropReason::no_route);
         nf.init.key[1].dst = hop->source;
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
-    nf.hint = ctx.flows->prepare_insert(ctx.worker, nf.init, nth);
+    nf.hint = F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth);
     p.set(Verdict::dnat);
 }
 
 // Creates the flow select_one() prepared; sets the packet's verdict, out tuple and attribution.
-void insert_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, PacketTrace* t) noexcept {
+template <typename F>
+void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf, PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
+    auto* table = F::table(ctx);
     const uint32_t picked = NatTarget::decode(nf.init.target).endpoint;
     // One in, one out under pressure: a flood of new connections evicts its own kind.
-    if (ctx.flows->under_pressure(ctx.worker) &&
-        ctx.flows->early_drop(ctx.worker, 16, [&ctx](const Flow& f) { release_flow(*ctx.stats, f); }))
+    if (table->under_pressure(ctx.worker) &&
+        table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, f); }))
         ++ctx.counters.flows_early_dropped;
-    InsertResult r = ctx.flows->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
+    InsertResult r = table->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
     // Masquerade: another port of this worker's share when the reply tuple is taken.
     for (unsigned i = 1; nf.masq && i < 64 && r.status == InsertStatus::reply_clash; ++i) {
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
-        r = ctx.flows->insert(ctx.worker, nf.init, ctx.now);
+        r = table->insert(ctx.worker, nf.init, ctx.now);
     }
     if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
     switch (r.status) {
@@ -185,14 +198,15 @@ void insert_one(WorkerCtx& ctx, PacketState& p, NewFlow& nf, PacketTrace* t) noe
     case InsertStatus::full:
         return p.set(Verdict::drop, DropReason::flow_table_full);
     }
-    const Flow& f = ctx.flows->flow(r.id);
-    p.out = f.key[1].reversed();
+    const auto& f = table->flow(r.id);
+    F::out(p) = f.key[1].reversed();
     attribute(p, f, t);
     if (t) t->new_flow = r.status == InsertStatus::inserted;
 }
 
 }  // namespace
 
+template <typename F>
 void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     // With many Services the service ports, their endpoint sets and members are far larger than
@@ -219,16 +233,22 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     }
     for (const uint16_t i : b.vip_hits) {
         PacketState& p = b.pkt[i];
-        select_one(ctx, p, b.new_flow[b.fresh.n], b.fresh.n, b.trace_of(i));
+        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.fresh.n, b.trace_of(i));
         if (p.verdict == Verdict::dnat) b.fresh.push(i);
     }
 }
 
+template <typename F>
 void insert_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     for (uint16_t x = 0; x < b.fresh.n; ++x) {
         const uint16_t i = b.fresh.at[x];
-        insert_one(ctx, b.pkt[i], b.new_flow[x], b.trace_of(i));
+        insert_one<F>(ctx, b.pkt[i], F::new_flows(b)[x], b.trace_of(i));
     }
 }
+
+template void select_new_flows<V4>(Burst&, WorkerCtx&) noexcept;
+template void select_new_flows<V6>(Burst&, WorkerCtx&) noexcept;
+template void insert_new_flows<V4>(Burst&, WorkerCtx&) noexcept;
+template void insert_new_flows<V6>(Burst&, WorkerCtx&) noexcept;
 
 }  // namespace svcgate::dp

@@ -32,10 +32,12 @@ namespace svcgate::dp {
 
 // For b.vip_hits: refusals get their verdict; new connections are selected into b.fresh /
 // b.new_flow, their inserts prefetched.
+template <typename F>
 void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept;
 
 // For b.fresh, in packet order: each flow inserted (or joined), the packet's verdict, out tuple
 // and attribution set.
+template <typename F>
 void insert_new_flows(Burst& b, WorkerCtx& ctx) noexcept;
 
 }  // namespace svcgate::dp

@@ -16,9 +16,10 @@ const char* l2_outcome_name(L2Outcome o) noexcept {
     return "?";
 }
 
-void Output::init(NeighborTable& neighbors, rte_mempool* pool, const rte_ether_addr* macs, uint16_t ports,
-                  TxSink sink) {
+void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool,
+                  const rte_ether_addr* macs, uint16_t ports, TxSink sink) {
     neighbors_ = &neighbors;
+    neighbors6_ = &neighbors6;
     pool_ = pool;
     macs_ = macs;
     n_ports_ = ports;
@@ -36,13 +37,18 @@ void queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
     tb.pkts[tb.n++] = m;
 }
 
-// Asks for `hop`'s MAC on `port`, from the port's address on the hop's subnet.
-bool request(WorkerCtx& ctx, rte_mempool* pool, const rte_ether_addr& mac, uint16_t port, Ip4 hop) noexcept {
-    const NextHop* nh = ctx.snap ? ctx.snap->route(hop) : nullptr;
+// Asks for `hop`'s MAC on `port` (ARP, or an IPv6 neighbor solicitation), from the port's
+// address on the hop's subnet.
+template <typename A>
+bool request(WorkerCtx& ctx, rte_mempool* pool, const rte_ether_addr& mac, uint16_t port, const A& hop) noexcept {
+    const auto* nh = ctx.snap ? ctx.snap->route(hop) : nullptr;
     if (!nh || !pool) return false;
     rte_mbuf* m = rte_pktmbuf_alloc(pool);
     if (!m) return false;
-    if (!build_arp_request(m, mac, nh->source, hop)) {
+    bool built;
+    if constexpr (std::is_same_v<A, Ip4>) built = build_arp_request(m, mac, nh->source, hop);
+    else built = build_nd_solicit(m, mac, nh->source, hop);
+    if (!built) {
         rte_pktmbuf_free(m);
         return false;
     }
@@ -88,24 +94,27 @@ bool hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
 
 namespace {
 
-// A routed packet: to its next hop's MAC, or into the hold queue while an ARP request asks for it.
-void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, PacketTrace* t) noexcept {
+// A routed packet: to its next hop's MAC, or into the hold queue while an ARP request (a neighbor
+// solicitation) asks for it.
+template <typename A>
+void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable<A>& nt, const A& hop,
+                 PacketTrace* t) noexcept {
     Output& o = ctx.out;
-    NeighborTable& nt = *o.neighbors();
     const rte_ether_addr& src = o.mac(p.out_port);
     rte_ether_addr mac;
-    const NeighborTable::State ns = nt.lookup(p.next_hop, ctx.now, mac);
+    const auto ns = nt.lookup(hop, ctx.now, mac);
+    using State = typename BasicNeighborTable<A>::State;
     bool asked = false;
-    if (ns != NeighborTable::State::unknown) {
+    if (ns != State::unknown) {
         set_macs(m, mac, src);
         queue(ctx, p.out_port, m);
         p.l2 = L2Outcome::sent;
         // A stale entry still forwards; one request refreshes it.
-        if (ns == NeighborTable::State::stale && nt.want_request(p.next_hop, ctx.now))
-            asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
+        if (ns == State::stale && nt.want_request(hop, ctx.now))
+            asked = request(ctx, o.pool(), src, p.out_port, hop);
     } else {
-        if (nt.want_request(p.next_hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, p.next_hop);
-        if (hold(ctx, Output::Held{m, p.next_hop, p.out_port, ctx.now})) {
+        if (nt.want_request(hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, hop);
+        if (hold(ctx, Output::Held{m, IpAddr::of(hop), p.out_port, ctx.now})) {
             p.l2 = L2Outcome::held;
         } else {
             output_drop(ctx, m, DropReason::neighbor_hold_full);
@@ -114,8 +123,8 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, PacketTrace* t) no
         }
     }
     if (t) {
-        t->next_hop = p.next_hop;
-        if (ns != NeighborTable::State::unknown) t->mac = mac;
+        t->next_hop = IpAddr::of(hop);
+        if (ns != State::unknown) t->mac = mac;
         t->arp_requested = asked;
     }
 }
@@ -135,8 +144,8 @@ void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
             p.l2 = L2Outcome::sent;
             break;
         case Verdict::local:
-            p.reason = answer_local(rte_pktmbuf_mtod(m, uint8_t*), p.meta, ctx.out.mac(b.in_port), *ctx.snap,
-                                    *ctx.out.neighbors(), ctx.now);
+            p.reason = answer_local(m, p.meta, ctx.out.mac(b.in_port), *ctx.snap, *ctx.out.neighbors(),
+                                    *ctx.out.neighbors6(), ctx.now);
             if (p.reason == DropReason::none) {
                 queue(ctx, b.in_port, m);
                 p.l2 = L2Outcome::sent;
@@ -148,7 +157,10 @@ void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
         case Verdict::dnat:
         case Verdict::reply:
         case Verdict::forward:
-            send_routed(ctx, m, p, b.trace_of(i));
+            if (p.meta.is_v6()) [[unlikely]]
+                send_routed(ctx, m, p, *ctx.out.neighbors6(), p.next_hop6, b.trace_of(i));
+            else
+                send_routed(ctx, m, p, *ctx.out.neighbors(), p.next_hop, b.trace_of(i));
             break;
         }
     }
@@ -161,13 +173,19 @@ void output_retry_held(WorkerCtx& ctx) noexcept {
     for (unsigned i = 0; i < o.n_held_; ++i) {
         const Output::Held h = o.held_[i];
         rte_ether_addr mac;
-        if (o.neighbors_->lookup(h.hop, ctx.now, mac) != NeighborTable::State::unknown) {
+        const bool v4 = h.hop.is_v4();
+        const bool known = v4 ? o.neighbors_->lookup(h.hop.v4(), ctx.now, mac) != NeighborTable::State::unknown
+                              : o.neighbors6_->lookup(h.hop.v6(), ctx.now, mac) != NeighborTable6::State::unknown;
+        if (known) {
             set_macs(h.m, mac, o.macs_[h.port]);
             queue(ctx, h.port, h.m);
         } else if (ctx.now - h.since >= Output::kHoldSeconds) {
             output_drop(ctx, h.m, DropReason::neighbor_unresolved);
         } else {
-            if (o.neighbors_->want_request(h.hop, ctx.now)) request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop);
+            if (v4 ? o.neighbors_->want_request(h.hop.v4(), ctx.now) : o.neighbors6_->want_request(h.hop.v6(), ctx.now)) {
+                if (v4) request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v4());
+                else request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v6());
+            }
             o.held_[keep++] = h;
         }
     }

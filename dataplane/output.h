@@ -46,16 +46,18 @@ public:
 
     struct Held {
         rte_mbuf* m;
-        Ip4 hop;
+        IpAddr hop;   // waits for this address's MAC (ARP or ND, by its family)
         uint16_t port;
         uint32_t since;
     };
 
-    // `macs`: one per port, alive as long as the Output. `pool`: where ARP requests come from.
-    void init(NeighborTable& neighbors, rte_mempool* pool, const rte_ether_addr* macs, uint16_t ports,
-              TxSink sink);
+    // `macs`: one per port, alive as long as the Output. `pool`: where ARP requests and
+    // neighbor solicitations come from.
+    void init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool, const rte_ether_addr* macs,
+              uint16_t ports, TxSink sink);
 
     NeighborTable* neighbors() const noexcept { return neighbors_; }
+    NeighborTable6* neighbors6() const noexcept { return neighbors6_; }
     rte_mempool* pool() const noexcept { return pool_; }
     const rte_ether_addr& mac(uint16_t port) const noexcept { return macs_[port]; }
     uint16_t ports() const noexcept { return n_ports_; }
@@ -75,6 +77,7 @@ private:
     friend void output_drop(WorkerCtx&, rte_mbuf*, DropReason) noexcept;
     friend bool hold(WorkerCtx&, const Held&) noexcept;
     NeighborTable* neighbors_ = nullptr;
+    NeighborTable6* neighbors6_ = nullptr;
     rte_mempool* pool_ = nullptr;
     const rte_ether_addr* macs_ = nullptr;
     uint16_t n_ports_ = 0;

@@ -57,18 +57,161 @@ DropReason parse_icmp_error(const uint8_t* l4, PacketMeta& m) noexcept {
                            .proto = in[9]};
     m.err_key = embedded.reversed();
     m.inner_off = static_cast<uint16_t>(m.l4_off + sizeof(rte_icmp_hdr));
+    m.inner_l4_off = static_cast<uint16_t>(m.inner_off + ihl);
     m.inner_l4_len = static_cast<uint16_t>(avail - ihl);
     return DropReason::none;
 }
 
-DropReason parse_l4(const uint8_t* l4, PacketMeta& m) noexcept {
-    switch (static_cast<Proto>(m.key.proto)) {
+// IPv6 extension headers (RFC 8200 4): hop-by-hop options first or not at all; each header at
+// most once, destination options at most twice; at most kMaxExtHeaders in all (a chain of
+// hundreds would make every packet a loop). Routing type 0 is refused (RFC 5095). A fragment
+// header with a non-zero offset is a later fragment (no L4 header).
+constexpr unsigned kMaxExtHeaders = 8;
+enum : uint8_t { kNhHopByHop = 0, kNhRouting = 43, kNhFragment = 44, kNhEsp = 50, kNhAuth = 51, kNhNone = 59,
+                 kNhDestOpts = 60 };
+
+struct ExtChain {
+    uint8_t proto;       // the upper-layer protocol (or kNhNone, kNhEsp)
+    uint16_t l4;         // its offset from the IPv6 header
+    uint16_t proto_off;  // where the Next Header naming it sits, from the IPv6 header
+    bool more_fragments = false;
+};
+
+// Walks the chain of the IPv6 header at `ip`, whose packet is `end` bytes long (header included).
+DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
+    uint8_t nh = ip[6];
+    uint32_t pos = 40, nh_at = 6;
+    unsigned n = 0, dest_opts = 0;
+    uint32_t seen = 0;  // bit per header type seen (hop-by-hop, routing, fragment, auth)
+    for (;;) {
+        uint32_t hlen;
+        switch (nh) {
+        case kNhHopByHop:
+        case kNhRouting:
+        case kNhDestOpts:
+        case kNhFragment:
+        case kNhAuth:
+            break;
+        default:
+            c = ExtChain{nh, static_cast<uint16_t>(pos), static_cast<uint16_t>(nh_at), c.more_fragments};
+            return DropReason::none;
+        }
+        if (++n > kMaxExtHeaders) return DropReason::ip6_ext_chain_too_long;
+        if (pos + 8 > end) return DropReason::ip6_ext_truncated;
+        const uint8_t* h = ip + pos;
+        if (nh == kNhDestOpts) {
+            if (++dest_opts > 2) return DropReason::ip6_ext_order;
+        } else {
+            const uint32_t bit = 1u << (nh == kNhHopByHop ? 0 : nh == kNhRouting ? 1 : nh == kNhFragment ? 2 : 3);
+            if (seen & bit) return DropReason::ip6_ext_order;
+            seen |= bit;
+        }
+        if (nh == kNhHopByHop && pos != 40) return DropReason::ip6_ext_order;
+        if (nh == kNhFragment) {
+            hlen = 8;
+            const uint16_t fo = rte_be_to_cpu_16(load<rte_be16_t>(h + 2));
+            if (fo & 0xfff8) return DropReason::ip_fragment;  // no L4 header here: see README, Reliability
+            c.more_fragments = fo & 1;
+        } else if (nh == kNhAuth) {
+            hlen = (h[1] + 2u) * 4;
+        } else {
+            hlen = (h[1] + 1u) * 8;
+            if (nh == kNhRouting && h[2] == 0) return DropReason::ip6_routing_type0;
+        }
+        if (pos + hlen > end) return DropReason::ip6_ext_truncated;
+        nh_at = pos;
+        nh = h[0];
+        pos += hlen;
+    }
+}
+
+bool is_icmp6_error(uint8_t type) noexcept {
+    return type == kIcmp6DestUnreach || type == kIcmp6PacketTooBig || type == kIcmp6TimeExceeded ||
+           type == kIcmp6ParamProblem;
+}
+
+bool is_nd(uint8_t type) noexcept { return type >= kIcmp6RouterSolicit && type <= kIcmp6Redirect; }
+
+// RFC 4443 2.4 (c): an error carries as much of the offending packet as fits; we need its IPv6
+// header, its extension headers and the first 8 bytes of its TCP/UDP/SCTP header.
+DropReason parse_icmp6_error(const uint8_t* l4, PacketMeta& m) noexcept {
+    const uint8_t* in = l4 + 8;
+    const uint32_t avail = m.l4_len - 8u;
+    if (avail < 40 || (in[0] >> 4) != 6) return DropReason::icmp_error_bad_inner;
+    ExtChain c{};
+    // The embedded packet is usually cut short: its chain is walked within what came along.
+    if (walk_ext(in, avail, c) != DropReason::none) return DropReason::none;  // an error about no flow of ours
+    if (c.l4 + 8u > avail) return DropReason::icmp_error_bad_inner;
+    const auto proto = static_cast<Proto>(c.proto);
+    if (proto != Proto::tcp && proto != Proto::udp && proto != Proto::sctp) return DropReason::none;
+    FlowKey6 embedded{};
+    std::memcpy(embedded.src.b, in + 8, 16);
+    std::memcpy(embedded.dst.b, in + 24, 16);
+    embedded.sport = load<rte_be16_t>(in + c.l4);
+    embedded.dport = load<rte_be16_t>(in + c.l4 + 2);
+    embedded.proto = c.proto;
+    m.err_key6 = embedded.reversed();
+    m.inner_off = static_cast<uint16_t>(m.l4_off + 8);
+    m.inner_l4_off = static_cast<uint16_t>(m.inner_off + c.l4);
+    m.inner_l4_len = static_cast<uint16_t>(avail - c.l4);
+    return DropReason::none;
+}
+
+// RFC 4861 7.1.1 / 7.1.2: what a node must check before it reads a Neighbor Solicitation or
+// Advertisement (hop limit 255: it came from the link; code 0; 24 bytes at least; options of
+// non-zero length within the message; a unicast target; from the unspecified address (DAD) only
+// to a solicited-node address and without a source link-layer option).
+DropReason check_nd(const uint8_t* ip, const uint8_t* l4, const PacketMeta& m) noexcept {
+    const uint8_t type = l4[0];
+    if (type != kIcmp6NeighborSolicit && type != kIcmp6NeighborAdvert) return DropReason::none;  // RS, RA, redirect: read by nobody
+    if (ip[7] != 255 || l4[1] != 0 || m.l4_len < 24) return DropReason::nd_invalid;
+    if (l4[8] == 0xff) return DropReason::nd_bad_target;
+    bool slla = false;
+    for (uint32_t o = 24; o < m.l4_len;) {
+        if (o + 2 > m.l4_len || l4[o + 1] == 0 || o + l4[o + 1] * 8u > m.l4_len) return DropReason::nd_invalid;
+        slla = slla || l4[o] == 1;
+        o += l4[o + 1] * 8u;
+    }
+    if (type == kIcmp6NeighborSolicit && m.key6.src.is_zero() &&
+        (slla || !(m.key6.dst.b[0] == 0xff && m.key6.dst.b[1] == 0x02 && m.key6.dst.b[11] == 1 && m.key6.dst.b[12] == 0xff)))
+        return DropReason::nd_invalid;
+    if (type == kIcmp6NeighborAdvert && m.key6.dst.is_multicast() && (l4[4] & 0x40))
+        return DropReason::nd_invalid;  // a solicited advertisement is unicast
+    return DropReason::none;
+}
+
+void set_ports(PacketMeta& m, rte_be16_t sport, rte_be16_t dport) noexcept {
+    if (m.is_v6()) {
+        m.key6.sport = sport;
+        m.key6.dport = dport;
+    } else {
+        m.key.sport = sport;
+        m.key.dport = dport;
+    }
+}
+
+DropReason parse_icmp6(const uint8_t* ip, const uint8_t* l4, PacketMeta& m) noexcept {
+    if (m.l4_len < 8) return DropReason::icmp_truncated;
+    m.icmp_type = l4[0];
+    // A first fragment cannot be verified (the rest of the message is elsewhere).
+    if (!m.more_fragments && ipv6_l4_csum(ip, l4, m.l4_len, static_cast<uint8_t>(Proto::icmp6)) != 0)
+        return DropReason::icmp6_bad_checksum;
+    if (m.icmp_type == kIcmp6EchoRequest || m.icmp_type == kIcmp6EchoReply) {
+        m.key6.sport = m.key6.dport = load<rte_be16_t>(l4 + 4);
+        return DropReason::none;
+    }
+    if (is_nd(m.icmp_type)) return check_nd(ip, l4, m);
+    if (is_icmp6_error(m.icmp_type) && !m.more_fragments) return parse_icmp6_error(l4, m);
+    return DropReason::none;
+}
+
+DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
+    switch (static_cast<Proto>(proto)) {
     case Proto::tcp: {
         if (m.l4_len < sizeof(rte_tcp_hdr)) return DropReason::tcp_truncated;
         uint8_t doff = l4[12] >> 4;
         if (doff < 5 || doff * 4u > m.l4_len) return DropReason::tcp_bad_doff;
-        m.key.sport = load<rte_be16_t>(l4);
-        m.key.dport = load<rte_be16_t>(l4 + 2);
+        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
         m.tcp_flags = l4[13] & 0x3f;
         uint8_t f = m.tcp_flags;
         // No stack sends these; scanners do (nmap -sN/-sX, SYN+FIN / SYN+RST probes).
@@ -83,16 +226,17 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m) noexcept {
         // A first fragment carries only part of the datagram: its length may exceed the payload.
         if (ulen < sizeof(rte_udp_hdr) || (!m.more_fragments && ulen > m.l4_len))
             return DropReason::udp_bad_length;
-        m.key.sport = load<rte_be16_t>(l4);
-        m.key.dport = load<rte_be16_t>(l4 + 2);
+        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
         return DropReason::none;
     }
     case Proto::sctp:
         if (m.l4_len < 12) return DropReason::sctp_truncated;
-        m.key.sport = load<rte_be16_t>(l4);
-        m.key.dport = load<rte_be16_t>(l4 + 2);
+        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
         return DropReason::none;
+    case Proto::icmp6:
+        return DropReason::none;  // parse_icmp6 (IPv6 only; over IPv4 it is another protocol)
     case Proto::icmp: {
+        if (m.is_v6()) return DropReason::none;
         if (m.l4_len < sizeof(rte_icmp_hdr)) return DropReason::icmp_truncated;
         m.icmp_type = l4[0];
         if (m.icmp_type == RTE_IP_ICMP_ECHO_REQUEST || m.icmp_type == RTE_IP_ICMP_ECHO_REPLY) {
@@ -106,6 +250,46 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m) noexcept {
     }
     }
     return DropReason::none;  // other protocols: addresses only
+}
+
+DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& m) noexcept {
+    if (len < off + 40u) [[unlikely]]
+        return DropReason::ip6_truncated;
+    const uint8_t* ip = f + off;
+    if ((ip[0] >> 4) != 6) [[unlikely]]
+        return DropReason::ip6_bad_version;
+    const uint32_t end = 40u + rte_be_to_cpu_16(load<rte_be16_t>(ip + 4));
+    if (off + end > len) [[unlikely]]
+        return DropReason::ip6_bad_payload_length;  // padding after it is allowed
+    m.l3 = L3Kind::ipv6;
+    m.l3_off = off;
+    m.ip_len = static_cast<uint16_t>(end);
+    m.key6 = FlowKey6{};
+    std::memcpy(m.key6.src.b, ip + 8, 16);
+    std::memcpy(m.key6.dst.b, ip + 24, 16);
+    ExtChain c{};
+    if (DropReason r = walk_ext(ip, end, c); r != DropReason::none) [[unlikely]]
+        return r;
+    m.key6.proto = c.proto;
+    m.l4_off = static_cast<uint16_t>(off + c.l4);
+    m.l4_len = static_cast<uint16_t>(end - c.l4);
+    m.l4_proto_off = static_cast<uint8_t>(c.proto_off < 256 ? c.proto_off : 0);
+    m.more_fragments = c.more_fragments;
+    DropReason r = c.proto == static_cast<uint8_t>(Proto::icmp6) ? parse_icmp6(ip, f + m.l4_off, m)
+                                                                 : parse_l4(f + m.l4_off, m, c.proto);
+    if (r != DropReason::none) return r;
+    const bool nd = c.proto == static_cast<uint8_t>(Proto::icmp6) && is_nd(m.icmp_type);
+    // RFC 8200 / RFC 4291: a multicast source is never valid; the unspecified source only for
+    // duplicate address detection (an NS, checked above); multicast frames and destinations, and
+    // link-local addresses, concern the link: only Neighbor Discovery is read, nothing forwarded.
+    if (m.key6.src.is_multicast() || (m.key6.src.is_zero() && !nd)) [[unlikely]]
+        return DropReason::ip_bad_source;
+    if (nd) return DropReason::none;
+    if ((f[0] & 0x01) || m.key6.dst.is_multicast()) [[unlikely]]
+        return DropReason::ip6_multicast;
+    if (m.key6.src.is_link_local() || m.key6.dst.is_link_local()) [[unlikely]]
+        return DropReason::ip6_link_local;
+    return DropReason::none;
 }
 
 }  // namespace
@@ -134,7 +318,7 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
         m.l3_off = off;
         return DropReason::none;
     }
-    if (type == RTE_ETHER_TYPE_IPV6) return DropReason::ipv6;
+    if (type == RTE_ETHER_TYPE_IPV6) return parse_ipv6(f, len, off, m);
     if (type != RTE_ETHER_TYPE_IPV4) [[unlikely]]
         return DropReason::ethertype_unknown;
 
@@ -177,7 +361,7 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     if (frag & RTE_IPV4_HDR_OFFSET_MASK) [[unlikely]]
         return DropReason::ip_fragment;  // no L4 header here: see README, Reliability
     m.more_fragments = (frag & RTE_IPV4_HDR_MF_FLAG) != 0;
-    return parse_l4(f + m.l4_off, m);
+    return parse_l4(f + m.l4_off, m, m.key.proto);
 }
 
 }  // namespace svcgate::dp

@@ -11,7 +11,7 @@
 
 namespace svcgate::dp {
 
-enum class L3Kind : uint8_t { ipv4, arp };
+enum class L3Kind : uint8_t { ipv4, arp, ipv6 };
 
 // ICMP types the dataplane tells apart (RFC 792; DPDK 22.11 names only the echo pair).
 enum IcmpType : uint8_t {
@@ -19,33 +19,59 @@ enum IcmpType : uint8_t {
     kIcmpTimeExceeded = 11, kIcmpParamProblem = 12,
 };
 
+// ICMPv6 types the dataplane tells apart (RFC 4443, RFC 4861).
+enum Icmp6Type : uint8_t {
+    kIcmp6DestUnreach = 1, kIcmp6PacketTooBig = 2, kIcmp6TimeExceeded = 3, kIcmp6ParamProblem = 4,
+    kIcmp6EchoRequest = 128, kIcmp6EchoReply = 129,
+    kIcmp6RouterSolicit = 133, kIcmp6RouterAdvert = 134, kIcmp6NeighborSolicit = 135,
+    kIcmp6NeighborAdvert = 136, kIcmp6Redirect = 137,
+};
+
 // TCP flag bits as they sit in byte 13 of the TCP header.
 enum TcpFlag : uint8_t { kFin = 0x01, kSyn = 0x02, kRst = 0x04, kPsh = 0x08, kAck = 0x10, kUrg = 0x20 };
 
 struct PacketMeta {
-    FlowKey key;             // for ICMP echo: sport = dport = identifier
-    uint16_t l3_off = 0;     // IPv4 or ARP header
-    uint16_t l4_off = 0;     // L4 header (IPv4 only)
-    uint16_t l4_len = 0;     // IP payload length, from the IP total length
-    uint16_t ip_len = 0;     // IP total length
+    // The tuple of the packet's family (l3): key for IPv4, key6 for IPv6. For ICMP echo
+    // sport = dport = identifier. Only the IPv4 key is zeroed by the constructor: parse writes
+    // the whole of key6 for an IPv6 packet, and a burst of IPv4 pays for 16 bytes, not 40.
+    union {
+        FlowKey key;
+        FlowKey6 key6;
+    };
+    uint16_t l3_off = 0;     // IPv4, IPv6 or ARP header
+    uint16_t l4_off = 0;     // L4 header (IPv6: after the extension headers)
+    uint16_t l4_len = 0;     // L4 header and payload, from the IP total / payload length
+    uint16_t ip_len = 0;     // IPv4 total length; IPv6: 40 + payload length
     uint8_t tcp_flags = 0;
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
     bool more_fragments = false;  // first fragment of a fragmented datagram
-    // ICMP errors (destination unreachable, time exceeded, parameter problem, source quench)
-    // about a TCP/UDP/SCTP packet: where the embedded IPv4 header starts (0 = not such an error),
-    // how many bytes of its L4 header came along, and the embedded tuple reversed: the flow's
-    // tuple in the error's own direction, which the flow table is asked for (conntrack's RELATED).
+    uint8_t l4_proto_off = 0;     // IPv6: where the Next Header naming the L4 protocol sits, from l3_off
+    // ICMP / ICMPv6 errors (destination unreachable, time exceeded, parameter problem, source
+    // quench, packet too big) about a TCP/UDP/SCTP packet: where the embedded IP header starts (0 =
+    // not such an error), where its L4 header starts, how many bytes of that came along, and the
+    // embedded tuple reversed: the flow's tuple in the error's own direction, which the flow table
+    // is asked for (conntrack's RELATED).
     uint16_t inner_off = 0;
+    uint16_t inner_l4_off = 0;
     uint16_t inner_l4_len = 0;
-    FlowKey err_key;
+    union {
+        FlowKey err_key;
+        FlowKey6 err_key6;
+    };
+
+    PacketMeta() noexcept : key{}, err_key{} {}
+    bool is_v6() const noexcept { return l3 == L3Kind::ipv6; }
 };
 
 struct ParseOptions {
     bool ip_csum_verified = false;  // the NIC said the IPv4 header checksum is good
 };
 
-// RFC 1812 section 5.2.2 checks (numbered in the implementation), then the L4 header.
+// IPv4: RFC 1812 section 5.2.2 checks (numbered in the implementation), then the L4 header.
+// IPv6: RFC 8200's header and extension-header chain (bounded), then the L4 header; ICMPv6
+// checksums are verified (the gateway answers and translates ICMPv6), Neighbor Discovery is
+// checked as RFC 4861 7.1 requires before anything reads it.
 [[nodiscard]] DropReason parse_packet(const uint8_t* frame, uint32_t len, PacketMeta& meta,
                                       ParseOptions opts = {}) noexcept;
 

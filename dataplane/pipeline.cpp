@@ -4,6 +4,7 @@
 
 #include "classify.h"
 #include "established.h"
+#include "family.h"
 #include "forward.h"
 #include "new_flow.h"
 
@@ -11,9 +12,9 @@ namespace svcgate::dp {
 
 namespace {
 
-// Parse: every packet gets its meta or a drop reason; IPv4 packets go on to the flow lookup
-// (an ICMP error by the tuple of the flow it is about: conntrack's RELATED), ARP to the output
-// stage as `local`.
+// Parse: every packet gets its meta or a drop reason; IPv4 and IPv6 packets go on to their
+// family's flow lookup (an ICMP error by the tuple of the flow it is about: conntrack's RELATED),
+// ARP and Neighbor Discovery to the output stage as `local`.
 void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
     for (uint16_t i = 0; i < b.n; ++i) {
         if (i + 1 < b.n) rte_prefetch0(rte_pktmbuf_mtod(b.mbufs[i + 1], void*));
@@ -37,41 +38,50 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         if (b.trace) b.trace[i] = PacketTrace{};
         if (r != DropReason::none) {
             p.set(Verdict::drop, r);
-        } else if (p.meta.l3 == L3Kind::ipv4) {
+        } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {
             // No copy of the tuple into `out` here: parse has just written it field by field, and
             // a 16-byte load of it now would stall on store forwarding (4% of process_burst in
             // BM_PipelineEstablished). A forwarded packet leaves with meta.key.
             p.set(Verdict::forward);
             b.flows.push(i);
+        } else if (p.meta.l3 == L3Kind::ipv6 &&
+                   !(p.meta.key6.proto == static_cast<uint8_t>(Proto::icmp6) &&
+                     p.meta.icmp_type >= kIcmp6RouterSolicit && p.meta.icmp_type <= kIcmp6Redirect)) {
+            p.set(Verdict::forward);
+            b.flows6.push(i);
         } else {
-            p.set(Verdict::local);  // ARP: answered or learned from by the output stage
+            p.set(Verdict::local);  // ARP, Neighbor Discovery: answered or learned from by the output stage
         }
     }
 }
 
-// Lookup: one bulk lookup for the burst's tuples; what found no flow goes on to classify.
+// Lookup: one bulk lookup for the family's tuples; what found no flow goes on to classify.
+template <typename F>
 void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
-    const FlowKey* keys[kBurst];
+    const IndexList& flows = F::flows(b);
+    const typename F::Key* keys[kBurst];
     FlowRef refs[kBurst];
-    for (uint16_t j = 0; j < b.flows.n; ++j) {
-        const PacketMeta& m = b.pkt[b.flows.at[j]].meta;
-        keys[j] = m.inner_off ? &m.err_key : &m.key;
+    b.misses.n = 0;
+    for (uint16_t j = 0; j < flows.n; ++j) {
+        const PacketMeta& m = b.pkt[flows.at[j]].meta;
+        keys[j] = m.inner_off ? &F::err_key(m) : &F::key(m);
     }
-    const unsigned misses = ctx.flows->lookup_bulk(keys, b.flows.n, refs);
+    const auto* table = F::table(ctx);
+    const unsigned misses = table->lookup_bulk(keys, flows.n, refs);
     const StatsTable& st = *ctx.stats;
     // The counters each packet of a flow is added to: with many Services (over 16k counters,
     // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the
     // records are there: the lookup has just compared their keys). With few, pure overhead.
-    const bool prefetch = misses < b.flows.n && st.services.slots() + st.endpoints.slots() > 16384;
-    for (uint16_t j = 0; j < b.flows.n; ++j) {
-        const uint16_t i = b.flows.at[j];
+    const bool prefetch = misses < flows.n && st.services.slots() + st.endpoints.slots() > 16384;
+    for (uint16_t j = 0; j < flows.n; ++j) {
+        const uint16_t i = flows.at[j];
         b.pkt[i].ref = refs[j];
         if (!refs[j].hit()) {
             if (!b.pkt[i].meta.inner_off) b.misses.push(i);
             continue;
         }
         if (!prefetch) continue;
-        const Flow& f = ctx.flows->flow(refs[j].id);
+        const auto& f = table->flow(refs[j].id);
         if (f.kind != FlowKind::nat) continue;
         const NatTarget t = f.nat();
         rte_prefetch0(&st.services.row(ctx.worker)[t.service]);
@@ -79,41 +89,55 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
     }
 }
 
+// The stages that depend on the family, over that family's packets.
+template <typename F>
+void family_stages(Burst& b, WorkerCtx& ctx) noexcept {
+    lookup_burst<F>(b, ctx);
+    b.vip_hits.n = b.fresh.n = 0;
+    if (b.misses.n) {
+        classify_burst<F>(b, ctx);
+        select_new_flows<F>(b, ctx);
+    }
+    track_established<F>(b, ctx);
+    if (b.fresh.n) insert_new_flows<F>(b, ctx);
+}
+
+template <typename F>
+bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
+    auto* table = F::table(ctx);
+    if (!table || id >= table->capacity()) return false;
+    const auto& f = table->flow(id);
+    if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
+        !(f.state.load(std::memory_order_relaxed) & kStateGone))
+        return false;
+    release_flow(*ctx.stats, f);
+    table->remove(id);
+    ctx.counters.flows_expired++;
+    return true;
+}
+
 }  // namespace
 
 void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
     parse_burst(b, ctx);
-    lookup_burst(b, ctx);
-    if (b.misses.n) {
-        classify_burst(b, ctx);
-        select_new_flows(b, ctx);
-    }
-    track_established(b, ctx);
-    if (b.fresh.n) insert_new_flows(b, ctx);
+    if (b.flows.n) family_stages<V4>(b, ctx);
+    if (b.flows6.n) [[unlikely]]
+        family_stages<V6>(b, ctx);
     forward_exit(b, ctx);
     output_burst(b, ctx);
-}
-
-void release_flow(const StatsTable& st, const Flow& f) noexcept {
-    if (f.kind == FlowKind::nat) st.active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
 }
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     const StatsTable& st = *ctx.stats;
     unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow& f) { release_flow(st, f); });
+    if (ctx.flows6)
+        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow6& f) { release_flow(st, f); });
     ctx.counters.flows_expired += n;
     return n;
 }
 
 bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept {
-    const Flow& f = ctx.flows->flow(id);
-    if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
-        !(f.state.load(std::memory_order_relaxed) & kStateGone))
-        return false;
-    release_flow(*ctx.stats, f);
-    ctx.flows->remove(id);
-    ctx.counters.flows_expired++;
-    return true;
+    return id & kFlowIdV6 ? remove_gone<V6>(ctx, id & ~kFlowIdV6) : remove_gone<V4>(ctx, id);
 }
 
 }  // namespace svcgate::dp

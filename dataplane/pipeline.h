@@ -3,7 +3,8 @@
 // the next begins, so that cache misses overlap across packets instead of following each other,
 // and each has a name and a file:
 //
-//   parse        parse.h        frame → PacketMeta, or a drop; IPv4 tuples collected for lookup
+//   parse        parse.h        frame → PacketMeta, or a drop; IPv4 and IPv6 tuples collected
+//                               for lookup (the stages up to insert run once per family)
 //   lookup       pipeline.cpp   bulk flow lookup; the counters of found flows prefetched
 //   classify     classify.h     packets of no flow: VIP table, NodePorts, the gateway's own
 //                               addresses, unknown ports of a ClusterIP, the service CIDR
@@ -46,6 +47,7 @@ struct WorkerCtx {
     uint16_t worker = 0;
     uint16_t n_workers = 1;
     FlowTable* flows = nullptr;
+    FlowTable6* flows6 = nullptr;  // IPv6 flows: a table of their own (flow_table.h)
     const ServiceSnapshot* snap = nullptr;  // set by the worker for each burst
     // Where flows count (by stable slot), set by the worker for each burst after `snap`: never
     // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
@@ -67,10 +69,17 @@ unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept;
 
 // A flow leaves the table (expiry, early drop, a reload's removal): its endpoint's active count
 // goes down. Every removal of a NAT flow goes through here.
-void release_flow(const StatsTable& st, const Flow& f) noexcept;
+template <typename K>
+void release_flow(const StatsTable& st, const BasicFlow<K>& f) noexcept {
+    if (f.kind == FlowKind::nat) st.active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
+}
 
-// Removes the worker's own flow `id` when it is still live and marked gone by a reload (the
-// datagram flows the reload sweep hands over). True when it removed it.
+// A flow id with its family, as the control thread hands it to a worker (one 32-bit word in a
+// ring): bit 31 set for the IPv6 table.
+inline constexpr uint32_t kFlowIdV6 = 0x80000000u;
+
+// Removes the worker's own flow `id` (kFlowIdV6 set: of the IPv6 table) when it is still live and
+// marked gone by a reload (the datagram flows the reload sweep hands over). True when it removed it.
 bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept;
 
 }  // namespace svcgate::dp

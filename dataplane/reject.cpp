@@ -53,6 +53,17 @@ bool set_length(rte_mbuf* m, uint32_t len) noexcept {
 
 // RFC 793 "Reset Generation", case 1 (no connection exists): if the offending segment has an
 // ACK the RST takes its sequence number from that ACK, otherwise seq 0 and ACK of seq + len.
+void write_ip6(uint8_t* ip, uint16_t payload, uint8_t proto, const Ip6& src, const Ip6& dst) noexcept {
+    const rte_be32_t vtc = rte_cpu_to_be_32(6u << 28);
+    std::memcpy(ip, &vtc, 4);
+    const rte_be16_t plen = rte_cpu_to_be_16(payload);
+    std::memcpy(ip + 4, &plen, 2);
+    ip[6] = proto;
+    ip[7] = kTtl;
+    std::memcpy(ip + 8, src.b, 16);
+    std::memcpy(ip + 24, dst.b, 16);
+}
+
 bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint8_t* tcp_in = f + meta.l4_off;
@@ -66,15 +77,19 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
                        ((meta.tcp_flags & kFin) ? 1 : 0);
     const bool had_ack = meta.tcp_flags & kAck;
 
-    const uint16_t total = sizeof(rte_ipv4_hdr) + sizeof(rte_tcp_hdr);
+    // The reply carries no IPv6 extension headers: a fixed header and the segment.
+    const bool v6 = meta.is_v6();
+    const uint16_t ip_hdr = v6 ? 40 : sizeof(rte_ipv4_hdr);
+    const uint16_t total = ip_hdr + sizeof(rte_tcp_hdr);
     if (!set_length(m, meta.l3_off + total)) return false;
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
-    uint8_t* tcp = ip + sizeof(rte_ipv4_hdr);
-    write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
+    uint8_t* tcp = ip + ip_hdr;
+    if (v6) write_ip6(ip, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp), meta.key6.dst, meta.key6.src);
+    else write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
     auto* t = reinterpret_cast<rte_tcp_hdr*>(tcp);
-    t->src_port = meta.key.dport;
-    t->dst_port = meta.key.sport;
+    t->src_port = v6 ? meta.key6.dport : meta.key.dport;
+    t->dst_port = v6 ? meta.key6.sport : meta.key.sport;
     t->sent_seq = rte_cpu_to_be_32(had_ack ? ack : 0);
     t->recv_ack = rte_cpu_to_be_32(had_ack ? 0 : seq + seg_len);
     t->data_off = 5 << 4;
@@ -82,7 +97,28 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     t->rx_win = 0;
     t->cksum = 0;
     t->tcp_urp = 0;
-    t->cksum = ipv4_l4_csum(ip, tcp, sizeof(rte_tcp_hdr));
+    t->cksum = v6 ? ipv6_l4_csum(ip, tcp, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp))
+                  : ipv4_l4_csum(ip, tcp, sizeof(rte_tcp_hdr));
+    return true;
+}
+
+// RFC 4443 3.1: destination unreachable, code 4 (port unreachable), carrying as much of the
+// offending packet as fits in the IPv6 minimum MTU (1280).
+bool build_port_unreachable6(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    constexpr uint16_t kHead = 40 + 8;
+    const uint16_t quoted = std::min<uint16_t>(meta.ip_len, 1280 - kHead);
+    if (!set_length(m, meta.l3_off + kHead + quoted)) return false;
+    uint8_t* ip = f + meta.l3_off;
+    std::memmove(ip + kHead, ip, quoted);  // the quote first: the new headers overwrite its start
+    swap_macs(f);
+    write_ip6(ip, 8 + quoted, static_cast<uint8_t>(Proto::icmp6), meta.key6.dst, meta.key6.src);
+    uint8_t* icmp = ip + 40;
+    std::memset(icmp, 0, 8);
+    icmp[0] = kIcmp6DestUnreach;
+    icmp[1] = 4;  // port unreachable
+    const uint16_t c = ipv6_l4_csum(ip, icmp, 8u + quoted, static_cast<uint8_t>(Proto::icmp6));
+    std::memcpy(icmp + 2, &c, 2);
     return true;
 }
 
@@ -113,6 +149,10 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
 }  // namespace
 
 bool build_reject(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    if (meta.is_v6()) {
+        if (static_cast<Proto>(meta.key6.proto) == Proto::tcp) return build_rst(m, meta);
+        return build_port_unreachable6(m, meta);
+    }
     if (static_cast<Proto>(meta.key.proto) == Proto::tcp) return build_rst(m, meta);
     return build_port_unreachable(m, meta);
 }

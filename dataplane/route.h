@@ -1,8 +1,9 @@
-// Routes: an rte_lpm longest-prefix-match table from destination to next hop (a gateway address,
-// or "directly connected" on a port). Built by the control plane as part of a snapshot; workers
-// only look up. The routes as configured are the catalogue's (snapshot.h).
+// Routes: longest-prefix-match tables from destination to next hop (a gateway address, or
+// "directly connected" on a port), one per family: rte_lpm for IPv4 (RouteTable), rte_lpm6 for
+// IPv6 (RouteTable6). Built by the control plane as part of a snapshot; workers only look up. The
+// routes as configured are the catalogue's (snapshot.h).
 //
-// Runs on: build: control thread (needs the EAL for rte_lpm's memory). lookup: any thread.
+// Runs on: build: control thread (needs the EAL for the LPM's memory). lookup: any thread.
 #pragma once
 
 #include <cstdint>
@@ -11,49 +12,65 @@
 #include <vector>
 
 #include <rte_lpm.h>
+#include <rte_lpm6.h>
 
 #include "fixed_array.h"
 #include "types.h"
 
 namespace svcgate::dp {
 
-struct NextHop {
-    Ip4 gateway;         // zero: the destination itself is on the port's link
+template <typename A>
+struct BasicNextHop {
+    A gateway;           // zero: the destination itself is on the port's link
     uint16_t port = 0;   // egress port index
-    Ip4 source;          // the port address on the next hop's subnet: the masquerade address
+    A source;            // the port address on the next hop's subnet: the masquerade address
 
-    friend bool operator==(const NextHop&, const NextHop&) noexcept = default;
+    friend bool operator==(const BasicNextHop&, const BasicNextHop&) noexcept = default;
 };
+using NextHop = BasicNextHop<Ip4>;
+using NextHop6 = BasicNextHop<Ip6>;
 
 struct LpmDeleter {
     void operator()(rte_lpm* l) const noexcept { rte_lpm_free(l); }
+    void operator()(rte_lpm6* l) const noexcept { rte_lpm6_free(l); }
 };
-using LpmPtr = std::unique_ptr<rte_lpm, LpmDeleter>;
 
-class RouteTable {
+template <typename A>
+class BasicRouteTable {
 public:
+    using Cidr = std::conditional_t<std::is_same_v<A, Ip4>, Cidr4, Cidr6>;
+    using Hop = BasicNextHop<A>;
+    using Lpm = std::conditional_t<std::is_same_v<A, Ip4>, rte_lpm, rte_lpm6>;
     struct Route {
-        Cidr4 prefix;
-        NextHop hop;
+        Cidr prefix;
+        Hop hop;
 
         friend bool operator==(const Route&, const Route&) noexcept = default;
     };
-    // nullptr (and `err` set) when rte_lpm cannot be created (no EAL, no memory).
-    static std::unique_ptr<RouteTable> create(const std::vector<Route>& routes, std::string& err);
+    // nullptr (and `err` set) when the LPM cannot be created (no EAL, no memory).
+    static std::unique_ptr<BasicRouteTable> create(const std::vector<Route>& routes, std::string& err);
 
     // nullptr when no route covers `dst`.
-    const NextHop* lookup(Ip4 dst) const noexcept {
+    const Hop* lookup(const A& dst) const noexcept {
         uint32_t idx;
-        if (!lpm_ || rte_lpm_lookup(lpm_.get(), dst.host(), &idx) != 0)
+        if (!lpm_ || lpm_lookup(dst, idx) != 0)
             return default_ >= 0 ? &hops_[static_cast<uint32_t>(default_)] : nullptr;
         return &hops_[idx];
     }
 
 private:
-    RouteTable() = default;
-    LpmPtr lpm_;
-    int32_t default_ = -1;  // index of the 0.0.0.0/0 hop, if any
-    FixedArray<NextHop> hops_;
+    BasicRouteTable() = default;
+    int lpm_lookup(const A& dst, uint32_t& idx) const noexcept {
+        if constexpr (std::is_same_v<A, Ip4>) return rte_lpm_lookup(lpm_.get(), dst.host(), &idx);
+        else return rte_lpm6_lookup(lpm_.get(), dst.b, &idx);
+    }
+    std::unique_ptr<Lpm, LpmDeleter> lpm_;
+    int32_t default_ = -1;  // index of the 0.0.0.0/0 or ::/0 hop, if any
+    FixedArray<Hop> hops_;
 };
+using RouteTable = BasicRouteTable<Ip4>;
+using RouteTable6 = BasicRouteTable<Ip6>;
+extern template class BasicRouteTable<Ip4>;
+extern template class BasicRouteTable<Ip6>;
 
 }  // namespace svcgate::dp

@@ -20,8 +20,10 @@ struct SelectCtx {
     const StatsTable& stats;  // active counts (lc, sed, nq)
     const EndpointSet& set;
     uint32_t set_index;
-    const FlowKey& key;  // the original tuple of the new flow
     Rng& rng;
+    // The original tuple of the new flow: one of the two, by the service port's family.
+    const FlowKey* key = nullptr;
+    const FlowKey6* key6 = nullptr;
 };
 
 template <typename T>

@@ -8,19 +8,26 @@
 
 namespace svcgate::dp {
 
+namespace {
+constexpr uint32_t kSeed = 0x1234567;
+}
+
 uint32_t MaglevScheduler::pick(const SelectCtx& c) noexcept {
+    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6, sizeof(FlowKey6), kSeed));
     uint64_t a, b;
-    std::memcpy(&a, &c.key, 8);
-    std::memcpy(&b, reinterpret_cast<const uint8_t*>(&c.key) + 8, 8);
-    return ring_pick(c, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, 0x1234567)));
+    std::memcpy(&a, c.key, 8);
+    std::memcpy(&b, reinterpret_cast<const uint8_t*>(c.key) + 8, 8);
+    return ring_pick(c, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed)));
 }
 
 uint32_t SourceHashScheduler::pick(const SelectCtx& c) noexcept {
-    return ring_pick(c, rte_hash_crc_4byte(c.key.src.be, 0x1234567));
+    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6->src.b, 16, kSeed));
+    return ring_pick(c, rte_hash_crc_4byte(c.key->src.be, kSeed));
 }
 
 uint32_t DestinationHashScheduler::pick(const SelectCtx& c) noexcept {
-    return ring_pick(c, rte_hash_crc_4byte(c.key.dst.be, 0x1234567));
+    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6->dst.b, 16, kSeed));
+    return ring_pick(c, rte_hash_crc_4byte(c.key->dst.be, kSeed));
 }
 
 }  // namespace svcgate::dp

@@ -45,7 +45,7 @@ enum EndpointCond : uint8_t { kReady = 0x1, kServing = 0x2, kTerminating = 0x4, 
 
 // An endpoint of one service port, as workers read it; its node name is in the catalogue.
 struct Endpoint {
-    Ip4 ip;
+    IpAddr ip;              // of the service port's family
     rte_be16_t port = 0;
     uint8_t cond = kReady | kServing;
     uint32_t slot = 0;  // StatsTable endpoint slot: stable across reloads
@@ -75,6 +75,7 @@ struct alignas(64) ServicePort {
     uint32_t id = 0;              // stable hash of name and protocol: survives reloads
     uint32_t slot = 0;            // StatsTable service slot: stable across reloads
     Proto proto = Proto::tcp;
+    Family family = Family::v4;   // of its addresses and endpoints: a dual-stack Service has one per family
     Scheduler scheduler = Scheduler::random;
     bool external_local = false;    // externalTrafficPolicy Local (and externally reachable)
     bool internal_local = false;    // internalTrafficPolicy Local
@@ -87,18 +88,19 @@ struct alignas(64) ServicePort {
     uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
     uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
     uint32_t ep_first = 0, ep_count = 0;  // all endpoints of this port, into endpoints
-    CidrRange lb_source_ranges;  // into cidrs; empty = any source
+    CidrRange lb_source_ranges;  // into cidrs (cidrs6 for IPv6); empty = any source
 };
 static_assert(sizeof(ServicePort) == 64, "what selection reads is one cache line");
 
 // What people read about a service port (svcgatectl, metrics, trace), by service index.
 struct ServiceInfo {
     std::string name;             // "namespace/name:port-name" (port name may be empty)
-    Ip4 cluster_ip;
+    Family family = Family::v4;
+    IpAddr cluster_ip;
     rte_be16_t port = 0;
     uint16_t node_port = 0;       // host order; 0 = none
-    std::vector<Ip4> external_ips;
-    std::vector<Ip4> lb_ips;
+    std::vector<IpAddr> external_ips;
+    std::vector<IpAddr> lb_ips;
 };
 
 struct EndpointInfo {
@@ -140,23 +142,40 @@ private:
     StaticHash table_;
 };
 
+// The same for IPv6: (VIP, port, protocol) → VipEntry; NodePorts under the address ::.
+class VipTable6 {
+public:
+    static StaticHash6::Key key(const Ip6& ip, rte_be16_t port, uint8_t proto) noexcept {
+        return StaticHash6::Key{ip, uint32_t{port} << 8 | proto};
+    }
+    bool insert(const StaticHash6::Key& k, VipEntry e) { return table_.insert(k, e.raw()); }
+    VipEntry find(const StaticHash6::Key& k) const noexcept { return VipEntry::from_raw(table_.find(k)); }
+    void prefetch(const StaticHash6::Key& k) const noexcept { table_.prefetch(k); }
+    size_t size() const noexcept { return table_.size(); }
+
+private:
+    StaticHash6 table_;
+};
+
 // Flags of an address the gateway must know about, in local_addrs.
 enum LocalAddr : uint32_t {
     kNodeAddr = 0x1,      // the node's own address: traffic from it is "from the node"
     kNodePortAddr = 0x2,  // NodePorts are served on it
     kClusterIp = 0x4,     // a ClusterIP: a port no Service uses is rejected
-    kPortAddr = 0x8,      // an address of a gateway port (ARP, ICMP echo, SNAT source)
-    kServiceAddr = 0x10,  // an external or load-balancer IP (the gateway answers ARP for it)
+    kPortAddr = 0x8,      // an address of a gateway port (ARP/ND, echo, SNAT source)
+    kServiceAddr = 0x10,  // an external or load-balancer IP (the gateway answers ARP/ND for it)
 };
 
 struct PortInfo {
     std::string name;
-    std::vector<Cidr4> addrs;  // host address and prefix length
+    std::vector<IpCidr> addrs;  // host address and prefix length, both families
 };
 
 struct ClusterSettings {
-    CidrRange cluster_cidrs;             // local-traffic detector; empty = none (kube-proxy NoOp)
-    CidrRange service_cidrs;
+    // Into the snapshot's cidrs (IPv4) and cidrs6 (IPv6): each family has its own detector, as each
+    // of kube-proxy's proxiers has.
+    CidrRange cluster_cidrs, cluster_cidrs6;  // local-traffic detector; empty = none (kube-proxy NoOp)
+    CidrRange service_cidrs, service_cidrs6;
     bool masquerade_all = false;
     bool reject_unknown_port = true;     // nftables: known ClusterIP, unknown port → REJECT
     bool one_arm_masquerade = true;      // masquerade when client and endpoint share a next hop
@@ -172,7 +191,9 @@ struct Catalogue {
     std::vector<EndpointInfo> endpoints;  // by endpoint index
     std::vector<PortInfo> ports;          // by port index
     std::vector<RouteTable::Route> route_list;  // as configured, connected routes first
+    std::vector<RouteTable6::Route> route_list6;
     std::shared_ptr<const RouteTable> routes;
+    std::shared_ptr<const RouteTable6> routes6;
 };
 
 // The tables workers index are FixedArrays: built by the builder, never resized afterwards.
@@ -185,10 +206,14 @@ struct ServiceSnapshot {
     FixedArray<uint32_t> members;        // EndpointSet contents
     FixedArray<EndpointSet> sets;
     FixedArray<uint16_t> rings;          // Maglev tables, concatenated
-    FixedArray<Cidr4> cidrs;             // CidrRange contents
+    FixedArray<Cidr4> cidrs;             // CidrRange contents, IPv4
+    FixedArray<Cidr6> cidrs6;            // and IPv6
     VipTable vips;
+    VipTable6 vips6;
     StaticHash local_addrs;              // ip → LocalAddr flags
+    StaticHash6 local_addrs6;
     const RouteTable* routes = nullptr;  // null: no routing configured (owner: catalogue)
+    const RouteTable6* routes6 = nullptr;
     // Mutable by workers (atomics): the rr cursors, per set.
     std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;
     Catalogue catalogue;
@@ -197,12 +222,22 @@ struct ServiceSnapshot {
         uint32_t v = local_addrs.find(ip.be);
         return v == StaticHash::kNone ? 0 : v;
     }
+    uint32_t local_flags(const Ip6& ip) const noexcept {
+        uint32_t v = local_addrs6.find(StaticHash6::Key{ip, 0});
+        return v == StaticHash::kNone ? 0 : v;
+    }
     bool in(CidrRange r, Ip4 a) const noexcept {
         for (uint32_t i = r.first; i < r.first + r.count; ++i)
             if (cidrs[i].contains(a)) return true;
         return false;
     }
+    bool in(CidrRange r, const Ip6& a) const noexcept {
+        for (uint32_t i = r.first; i < r.first + r.count; ++i)
+            if (cidrs6[i].contains(a)) return true;
+        return false;
+    }
     const NextHop* route(Ip4 dst) const noexcept { return routes ? routes->lookup(dst) : nullptr; }
+    const NextHop6* route(const Ip6& dst) const noexcept { return routes6 ? routes6->lookup(dst) : nullptr; }
     const ServiceInfo& info(uint32_t service) const noexcept { return catalogue.services[service]; }
 };
 

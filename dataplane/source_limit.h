@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include <rte_hash_crc.h>
 
@@ -25,14 +26,24 @@ class SourceLimiter {
 public:
     static constexpr uint32_t kMaxLimit = 0xffff;
 
-    // True when `src` may start one more flow in second `now` (and counts it).
+    // True when `src` may start one more flow in second `now` (and counts it). An IPv6 source
+    // counts by its /64: one host holds a whole /64 (SLAAC, privacy addresses), and a cap per
+    // address would cap nothing.
     bool admit(Ip4 src, uint32_t now, uint32_t limit) noexcept {
-        if (limit == 0) return true;
+        return limit == 0 || admit_hash(rte_hash_crc_4byte(src.be, 0x5bd1e995u), now, limit);
+    }
+    bool admit(const Ip6& src, uint32_t now, uint32_t limit) noexcept {
+        uint64_t prefix;
+        std::memcpy(&prefix, src.b, 8);
+        return limit == 0 || admit_hash(rte_hash_crc_8byte(prefix, 0x5bd1e995u), now, limit);
+    }
+
+private:
+    bool admit_hash(uint32_t h, uint32_t now, uint32_t limit) noexcept {
         if (now != second_) {
             for (auto& row : rows_) row.fill(0);
             second_ = now;
         }
-        const uint32_t h = rte_hash_crc_4byte(src.be, 0x5bd1e995u);
         uint16_t& a = rows_[0][h & kMask];
         uint16_t& b = rows_[1][(h >> kBits) & kMask];
         if (std::min(a, b) >= limit) return false;
@@ -41,7 +52,6 @@ public:
         return true;
     }
 
-private:
     static constexpr unsigned kBits = 12;
     static constexpr uint32_t kMask = (1u << kBits) - 1;
     std::array<std::array<uint16_t, 1u << kBits>, 2> rows_{};

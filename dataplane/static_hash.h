@@ -8,10 +8,13 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include <rte_hash_crc.h>
 #include <rte_prefetch.h>
+
+#include "types.h"
 
 namespace svcgate::dp {
 
@@ -66,6 +69,73 @@ private:
     }
 
     std::unique_ptr<Slot[]> slots_;  // a fixed array: workers only read it
+    size_t cap_ = 0;
+    size_t mask_ = 0;
+    size_t size_ = 0;
+};
+
+// The same for IPv6: (address, 32 bits of port and protocol) → u32, linear probing at ≤ 50% load,
+// a slot empty while its value is kNone (never stored). 24-byte slots: a lookup is one or two
+// cache lines.
+class StaticHash6 {
+public:
+    static constexpr uint32_t kNone = StaticHash::kNone;
+    struct Key {
+        Ip6 addr;
+        uint32_t rest = 0;
+        friend bool operator==(const Key& a, const Key& b) noexcept {
+            return a.rest == b.rest && a.addr == b.addr;
+        }
+    };
+
+    explicit StaticHash6(size_t expected = 0) { reserve(expected); }
+
+    void reserve(size_t n) {
+        cap_ = std::bit_ceil(std::max<size_t>(16, n * 2));
+        slots_ = std::make_unique<Slot[]>(cap_);
+        mask_ = cap_ - 1;
+        size_ = 0;
+    }
+    bool insert(const Key& key, uint32_t value) {
+        if ((size_ + 1) * 2 > cap_) grow();
+        for (size_t i = index(key);; i = (i + 1) & mask_) {
+            if (slots_[i].value == kNone) {
+                slots_[i] = Slot{key, value};
+                ++size_;
+                return true;
+            }
+            if (slots_[i].key == key) return false;
+        }
+    }
+    uint32_t find(const Key& key) const noexcept {
+        for (size_t i = index(key);; i = (i + 1) & mask_) {
+            if (slots_[i].value == kNone) return kNone;
+            if (slots_[i].key == key) return slots_[i].value;
+        }
+    }
+    void prefetch(const Key& key) const noexcept { rte_prefetch0(&slots_[index(key)]); }
+    size_t size() const noexcept { return size_; }
+
+private:
+    struct Slot {
+        Key key;
+        uint32_t value = kNone;
+    };
+    size_t index(const Key& key) const noexcept {
+        uint64_t a, b;
+        std::memcpy(&a, key.addr.b, 8);
+        std::memcpy(&b, key.addr.b + 8, 8);
+        return rte_hash_crc_4byte(key.rest, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, 0x5bd1e995))) & mask_;
+    }
+    void grow() {
+        std::unique_ptr<Slot[]> old = std::move(slots_);
+        const size_t n = cap_;
+        reserve(n);
+        for (size_t i = 0; i < n; ++i)
+            if (old[i].value != kNone) insert(old[i].key, old[i].value);
+    }
+
+    std::unique_ptr<Slot[]> slots_;
     size_t cap_ = 0;
     size_t mask_ = 0;
     size_t size_ = 0;

@@ -52,7 +52,93 @@ struct Cidr4 {
     friend constexpr bool operator==(Cidr4, Cidr4) noexcept = default;
 };
 
-enum class Proto : uint8_t { icmp = 1, tcp = 6, udp = 17, sctp = 132 };
+// An IPv6 address in network byte order (RFC 8200). Equality and ordering are bytewise: the
+// same as numeric order for an address in network order.
+struct Ip6 {
+    alignas(4) uint8_t b[16] = {};
+
+    constexpr bool is_zero() const noexcept {
+        for (uint8_t x : b)
+            if (x) return false;
+        return true;
+    }
+    constexpr bool is_multicast() const noexcept { return b[0] == 0xff; }          // ff00::/8
+    constexpr bool is_link_local() const noexcept { return b[0] == 0xfe && (b[1] & 0xc0) == 0x80; }
+    constexpr bool is_loopback() const noexcept {
+        for (int i = 0; i < 15; ++i)
+            if (b[i]) return false;
+        return b[15] == 1;
+    }
+    // ::ffff:a.b.c.d (RFC 4291 2.5.5.2): how IpAddr holds an IPv4 address.
+    constexpr bool is_v4_mapped() const noexcept {
+        for (int i = 0; i < 10; ++i)
+            if (b[i]) return false;
+        return b[10] == 0xff && b[11] == 0xff;
+    }
+    friend bool operator==(const Ip6& x, const Ip6& y) noexcept { return std::memcmp(x.b, y.b, 16) == 0; }
+    friend auto operator<=>(const Ip6& x, const Ip6& y) noexcept { return std::memcmp(x.b, y.b, 16) <=> 0; }
+};
+static_assert(sizeof(Ip6) == 16);
+
+// An IPv6 prefix: address (host bits cleared by the builder) and length 0..128.
+struct Cidr6 {
+    Ip6 addr;
+    uint8_t len = 0;
+
+    bool contains(const Ip6& a) const noexcept {
+        const unsigned full = len / 8, rest = len % 8;
+        if (std::memcmp(a.b, addr.b, full) != 0) return false;
+        if (rest == 0) return true;
+        const uint8_t m = static_cast<uint8_t>(0xff00u >> rest);
+        return (a.b[full] & m) == (addr.b[full] & m);
+    }
+    friend bool operator==(const Cidr6&, const Cidr6&) noexcept = default;
+};
+
+enum class Family : uint8_t { v4 = 4, v6 = 6 };
+
+// An address of either family, for the control plane, trace and the cold paths: held as an IPv6
+// address, an IPv4 one IPv4-mapped (as Go's netip and the sockets API do), so one type compares,
+// orders and hashes both. The fast path uses Ip4 and Ip6.
+struct IpAddr {
+    Ip6 a;
+
+    static IpAddr of(Ip4 v4) noexcept {
+        IpAddr r;
+        r.a.b[10] = r.a.b[11] = 0xff;
+        std::memcpy(r.a.b + 12, &v4.be, 4);
+        return r;
+    }
+    static IpAddr of(const Ip6& v6) noexcept { return IpAddr{v6}; }
+    bool is_v4() const noexcept { return a.is_v4_mapped(); }
+    Family family() const noexcept { return is_v4() ? Family::v4 : Family::v6; }
+    Ip4 v4() const noexcept {
+        Ip4 r;
+        std::memcpy(&r.be, a.b + 12, 4);
+        return r;
+    }
+    const Ip6& v6() const noexcept { return a; }
+    bool is_zero() const noexcept { return is_v4() ? v4().is_zero() : a.is_zero(); }
+    friend bool operator==(const IpAddr&, const IpAddr&) noexcept = default;
+    friend auto operator<=>(const IpAddr& x, const IpAddr& y) noexcept { return x.a <=> y.a; }
+};
+
+// A prefix of either family; `len` counts the family's own bits (0..32 or 0..128).
+struct IpCidr {
+    IpAddr addr;
+    uint8_t len = 0;
+
+    Family family() const noexcept { return addr.family(); }
+    Cidr4 v4() const noexcept { return Cidr4{addr.v4(), len}; }
+    Cidr6 v6() const noexcept { return Cidr6{addr.v6(), len}; }
+    bool contains(const IpAddr& x) const noexcept {
+        if (x.family() != family()) return false;
+        return family() == Family::v4 ? v4().contains(x.v4()) : v6().contains(x.v6());
+    }
+    friend bool operator==(const IpCidr&, const IpCidr&) noexcept = default;
+};
+
+enum class Proto : uint8_t { icmp = 1, tcp = 6, udp = 17, icmp6 = 58, sctp = 132 };
 
 // The 5-tuple of one direction of a flow. 16 bytes, network byte order, no padding holes left
 // uninitialised: two keys compare with one 16-byte memcmp (l3fwd's masked xmm key).
@@ -84,18 +170,45 @@ struct FlowKey {
 };
 static_assert(sizeof(FlowKey) == 16, "FlowKey must stay one 16-byte load");
 
+// The 5-tuple of one direction of an IPv6 flow: 40 bytes, network byte order, no holes.
+struct FlowKey6 {
+    Ip6 src;
+    Ip6 dst;
+    rte_be16_t sport = 0;
+    rte_be16_t dport = 0;
+    uint8_t proto = 0;
+    uint8_t pad[3] = {0, 0, 0};
+
+    FlowKey6 reversed() const noexcept {
+        return FlowKey6{.src = dst, .dst = src, .sport = dport, .dport = sport, .proto = proto};
+    }
+    friend bool operator==(const FlowKey6& a, const FlowKey6& b) noexcept {
+        return std::memcmp(&a, &b, sizeof(FlowKey6)) == 0;
+    }
+};
+static_assert(sizeof(FlowKey6) == 40, "FlowKey6 has no padding holes");
+
 // An endpoint by address: what session-affinity records pin and what Maglev tables hash, so that
-// the choice survives a reload that renumbers the snapshot. One word: ip << 16 | port, both in
-// network order.
+// the choice survives a reload that renumbers the snapshot.
 struct EndpointKey {
-    Ip4 ip;
+    IpAddr ip;
     rte_be16_t port = 0;
 
-    constexpr uint64_t encode() const noexcept { return uint64_t{ip.be} << 16 | port; }
-    static constexpr EndpointKey decode(uint64_t v) noexcept {
-        return EndpointKey{Ip4{static_cast<rte_be32_t>(v >> 16)}, static_cast<rte_be16_t>(v)};
+    // One word: for IPv4 ip << 16 | port (both in network order: 48 bits, exact); for IPv6 a
+    // 63-bit fingerprint of address and port with bit 63 set (the two never meet). Affinity
+    // records pin it (an atomic word, updated in place), Maglev permutes by it.
+    uint64_t word() const noexcept {
+        if (ip.is_v4()) return uint64_t{ip.v4().be} << 16 | port;
+        uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the 18 bytes, then a final mix
+        for (uint8_t x : ip.a.b) h = (h ^ x) * 0x100000001b3ull;
+        h = (h ^ (port & 0xff)) * 0x100000001b3ull;
+        h = (h ^ (port >> 8)) * 0x100000001b3ull;
+        h ^= h >> 29;
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 32;
+        return h | (uint64_t{1} << 63);
     }
-    friend constexpr bool operator==(EndpointKey, EndpointKey) noexcept = default;
+    friend bool operator==(const EndpointKey&, const EndpointKey&) noexcept = default;
 };
 
 inline constexpr uint16_t kBurst = 32;  // packets per burst: every per-burst array has this size

@@ -32,7 +32,6 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(vlan_truncated, "frame too short for its 802.1Q tag")                                      \
     X(vlan_stacked, "more than one VLAN tag")                                                    \
     X(ethertype_unknown, "EtherType neither IPv4, ARP nor IPv6")                                 \
-    X(ipv6, "IPv6 is counted, not translated")                                                   \
     X(arp_truncated, "ARP packet shorter than an IPv4 ARP body")                                 \
     X(ip_truncated, "frame shorter than an IPv4 header")                                         \
     X(ip_bad_version, "IP version is not 4")                                                     \
@@ -42,14 +41,26 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(ip_ttl_exceeded, "TTL 0 or 1: not forwarded")                                              \
     X(ip_fragment, "non-first IP fragment")                                                      \
     X(ip_bad_source, "source address is broadcast, multicast or zero")                           \
+    X(ip6_truncated, "frame shorter than an IPv6 header")                                        \
+    X(ip6_bad_version, "IPv6 EtherType but IP version is not 6")                                 \
+    X(ip6_bad_payload_length, "IPv6 payload length past the frame")                              \
+    X(ip6_multicast, "IPv6 multicast that is not Neighbor Discovery")                            \
+    X(ip6_ext_truncated, "an IPv6 extension header past the payload")                            \
+    X(ip6_ext_order, "hop-by-hop options not first, or an extension header repeated")            \
+    X(ip6_ext_chain_too_long, "more IPv6 extension headers than the bound (8)")                  \
+    X(ip6_routing_type0, "IPv6 routing header type 0 (RFC 5095)")                                \
+    X(ip6_link_local, "IPv6 link-local source or destination: never forwarded (RFC 4291)")       \
     X(l2_not_for_us, "broadcast or multicast frame that is not ARP")                             \
     X(tcp_truncated, "TCP header past the IP payload")                                           \
     X(tcp_bad_doff, "TCP data offset below 5 or past the IP payload")                            \
     X(tcp_bad_flags, "TCP flag combination no stack sends (SYN+FIN, null, xmas)")                \
     X(udp_truncated, "UDP header past the IP payload")                                           \
     X(udp_bad_length, "UDP length field below 8 or past the IP payload")                         \
-    X(icmp_truncated, "ICMP header past the IP payload")                                         \
-    X(icmp_error_bad_inner, "ICMP error without a whole embedded IPv4 header and 8 bytes of L4")  \
+    X(icmp_truncated, "ICMP or ICMPv6 header past the IP payload")                               \
+    X(icmp_error_bad_inner, "ICMP error without a whole embedded IP header and 8 bytes of L4")   \
+    X(icmp6_bad_checksum, "ICMPv6 checksum does not verify")                                     \
+    X(nd_invalid, "Neighbor Discovery message failing RFC 4861 7.1 (hop limit, code, length)")   \
+    X(nd_bad_target, "Neighbor Solicitation or Advertisement for a multicast target")            \
     X(sctp_truncated, "SCTP common header past the IP payload")                                  \
     X(no_route, "no route to the destination")                                                   \
     X(service_cidr_unallocated, "inside a service CIDR but no ClusterIP")                        \
@@ -66,9 +77,10 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(reject_endpoint_gone, "rejected: a reload removed this TCP flow's endpoint (RST)")         \
     X(endpoint_gone, "a reload removed this flow's endpoint")                                    \
     X(arp_consumed, "ARP reply, announcement or request for another host: read, not forwarded") \
-    X(to_gateway, "addressed to the gateway itself; only ARP and ICMP echo are answered")       \
-    X(neighbor_unresolved, "next hop did not answer ARP in time")                                \
-    X(neighbor_hold_full, "too many packets waiting for ARP resolution")                         \
+    X(nd_consumed, "Neighbor Advertisement, or Solicitation for another host: read, not forwarded") \
+    X(to_gateway, "addressed to the gateway itself; only ARP, ND and echo are answered")        \
+    X(neighbor_unresolved, "next hop did not answer ARP or ND in time")                          \
+    X(neighbor_hold_full, "too many packets waiting for ARP or ND resolution")                   \
     X(tx_full, "transmit queue full")
 
 enum class DropReason : uint8_t {

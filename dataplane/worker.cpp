@@ -5,13 +5,15 @@
 
 namespace svcgate::dp {
 
-Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, uint64_t seed)
+Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, FlowTable6& flows6,
+               uint64_t seed)
     : shared_(shared) {
     ctx_.worker = index;
     ctx_.n_workers = n_workers;
     ctx_.flows = &flows;
+    ctx_.flows6 = &flows6;
     ctx_.rng = Rng(seed + index);
-    ctx_.out.init(shared.neighbors, shared.pool, shared.port_macs.data(),
+    ctx_.out.init(shared.neighbors, shared.neighbors6, shared.pool, shared.port_macs.data(),
                   static_cast<uint16_t>(shared.port_macs.size()), TxSink{.send = &Worker::transmit, .arg = this});
 }
 

@@ -39,6 +39,7 @@ struct WorkerShared {
     std::atomic<StatsTable*> stats{nullptr};
     std::atomic<bool> stop{false};
     NeighborTable neighbors;
+    NeighborTable6 neighbors6;
     rte_rcu_qsbr* qsbr = nullptr;
     rte_mempool* pool = nullptr;
     FixedArray<rte_ether_addr> port_macs;  // by port index (config order)
@@ -58,7 +59,8 @@ struct TxQueue {
 
 class Worker {
 public:
-    Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, uint64_t seed);
+    Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, FlowTable6& flows6,
+           uint64_t seed);
     // The receive queues it polls; the transmit queue it uses on each port (by port index).
     void set_queues(std::vector<RxQueue> rx, std::vector<TxQueue> tx) {
         rx_ = FixedArray<RxQueue>(std::move(rx));

@@ -196,8 +196,8 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
-    key = 'svcgate_service_packets_total{service="default/test-svc",port="http",protocol="TCP"}'
-    check(samples.get(key, 0) > 0 and samples.get("svcgate_flow_capacity", 0) == 1048576 and
+    key = 'svcgate_service_packets_total{service="default/test-svc",port="http",protocol="TCP",family="IPv4"}'
+    check(samples.get(key, 0) > 0 and samples.get('svcgate_flow_capacity{family="IPv4"}', 0) == 1048576 and
           'svcgate_drops_total{reason="to_gateway"}' in samples and
           any(k.startswith("svcgate_endpoint_bytes_total{") for k in samples),
           f"curl /metrics: {len(samples)} samples parsed, test-svc {samples.get(key)} packets")

@@ -11,6 +11,23 @@ using namespace svcgate::dp;
 bool checksums_verify(const std::vector<uint8_t>& f) {
     PacketMeta m;
     if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none) return false;
+    if (m.l3 == L3Kind::ipv6) {
+        // parse has verified ICMPv6; TCP and UDP over the IPv6 pseudo-header (UDP's is mandatory).
+        const uint8_t* ip = f.data() + m.l3_off;
+        const uint8_t* l4 = f.data() + m.l4_off;
+        switch (static_cast<Proto>(m.key6.proto)) {
+        case Proto::tcp:
+        case Proto::udp:
+            return ipv6_l4_csum(ip, l4, m.l4_len, m.key6.proto) == 0;
+        case Proto::sctp: {
+            rte_be32_t c;
+            std::memcpy(&c, l4 + 8, 4);
+            return c == sctp_crc32c(l4, m.l4_len);
+        }
+        default:
+            return true;
+        }
+    }
     if (m.l3 != L3Kind::ipv4) return true;
     const uint8_t* ip = f.data() + m.l3_off;
     if (inet_csum(ip, m.l4_off - m.l3_off) != 0) return false;
@@ -19,6 +36,7 @@ bool checksums_verify(const std::vector<uint8_t>& f) {
     case Proto::tcp: return ipv4_l4_csum(ip, l4, m.l4_len) == 0;
     case Proto::udp: return (l4[6] == 0 && l4[7] == 0) || ipv4_l4_csum(ip, l4, m.l4_len) == 0;
     case Proto::icmp: return inet_csum(l4, m.l4_len) == 0;
+    case Proto::icmp6: return true;
     case Proto::sctp: {
         rte_be32_t c;
         std::memcpy(&c, l4 + 8, 4);
@@ -70,7 +88,9 @@ void TestOutput::attach(WorkerCtx& ctx, const ServiceSnapshot& s) {
     macs.assign(std::max<size_t>(s.catalogue.ports.size(), 1), rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}});
     for (const auto& r : s.catalogue.route_list)
         if (!r.hop.gateway.is_zero()) (void)neighbors.pin(r.hop.gateway, rte_ether_addr{{0x02, 0, 0, 0, 0, 0x99}});
-    ctx.out.init(neighbors, ctl::tool_mempool(), macs.data(), static_cast<uint16_t>(macs.size()),
+    for (const auto& r : s.catalogue.route_list6)
+        if (!r.hop.gateway.is_zero()) (void)neighbors6.pin(r.hop.gateway, rte_ether_addr{{0x02, 0, 0, 0, 0, 0x99}});
+    ctx.out.init(neighbors, neighbors6, ctl::tool_mempool(), macs.data(), static_cast<uint16_t>(macs.size()),
                  TxSink{.send = &keep, .arg = this});
 }
 

@@ -33,6 +33,7 @@ std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::str
 // `sent` for the test to read and free.
 struct TestOutput {
     dp::NeighborTable neighbors;
+    dp::NeighborTable6 neighbors6;
     std::vector<rte_ether_addr> macs;
     std::vector<rte_mbuf*> sent;
 

@@ -28,7 +28,7 @@ TEST(Config, BadAddressHasLineAndColumn) {
     EXPECT_EQ(e[0].mark.line, 2);
     EXPECT_EQ(e[0].mark.column, 14);
     EXPECT_EQ(e[0].path, "cluster.node_ips[0]");
-    EXPECT_EQ(e[0].str(), "t.yaml:2:14: cluster.node_ips[0]: \"192.168.1.300\" is not an IPv4 address");
+    EXPECT_EQ(e[0].str(), "t.yaml:2:14: cluster.node_ips[0]: \"192.168.1.300\" is not an IPv4 or IPv6 address");
 }
 
 TEST(Config, EveryErrorIsReportedNotOnlyTheFirst) {
@@ -82,7 +82,7 @@ TEST(Config, StaticNeighborsAndMbufs) {
 )", "t.yaml");
     EXPECT_EQ(c.dataplane.mbufs, 200000u);
     ASSERT_EQ(c.dataplane.neighbors.size(), 1u);
-    EXPECT_EQ(c.dataplane.neighbors[0].ip, *parse_ip4("10.0.0.9"));
+    EXPECT_EQ(c.dataplane.neighbors[0].ip, *parse_ip("10.0.0.9"));
     EXPECT_EQ(c.dataplane.neighbors[0].mac, (std::array<uint8_t, 6>{0x02, 0x00, 0x5e, 0x0a, 0x0b, 0xff}));
     auto e = errors_of(R"(dataplane:
   ports: [{name: a, addresses: [10.0.0.1/24]}]

@@ -129,10 +129,13 @@ TEST(KubeObjects, ServiceAndSlicesAsKubeProxyReadsThem) {
     const ServiceConfig* web = find(c, "shop/web");
     ASSERT_NE(web, nullptr);
     EXPECT_EQ(web->type, ServiceType::load_balancer);
-    EXPECT_EQ(web->cluster_ip, parse_ip4("10.96.1.1"));
-    ASSERT_EQ(web->external_ips.size(), 1u) << "the IPv6 external IP is skipped";
+    ASSERT_EQ(web->cluster_ips.size(), 1u);
+    EXPECT_EQ(web->cluster_ips[0], *parse_ip("10.96.1.1"));
+    // Read, both families; the builder serves each family the Service has a ClusterIP of.
+    ASSERT_EQ(web->external_ips.size(), 2u);
+    EXPECT_EQ(web->external_ips[1], *parse_ip("2001:db8::10"));
     ASSERT_EQ(web->lb_ips.size(), 1u) << "hostname-only and ipMode Proxy ingresses get no rule";
-    EXPECT_EQ(web->lb_ips[0], *parse_ip4("198.51.100.7"));
+    EXPECT_EQ(web->lb_ips[0], *parse_ip("198.51.100.7"));
     EXPECT_EQ(web->affinity_timeout, 600u);
     EXPECT_TRUE(web->external_local);
     EXPECT_FALSE(web->internal_local);
@@ -140,7 +143,13 @@ TEST(KubeObjects, ServiceAndSlicesAsKubeProxyReadsThem) {
     ASSERT_EQ(web->ports.size(), 2u);
     EXPECT_EQ(web->ports[0].node_port, 30080);
     EXPECT_EQ(web->ports[1].proto, dp::Proto::udp);
-    ASSERT_EQ(web->groups.size(), 2u) << "both IPv4 slices merged, the IPv6 one skipped";
+    ASSERT_EQ(web->groups.size(), 3u) << "both IPv4 slices and the IPv6 one";
+    ASSERT_EQ(web->groups[2].endpoints.size(), 1u);
+    EXPECT_EQ(web->groups[2].endpoints[0].ip, *parse_ip("fd00::5"));
+    const ServiceConfig* v6only = find(c, "shop/v6only");
+    ASSERT_NE(v6only, nullptr) << "an IPv6-only Service is served";
+    ASSERT_EQ(v6only->cluster_ips.size(), 1u);
+    EXPECT_EQ(v6only->cluster_ips[0], *parse_ip("fd00::1"));
     const EndpointConfig& term = web->groups[0].endpoints[1];
     EXPECT_FALSE(term.ready);
     EXPECT_TRUE(term.serving);
@@ -151,10 +160,9 @@ TEST(KubeObjects, ServiceAndSlicesAsKubeProxyReadsThem) {
     EXPECT_FALSE(bare.terminating);
 
     EXPECT_EQ(c.kube.services, 4u);
-    EXPECT_EQ(c.kube.slices, 2u);
+    EXPECT_EQ(c.kube.slices, 3u);
     EXPECT_EQ(c.kube.headless, 1u);
     EXPECT_EQ(c.kube.external_name, 1u);
-    EXPECT_EQ(c.kube.ipv6_skipped, 3u);  // external IP, slice, Service
     EXPECT_EQ(c.kube.ignored_objects, 1u);
     ASSERT_EQ(c.warnings.size(), 1u);
     EXPECT_NE(c.warnings[0].message.find("ConfigMap"), std::string::npos);
@@ -167,11 +175,13 @@ TEST(KubeObjects, SnapshotMatchesSlicePortsByNameAndProtocol) {
     c.cluster.node_name = "node-a";
     test::ensure_eal();
     auto s = build_snapshot(c);
-    ASSERT_EQ(s->services.size(), 2u) << "web's two ports; headless and ExternalName get none";
+    ASSERT_EQ(s->services.size(), 3u) << "web's two IPv4 ports and v6only's IPv6 one; headless and ExternalName get none";
+    EXPECT_EQ(s->services[2].family, dp::Family::v6);
+    EXPECT_EQ(s->info(2).name, "shop/v6only:");
     const dp::ServicePort& http = s->services[0];
     const dp::ServicePort& dns = s->services[1];
     EXPECT_EQ(s->info(0).name, "shop/web:http");
-    ASSERT_EQ(http.ep_count, 3u);
+    ASSERT_EQ(http.ep_count, 3u) << "the IPv6 slice's endpoint serves no IPv4 port";
     for (uint32_t i = 0; i < http.ep_count; ++i) EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[http.ep_first + i].port), 8080);
     ASSERT_EQ(dns.ep_count, 2u) << "only web-abc has the dns port";
     EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[dns.ep_first].port), 5353);
@@ -231,10 +241,10 @@ ports: [{name: '', port: 8080}]
     ASSERT_EQ(s->services.size(), 1u);
     const dp::ServicePort& sp = s->services[0];
     ASSERT_EQ(sp.ep_count, 3u);
-    EXPECT_EQ(s->endpoints[sp.ep_first].ip, *parse_ip4("10.1.1.1"));
-    EXPECT_EQ(s->endpoints[sp.ep_first + 1].ip, *parse_ip4("10.1.1.2"));
+    EXPECT_EQ(s->endpoints[sp.ep_first].ip, *parse_ip("10.1.1.1"));
+    EXPECT_EQ(s->endpoints[sp.ep_first + 1].ip, *parse_ip("10.1.1.2"));
     EXPECT_EQ(s->endpoints[sp.ep_first + 1].cond & dp::kReady, 0) << "the first slice's conditions";
-    EXPECT_EQ(s->endpoints[sp.ep_first + 2].ip, *parse_ip4("10.1.1.3"));
+    EXPECT_EQ(s->endpoints[sp.ep_first + 2].ip, *parse_ip("10.1.1.3"));
     EXPECT_EQ(s->sets[sp.cluster_set].count, 2u);
 }
 
@@ -259,7 +269,7 @@ items:
     // Every error, not only the first: each one positioned in the manifest.
     ASSERT_EQ(errors.size(), 6u);
     EXPECT_EQ(errors[0].str(), "m.yaml:10:11: items[0].spec.type: \"Balancer\" is not ClusterIP, NodePort, LoadBalancer or ExternalName");
-    EXPECT_EQ(errors[1].str(), "m.yaml:8:16: items[0].spec.clusterIP: \"10.96.0.300\" is not an IPv4 address");
+    EXPECT_EQ(errors[1].str(), "m.yaml:8:16: items[0].spec.clusterIP: \"10.96.0.300\" is not an IPv4 or IPv6 address");
     EXPECT_EQ(errors[2].str(), "m.yaml:9:37: items[0].spec.ports[0].protocol: \"ICMP\" is not TCP, UDP or SCTP");
     EXPECT_EQ(errors[3].str(), "m.yaml:9:20: items[0].spec.ports[0].port: 99999 is out of range 1-65535");
     EXPECT_EQ(errors[4].str(), "m.yaml:15:59: items[1].endpoints[0].conditions.ready: expected true or false");

@@ -56,7 +56,8 @@ DropReason handle_local(rte_mbuf* m, const rte_ether_addr& port_mac, const Servi
     uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
     PacketMeta pm;
     if (DropReason r = parse_packet(frame, rte_pktmbuf_data_len(m), pm); r != DropReason::none) return r;
-    return answer_local(frame, pm, port_mac, s, nt, now);
+    static NeighborTable6 nt6;
+    return answer_local(m, pm, port_mac, s, nt, nt6, now);
 }
 
 }  // namespace

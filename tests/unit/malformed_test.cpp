@@ -91,7 +91,7 @@ const Case kCases[] = {
     {"UDP length zero", [] { Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53"); f[kL4 + 4] = f[kL4 + 5] = 0; return f; }, DropReason::udp_bad_length},
     {"UDP length past the payload", [] { Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53"); f[kL4 + 5] = 200; return f; }, DropReason::udp_bad_length},
     {"unknown EtherType (LLDP)", [] { Frame f = spec(kSyn); f[12] = 0x88; f[13] = 0xcc; return f; }, DropReason::ethertype_unknown},
-    {"IPv6", [] { Frame f = spec(kSyn); f[12] = 0x86; f[13] = 0xdd; return f; }, DropReason::ipv6},
+    {"IPv4 bytes under the IPv6 EtherType", [] { Frame f = spec(kSyn); f[12] = 0x86; f[13] = 0xdd; return f; }, DropReason::ip6_bad_version},
     {"two stacked VLAN tags", [] { return vlan_tags(spec(kSyn), 2); }, DropReason::vlan_stacked},
     {"802.1ad outer tag", [] { Frame f = vlan_tags(spec(kSyn), 1); f[12] = 0x88; f[13] = 0xa8; return f; }, DropReason::vlan_stacked},
     {"IPv4 to the broadcast MAC", [] { Frame f = spec(kSyn); std::memset(f.data(), 0xff, 6); return f; }, DropReason::l2_not_for_us},

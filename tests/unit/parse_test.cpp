@@ -72,7 +72,7 @@ TEST(Parse, EachMalformedClassHasItsReason) {
         {"udp length zero", udp, [](auto& f) { f[14 + 20 + 4] = 0; f[14 + 20 + 5] = 0; }, DropReason::udp_bad_length},
         {"udp length past payload", udp, [](auto& f) { f[14 + 20 + 5] = 200; }, DropReason::udp_bad_length},
         {"icmp truncated", icmp, [](auto& f) { f.resize(14 + 20 + 7); f[17] = 27; fix_ip_csum(f); }, DropReason::icmp_truncated},
-        {"ipv6", tcp, [](auto& f) { f[12] = 0x86; f[13] = 0xdd; }, DropReason::ipv6},
+        {"IPv4 bytes under the IPv6 EtherType", tcp, [](auto& f) { f[12] = 0x86; f[13] = 0xdd; }, DropReason::ip6_bad_version},
         {"unknown ethertype", tcp, [](auto& f) { f[12] = 0x88; f[13] = 0xb5; }, DropReason::ethertype_unknown},
         {"arp truncated", tcp, [](auto& f) { f[12] = 0x08; f[13] = 0x06; f.resize(14 + 27); }, DropReason::arp_truncated},
         {"qinq outer tag", tcp, [](auto& f) { f[12] = 0x88; f[13] = 0xa8; }, DropReason::vlan_stacked},

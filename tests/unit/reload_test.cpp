@@ -164,7 +164,7 @@ uint64_t service_packets(const ctl::Tracer& t, const std::string& name) {
 uint64_t endpoint_packets(const ctl::Tracer& t, const std::string& ip) {
     const ServiceSnapshot& s = t.snapshot();
     for (const Endpoint& e : s.endpoints)
-        if (ctl::format_ip4(e.ip) == ip) return t.slots().endpoint_total(e.slot).packets;
+        if (ctl::format_ip(e.ip) == ip) return t.slots().endpoint_total(e.slot).packets;
     ADD_FAILURE() << "no endpoint " << ip;
     return 0;
 }
