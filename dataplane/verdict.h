@@ -46,8 +46,8 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(ip6_bad_payload_length, "IPv6 payload length past the frame")                              \
     X(ip6_multicast, "IPv6 multicast that is not Neighbor Discovery")                            \
     X(ip6_ext_truncated, "an IPv6 extension header past the payload")                            \
-    X(ip6_ext_order, "hop-by-hop options not first, or an extension header repeated")            \
-    X(ip6_ext_chain_too_long, "more IPv6 extension headers than the bound (8)")                  \
+    X(ip6_hbh_not_first, "IPv6 hop-by-hop options header not right after the IPv6 header")       \
+    X(ip6_ext_chain_too_long, "more than 8 IPv6 extension headers (a loop of one, an overlong chain)") \
     X(ip6_routing_type0, "IPv6 routing header type 0 (RFC 5095)")                                \
     X(ip6_link_local, "IPv6 link-local source or destination: never forwarded (RFC 4291)")       \
     X(l2_not_for_us, "broadcast or multicast frame that is not ARP")                             \
