@@ -60,8 +60,8 @@ std::string status(DaemonState& st, bool json) {
                      {"ports", ports},
                      {"service_ports", s.services.size()},
                      {"endpoints", s.endpoints.size()},
-                     {"flows", st.flows->live_total()},
-                     {"flow_capacity", st.flows->capacity()},
+                     {"flows", st.flows_live()},
+                     {"flow_capacity", st.flows_capacity()},
                      {"rx_packets", t.rx_packets},
                      {"reloads", st.reload.ok},
                      {"reload_failures", st.reload.failed},
@@ -80,7 +80,7 @@ std::string status(DaemonState& st, bool json) {
         o += fmt::format("port        {} {} link {} queues {}/{}\n", p.name, p.device, link_up(p.id) ? "up" : "down",
                          p.rxq, p.txq);
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
-                     s.services.size(), s.endpoints.size(), st.flows->live_total(), st.flows->capacity(), t.rx_packets);
+                     s.services.size(), s.endpoints.size(), st.flows_live(), st.flows_capacity(), t.rx_packets);
     if (!st.cfg.manifests.empty()) {
         o += "kubernetes  " + kube_summary(k) + "\n";
         for (const ServiceConfig& sc : st.cfg.services)
@@ -201,7 +201,7 @@ std::string flows(DaemonState& st, const std::string& service, size_t limit, boo
     list_flows(st, *st.flows, service, limit, json, now, a, o, n);
     if (st.flows6) list_flows(st, *st.flows6, service, limit, json, now, a, o, n);
     if (json) return a.dump() + "\n";
-    const uint32_t live = st.flows->live_total() + (st.flows6 ? st.flows6->live_total() : 0);
+    const uint32_t live = st.flows_live();
     return o + fmt::format("{} flows shown (limit {}), {} live in the tables\n", n, limit, live);
 }
 
@@ -234,7 +234,7 @@ std::string stats(DaemonState& st, bool json) {
                      {"drops", by_reason(t.drops)},
                      {"rejects", by_reason(t.rejects)},
                      {"flows",
-                      {{"live", st.flows->live_total()}, {"created", t.flows_created}, {"expired", t.flows_expired},
+                      {{"live", st.flows_live()}, {"created", t.flows_created}, {"expired", t.flows_expired},
                        {"joined", t.flows_joined}, {"early_dropped", t.flows_early_dropped}}},
                      {"workers", workers},
                      {"mempool", {{"size", st.pool->size}, {"in_use", rte_mempool_in_use_count(st.pool)}}},
@@ -258,7 +258,7 @@ std::string stats(DaemonState& st, bool json) {
         if (t.drops[r] || t.rejects[r])
             o += fmt::format("{:<28} {:>7} {:>8}  {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r],
                              t.rejects[r], drop_reason_description(static_cast<DropReason>(r)));
-    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped\n\n", st.flows->live_total(),
+    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped\n\n", st.flows_live(),
                      t.flows_created, t.flows_expired, t.flows_early_dropped);
     return o + services(st, false) + "\n" + endpoints(st, false);
 }

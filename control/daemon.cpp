@@ -147,7 +147,7 @@ void launch_workers(Runtime& rt) {
 void print_summary(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
     fmt::print("svcgate: {} packets in ({} bytes), {} out; flows: {} created, {} expired, {} live\n", t.rx_packets,
-               t.rx_bytes, t.tx_packets, t.flows_created, t.flows_expired, st.flows->live_total());
+               t.rx_bytes, t.tx_packets, t.flows_created, t.flows_expired, st.flows_live());
     for (unsigned v = 0; v < kVerdicts; ++v)
         if (t.verdicts[v]) fmt::print("  verdict {:<8} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
     for (unsigned r = 1; r < kDropReasons; ++r) {

@@ -32,8 +32,8 @@ int tel_stats(const char*, const char*, rte_tel_data* d) {
     }
     rte_tel_data_add_dict_u64(d, "flows_created", t.flows_created);
     rte_tel_data_add_dict_u64(d, "flows_expired", t.flows_expired);
-    rte_tel_data_add_dict_u64(d, "flows_live", g_state->flows->live_total());
-    rte_tel_data_add_dict_u64(d, "flow_capacity", g_state->flows->capacity());
+    rte_tel_data_add_dict_u64(d, "flows_live", g_state->flows_live());
+    rte_tel_data_add_dict_u64(d, "flow_capacity", g_state->flows_capacity());
     rte_tel_data_add_dict_u64(d, "generation", g_state->generation());
     rte_tel_data_add_dict_u64(d, "reloads", g_state->reload.ok);
     rte_tel_data_add_dict_u64(d, "reload_failures", g_state->reload.failed);

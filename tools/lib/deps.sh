@@ -4,7 +4,7 @@ SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-
 # The sanitizer and fuzzing builds of tools/test (clang: libFuzzer, ASan, UBSan, TSan).
 SVCGATE_DEPS+=(clang libclang-rt-14-dev)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
-SVCGATE_LAB_DEPS=(iproute2 ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
+SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
 # install_deps [EXTRA-PACKAGE...]
 install_deps() {
     local missing=()

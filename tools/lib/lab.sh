@@ -1,8 +1,13 @@
-# The lab of DESIGN.md section 5 in network namespaces; sourced by tools/lab, tools/demo and the
-# end-to-end tests. Nothing here is reachable from the root namespace: every address lives in a
+# The dual-stack lab of DESIGN.md sections 5 and 8 in network namespaces; sourced by tools/lab,
+# tools/demo and the end-to-end tests. Every IPv4 address has its ULA mirror: 192.168.67.X ->
+# fd00:67::X, 10.192.0.X -> fd00:192::X, pod 10.244.N.X -> fd00:244:N::X, and the Services'
+# fd00:96::/108. No duplicate address detection and no router advertisements: addresses are
+# usable at once. Link-local addresses stay (a Linux router solicits for forwarded packets from
+# its link-local address); what the hosts send to link-local or multicast groups beyond Neighbor
+# Discovery reaches svcgate as counted drops (ip6_link_local, ip6_multicast). Nothing here is reachable from the root namespace: every address lives in a
 # namespace this file creates, and the only links are veth pairs between those namespaces.
 #
-#   client (192.168.67.100) ── gw-ext ┐
+#   client (192.168.67.100, fd00:67::100) ── gw-ext ┐
 #                                     [gw: svcgate on af_packet]
 #                  lab-switch (br0) ── gw-cl ┘
 #                    ├── kube-node-1 10.192.0.3, cni0 10.244.2.1/24: coredns .2, test-pod-1 .4, test-pod-2 .6
@@ -30,7 +35,7 @@ lab_link() {  # nsA devA nsB devB
     lab_x "$3" ip link set "tmp-b$$" name "$4"
     for side in "$1 $2" "$3 $4"; do
         set -- $side
-        lab_x "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1" 2>/dev/null || true
+        lab_x "$1" sysctl -qw "net.ipv6.conf.$2.accept_dad=0" "net.ipv6.conf.$2.accept_ra=0" 2>/dev/null || true
         lab_nooffload "$1" "$2"
         lab_x "$1" ip link set "$2" up
     done
@@ -77,26 +82,31 @@ lab_up() {
     for ns in "${LAB_NS[@]}"; do
         ip netns add "$ns"
         lab_x "$ns" ip link set lo up
-        lab_x "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null || true
+        lab_x "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.default.accept_ra=0 2>/dev/null || true
     done
     # client LAN
     lab_link client eth0 gw gw-ext
     lab_x client ip addr add 192.168.67.100/24 dev eth0
+    lab_x client ip addr add fd00:67::100/64 dev eth0 nodad
+    lab_x client ip -6 route add default via fd00:67::8
     # the node network: a switch with the gateway and both nodes
-    lab_x lab-switch ip link add br0 type bridge
+    lab_x lab-switch ip link add br0 type bridge mcast_snooping 0  # ND multicast flooded: no MLD in the lab
     lab_x lab-switch ip link set br0 up
     lab_link gw gw-cl lab-switch sw-gw
     local i=1
     for node in kube-node-1 kube-node-2; do
         lab_link "$node" eth0 lab-switch "sw-n$i"
         lab_x "$node" ip addr add "10.192.0.$((i + 2))/24" dev eth0
-        lab_x "$node" sysctl -qw net.ipv4.ip_forward=1
+        lab_x "$node" ip addr add "fd00:192::$((i + 2))/64" dev eth0 nodad
+        lab_x "$node" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
         lab_x "$node" sysctl -qw net.ipv4.conf.all.rp_filter=0
         lab_x "$node" sysctl -qw net.ipv4.conf.default.rp_filter=0
-        lab_x "$node" ip link add cni0 type bridge
+        lab_x "$node" ip link add cni0 type bridge mcast_snooping 0
         lab_x "$node" ip addr add "10.244.$((i + 1)).1/24" dev cni0
+        lab_x "$node" ip addr add "fd00:244:$((i + 1))::1/64" dev cni0 nodad
         lab_x "$node" ip link set cni0 up
         lab_x "$node" ip route add default via 10.192.0.2
+        lab_x "$node" ip -6 route add default via fd00:192::2
         i=$((i + 1))
     done
     for dev in sw-gw sw-n1 sw-n2; do lab_x lab-switch ip link set "$dev" master br0; done
@@ -107,7 +117,9 @@ lab_up() {
         lab_link "$pod" eth0 "$node" "v-$pod"
         lab_x "$node" ip link set "v-$pod" master cni0
         lab_x "$pod" ip addr add "$ip/24" dev eth0
+        lab_x "$pod" ip addr add "$(lab_ip6 "$ip")/64" dev eth0 nodad
         lab_x "$pod" ip route add default via "${ip%.*}.1"
+        lab_x "$pod" ip -6 route add default via "$(lab_ip6 "${ip%.*}.1")"
     done
     # the gateway's namespace: the ports belong to svcgate, not to the kernel (no addresses)
     lab_x gw sysctl -qw net.ipv4.ip_forward=0
@@ -119,13 +131,14 @@ lab_start_apps() {
     for pod in test-pod-1 test-pod-2 test-pod-3; do
         local ip
         ip=$(lab_pod_ip "$pod")
-        ip netns exec "$pod" /usr/bin/python3 "$LAB_SRC/tools/lib/podserver.py" "$pod" "$ip" 80 \
+        ip netns exec "$pod" /usr/bin/python3 "$LAB_SRC/tools/lib/podserver.py" "$pod" "$ip,$(lab_ip6 "$ip")" 80 \
             >"$LAB_RUN/$pod.log" 2>&1 &
         echo $! > "$LAB_RUN/$pod.pid"
     done
     ip netns exec coredns dnsmasq --keep-in-foreground --no-resolv --no-hosts --conf-file=/dev/null \
-        --listen-address=10.244.2.2 --bind-interfaces --pid-file= --user=root \
+        --listen-address=10.244.2.2 --listen-address=fd00:244:2::2 --bind-interfaces --pid-file= --user=root \
         --address=/test-svc.default.svc.cluster.local/10.107.169.79 \
+        --address=/test-svc.default.svc.cluster.local/fd00:96::79 \
         --log-facility="$LAB_RUN/coredns.log" --log-queries &
     echo $! > "$LAB_RUN/coredns.pid"
     # Ready when each server answers inside its own namespace.
@@ -137,6 +150,17 @@ lab_start_apps() {
         done
         [ $ok = 1 ] || { echo "lab: the server in $pod did not start" >&2; return 1; }
     done
+}
+
+lab_ip6() {  # an IPv4 lab address -> its IPv6 mirror (DESIGN.md section 8)
+    local a b c d
+    IFS=. read -r a b c d <<<"$1"
+    case "$a.$b" in
+        192.168) echo "fd00:$c::$d" ;;   # the same digits, read as hex: .100 -> ::100
+        10.192) echo "fd00:192::$d" ;;
+        10.244) echo "fd00:244:$c::$d" ;;
+        *) return 1 ;;
+    esac
 }
 
 lab_pod_ip() {  # pod name -> its address

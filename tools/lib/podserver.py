@@ -3,12 +3,14 @@
 
 GET /          -> "NAME\n"
 GET /blob/N    -> N bytes of a fixed pattern (blob(N) below), header X-SHA256 with their digest
-usage: podserver.py NAME ADDRESS PORT
+usage: podserver.py NAME ADDRESS[,ADDRESS...] PORT   (IPv4 and IPv6 addresses: one listener each)
 """
 import hashlib
 import http.server
+import socket
 import socketserver
 import sys
+import threading
 
 
 def blob(n):
@@ -48,8 +50,17 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         self.server_name, self.server_port = self.server_address[:2]
 
 
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
 if __name__ == "__main__":
-    name, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    srv = Server((addr, port), Handler)
-    srv.pod = name
-    srv.serve_forever()
+    name, addrs, port = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+    servers = []
+    for addr in addrs:
+        srv = (Server6 if ":" in addr else Server)((addr, port), Handler)
+        srv.pod = name
+        servers.append(srv)
+    for srv in servers[1:]:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
