@@ -172,13 +172,17 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     check(st.get("generation") == 1 and st.get("service_ports", 0) >= 7 and len(st.get("ports", [])) == 2,
           f"svcgatectl status --json ({st.get('service_ports')} service ports)")
     r = ctl("services", "--json")
-    svcs = {x["name"]: x for x in json.loads(r.stdout)} if r.returncode == 0 else {}
-    t = svcs.get("default/test-svc:http", {})
-    check(t.get("packets", 0) > 0 and t.get("node_port") == 30001 and t.get("ready") == 3,
-          f"svcgatectl services --json: test-svc has 3 ready endpoints and {t.get('packets')} packets")
+    # A dual-stack Service is one service port per family, under one name.
+    svcs = {(x["name"], x["family"]): x for x in json.loads(r.stdout)} if r.returncode == 0 else {}
+    t = svcs.get(("default/test-svc:http", "IPv4"), {})
+    t6 = svcs.get(("default/test-svc:http", "IPv6"), {})
+    check(t.get("packets", 0) > 0 and t.get("node_port") == 30001 and t.get("ready") == 3 and
+          t6.get("cluster_ip") == "fd00:96::79" and t6.get("ready") == 3,
+          f"svcgatectl services --json: test-svc has 3 ready endpoints per family and {t.get('packets')} IPv4 packets")
     r = ctl("endpoints")
-    check(r.returncode == 0 and r.stdout.count("default/test-svc:http") == 3 and "ready,serving" in r.stdout,
-          "svcgatectl endpoints: a table with test-svc's three endpoints")
+    check(r.returncode == 0 and r.stdout.count("default/test-svc:http") == 6 and "ready,serving" in r.stdout and
+          "[fd00:244:2::4]:80" in r.stdout,
+          "svcgatectl endpoints: a table with test-svc's three endpoints of each family")
     r = ctl("flows", "--service", "default/test-svc", "--limit", "3", "--json")
     fl = json.loads(r.stdout) if r.returncode == 0 else []
     check(0 < len(fl) <= 3 and all(f["service"] == "default/test-svc:http" for f in fl),
