@@ -1,5 +1,7 @@
 #include "neighbor.h"
 
+#include "static_hash.h"
+
 #include <cstring>
 
 #include <rte_hash_crc.h>
@@ -25,7 +27,7 @@ rte_ether_addr unpack(uint64_t v) noexcept {
 
 constexpr uint32_t kMask = NeighborTable::kCapacity - 1;
 uint32_t home(Ip4 ip) noexcept { return rte_hash_crc_4byte(ip.be, 0) & kMask; }
-uint32_t home(const Ip6& ip) noexcept { return rte_hash_crc(ip.b, 16, 0) & kMask; }
+uint32_t home(const Ip6& ip) noexcept { return crc32c_bytes(ip.b, 16, 0) & kMask; }
 
 // Slot keys. match: the slot holds `ip`; empty: the slot is free (the probe sequence ends);
 // try_claim: takes a free slot for `ip`, or reports that it holds `ip` already.

@@ -5,6 +5,7 @@
 #include <rte_hash_crc.h>
 
 #include "scheduler.h"
+#include "static_hash.h"
 
 namespace svcgate::dp {
 
@@ -13,7 +14,7 @@ constexpr uint32_t kSeed = 0x1234567;
 }
 
 uint32_t MaglevScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6, sizeof(FlowKey6), kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6, sizeof(FlowKey6), kSeed));
     uint64_t a, b;
     std::memcpy(&a, c.key, 8);
     std::memcpy(&b, reinterpret_cast<const uint8_t*>(c.key) + 8, 8);
@@ -21,12 +22,12 @@ uint32_t MaglevScheduler::pick(const SelectCtx& c) noexcept {
 }
 
 uint32_t SourceHashScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6->src.b, 16, kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->src.b, 16, kSeed));
     return ring_pick(c, rte_hash_crc_4byte(c.key->src.be, kSeed));
 }
 
 uint32_t DestinationHashScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, rte_hash_crc(c.key6->dst.b, 16, kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->dst.b, 16, kSeed));
     return ring_pick(c, rte_hash_crc_4byte(c.key->dst.be, kSeed));
 }
 

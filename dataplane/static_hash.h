@@ -18,6 +18,23 @@
 
 namespace svcgate::dp {
 
+// CRC32c of `n` bytes (a multiple of 4) at any alignment: rte_hash_crc() loads 8-byte words
+// through a cast pointer, which an Ip6 inside a packet or a key (4-byte aligned) does not allow.
+inline uint32_t crc32c_bytes(const void* p, size_t n, uint32_t seed) noexcept {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (; n >= 8; b += 8, n -= 8) {
+        uint64_t w;
+        std::memcpy(&w, b, 8);
+        seed = rte_hash_crc_8byte(w, seed);
+    }
+    if (n >= 4) {
+        uint32_t w;
+        std::memcpy(&w, b, 4);
+        seed = rte_hash_crc_4byte(w, seed);
+    }
+    return seed;
+}
+
 class StaticHash {
 public:
     static constexpr uint32_t kNone = UINT32_MAX;

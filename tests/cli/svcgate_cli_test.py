@@ -19,7 +19,7 @@ def run(*args):
 
 
 r = run("--config", os.path.join(src, "config", "lab.yaml"), "--check")
-check(r.returncode == 0 and "OK: 4 service ports" in r.stdout, f"lab.yaml checks OK ({r.stdout.strip()} {r.stderr.strip()})")
+check(r.returncode == 0 and "OK: 8 service ports" in r.stdout, f"lab.yaml checks OK ({r.stdout.strip()} {r.stderr.strip()})")
 
 with tempfile.TemporaryDirectory() as d:
     bad = os.path.join(d, "bad.yaml")
@@ -64,7 +64,7 @@ def limited(*cmd):
 
 lab = os.path.join(src, "config", "lab.yaml")
 r = limited(svcgate, "--config", lab, "--check")
-check(r.returncode == 0 and "OK: 4 service ports" in r.stdout, f"--check without DPDK: OK under a 512 MiB address space ({r.stderr.strip()[-200:]})")
+check(r.returncode == 0 and "OK: 8 service ports" in r.stdout, f"--check without DPDK: OK under a 512 MiB address space ({r.stderr.strip()[-200:]})")
 ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 r = limited(ctl, "trace", "--config", lab, "tcp 192.168.67.100:1 > 192.168.67.8:30001 [S]")
 check(r.returncode != 0, f"... where an EAL cannot start (svcgatectl trace exits {r.returncode})")

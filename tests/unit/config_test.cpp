@@ -129,7 +129,10 @@ TEST(Config, LabConfigLoads) {
     EXPECT_TRUE(c.warnings.empty());
     test::ensure_eal();
     auto s = build_snapshot(c);
-    EXPECT_EQ(s->services.size(), 4u);
+    ASSERT_EQ(s->services.size(), 8u) << "test-svc's and kube-dns's four ports, in both families";
+    unsigned v6 = 0;
+    for (const dp::ServicePort& sp : s->services) v6 += sp.family == dp::Family::v6;
+    EXPECT_EQ(v6, 4u);
 }
 
 TEST(Config, DuplicateNodePortIsPositioned) {
@@ -169,12 +172,13 @@ TEST(Config, KubernetesExampleMatchesTheLab) {
     Config k = load_config_file(SVCGATE_SOURCE_DIR "/config/kubernetes.yaml");
     EXPECT_TRUE(k.warnings.empty());
     EXPECT_EQ(k.kube.services, 2u);
-    EXPECT_EQ(k.kube.slices, 2u);
+    EXPECT_EQ(k.kube.slices, 4u) << "one EndpointSlice per family";
     auto ks = build_snapshot(k);
     ASSERT_EQ(ks->services.size(), lab->services.size());
     for (size_t i = 0; i < ks->services.size(); ++i) {
         EXPECT_EQ(ks->info(i).name, lab->info(i).name);
         EXPECT_EQ(ks->services[i].ep_count, lab->services[i].ep_count);
         EXPECT_EQ(ks->info(i).node_port, lab->info(i).node_port);
+        EXPECT_EQ(ks->info(i).cluster_ip, lab->info(i).cluster_ip);
     }
 }
