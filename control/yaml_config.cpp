@@ -74,16 +74,9 @@ std::optional<Ip4> parse_ip4(std::string_view s) {
 }
 
 std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits) {
-    auto slash = s.find('/');
-    if (slash == std::string_view::npos) return std::nullopt;
-    auto ip = parse_ip4(s.substr(0, slash));
-    unsigned len = 0;
-    auto lens = s.substr(slash + 1);
-    auto [q, ec] = std::from_chars(lens.data(), lens.data() + lens.size(), len);
-    if (!ip || ec != std::errc{} || q != lens.data() + lens.size() || lens.empty() || len > 32) return std::nullopt;
-    Cidr4 c{*ip, static_cast<uint8_t>(len)};
-    if (!keep_host_bits) c.addr = Ip4::from_host(ip->host() & c.mask_host());
-    return c;
+    auto c = parse_cidr(s, keep_host_bits);
+    if (!c || !c->addr.is_v4()) return std::nullopt;
+    return c->v4();
 }
 
 std::string format_ip4(Ip4 a) {

@@ -56,17 +56,6 @@ rte_ether_addr multicast_mac(const Ip6& group) noexcept {
     return m;
 }
 
-void write_ip6(uint8_t* ip, uint16_t payload, uint8_t hop_limit, const Ip6& src, const Ip6& dst) noexcept {
-    const rte_be32_t vtc = rte_cpu_to_be_32(6u << 28);
-    std::memcpy(ip, &vtc, 4);
-    const rte_be16_t plen = rte_cpu_to_be_16(payload);
-    std::memcpy(ip + 4, &plen, 2);
-    ip[6] = static_cast<uint8_t>(Proto::icmp6);
-    ip[7] = hop_limit;
-    std::memcpy(ip + 8, src.b, 16);
-    std::memcpy(ip + 24, dst.b, 16);
-}
-
 // The link-layer address option of type `type` (1 source, 2 target) in an ND message, if any.
 const uint8_t* nd_lladdr(const uint8_t* icmp, uint32_t len, uint8_t type) noexcept {
     for (uint32_t o = 24; o + 8 <= len && icmp[o + 1]; o += icmp[o + 1] * 8u)
@@ -118,7 +107,7 @@ DropReason nd(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ether
     m->data_len = static_cast<uint16_t>(total);
     m->pkt_len = total;
     uint8_t* ip = frame + pm.l3_off;
-    write_ip6(ip, kLen, 255, target, dst);
+    write_ip6_header(ip, kLen, static_cast<uint8_t>(Proto::icmp6), 255, target, dst);
     uint8_t* na = ip + 40;
     std::memset(na, 0, kLen);
     na[0] = kIcmp6NeighborAdvert;
@@ -198,6 +187,18 @@ DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr&
     return DropReason::to_gateway;
 }
 
+void write_ip6_header(uint8_t* ip, uint16_t payload, uint8_t proto, uint8_t hop_limit, const Ip6& src,
+                      const Ip6& dst) noexcept {
+    const rte_be32_t vtc = rte_cpu_to_be_32(6u << 28);
+    std::memcpy(ip, &vtc, 4);
+    const rte_be16_t plen = rte_cpu_to_be_16(payload);
+    std::memcpy(ip + 4, &plen, 2);
+    ip[6] = proto;
+    ip[7] = hop_limit;
+    std::memcpy(ip + 8, src.b, 16);
+    std::memcpy(ip + 24, dst.b, 16);
+}
+
 bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source, const Ip6& target) noexcept {
     rte_pktmbuf_reset(m);
     constexpr uint16_t kLen = 24 + 8;  // solicitation, source link-layer option
@@ -209,7 +210,7 @@ bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source,
     eth->src_addr = mac;
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
     uint8_t* ip = reinterpret_cast<uint8_t*>(eth + 1);
-    write_ip6(ip, kLen, 255, source, group);
+    write_ip6_header(ip, kLen, static_cast<uint8_t>(Proto::icmp6), 255, source, group);
     uint8_t* ns = ip + 40;
     std::memset(ns, 0, kLen);
     ns[0] = kIcmp6NeighborSolicit;

@@ -27,6 +27,10 @@ DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr&
 // Writes a broadcast ARP request for `target` from (mac, source) into `m` (reset first).
 bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 target) noexcept;
 
+// A fixed IPv6 header (no traffic class, no flow label) for packets the gateway builds.
+void write_ip6_header(uint8_t* ip, uint16_t payload, uint8_t proto, uint8_t hop_limit, const Ip6& src,
+                      const Ip6& dst) noexcept;
+
 // Writes a Neighbor Solicitation for `target` from (mac, source) to its solicited-node group.
 bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source, const Ip6& target) noexcept;
 

@@ -9,6 +9,7 @@
 #include <rte_tcp.h>
 
 #include "checksum.h"
+#include "local.h"
 
 namespace svcgate::dp {
 
@@ -53,17 +54,6 @@ bool set_length(rte_mbuf* m, uint32_t len) noexcept {
 
 // RFC 793 "Reset Generation", case 1 (no connection exists): if the offending segment has an
 // ACK the RST takes its sequence number from that ACK, otherwise seq 0 and ACK of seq + len.
-void write_ip6(uint8_t* ip, uint16_t payload, uint8_t proto, const Ip6& src, const Ip6& dst) noexcept {
-    const rte_be32_t vtc = rte_cpu_to_be_32(6u << 28);
-    std::memcpy(ip, &vtc, 4);
-    const rte_be16_t plen = rte_cpu_to_be_16(payload);
-    std::memcpy(ip + 4, &plen, 2);
-    ip[6] = proto;
-    ip[7] = kTtl;
-    std::memcpy(ip + 8, src.b, 16);
-    std::memcpy(ip + 24, dst.b, 16);
-}
-
 bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint8_t* tcp_in = f + meta.l4_off;
@@ -85,7 +75,7 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
     uint8_t* tcp = ip + ip_hdr;
-    if (v6) write_ip6(ip, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp), meta.key6.dst, meta.key6.src);
+    if (v6) write_ip6_header(ip, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp), kTtl, meta.key6.dst, meta.key6.src);
     else write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
     auto* t = reinterpret_cast<rte_tcp_hdr*>(tcp);
     t->src_port = v6 ? meta.key6.dport : meta.key.dport;
@@ -112,7 +102,7 @@ bool build_port_unreachable6(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* ip = f + meta.l3_off;
     std::memmove(ip + kHead, ip, quoted);  // the quote first: the new headers overwrite its start
     swap_macs(f);
-    write_ip6(ip, 8 + quoted, static_cast<uint8_t>(Proto::icmp6), meta.key6.dst, meta.key6.src);
+    write_ip6_header(ip, static_cast<uint16_t>(8 + quoted), static_cast<uint8_t>(Proto::icmp6), kTtl, meta.key6.dst, meta.key6.src);
     uint8_t* icmp = ip + 40;
     std::memset(icmp, 0, 8);
     icmp[0] = kIcmp6DestUnreach;
