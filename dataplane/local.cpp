@@ -8,6 +8,7 @@
 
 #include "checksum.h"
 #include "parse.h"
+#include "reject.h"
 
 namespace svcgate::dp {
 
@@ -56,6 +57,24 @@ rte_ether_addr multicast_mac(const Ip6& group) noexcept {
     return m;
 }
 
+// An NS or NA (RFC 4861 4.3, 4.4) as the gateway sends them: 24 bytes of message (type, `flags`,
+// `target`) and one link-layer address option (source for an NS, target for an NA) with `mac`.
+constexpr uint16_t kNdLen = 24 + 8;
+void write_nd(uint8_t* ip, uint8_t type, uint8_t flags, const Ip6& src, const Ip6& dst, const Ip6& target,
+              const rte_ether_addr& mac) noexcept {
+    write_ip6_header(ip, kNdLen, static_cast<uint8_t>(Proto::icmp6), 255, src, dst);
+    uint8_t* msg = ip + 40;
+    std::memset(msg, 0, kNdLen);
+    msg[0] = type;
+    msg[4] = flags;
+    std::memcpy(msg + 8, target.b, 16);
+    msg[24] = type == kIcmp6NeighborSolicit ? 1 : 2;
+    msg[25] = 1;  // in units of 8 bytes
+    std::memcpy(msg + 26, mac.addr_bytes, RTE_ETHER_ADDR_LEN);
+    const uint16_t c = ipv6_l4_csum(ip, msg, kNdLen, static_cast<uint8_t>(Proto::icmp6));
+    std::memcpy(msg + 2, &c, 2);
+}
+
 // The link-layer address option of type `type` (1 source, 2 target) in an ND message, if any.
 const uint8_t* nd_lladdr(const uint8_t* icmp, uint32_t len, uint8_t type) noexcept {
     for (uint32_t o = 24; o + 8 <= len && icmp[o + 1]; o += icmp[o + 1] * 8u)
@@ -100,24 +119,9 @@ DropReason nd(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ether
         dst.b[0] = 0xff, dst.b[1] = 0x02, dst.b[15] = 0x01;  // ff02::1
         dst_mac = multicast_mac(dst);
     }
-    // Fixed header, 24 bytes of advertisement, 8 of target link-layer option.
-    constexpr uint16_t kLen = 24 + 8;
-    const uint32_t total = pm.l3_off + 40u + kLen;
-    if (total > static_cast<uint32_t>(m->buf_len - m->data_off)) return DropReason::reject_failed;
-    m->data_len = static_cast<uint16_t>(total);
-    m->pkt_len = total;
-    uint8_t* ip = frame + pm.l3_off;
-    write_ip6_header(ip, kLen, static_cast<uint8_t>(Proto::icmp6), 255, target, dst);
-    uint8_t* na = ip + 40;
-    std::memset(na, 0, kLen);
-    na[0] = kIcmp6NeighborAdvert;
-    na[4] = dad ? 0xa0 : 0xe0;  // Router, Solicited (not for DAD), Override
-    std::memcpy(na + 8, target.b, 16);
-    na[24] = 2;  // target link-layer address
-    na[25] = 1;
-    std::memcpy(na + 26, port_mac.addr_bytes, RTE_ETHER_ADDR_LEN);
-    const uint16_t c = ipv6_l4_csum(ip, na, kLen, static_cast<uint8_t>(Proto::icmp6));
-    std::memcpy(na + 2, &c, 2);
+    if (!set_frame_length(m, pm.l3_off + 40u + kNdLen)) return DropReason::reject_failed;
+    write_nd(frame + pm.l3_off, kIcmp6NeighborAdvert, dad ? 0xa0 : 0xe0 /* Router, Solicited (not for DAD), Override */,
+             target, dst, target, port_mac);
     auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
     eth->dst_addr = dst_mac;
     eth->src_addr = port_mac;
@@ -179,10 +183,7 @@ DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr&
     case L3Kind::ipv4:
         return echo(frame, pm, port_mac, s);
     case L3Kind::ipv6:
-        if (pm.key6.proto == static_cast<uint8_t>(Proto::icmp6) && pm.icmp_type >= kIcmp6RouterSolicit &&
-            pm.icmp_type <= kIcmp6Redirect)
-            return nd(m, frame, pm, port_mac, s, nt6, now);
-        return echo6(frame, pm, port_mac, s);
+        return pm.is_nd() ? nd(m, frame, pm, port_mac, s, nt6, now) : echo6(frame, pm, port_mac, s);
     }
     return DropReason::to_gateway;
 }
@@ -201,25 +202,14 @@ void write_ip6_header(uint8_t* ip, uint16_t payload, uint8_t proto, uint8_t hop_
 
 bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source, const Ip6& target) noexcept {
     rte_pktmbuf_reset(m);
-    constexpr uint16_t kLen = 24 + 8;  // solicitation, source link-layer option
-    constexpr uint16_t len = sizeof(rte_ether_hdr) + 40 + kLen;
+    constexpr uint16_t len = sizeof(rte_ether_hdr) + 40 + kNdLen;
     auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, len));
     if (!eth) return false;
     const Ip6 group = solicited_node(target);
     eth->dst_addr = multicast_mac(group);
     eth->src_addr = mac;
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
-    uint8_t* ip = reinterpret_cast<uint8_t*>(eth + 1);
-    write_ip6_header(ip, kLen, static_cast<uint8_t>(Proto::icmp6), 255, source, group);
-    uint8_t* ns = ip + 40;
-    std::memset(ns, 0, kLen);
-    ns[0] = kIcmp6NeighborSolicit;
-    std::memcpy(ns + 8, target.b, 16);
-    ns[24] = 1;  // source link-layer address
-    ns[25] = 1;
-    std::memcpy(ns + 26, mac.addr_bytes, RTE_ETHER_ADDR_LEN);
-    const uint16_t c = ipv6_l4_csum(ip, ns, kLen, static_cast<uint8_t>(Proto::icmp6));
-    std::memcpy(ns + 2, &c, 2);
+    write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborSolicit, 0, source, group, target, mac);
     return true;
 }
 

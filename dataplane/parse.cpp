@@ -73,14 +73,13 @@ enum : uint8_t { kNhHopByHop = 0, kNhRouting = 43, kNhFragment = 44, kNhAuth = 5
 struct ExtChain {
     uint8_t proto;       // the upper-layer protocol (or 59, no next header; 50, ESP)
     uint16_t l4;         // its offset from the IPv6 header
-    uint16_t proto_off;  // where the Next Header naming it sits, from the IPv6 header
     bool more_fragments = false;
 };
 
 // Walks the chain of the IPv6 header at `ip`, whose packet is `end` bytes long (header included).
 DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
     uint8_t nh = ip[6];
-    uint32_t pos = 40, nh_at = 6;
+    uint32_t pos = 40;
     for (unsigned n = 0;; ++n) {
         switch (nh) {
         case kNhHopByHop:
@@ -90,7 +89,7 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
         case kNhAuth:
             break;
         default:
-            c = ExtChain{nh, static_cast<uint16_t>(pos), static_cast<uint16_t>(nh_at), c.more_fragments};
+            c = ExtChain{nh, static_cast<uint16_t>(pos), c.more_fragments};
             return DropReason::none;
         }
         if (n == kMaxExtHeaders) return DropReason::ip6_ext_chain_too_long;
@@ -110,7 +109,6 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
             if (nh == kNhRouting && h[2] == 0) return DropReason::ip6_routing_type0;
         }
         if (pos + hlen > end) return DropReason::ip6_ext_truncated;
-        nh_at = pos;
         nh = h[0];
         pos += hlen;
     }
@@ -264,22 +262,22 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     m.key6.proto = c.proto;
     m.l4_off = static_cast<uint16_t>(off + c.l4);
     m.l4_len = static_cast<uint16_t>(end - c.l4);
-    m.l4_proto_off = static_cast<uint8_t>(c.proto_off < 256 ? c.proto_off : 0);
     m.more_fragments = c.more_fragments;
     DropReason r = c.proto == static_cast<uint8_t>(Proto::icmp6) ? parse_icmp6(ip, f + m.l4_off, m)
                                                                  : parse_l4(f + m.l4_off, m, c.proto);
     if (r != DropReason::none) return r;
-    const bool nd = c.proto == static_cast<uint8_t>(Proto::icmp6) && is_nd(m.icmp_type);
-    // RFC 8200 / RFC 4291: a multicast source is never valid; the unspecified source only for
-    // duplicate address detection (an NS, checked above); multicast frames and destinations, and
-    // link-local addresses, concern the link: only Neighbor Discovery is read, nothing forwarded.
-    if (m.key6.src.is_multicast() || (m.key6.src.is_zero() && !nd)) [[unlikely]]
+    const bool nd = m.is_nd();
+    // RFC 8200 / RFC 4291: a multicast or loopback source is never valid; the unspecified source
+    // only for duplicate address detection (an NS, checked above); multicast frames and
+    // destinations, and link-local addresses, concern the link: only Neighbor Discovery is read,
+    // nothing forwarded; the loopback destination concerns no link at all (2.5.3).
+    if (m.key6.src.is_multicast() || m.key6.src.is_loopback() || (m.key6.src.is_zero() && !nd)) [[unlikely]]
         return DropReason::ip_bad_source;
     if (nd) return DropReason::none;
     if ((f[0] & 0x01) || m.key6.dst.is_multicast()) [[unlikely]]
         return DropReason::ip6_multicast;
-    if (m.key6.src.is_link_local() || m.key6.dst.is_link_local()) [[unlikely]]
-        return DropReason::ip6_link_local;
+    if (m.key6.src.is_link_local() || m.key6.dst.is_link_local() || m.key6.dst.is_loopback()) [[unlikely]]
+        return DropReason::ip6_scope;
     return DropReason::none;
 }
 

@@ -46,7 +46,6 @@ struct PacketMeta {
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
     bool more_fragments = false;  // first fragment of a fragmented datagram
-    uint8_t l4_proto_off = 0;     // IPv6: where the Next Header naming the L4 protocol sits, from l3_off
     // ICMP / ICMPv6 errors (destination unreachable, time exceeded, parameter problem, source
     // quench, packet too big) about a TCP/UDP/SCTP packet: where the embedded IP header starts (0 =
     // not such an error), where its L4 header starts, how many bytes of that came along, and the
@@ -62,6 +61,12 @@ struct PacketMeta {
 
     PacketMeta() noexcept : key{}, err_key{} {}
     bool is_v6() const noexcept { return l3 == L3Kind::ipv6; }
+    // Neighbor Discovery (RFC 4861: router and neighbor solicitations and advertisements,
+    // redirects): for the output stage, never forwarded.
+    bool is_nd() const noexcept {
+        return l3 == L3Kind::ipv6 && key6.proto == static_cast<uint8_t>(Proto::icmp6) &&
+               icmp_type >= kIcmp6RouterSolicit && icmp_type <= kIcmp6Redirect;
+    }
 };
 
 struct ParseOptions {

@@ -44,9 +44,7 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
             // BM_PipelineEstablished). A forwarded packet leaves with meta.key.
             p.set(Verdict::forward);
             b.flows.push(i);
-        } else if (p.meta.l3 == L3Kind::ipv6 &&
-                   !(p.meta.key6.proto == static_cast<uint8_t>(Proto::icmp6) &&
-                     p.meta.icmp_type >= kIcmp6RouterSolicit && p.meta.icmp_type <= kIcmp6Redirect)) {
+        } else if (p.meta.l3 == L3Kind::ipv6 && !p.meta.is_nd()) {
             p.set(Verdict::forward);
             b.flows6.push(i);
         } else {

@@ -39,8 +39,9 @@ void write_ip(uint8_t* ip, uint16_t total, uint8_t proto, Ip4 src, Ip4 dst) noex
     h->hdr_checksum = inet_csum(ip, sizeof(rte_ipv4_hdr));
 }
 
-// Drop any chained segments and set the new single-segment length.
-bool set_length(rte_mbuf* m, uint32_t len) noexcept {
+}  // namespace
+
+bool set_frame_length(rte_mbuf* m, uint32_t len) noexcept {
     if (len > static_cast<uint32_t>(m->buf_len - m->data_off)) return false;
     if (m->next) {
         rte_pktmbuf_free(m->next);
@@ -51,6 +52,8 @@ bool set_length(rte_mbuf* m, uint32_t len) noexcept {
     m->pkt_len = len;
     return true;
 }
+
+namespace {
 
 // RFC 793 "Reset Generation", case 1 (no connection exists): if the offending segment has an
 // ACK the RST takes its sequence number from that ACK, otherwise seq 0 and ACK of seq + len.
@@ -71,7 +74,7 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     const bool v6 = meta.is_v6();
     const uint16_t ip_hdr = v6 ? 40 : sizeof(rte_ipv4_hdr);
     const uint16_t total = ip_hdr + sizeof(rte_tcp_hdr);
-    if (!set_length(m, meta.l3_off + total)) return false;
+    if (!set_frame_length(m, meta.l3_off + total)) return false;
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
     uint8_t* tcp = ip + ip_hdr;
@@ -98,7 +101,7 @@ bool build_port_unreachable6(rte_mbuf* m, const PacketMeta& meta) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     constexpr uint16_t kHead = 40 + 8;
     const uint16_t quoted = std::min<uint16_t>(meta.ip_len, 1280 - kHead);
-    if (!set_length(m, meta.l3_off + kHead + quoted)) return false;
+    if (!set_frame_length(m, meta.l3_off + kHead + quoted)) return false;
     uint8_t* ip = f + meta.l3_off;
     std::memmove(ip + kHead, ip, quoted);  // the quote first: the new headers overwrite its start
     swap_macs(f);
@@ -122,7 +125,7 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
     std::memcpy(quote, f + meta.l3_off, quoted);
 
     const uint16_t total = sizeof(rte_ipv4_hdr) + sizeof(rte_icmp_hdr) + quoted;
-    if (!set_length(m, meta.l3_off + total)) return false;
+    if (!set_frame_length(m, meta.l3_off + total)) return false;
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
     uint8_t* icmp = ip + sizeof(rte_ipv4_hdr);

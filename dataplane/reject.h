@@ -11,6 +11,10 @@
 
 namespace svcgate::dp {
 
+// Sets a frame built in place to `len` bytes in one segment (chained ones are freed); false
+// when the mbuf has no room for it.
+bool set_frame_length(rte_mbuf* m, uint32_t len) noexcept;
+
 // False when the mbuf has no room for the reply (the caller drops with reject_failed).
 [[nodiscard]] bool build_reject(rte_mbuf* m, const PacketMeta& meta) noexcept;
 

@@ -49,7 +49,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(ip6_hbh_not_first, "IPv6 hop-by-hop options header not right after the IPv6 header")       \
     X(ip6_ext_chain_too_long, "more than 8 IPv6 extension headers (a loop of one, an overlong chain)") \
     X(ip6_routing_type0, "IPv6 routing header type 0 (RFC 5095)")                                \
-    X(ip6_link_local, "IPv6 link-local source or destination: never forwarded (RFC 4291)")       \
+    X(ip6_scope, "IPv6 link-local source or destination, or loopback destination: never forwarded") \
     X(l2_not_for_us, "broadcast or multicast frame that is not ARP")                             \
     X(tcp_truncated, "TCP header past the IP payload")                                           \
     X(tcp_bad_doff, "TCP data offset below 5 or past the IP payload")                            \
@@ -73,7 +73,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(conntrack_invalid, "packet conntrack calls INVALID for its flow")                          \
     X(reject_no_endpoints, "rejected: the Service has no usable endpoint")                       \
     X(reject_unknown_port, "rejected: a ClusterIP on a port no Service uses")                    \
-    X(reject_failed, "a reject could not be built (no room in the mbuf)")                        \
+    X(reject_failed, "a reject or an ND answer could not be built (no room in the mbuf)")                        \
     X(reject_endpoint_gone, "rejected: a reload removed this TCP flow's endpoint (RST)")         \
     X(endpoint_gone, "a reload removed this flow's endpoint")                                    \
     X(arp_consumed, "ARP reply, announcement or request for another host: read, not forwarded") \

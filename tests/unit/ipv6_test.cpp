@@ -331,7 +331,12 @@ TEST(Ipv6, EachMalformedClassHasItsReason) {
         {"multicast destination", edit([](Frame& f) { f[kL3 + 24] = 0xff; fix_l4_csum(f, kL3 + 40, 6); }),
          DropReason::ip6_multicast},
         {"link-local destination", edit([](Frame& f) { f[kL3 + 24] = 0xfe; f[kL3 + 25] = 0x80; fix_l4_csum(f, kL3 + 40, 6); }),
-         DropReason::ip6_link_local},
+         DropReason::ip6_scope},
+        {"loopback destination", edit([](Frame& f) { std::memset(f.data() + kL3 + 24, 0, 15); f[kL3 + 39] = 1;
+                                                     fix_l4_csum(f, kL3 + 40, 6); }),
+         DropReason::ip6_scope},
+        {"loopback source", edit([](Frame& f) { std::memset(f.data() + kL3 + 8, 0, 15); f[kL3 + 23] = 1; }),
+         DropReason::ip_bad_source},
         {"tcp truncated", edit([](Frame& f) { f.resize(kL3 + 50); f[kL3 + 4] = 0; f[kL3 + 5] = 10; }),
          DropReason::tcp_truncated},
         {"hop limit 1 to a VIP", edit([](Frame& f) { f[kL3 + 7] = 1; }), DropReason::ip_ttl_exceeded},

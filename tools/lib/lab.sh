@@ -4,8 +4,9 @@
 # fd00:96::/108. No duplicate address detection and no router advertisements: addresses are
 # usable at once. Link-local addresses stay (a Linux router solicits for forwarded packets from
 # its link-local address); what the hosts send to link-local or multicast groups beyond Neighbor
-# Discovery reaches svcgate as counted drops (ip6_link_local, ip6_multicast). Nothing here is reachable from the root namespace: every address lives in a
-# namespace this file creates, and the only links are veth pairs between those namespaces.
+# Discovery reaches svcgate as counted drops (ip6_scope, ip6_multicast). Nothing here is reachable
+# from the root namespace: every address lives in a namespace this file creates, and the only
+# links are veth pairs between those namespaces.
 #
 #   client (192.168.67.100, fd00:67::100) ── gw-ext ┐
 #                                     [gw: svcgate on af_packet]
