@@ -131,14 +131,9 @@ struct Builder {
         for (const IpCidr& c : sc.lb_source_ranges) from_node = from_node || (primary && c.contains(*primary));
         if (from_node)
             for (const IpAddr& a : info.lb_ips) ranges.push_back(IpCidr{a, static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)});
-        // A Service whose source ranges are all of the other family admits nobody of this one
-        // (kube-proxy's proxier of this family sees a non-empty list with nothing it can match).
+        // This family's ranges only: as in kube-proxy's service change tracker, the other family's
+        // are ignored, and a family left with none is not restricted.
         sp.lb_source_ranges = add_cidrs(ranges, fam);
-        if (!sc.lb_source_ranges.empty() && sp.lb_source_ranges.empty()) {
-            // An impossible range: a /32 (or /128) of the unspecified address, which is never a source.
-            sp.lb_source_ranges = add_cidrs({IpCidr{fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}),
-                                                    static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)}}, fam);
-        }
         sp.scheduler = sc.scheduler;
         sp.affinity_timeout = sc.affinity_timeout;
         const bool external = np_type || !info.external_ips.empty();

@@ -418,3 +418,25 @@ TEST(Ipv6, ADualStackServiceCountsEachFamilyUnderItsName) {
     EXPECT_EQ(v4, 1u);
     EXPECT_EQ(v6, 2u);
 }
+
+TEST(Ipv6, SourceRangesOfOneFamilyLeaveTheOtherUnrestricted) {
+    // kube-proxy's service change tracker keeps each family's loadBalancerSourceRanges and ignores
+    // the other's: an IPv4-only list guards the IPv4 LB IP and leaves the IPv6 one open.
+    std::string cfg = kDualStack + R"(
+  - name: default/lb
+    type: LoadBalancer
+    cluster_ips: [10.107.0.9, 'fd00:96::9']
+    load_balancer_ips: [192.168.67.50, 'fd00:67::50']
+    load_balancer_source_ranges: [203.0.113.0/24]
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30009}]
+    endpoints: [10.244.2.4, 'fd00:244:2::4']
+)";
+    auto t = test::tracer(cfg, 7);
+    auto v4 = t->run_spec("tcp 192.168.67.100:1 > 192.168.67.50:80 [S]");
+    EXPECT_EQ(v4.verdict, Verdict::drop);
+    EXPECT_EQ(v4.reason, DropReason::lb_source_range);
+    EXPECT_EQ(t->run_spec("tcp 203.0.113.7:1 > 192.168.67.50:80 [S]").verdict, Verdict::dnat);
+    auto v6 = t->run_spec("tcp [fd00:67::100]:1 > [fd00:67::50]:80 [S]");
+    EXPECT_EQ(v6.verdict, Verdict::dnat) << v6.text();
+    EXPECT_EQ(*v6.endpoint, "[fd00:244:2::4]:80");
+}
