@@ -99,6 +99,7 @@ def main():
     ipt = {e["services"]: e["ms"] for e in nf if e["tool"] == "iptables" and e["ok"]}
     nft = {e["services"]: e["ms"] for e in nf if e["tool"] == "nft" and e["ok"]}
     bpf = micro_counter("BM_BytesPerFlow/10000000/iterations:1", "bytes_per_flow")
+    bpf6 = micro_counter("BM_BytesPerFlow6/10000000/iterations:1", "bytes_per_flow")
     rss_1m = [m["result"].get("rss_kb") for m in macro if m["name"] == "svcgate" and m["params"].get("flows") == 1000000]
 
     summary = {
@@ -112,6 +113,7 @@ def main():
         "reload_10k_ms": reload_ms.get(10000),
         "reload_speedup_vs_iptables": (ipt[10000] / reload_ms[10000]) if 10000 in ipt and 10000 in reload_ms else None,
         "bytes_per_flow": bpf,
+        "bytes_per_flow_v6": bpf6,
         "two_worker_scaling": (med(two) / med(one)) if one and two else None,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
                              "testpmd_1m": med(tp1m), "ovs_4k": med(ovs)},
