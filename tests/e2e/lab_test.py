@@ -4,7 +4,8 @@ programs in the other namespaces. Prints "ok   ..." / "FAIL ..." per check; exit
 
 usage: lab_test.py SVCGATE SOURCE_DIR
 The lab's Services (config/lab.yaml) plus tests/e2e/extra-services.yaml (Kubernetes objects): a
-ClientIP-affinity Service, a UDP NodePort, and a Service without endpoints.
+ClientIP-affinity Service, a UDP NodePort, and a Service without endpoints, all dual-stack; the
+checks run over IPv4 and again over IPv6.
 """
 import hashlib
 import os
@@ -26,18 +27,31 @@ def lab(script):
     return checks.lab(src, script)
 
 
-
-
-
-
-
-
-
-
-def pyin(name, code, timeout=30):
-    """Runs Python inside a namespace; returns its stdout (stripped)."""
-    r = ns(name, "/usr/bin/python3", "-c", code, timeout=timeout)
-    return r.stdout.decode().strip()
+def refused(vip):
+    """Connects over TCP and sends a UDP datagram to vip (a Service without endpoints) from
+    lab-sleeper: [tcp outcome, seconds, udp outcome, seconds]."""
+    code = r"""
+import socket, sys, time
+vip = sys.argv[1]
+fam = socket.AF_INET6 if ":" in vip else socket.AF_INET
+t = time.monotonic()
+s = socket.socket(fam); s.settimeout(5)
+try:
+    s.connect((vip, 80)); r = "connected"
+except ConnectionRefusedError: r = "refused"
+except OSError as e: r = type(e).__name__
+tcp = (r, time.monotonic() - t)
+t = time.monotonic()
+u = socket.socket(fam, socket.SOCK_DGRAM); u.settimeout(5)
+u.connect((vip, 53)); u.send(b"x")
+try:
+    u.recv(100); r = "answered"
+except ConnectionRefusedError: r = "refused"
+except OSError as e: r = type(e).__name__
+print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
+"""
+    r = ns("lab-sleeper", "/usr/bin/python3", "-c", code, vip, timeout=30)
+    return r.stdout.decode().split()
 
 
 if os.geteuid() != 0:
@@ -104,29 +118,48 @@ try:
     check(None not in seen and "test-pod-3\n" in seen, f"same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
 
     # No endpoints: fail fast (RST for TCP, ICMP port-unreachable for UDP), not on a timeout.
-    code = r"""
-import socket, time
-t = time.monotonic()
-s = socket.socket(); s.settimeout(5)
-try:
-    s.connect(("10.96.100.2", 80)); r = "connected"
-except ConnectionRefusedError: r = "refused"
-except OSError as e: r = type(e).__name__
-tcp = (r, time.monotonic() - t)
-t = time.monotonic()
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(5)
-u.connect(("10.96.100.2", 53)); u.send(b"x")
-try:
-    u.recv(100); r = "answered"
-except ConnectionRefusedError: r = "refused"
-except OSError as e: r = type(e).__name__
-print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
-"""
-    out = pyin("lab-sleeper", code).split()
-    check(len(out) == 4 and out[0] == "refused" and float(out[1]) < 1.0,
-          f"no endpoints, TCP: connection refused by RST in {out[1] if len(out) == 4 else '?'} s")
-    check(len(out) == 4 and out[2] == "refused" and float(out[3]) < 1.0,
-          f"no endpoints, UDP: ICMP port unreachable in {out[3] if len(out) == 4 else '?'} s")
+    for vip in ("10.96.100.2", "fd00:96::a:2"):
+        out = refused(vip)
+        check(len(out) == 4 and out[0] == "refused" and float(out[1]) < 1.0,
+              f"no endpoints, TCP to {vip}: connection refused by RST in {out[1] if len(out) == 4 else '?'} s")
+        check(len(out) == 4 and out[2] == "refused" and float(out[3]) < 1.0,
+              f"no endpoints, UDP to {vip}: port unreachable in {out[3] if len(out) == 4 else '?'} s")
+
+    # IPv6 (the lab is dual-stack): the same paths through the IPv6 NodePort and ClusterIPs.
+    answers = [curl("client", "http://[fd00:67::8]:30001/") for _ in range(12)]
+    check(all(a and a.startswith("test-pod-") for a in answers), f"IPv6 TCP via NodePort: 12 of 12 answered ({answers})")
+    answers = [curl("lab-sleeper", "http://[fd00:96::79]/") for _ in range(12)]
+    check(all(a and a.startswith("test-pod-") for a in answers), f"IPv6 TCP via ClusterIP: 12 of 12 answered ({answers})")
+    dig = ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=2", "AAAA", "@fd00:96::a", "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "fd00:96::79", f"IPv6 UDP via ClusterIP: DNS AAAA answered ({dig.stdout!r})")
+    dig = ns("client", "dig", "+short", "+time=2", "+tries=2", "-p", "30053", "AAAA", "@fd00:67::8",
+             "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "fd00:96::79", f"IPv6 UDP via NodePort 30053: DNS answered ({dig.stdout!r})")
+    dig = ns("lab-sleeper", "dig", "+tcp", "+short", "+time=2", "+tries=2", "@fd00:96::a", "test-svc.default.svc.cluster.local")
+    check(dig.stdout.decode().strip() == "10.107.169.79", f"IPv6 DNS over TCP via ClusterIP answered ({dig.stdout!r})")
+    r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://[fd00:67::8]:30001/blob/{size}", timeout=90)
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
+    check(r.returncode == 0 and len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
+          f"IPv6: 10 MB over NodePort arrives intact ({len(body)} bytes)")
+    out = curl("client", *["http://[fd00:67::8]:30001/"] * 20)
+    pods = set((out or "").split())
+    check(out is not None and len(out.split()) == 20 and len(pods) == 1,
+          f"IPv6: one keep-alive connection, 20 requests, one pod ({pods})")
+    seen = {curl("lab-sleeper", "http://[fd00:96::a:1]/") for _ in range(15)}
+    check(len(seen) == 1 and None not in seen, f"IPv6 sessionAffinity ClientIP: 15 connections, one pod ({seen})")
+    seen = [curl("test-pod-1", "http://[fd00:96::79]/") for _ in range(30)]
+    check(None not in seen and "test-pod-1\n" in seen,
+          f"IPv6 hairpin: test-pod-1 reaches itself via the VIP ({seen.count('test-pod-1' + chr(10))} of 30)")
+    seen = [curl("lab-sleeper", "http://[fd00:96::79]/") for _ in range(30)]
+    check(None not in seen and "test-pod-3\n" in seen,
+          f"IPv6 same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
+    # The gateway answers ping on its own addresses: the client port's, and the cluster port's
+    # from a pod's node.
+    for name, addr in (("client", "fd00:67::8"), ("lab-sleeper", "fd00:192::2"), ("client", "192.168.67.8")):
+        r = ns(name, "ping", "-c", "3", "-i", "0.2", "-W", "1", addr, timeout=20)
+        got = [l for l in r.stdout.decode().splitlines() if "packets transmitted" in l]
+        check(r.returncode == 0 and got and " 3 received" in got[0], f"ping {addr} from {name}: {got[0] if got else r.stdout!r}")
 
     # Tools of the trade: dpdk-telemetry.py sees svcgate's commands and its ports; dpdk-dumpcap
     # captures on a port while svcgate runs.
@@ -156,7 +189,7 @@ print(tcp[0], round(tcp[1], 3), r, round(time.monotonic() - t, 3))
     if os.path.exists(pcap):
         os.unlink(pcap)
 
-    checks.accounting(ctl_bin, sock, "after TCP, UDP, 10 MB, affinity, hairpin, rejects", mbufs)
+    checks.accounting(ctl_bin, sock, "after TCP, UDP, 10 MB, affinity, hairpin, rejects, ping (both families)", mbufs)
 
     # svcgatectl over the control socket, and the Prometheus endpoint.
 
