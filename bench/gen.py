@@ -1,18 +1,22 @@
 #!/usr/bin/python3
 """Inputs for the macro benchmarks: a capture of client packets and the svcgate config that serves them.
 
-  gen.py pcap --flows N --services S --out F.pcap [--queues Q]
+  gen.py pcap --flows N --services S --out F.pcap [--queues Q] [--family 4|6]
       N TCP flows, one 64-byte frame each (60 bytes in the capture, the FCS is the NIC's), from
       clients in 198.18.0.0/15 (RFC 2544's benchmark range) to the ClusterIPs 10.96.0.0 + 1..S on
       port 80, flow i to Service i % S. ACK-only segments: the first pass over the capture picks
       each connection up (conntrack's loose mode), every later pass is an established flow. With
       --queues Q, Q files F.0.pcap ... each with every Q-th flow (one per receive queue).
+      --family 6: the same flows over IPv6, 78-byte frames (74 in the capture: IPv6's header is
+      20 bytes longer), clients in 2001:2::/48 (RFC 5180's benchmark range), ClusterIPs
+      fd00:96:: + 1..S.
 
   gen.py config --services S --device DEV --socket S --out F.yaml [--eal 'ARGS'] [--workers W]
-                [--flows N] [--mbufs M]
-      One port (10.0.0.1/24), one-armed: clients via 10.0.0.254, pods (10.128.0.0/10) via 10.0.0.2,
-      both pinned as neighbors; S Services x 3 endpoints; no cluster CIDR, so no masquerade (the
-      OVN load balancer of the peer benchmark does DNAT only, too).
+                [--flows N] [--mbufs M] [--family 4|6]
+      One port (10.0.0.1/24, fd00::1/64), one-armed: clients via 10.0.0.254 / fd00::fe, pods
+      (10.128.0.0/10, fd00:128::/64) via 10.0.0.2 / fd00::2, all pinned as neighbors; S Services x
+      3 endpoints of the given family, the flow table of that family sized for N flows; no cluster
+      CIDR, so no masquerade (the OVN load balancer of the peer benchmark does DNAT only, too).
 
   gen.py iptables|nft --services S --out F
       kube-proxy's own rule layout for the same Services (iptables: KUBE-SERVICES / KUBE-SVC-* /
@@ -32,20 +36,23 @@ import sys
 CLIENT_BASE = int(ipaddress.IPv4Address("198.18.0.1"))
 VIP_BASE = int(ipaddress.IPv4Address("10.96.0.0"))
 POD_BASE = int(ipaddress.IPv4Address("10.128.0.0"))
+CLIENT6_BASE = int(ipaddress.IPv6Address("2001:2::1"))
+VIP6_BASE = int(ipaddress.IPv6Address("fd00:96::"))
+POD6_BASE = int(ipaddress.IPv6Address("fd00:128::"))
 SRC_MAC = bytes.fromhex("020000000001")
 DST_MAC = bytes.fromhex("020000000002")
 
 
 def ip(n):
-    return str(ipaddress.IPv4Address(n))
+    return str(ipaddress.IPv4Address(n)) if n < 1 << 32 else str(ipaddress.IPv6Address(n))
 
 
-def vip(i):
-    return VIP_BASE + i + 1
+def vip(i, family=4):
+    return (VIP_BASE if family == 4 else VIP6_BASE) + i + 1
 
 
-def endpoint(i, k):
-    return POD_BASE + 3 * i + k + 1
+def endpoint(i, k, family=4):
+    return (POD_BASE if family == 4 else POD6_BASE) + 3 * i + k + 1
 
 
 def csum_fold(s):
@@ -66,25 +73,37 @@ def frame(src, dst, sport, dport):
     return f + b"\x00" * (60 - len(f))
 
 
+def frame6(src, dst, sport, dport):
+    s16, d16 = src.to_bytes(16, "big"), dst.to_bytes(16, "big")
+    iph = struct.pack("!IHBB", 6 << 28, 20, 6, 64) + s16 + d16
+    seq, ack, off_flags, win = 1, 1, (5 << 12) | 0x10, 65535
+    pseudo = sum(struct.unpack("!16H", s16 + d16)) + 20 + 6
+    s = pseudo + sport + dport + (seq >> 16) + (seq & 0xFFFF) + (ack >> 16) + (ack & 0xFFFF) + off_flags + win
+    tcp = struct.pack("!HHIIHHHH", sport, dport, seq, ack, off_flags, win, ~csum_fold(s) & 0xFFFF, 0)
+    return DST_MAC + SRC_MAC + b"\x86\xdd" + iph + tcp
+
+
 def write_pcap(path, frames):
     with open(path, "wb") as out:
         out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-        hdr = struct.pack("<IIII", 0, 0, 60, 60)
         for f in frames:
-            out.write(hdr)
+            out.write(struct.pack("<IIII", 0, 0, len(f), len(f)))
             out.write(f)
 
 
-def flows(n, services):
+def flows(n, services, family=4):
     for i in range(n):
-        yield frame(CLIENT_BASE + i // 50000, vip(i % services), 10000 + i % 50000, 80)
+        if family == 4:
+            yield frame(CLIENT_BASE + i // 50000, vip(i % services), 10000 + i % 50000, 80)
+        else:
+            yield frame6(CLIENT6_BASE + i // 50000, vip(i % services, 6), 10000 + i % 50000, 80)
 
 
 def cmd_pcap(a):
     if a.queues == 1:
-        write_pcap(a.out, flows(a.flows, a.services))
+        write_pcap(a.out, flows(a.flows, a.services, a.family))
         return
-    all_frames = list(flows(a.flows, a.services))
+    all_frames = list(flows(a.flows, a.services, a.family))
     stem = a.out[:-5] if a.out.endswith(".pcap") else a.out
     for q in range(a.queues):
         write_pcap(f"{stem}.{q}.pcap", all_frames[q::a.queues])
@@ -98,27 +117,32 @@ def cmd_config(a):
         f"  eal: [{', '.join(repr(x) for x in a.eal.split())}]",
         f"  workers: {a.workers}",
         f"  mbufs: {a.mbufs}" if a.mbufs else "",
-        f"  ports: [{{name: p0, device: '{a.device}', addresses: [10.0.0.1/24]}}]",
+        f"  ports: [{{name: p0, device: '{a.device}', addresses: [10.0.0.1/24, 'fd00::1/64']}}]",
         "  routes:",
         "    - {prefix: 0.0.0.0/0, via: 10.0.0.254}",
         "    - {prefix: 10.128.0.0/10, via: 10.0.0.2}",
+        "    - {prefix: '::/0', via: 'fd00::fe'}",
+        "    - {prefix: 'fd00:128::/64', via: 'fd00::2'}",
         "  neighbors:",
         "    - {ip: 10.0.0.254, mac: '02:00:00:00:00:fe'}",
         "    - {ip: 10.0.0.2, mac: '02:00:00:00:00:02'}",
-        f"  flow_table: {{capacity: {capacity}}}",
+        "    - {ip: 'fd00::fe', mac: '02:00:00:00:00:fe'}",
+        "    - {ip: 'fd00::2', mac: '02:00:00:00:00:02'}",
+        # The family under test gets the table sized for its flows; the other the least there is.
+        f"  flow_table: {{capacity: {capacity if a.family == 4 else 1 << 16}, capacity_v6: {capacity if a.family == 6 else 1024}}}",
         "control:",
         f"  socket: {a.socket}",
         "  metrics: ''",
         "  watch: false",
         "cluster:",
         "  node_name: bench",
-        "  node_ips: [10.0.0.1]",
-        "  service_cidrs: [10.96.0.0/12]",
+        "  node_ips: [10.0.0.1, 'fd00::1']",
+        "  service_cidrs: [10.96.0.0/12, 'fd00:96::/108']",
         "services:",
     ]
     for i in range(a.services):
-        eps = ", ".join(ip(endpoint(i, k)) for k in range(3))
-        out.append(f"  - {{name: b{i % 100}/s{i}, cluster_ip: {ip(vip(i))}, "
+        eps = ", ".join(repr(ip(endpoint(i, k, a.family))) for k in range(3))
+        out.append(f"  - {{name: b{i % 100}/s{i}, cluster_ip: '{ip(vip(i, a.family))}', "
                    f"ports: [{{name: http, port: 80, target_port: 8080}}], endpoints: [{eps}]}}")
     with open(a.out, "w") as f:
         f.write("\n".join(line for line in out if line) + "\n")
@@ -218,6 +242,7 @@ def main():
     pc.add_argument("--flows", type=int, required=True)
     pc.add_argument("--services", type=int, required=True)
     pc.add_argument("--queues", type=int, default=1)
+    pc.add_argument("--family", type=int, choices=(4, 6), default=4)
     pc.add_argument("--out", required=True)
     cf = sub.add_parser("config")
     cf.add_argument("--services", type=int, required=True)
@@ -225,6 +250,7 @@ def main():
     cf.add_argument("--workers", type=int, default=1)
     cf.add_argument("--flows", type=int, default=4096)
     cf.add_argument("--mbufs", type=int, default=0)
+    cf.add_argument("--family", type=int, choices=(4, 6), default=4)
     cf.add_argument("--socket", required=True)
     cf.add_argument("--eal", default="", help="EAL arguments, one string")
     cf.add_argument("--out", required=True)

@@ -1,7 +1,8 @@
 // Micro-benchmarks of the fast path's parts and of the whole pipeline without a NIC (DESIGN.md
 // section 6): parse, classify, flow lookup hit and miss, flow insert, translate, Maglev build;
 // process_burst on established and on new flows (the table 10% or 90% full) at 10 to 100,000
-// services; bytes per flow at 10 million flows. Speeds are reported as items (packets) per second.
+// services, and the same over IPv6 at one size; bytes per flow at 10 million flows, both
+// families. Speeds are reported as items (packets) per second.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,15 +36,23 @@ constexpr uint32_t kClientBase = 0xc6120001;  // 198.18.0.1
 constexpr uint32_t kVipBase = 0x0a600000;     // 10.96.0.0
 constexpr uint32_t kPodBase = 0x0a800000;     // 10.128.0.0
 
-// The macro benchmark's world (bench/gen.py config): one port, pods behind 10.0.0.2.
-std::string config(int services) {
+// The macro benchmark's world (bench/gen.py config): one port, pods behind 10.0.0.2 / fd00::2.
+// IPv6 Services (family 6) mirror the IPv4 ones: ClusterIP fd00:96:: + i + 1, pods fd00:128:: + n.
+std::string config(int services, int family = 4) {
     std::string s = R"(dataplane:
-  ports: [{name: p0, addresses: [10.0.0.1/24]}]
-  routes: [{prefix: 0.0.0.0/0, via: 10.0.0.254}, {prefix: 10.128.0.0/10, via: 10.0.0.2}]
-cluster: {node_name: bench, node_ips: [10.0.0.1], service_cidrs: [10.96.0.0/12]}
+  ports: [{name: p0, addresses: [10.0.0.1/24, 'fd00::1/64']}]
+  routes: [{prefix: 0.0.0.0/0, via: 10.0.0.254}, {prefix: 10.128.0.0/10, via: 10.0.0.2},
+           {prefix: '::/0', via: 'fd00::fe'}, {prefix: 'fd00:128::/64', via: 'fd00::2'}]
+cluster: {node_name: bench, node_ips: [10.0.0.1, 'fd00::1'], service_cidrs: [10.96.0.0/12, 'fd00:96::/108']}
 services:
 )";
-    auto ip = [](uint32_t a) { return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255); };
+    auto ip = [family](uint32_t a) {
+        if (family == 6) {
+            const uint32_t x = a >= kPodBase ? a - kPodBase : a - kVipBase;
+            return fmt::format("'fd00:{}::{:x}:{:x}'", a >= kPodBase ? 128 : 96, x >> 16, x & 0xffff);
+        }
+        return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
+    };
     for (int i = 0; i < services; ++i)
         s += fmt::format("  - {{name: b/s{}, cluster_ip: {}, ports: [{{name: http, port: 80, target_port: 8080}}], "
                          "endpoints: [{}, {}, {}]}}\n",
@@ -67,6 +76,55 @@ FlowInit flow_init(uint32_t i) {
     FlowInit fi{.key = {k, k.reversed()}};
     fi.key[1].src = Ip4::from_host(kPodBase + i);
     return fi;
+}
+
+// Flow i over IPv6: client 2001:2:: + 1 + i / 50000, VIP fd00:96:: + 1 + i % services (as
+// config(services, 6) writes them), ports as for IPv4.
+Ip6 six(uint16_t g0, uint16_t g1, uint32_t low) {
+    Ip6 a;
+    a.b[0] = static_cast<uint8_t>(g0 >> 8), a.b[1] = static_cast<uint8_t>(g0);
+    a.b[2] = static_cast<uint8_t>(g1 >> 8), a.b[3] = static_cast<uint8_t>(g1);
+    for (int k = 0; k < 4; ++k) a.b[15 - k] = static_cast<uint8_t>(low >> (8 * k));
+    return a;
+}
+FlowKey6 flow_key6(uint32_t i, uint32_t services) {
+    return FlowKey6{.src = six(0x2001, 0x2, 1 + i / 50000), .dst = six(0xfd00, 0x96, i % services + 1),
+                    .sport = rte_cpu_to_be_16(static_cast<uint16_t>(10000 + i % 50000)),
+                    .dport = rte_cpu_to_be_16(80), .proto = static_cast<uint8_t>(Proto::tcp)};
+}
+
+// Flow i as an IPv6 table record: the client's tuple and the reply from a pod of its own.
+FlowInit6 flow_init6(uint32_t i) {
+    const FlowKey6 k = flow_key6(i, 100000);
+    FlowInit6 fi{.key = {k, k.reversed()}};
+    fi.key[1].src = six(0xfd00, 0x128, i);
+    return fi;
+}
+
+// A 74-byte IPv6 TCP ACK frame for `k` (the IPv4 one's 60 plus IPv6's 20 longer header).
+std::vector<uint8_t> frame(const FlowKey6& k) {
+    std::vector<uint8_t> f(74, 0);
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
+    eth->dst_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}};
+    eth->src_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x02}};
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    auto* ip = reinterpret_cast<rte_ipv6_hdr*>(eth + 1);
+    ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
+    ip->payload_len = rte_cpu_to_be_16(20);
+    ip->proto = IPPROTO_TCP;
+    ip->hop_limits = 64;
+    std::memcpy(ip->src_addr, k.src.b, 16);
+    std::memcpy(ip->dst_addr, k.dst.b, 16);
+    auto* tcp = reinterpret_cast<rte_tcp_hdr*>(ip + 1);
+    tcp->src_port = k.sport;
+    tcp->dst_port = k.dport;
+    tcp->sent_seq = rte_cpu_to_be_32(1);
+    tcp->recv_ack = rte_cpu_to_be_32(1);
+    tcp->data_off = 5 << 4;
+    tcp->tcp_flags = RTE_TCP_ACK_FLAG;
+    tcp->rx_win = 0xffff;
+    tcp->cksum = rte_ipv6_udptcp_cksum(ip, tcp);
+    return f;
 }
 
 // A 60-byte TCP ACK frame for `k`, checksums valid.
@@ -112,12 +170,13 @@ struct World {
     std::unique_ptr<Burst> b = std::make_unique<Burst>();
     rte_mempool* pool = nullptr;
 
-    World(int services, uint32_t capacity) {
+    // `capacity` flows for the family of the Services (4 or 6), the least there is for the other.
+    World(int services, uint32_t capacity, int family = 4) {
         ctl::init_tool_eal("svcgate-microbench");
-        cfg = ctl::load_config_string(config(services), "bench.yaml");
-        flows = FlowTable::create(FlowTable::Params{.capacity = capacity});
+        cfg = ctl::load_config_string(config(services, family), "bench.yaml");
+        flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024});
         ctx.flows = flows.get();
-        flows6 = FlowTable6::create(FlowTableParams{.capacity = std::max<uint32_t>(capacity / 4, 1024)});
+        flows6 = FlowTable6::create(FlowTableParams{.capacity = family == 6 ? capacity : 1024});
         ctx.flows6 = flows6.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
@@ -127,6 +186,7 @@ struct World {
         pub->publish(cfg);
         // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
+        for (const char* hop : {"fd00::2", "fd00::fe"}) (void)neighbors6.pin(*ctl::parse_ip6(hop), mac);
         ctx.out.init(neighbors, neighbors6, pool, &mac, 1, TxSink{.send = &sink});
     }
     const ServiceSnapshot& snap() const { return *ctx.snap; }
@@ -145,10 +205,11 @@ struct World {
     Verdict verdict(unsigned i) const { return b->pkt[i].verdict; }
 };
 
-std::vector<std::vector<uint8_t>> frames_for(uint32_t first, uint32_t n, uint32_t services) {
+std::vector<std::vector<uint8_t>> frames_for(uint32_t first, uint32_t n, uint32_t services, int family = 4) {
     std::vector<std::vector<uint8_t>> v;
     v.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) v.push_back(frame(flow_key(first + i, services)));
+    for (uint32_t i = 0; i < n; ++i)
+        v.push_back(family == 4 ? frame(flow_key(first + i, services)) : frame(flow_key6(first + i, services)));
     return v;
 }
 
@@ -261,11 +322,11 @@ void BM_MaglevBuild(benchmark::State& st) {
 BENCHMARK(BM_MaglevBuild)->Arg(3)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 
 // The whole pipeline on established flows (4,096 flows over `services` services), mbuf copy
-// included (what net_pcap's infinite_rx does per packet).
-void BM_PipelineEstablished(benchmark::State& st) {
+// included (what net_pcap's infinite_rx does per packet); IPv4 or IPv6 (74-byte frames).
+void pipeline_established(benchmark::State& st, int family) {
     const int services = static_cast<int>(st.range(0));
-    World w(services, 1u << 16);
-    auto frames = frames_for(0, 4096, static_cast<uint32_t>(services));
+    World w(services, 1u << 16, family);
+    auto frames = frames_for(0, 4096, static_cast<uint32_t>(services), family);
     rte_mbuf* m[kBurst];
     if (rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) != 0) st.SkipWithError("mbufs");
     for (size_t i = 0; i < frames.size(); i += kBurst) w.burst(frames, i, kBurst, m);  // pick up
@@ -274,22 +335,31 @@ void BM_PipelineEstablished(benchmark::State& st) {
         w.burst(frames, at, kBurst, m);
         at = (at + kBurst) % frames.size();
     }
-    if (w.verdict(0) != Verdict::dnat) st.SkipWithError("not translated");
+    for (unsigned i = 0; i < kBurst; ++i)
+        if (w.verdict(i) != Verdict::dnat) {
+            st.SkipWithError("not translated");
+            break;
+        }
     rte_pktmbuf_free_bulk(m, kBurst);
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
 }
+void BM_PipelineEstablished(benchmark::State& st) { pipeline_established(st, 4); }
+void BM_PipelineEstablished6(benchmark::State& st) { pipeline_established(st, 6); }
 BENCHMARK(BM_PipelineEstablished)->Arg(10)->Arg(1000)->Arg(10000)->Arg(100000);
+BENCHMARK(BM_PipelineEstablished6)->Arg(10);
 
 // Every packet a new connection: the table (1M flows) prefilled to range(1) percent; each burst
-// of 32 new flows is timed, then removed untimed so the fill stays put.
-void BM_PipelineNewFlows(benchmark::State& st) {
+// of 32 new flows is timed, then removed untimed so the fill stays put. IPv4 or IPv6.
+template <class Table, class KeyOf, class InitOf>
+void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&), KeyOf key_of, InitOf init_of) {
     const int services = static_cast<int>(st.range(0));
     const uint32_t capacity = 1u << 20, fill = static_cast<uint32_t>(uint64_t{capacity} * st.range(1) / 100);
-    World w(services, capacity);
+    World w(services, capacity, family);
+    Table& t = table(w);
     rte_mbuf* m[kBurst];
     if (rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) != 0) st.SkipWithError("mbufs");
-    for (uint32_t i = 0; i < fill; ++i) (void)w.flows->insert(0, flow_init(i), 1);  // the fill, straight in
-    auto frames = frames_for(fill, 1u << 16, static_cast<uint32_t>(services));
+    for (uint32_t i = 0; i < fill; ++i) (void)t.insert(0, init_of(i), 1);  // the fill, straight in
+    auto frames = frames_for(fill, 1u << 16, static_cast<uint32_t>(services), family);
     size_t at = 0;
     for (auto _ : st) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -301,11 +371,11 @@ void BM_PipelineNewFlows(benchmark::State& st) {
                 st.SkipWithError("a new flow was not translated");
                 break;
             }
-            FlowRef r = w.flows->lookup(flow_key(fill + static_cast<uint32_t>((at + i) % frames.size()),
-                                                 static_cast<uint32_t>(services)));
+            FlowRef r = t.lookup(key_of(fill + static_cast<uint32_t>((at + i) % frames.size()),
+                                        static_cast<uint32_t>(services)));
             if (!r.hit()) continue;
-            release_flow(*w.ctx.stats, w.flows->flow(r.id));
-            w.flows->remove(r.id);
+            release_flow(*w.ctx.stats, t.flow(r.id));
+            t.remove(r.id);
         }
         at = (at + kBurst) % frames.size();
     }
@@ -313,9 +383,14 @@ void BM_PipelineNewFlows(benchmark::State& st) {
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
     st.counters["fill_pct"] = static_cast<double>(st.range(1));
 }
+FlowTable& table4(World& w) { return *w.flows; }
+FlowTable6& table6(World& w) { return *w.flows6; }
+void BM_PipelineNewFlows(benchmark::State& st) { pipeline_new_flows(st, 4, &table4, flow_key, flow_init); }
+void BM_PipelineNewFlows6(benchmark::State& st) { pipeline_new_flows(st, 6, &table6, flow_key6, flow_init6); }
 BENCHMARK(BM_PipelineNewFlows)
     ->Args({10, 10})->Args({10, 90})->Args({1000, 90})->Args({10000, 90})->Args({100000, 90})
     ->UseManualTime();
+BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 
 long rss_bytes() {
     long pages = 0, rss = 0;
@@ -344,25 +419,15 @@ void BM_BytesPerFlow(benchmark::State& st) {
 }
 BENCHMARK(BM_BytesPerFlow)->Arg(10000000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// The same for IPv6 flows (FlowTable6: 40-byte tuples, 128-byte records), addresses in fd00::/16.
+// The same for IPv6 flows (FlowTable6: 40-byte tuples, 128-byte records).
 void BM_BytesPerFlow6(benchmark::State& st) {
     const uint32_t n = static_cast<uint32_t>(st.range(0));
-    auto key6 = [](const FlowKey& k) {
-        FlowKey6 r{.sport = k.sport, .dport = k.dport, .proto = k.proto};
-        r.src.b[0] = r.dst.b[0] = 0xfd;
-        std::memcpy(r.src.b + 12, &k.src.be, 4);
-        std::memcpy(r.dst.b + 12, &k.dst.be, 4);
-        return r;
-    };
     double per_flow = 0;
     for (auto _ : st) {
         const long before = rss_bytes();
         auto t = FlowTable6::create(FlowTableParams{.capacity = n});
         uint32_t inserted = 0;
-        for (uint32_t i = 0; i < n; ++i) {
-            const FlowInit v4 = flow_init(i);
-            inserted += t->insert(0, FlowInit6{.key = {key6(v4.key[0]), key6(v4.key[1])}}, 1).status == InsertStatus::inserted;
-        }
+        for (uint32_t i = 0; i < n; ++i) inserted += t->insert(0, flow_init6(i), 1).status == InsertStatus::inserted;
         per_flow = static_cast<double>(rss_bytes() - before) / inserted;
         st.counters["flows"] = inserted;
     }

@@ -55,9 +55,11 @@ def main():
     nf = load(f"{r}/netfilter.json", [])
     micro = load(f"{r}/micro.json", {}).get("benchmarks", [])
 
-    def runs(name, **params):
+    # A run's family is 4 unless its params say 6.
+    def runs(name, family=4, **params):
         return [m["result"]["mpps"] for m in macro
-                if m["name"] == name and all(m["params"].get(k) == v for k, v in params.items())]
+                if m["name"] == name and m["params"].get("family", 4) == family
+                and all(m["params"].get(k) == v for k, v in params.items())]
 
     # Ratios pair each svcgate run with the testpmd run just before it (the same repetition).
     def paired(flows):
@@ -69,6 +71,10 @@ def main():
     r1m, tp1m, sg1m = paired(1000000)
     one, two = runs("svcgate", flows=4096, services=100, workers=1), runs("svcgate", flows=4096, services=100, workers=2)
     ovs = runs("ovs", flows=4096)
+    # IPv6 ÷ IPv4: each IPv6 run paired with the IPv4 run just before it (same repetition, same
+    # capture shape, port and core).
+    sg4k6 = runs("svcgate", family=6, flows=4096, services=100, workers=1)
+    r6 = [b / a for a, b in zip(sg4k, sg4k6) if a]
     svc = {s: med(runs("svcgate", flows=100000, services=s, workers=1)) for s in (10, 1000, 10000, 100000)}
     svc = {k: v for k, v in svc.items() if v}
     def micro_rate(name):
@@ -85,6 +91,8 @@ def main():
 
     new90 = micro_rate("BM_PipelineNewFlows/10/90/manual_time")
     new10 = micro_rate("BM_PipelineNewFlows/10/10/manual_time")
+    new90_v6 = micro_rate("BM_PipelineNewFlows6/10/90/manual_time")
+    est_micro, est_micro_v6 = micro_rate("BM_PipelineEstablished/10"), micro_rate("BM_PipelineEstablished6/10")
     new_svc = {s: micro_rate(f"BM_PipelineNewFlows/{s}/90/manual_time") for s in (10, 1000, 10000, 100000)}
     new_svc = {k: v for k, v in new_svc.items() if v}
     # Flatness: the slowest ÷ the fastest service count, established (medians of interleaved
@@ -107,6 +115,8 @@ def main():
         "established_ratio_vs_testpmd_1m": med(r1m),
         "ratio_vs_ovs": (med(sg4k) / med(ovs)) if ovs and sg4k else None,
         "new_flows_mpps": new90,
+        "established_v6_ratio_vs_v4": med(r6),
+        "new_flows_v6_mpps": new90_v6,
         "services_flatness": flat,
         "services_flatness_established": flat_est,
         "services_flatness_new_flows": flat_new,
@@ -116,7 +126,7 @@ def main():
         "bytes_per_flow_v6": bpf6,
         "two_worker_scaling": (med(two) / med(one)) if one and two else None,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
-                             "testpmd_1m": med(tp1m), "ovs_4k": med(ovs)},
+                             "testpmd_1m": med(tp1m), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6)},
         "svcgate_rss_kb_1m_flows": med([x for x in rss_1m if x]),
         "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -193,11 +203,13 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | established flows ÷ testpmd io, 1M flows | {f(summary['established_ratio_vs_testpmd_1m'])} | ≥ 0.5 | svcgate {f(med(sg1m))} Mpps, testpmd {f(med(tp1m))} Mpps |
 | svcgate ÷ OVS-DPDK load balancer | {f(summary['ratio_vs_ovs'])} | ≥ 5 | {'OVS ' + f(med(ovs)) + ' Mpps' if ovs else 'not measured (see below)'} |
 | new flows, Mpps per core, table 90% full | {f(new90)} | ≥ 5 | in-process pipeline (10% full: {f(new10)}) |
+| IPv6 established ÷ IPv4, 4,096 flows | {f(summary['established_v6_ratio_vs_v4'])} | ≥ 0.85 | svcgate IPv6 {f(med(sg4k6))} Mpps (78-byte frames), IPv4 {f(med(sg4k))} Mpps (64-byte), same run; in-process {f(est_micro_v6)} ÷ {f(est_micro)} Mpps |
+| IPv6 new flows, Mpps per core, table 90% full | {f(new90_v6)} | | in-process pipeline, IPv4 {f(new90)} |
 | services flatness, established (slowest ÷ fastest) | {f(flat_est)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(svc.items()))} Mpps |
 | services flatness, new flows (slowest ÷ fastest) | {f(flat_new)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(new_svc.items()))} Mpps |
 | reload 10,000 Services, ms | {f(summary['reload_10k_ms'], '{:.1f}')} | < 50 | file read → published snapshot, median |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
-| bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions |
+| bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions; IPv6 {f(bpf6, '{:.0f}')} |
 | two workers ÷ one | {f(summary['two_worker_scaling'])} | | see the caveat below |
 | svcgate resident size, 1M flows | {f(summary['svcgate_rss_kb_1m_flows'], '{:.0f}')} kB | | VmRSS (hugepage mbufs included) |
 
