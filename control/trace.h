@@ -72,6 +72,7 @@ public:
     const SlotRegistry& slots() const { return publisher_->slots(); }
     dp::WorkerCtx& ctx() { return ctx_; }
     dp::FlowTable& flows() { return *flows_; }
+    dp::FlowTable6& flows6() { return *flows6_; }
     void advance(uint32_t seconds);
     // Drops the records "reply N" refers to (a long run of frames, as the fuzzer's, keeps none).
     void forget_history() { history_.clear(); }

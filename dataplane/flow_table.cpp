@@ -178,6 +178,17 @@ uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
 #endif
 }
 
+// Every cache line of a record: an IPv4 record is one line, an IPv6 record two (its reply key
+// straddles them, and the state the established stage reads is in the second).
+template <typename Flow>
+inline void prefetch_record(const Flow* f, bool for_write = false) noexcept {
+    const auto* p = reinterpret_cast<const char*>(f);
+    for (size_t off = 0; off < sizeof(Flow); off += RTE_CACHE_LINE_SIZE) {
+        if (for_write) __builtin_prefetch(p + off, 1, 3);
+        else rte_prefetch0(p + off);
+    }
+}
+
 template <typename K>
 unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
@@ -195,7 +206,7 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
         uint64_t v = candidate(h[i].b1, h[i].sig);
         if (v == 0) v = candidate(h[i].b2, h[i].sig);
         cand[i] = v;
-        if (v) rte_prefetch0(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
+        if (v) prefetch_record(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
     }
     unsigned misses = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -322,7 +333,7 @@ InsertHint BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& ini
     rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
     // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
     const Owner& o = owners_[owner];
-    if (nth < o.n_free) __builtin_prefetch(&flows_[o.free[o.n_free - 1 - nth]], 1, 3);  // for writing
+    if (nth < o.n_free) prefetch_record(&flows_[o.free[o.n_free - 1 - nth]], true);
     return h;
 }
 

@@ -52,6 +52,34 @@ def icmp(s, d, typ, code, rest, data):
     return ipv4(s, d, 1, m[:2] + struct.pack("!H", csum(m)) + m[4:])
 
 
+def ip6(a):
+    return socket.inet_pton(socket.AF_INET6, a)
+
+
+def ipv6(src_, dst, nh, payload, hlim=64):
+    return struct.pack("!IHBB", 6 << 28, len(payload), nh, hlim) + ip6(src_) + ip6(dst) + payload
+
+
+def l4_6(proto, src_, dst, hdr, off):
+    pseudo = ip6(src_) + ip6(dst) + struct.pack("!IxxxB", len(hdr), proto)
+    c = csum(pseudo + hdr[:off] + b"\0\0" + hdr[off + 2:])
+    return hdr[:off] + struct.pack("!H", c) + hdr[off + 2:]
+
+
+def tcp6(s, sp, d, dp, flags, ext=b"", nh=6):
+    """TCP over IPv6; `ext` is an extension-header chain whose first Next Header is `nh`."""
+    seg = l4_6(6, s, d, struct.pack("!HHIIBBHHH", sp, dp, 1000, 0, 5 << 4, flags, 65535, 0, 0), 16)
+    return ipv6(s, d, nh if ext else 6, ext + seg)
+
+
+def udp6(s, sp, d, dp, data=b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"):
+    return ipv6(s, d, 17, l4_6(17, s, d, struct.pack("!HHHH", sp, dp, 8 + len(data), 0) + data, 6))
+
+
+def icmp6(s, d, typ, code, rest, data, hlim=64):
+    return ipv6(s, d, 58, l4_6(58, s, d, struct.pack("!BBHI", typ, code, 0, rest) + data, 2), hlim)
+
+
 def eth(payload, etype=0x0800, vlan=None):
     h = bytes.fromhex("020000000001") + bytes.fromhex("020000000002")
     if vlan is not None:
@@ -84,6 +112,28 @@ seeds = {
     "arp-request": arp("192.168.67.100", "192.168.67.8"),
     "vlan-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN), 0x0800, vlan=10),
     "routed": eth(tcp("10.244.2.9", 1, "10.244.2.4", 22, SYN)),
+    # IPv6: the same paths, Neighbor Discovery, ICMPv6 errors, extension-header chains.
+    "nodeport-syn6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN), 0x86DD),
+    "clusterip-syn6": eth(tcp6("fd00:244:2::9", 40000, "fd00:96::20", 80, SYN), 0x86DD),
+    "lb-syn6": eth(tcp6("fd00:1::1", 40000, "2001:db8:100::7", 80, SYN), 0x86DD),
+    "external-ip-ack6": eth(tcp6("fd00:1::1", 40000, "2001:db8:100::9", 80, ACK), 0x86DD),
+    "local-policy-syn6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30002, SYN), 0x86DD),
+    "no-endpoints-syn6": eth(tcp6("fd00:244:2::9", 40000, "fd00:96::22", 80, SYN), 0x86DD),
+    "pod-synack6": eth(tcp6("fd00:244:2::4", 80, "fd00:192::2", 1024, SYNACK), 0x86DD),
+    "dns-query6": eth(udp6("fd00:244:2::9", 34361, "fd00:96::20", 53), 0x86DD),
+    "ping6-gateway": eth(icmp6("fd00:67::100", "fd00:67::8", 128, 0, 0x00010001, bytes(16)), 0x86DD),
+    "neighbor-solicit": eth(icmp6("fd00:67::100", "ff02::1:ff00:8", 135, 0, 0,
+                                  ip6("fd00:67::8") + bytes.fromhex("0101020000000002"), hlim=255), 0x86DD),
+    "neighbor-advert": eth(icmp6("fd00:192::3", "fd00:192::2", 136, 0, 0x60000000,
+                                 ip6("fd00:192::3") + bytes.fromhex("0201020000000003"), hlim=255), 0x86DD),
+    "packet-too-big": eth(icmp6("fd00:192::3", "fd00:192::2", 2, 0, 1280,
+                                tcp6("fd00:192::2", 1024, "fd00:244:2::4", 80, SYN)), 0x86DD),
+    "ext-chain-syn6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN,
+                               ext=bytes([60, 0, 1, 4, 0, 0, 0, 0]) + bytes([6, 0, 1, 4, 0, 0, 0, 0]), nh=0), 0x86DD),
+    "first-fragment6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN,
+                                ext=bytes([6, 0, 0, 1, 0, 0, 0, 42]), nh=44), 0x86DD),
+    "routing-type0": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN,
+                              ext=bytes([6, 2, 0, 1, 0, 0, 0, 0]) + ip6("fd00:67::9"), nh=43), 0x86DD),
 }
 out = os.path.join(here, "corpus", "pipeline")
 os.makedirs(out, exist_ok=True)

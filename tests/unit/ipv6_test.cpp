@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <rte_mempool.h>
 
 #include <gtest/gtest.h>
 
@@ -353,13 +354,20 @@ TEST(Ipv6, EachMalformedClassHasItsReason) {
                                                              f[kL3 + 40 + 25] = 0; fix_l4_csum(f, kL3 + 40, 58); }),
          DropReason::nd_invalid},
     };
+    const WorkerCounters& k = t->ctx().counters;
+    const unsigned in_use = rte_mempool_in_use_count(ctl::tool_mempool());
     for (const Case& c : cases) {
+        const uint64_t before = k.drops[static_cast<unsigned>(c.want)], dropped = k.dropped();
         auto r = t->run_frame(c.f, c.name);
         EXPECT_EQ(r.verdict, Verdict::drop) << c.name << ": " << r.text();
         EXPECT_EQ(r.reason, c.want) << c.name << ": " << drop_reason_name(r.reason);
+        EXPECT_EQ(k.drops[static_cast<unsigned>(c.want)], before + 1) << c.name << ": counted once under its name";
+        EXPECT_EQ(k.dropped(), dropped + 1) << c.name << ": one reason per packet";
+        // Every prefix of the broken frame is handled too (no read past the end under ASan).
+        for (size_t n = 0; n < c.f.size(); ++n) (void)t->run_frame(Frame(c.f.begin(), c.f.begin() + n), "prefix");
     }
-    const WorkerCounters& k = t->ctx().counters;
-    EXPECT_EQ(k.drops[static_cast<unsigned>(DropReason::nd_bad_target)], 1u) << "counted under its name";
+    EXPECT_EQ(t->flows6().live_total(), 0u) << "no flow for a packet that went nowhere";
+    EXPECT_EQ(rte_mempool_in_use_count(ctl::tool_mempool()), in_use) << "no mbuf kept";
     EXPECT_EQ(k.unaccounted(), 0);
 }
 
@@ -382,6 +390,20 @@ TEST(Ipv6, ExtensionHeadersInAnyOrderWithinTheBoundAreWalked) {
     auto r = t->run_frame(ok, "eight extension headers");
     EXPECT_EQ(r.verdict, Verdict::dnat) << r.text();
     EXPECT_TRUE(test::checksums_verify(r.frame));
+}
+
+TEST(Ipv6, AReversedTupleSwapsAddressesAndPortsAndKeepsTheProtocol) {
+    const FlowKey6 k = ctl::parse_packet_spec("udp [fd00:67::100]:40000 > [fd00:96::a]:53").key6;
+    ASSERT_NE(k.sport, k.dport);
+    const FlowKey6 r = k.reversed();
+    EXPECT_EQ(std::memcmp(r.src.b, k.dst.b, 16), 0);
+    EXPECT_EQ(std::memcmp(r.dst.b, k.src.b, 16), 0);
+    EXPECT_EQ(r.sport, k.dport);
+    EXPECT_EQ(r.dport, k.sport);
+    EXPECT_EQ(r.proto, k.proto);
+    EXPECT_EQ(r.pad[0] | r.pad[1] | r.pad[2], 0) << "the padding stays zero: keys compare whole";
+    EXPECT_TRUE(r.reversed() == k);
+    EXPECT_FALSE(r == k);
 }
 
 TEST(Ipv6, FlowTableHoldsBothTuplesOfAnIpv6Flow) {
