@@ -1,6 +1,7 @@
 #include "packet_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <sstream>
@@ -88,7 +89,37 @@ std::string tuple_text(const K& k) {
 std::string format_tuple(const FlowKey& k) { return tuple_text(k); }
 std::string format_tuple(const FlowKey6& k) { return tuple_text(k); }
 
-PacketSpec parse_packet_spec(const std::string& text) {
+namespace {
+// A line as `tcpdump -n` prints it ("[TIME] IP|IP6 SRC.PORT > DST.PORT: Flags [S], seq ...",
+// "... : UDP, length 12", "... : ICMP6, echo request, ..."), rewritten into the spec form
+// ("tcp SRC.PORT > DST.PORT: [S]"); what follows the protocol (seq, win, length) is dropped.
+// Any other line is returned as it is.
+std::string from_tcpdump(const std::string& text) {
+    std::istringstream is(text);
+    std::string w, src, arrow, dst, what;
+    if (!(is >> w)) return text;
+    if (w.find(':') != std::string::npos && w.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(w[0])))
+        if (!(is >> w)) return text;  // a timestamp
+    if (w != "IP" && w != "IP6") return text;
+    if (!(is >> src >> arrow >> dst >> what) || arrow != ">")
+        throw std::invalid_argument(fmt::format("\"{}\": expected tcpdump's \"IP SRC > DST: ...\"", text));
+    if (what == "Flags") {
+        std::string flags;
+        is >> flags;
+        if (!flags.empty() && flags.back() == ',') flags.pop_back();
+        return fmt::format("tcp {} > {} {}", src, dst, flags);
+    }
+    if (!what.empty() && what.back() == ',') what.pop_back();
+    if (what == "UDP") return fmt::format("udp {} > {}", src, dst);
+    if (what == "ICMP" || what == "ICMP6") return fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
+    if (what == "sctp") return fmt::format("sctp {} > {}", src, dst);
+    throw std::invalid_argument(fmt::format("\"{}\": which protocol tcpdump decoded as \"{}\" is not known; "
+                                            "write it as \"udp SRC > DST\"", text, what));
+}
+}  // namespace
+
+PacketSpec parse_packet_spec(const std::string& line) {
+    const std::string text = from_tcpdump(line);
     std::istringstream is(text);
     std::string proto, src, arrow, dst;
     if (!(is >> proto >> src >> arrow >> dst) || arrow != ">")

@@ -87,7 +87,9 @@ std::string TraceRecord::text() const {
         break;
     case L2Outcome::held:
         s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
-                         arp_request ? " (ARP request sent)" : "");
+                         !arp_request                                             ? ""
+                         : next_hop && next_hop->find(':') != std::string::npos ? " (neighbor solicitation sent)"
+                                                                                  : " (ARP request sent)");
         break;
     case L2Outcome::dropped:
         s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));

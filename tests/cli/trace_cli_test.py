@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""svcgatectl trace as a user runs it: the issue's acceptance command, --pcap in/out, stdin mode,
-and clear errors for a broken config or packet."""
+"""svcgatectl trace as a user runs it: the issue's acceptance command in both families, --pcap
+in/out (IPv6 frames too), stdin mode, and clear errors for a broken config or packet."""
 import json
 import os
 import subprocess
@@ -12,8 +12,6 @@ from checks import check  # noqa: E402
 
 ctl, src = sys.argv[1], sys.argv[2]
 lab = os.path.join(src, "config", "lab.yaml")
-
-
 
 
 def trace(*args, stdin=None):
@@ -36,6 +34,36 @@ r = trace("--config", lab, "--json", "tcp 192.168.67.100:40000 > 192.168.67.8:30
 lines = [json.loads(x) for x in r.stdout.splitlines()]
 check(len(lines) == 2 and lines[1]["verdict"] == "reply", "the pod's reply is recognised")
 check(lines[1]["out"] == "tcp 192.168.67.8:30001 > 192.168.67.100:40000", f"reply translated back: {lines[1]['out']}")
+
+# The same pair over IPv6 (the lab is dual-stack): the same verdicts and translation, IPv6
+# addresses in RFC 5952 form, endpoints as [addr]:port; tcpdump's own form is taken too.
+keys = ("verdict", "service", "role", "masquerade", "new_flow", "port")
+r = trace("--config", lab, "--json", "tcp [fd00:67::100]:40000 > [fd00:67::8]:30001 [S]")
+six = json.loads(r.stdout.splitlines()[0]) if r.returncode == 0 else {}
+check(six and all(six[k] == first[k] for k in keys), f"IPv6 SYN: the IPv4 SYN's verdict and translation ({six})")
+check(six.get("endpoint") in {"[fd00:244:2::4]:80", "[fd00:244:2::6]:80", "[fd00:244:3::6]:80"},
+      f"IPv6 endpoint {six.get('endpoint')} is a test-pod on port 80, written [addr]:port")
+check(six.get("out", "").startswith("tcp [fd00:192::2]:") and six["out"].endswith("> " + six.get("endpoint", "")),
+      f"masqueraded to the cluster port's IPv6 address: {six.get('out')}")
+_, src6, _, dst6 = six["out"].split()
+# A line as tcpdump -n prints it, pasted whole.
+r = trace("--config", lab, "--json", "12:00:00.000000 IP6 fd00:67::100.40000 > fd00:67::8.30001: Flags [S], seq 1, win 64800, "
+          "options [mss 1440], length 0", f"tcp {dst6} > {src6} [S.]")
+lines6 = [json.loads(x) for x in r.stdout.splitlines()]
+check(len(lines6) == 2 and lines6[0]["verdict"] == "dnat" and lines6[1]["verdict"] == "reply" and
+      all(lines6[1][k] == lines[1][k] for k in ("verdict", "service", "role", "port")),
+      f"IPv6 reply recognised as the IPv4 one is ({[l['verdict'] for l in lines6]})")
+check(len(lines6) == 2 and lines6[1]["out"] == "tcp [fd00:67::8]:30001 > [fd00:67::100]:40000",
+      f"IPv6 reply translated back: {lines6[1]['out'] if len(lines6) == 2 else None}")
+check(len(lines6) == 2 and set(lines6[0]) == set(lines[0]) and set(lines6[1]) == set(lines[1]),
+      "the JSON has the same keys in both families")
+r = trace("--config", lab, "--json", "IP 192.168.67.100.40002 > 192.168.67.8.30001: Flags [S], seq 1, length 0",
+          "IP6 fd00:244:3::5.1000 > fd00:96::a.53: UDP, length 12", "IP6 fd00:67::100 > fd00:67::8: ICMP6, echo request, id 1, seq 1, length 64")
+tl = [json.loads(x) for x in r.stdout.splitlines()]
+check([l["verdict"] for l in tl] == ["dnat", "dnat", "local"] and tl[1]["endpoint"] == "[fd00:244:2::2]:53",
+      f"tcpdump's lines of TCP, UDP and ICMPv6 are taken as they are printed ({[l['verdict'] for l in tl]})")
+r = trace("--config", lab, "IP6 fd00:67::100.1 > fd00:67::8.53: 1234+ A? example. (30)")
+check(r.returncode != 0 and "write it as" in r.stderr, f"a tcpdump line of a decoded protocol asks for the spec form ({r.stderr.strip()})")
 
 # L2: the lab's config pins no neighbor, so the SYN waits for kube-node's MAC (an ARP request
 # goes out); with kube-node-1's MAC configured, packets behind it are sent to that MAC. The reply
@@ -77,6 +105,19 @@ with tempfile.TemporaryDirectory() as d:
     check(len(lines) == 2, "--pcap reads every packet")
     # The DNATed packets are now addressed to coredns itself: routed, not translated again.
     check(all(l["verdict"] == "forward" for l in lines), f"pod-addressed packets are forwarded: {[l['verdict'] for l in lines]}")
+
+    # IPv6 frames in and out: a capture of IPv6 packets traced as the IPv4 one.
+    in6, out6 = os.path.join(d, "c.pcap"), os.path.join(d, "d.pcap")
+    r = trace("--config", lab, "--out", in6, "tcp [fd00:244:3::5]:1000 > [fd00:96::a]:53 [S]",
+              "udp [fd00:244:3::5]:1000 > [fd00:96::a]:53")
+    r = trace("--config", lab, "--json", "--pcap", in6, "--out", out6)
+    lines6 = [json.loads(x) for x in r.stdout.splitlines()]
+    check(r.returncode == 0 and len(lines6) == 2 and all(l["verdict"] == "forward" for l in lines6) and
+          [l["out"] for l in lines6] == ["tcp [fd00:244:3::5]:1000 > [fd00:244:2::2]:53", "udp [fd00:244:3::5]:1000 > [fd00:244:2::2]:53"],
+          f"--pcap with IPv6 frames: the DNATed packets read back, addressed to coredns ({[l.get('out') for l in lines6]})")
+    shown = subprocess.run(["tcpdump", "-n", "-r", out6], capture_output=True, text=True).stdout
+    check("IP6 fd00:244:3::5.1000 > fd00:244:2::2.53" in shown and shown.count("IP6") == 2,
+          f"--out writes IPv6 frames tcpdump reads ({shown.strip().splitlines()})")
 
     # A frame too large for an mbuf is that packet's error; the packets after it still run.
     import struct
