@@ -15,7 +15,9 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
     const PacketMeta& m = p.meta;
     uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
     const typename F::Key& out = p.verdict == Verdict::forward ? F::key(m) : F::out(p);
-    const auto* hop = s.route(out.dst);
+    const typename F::Hop* hop;
+    if constexpr (F::family == Family::v4) hop = s.route(out.dst);
+    else hop = s.routes6 ? ctx.routes6.lookup(*s.routes6, out.dst) : nullptr;
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
     if constexpr (F::family == Family::v4) {
         if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);

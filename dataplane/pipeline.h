@@ -58,6 +58,7 @@ struct WorkerCtx {
     SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
     Output out;
+    RouteMemo6 routes6;  // this worker's IPv6 route answers (route.h)
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the

@@ -8,7 +8,9 @@ namespace svcgate::dp {
 
 template <typename A>
 std::unique_ptr<BasicRouteTable<A>> BasicRouteTable<A>::create(const std::vector<Route>& routes, std::string& err) {
+    static std::atomic<uint64_t> serials{0};
     std::unique_ptr<BasicRouteTable> t(new BasicRouteTable());
+    t->serial_ = serials.fetch_add(1, std::memory_order_relaxed) + 1;
     if (routes.empty()) return t;
     static std::atomic<uint32_t> seq{0};
     constexpr bool v4 = std::is_same_v<A, Ip4>;
