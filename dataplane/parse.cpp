@@ -1,6 +1,7 @@
 #include "parse.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include <rte_ether.h>
 #include <rte_ip.h>
@@ -284,7 +285,11 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
 }  // namespace
 
 DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOptions opts) noexcept {
-    m = PacketMeta{};
+    // All zero is PacketMeta{} (l3 ipv4 is 0, both keys zero). One memset, not the assignment:
+    // GCC built the temporary in pieces on the stack and read it back whole, a store-forwarding
+    // stall that held a fifth of an IPv6 worker's own samples.
+    static_assert(std::is_trivially_copyable_v<PacketMeta> && static_cast<int>(L3Kind::ipv4) == 0);
+    std::memset(static_cast<void*>(&m), 0, sizeof(m));
     if (len < sizeof(rte_ether_hdr)) [[unlikely]]
         return DropReason::eth_truncated;
     uint16_t off = sizeof(rte_ether_hdr);

@@ -76,7 +76,13 @@ struct Ip6 {
             if (b[i]) return false;
         return b[10] == 0xff && b[11] == 0xff;
     }
-    friend bool operator==(const Ip6& x, const Ip6& y) noexcept { return std::memcmp(x.b, y.b, 16) == 0; }
+    // Two words, not memcmp: GCC calls libc's memcmp for it, on every flow and neighbor match.
+    friend bool operator==(const Ip6& x, const Ip6& y) noexcept {
+        uint64_t a[2], b[2];
+        std::memcpy(a, x.b, 16);
+        std::memcpy(b, y.b, 16);
+        return ((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0;
+    }
     friend auto operator<=>(const Ip6& x, const Ip6& y) noexcept { return std::memcmp(x.b, y.b, 16) <=> 0; }
 };
 static_assert(sizeof(Ip6) == 16);
@@ -195,7 +201,10 @@ struct FlowKey6 {
         return out;
     }
     friend bool operator==(const FlowKey6& a, const FlowKey6& b) noexcept {
-        return std::memcmp(&a, &b, sizeof(FlowKey6)) == 0;
+        uint64_t x[5], y[5];
+        std::memcpy(x, &a, sizeof(x));
+        std::memcpy(y, &b, sizeof(y));
+        return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3]) | (x[4] ^ y[4])) == 0;
     }
 };
 static_assert(sizeof(FlowKey6) == 40, "FlowKey6 has no padding holes");
