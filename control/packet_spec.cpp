@@ -97,9 +97,13 @@ namespace {
 std::string from_tcpdump(const std::string& text) {
     std::istringstream is(text);
     std::string w, src, arrow, dst, what;
-    if (!(is >> w)) return text;
-    if (w.find(':') != std::string::npos && w.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(w[0])))
-        if (!(is >> w)) return text;  // a timestamp
+    // Timestamps: "12:00:00.000000" (default), "1700000000.000000" (-tt), "2026-11-23 12:00:00.0" (-tttt).
+    auto stamp = [](const std::string& x) {
+        return !x.empty() && std::isdigit(static_cast<unsigned char>(x[0])) &&
+               x.find_first_not_of("0123456789:.-") == std::string::npos && x.find_first_of(":.-") != std::string::npos;
+    };
+    while (is >> w && stamp(w)) {
+    }
     if (w != "IP" && w != "IP6") return text;
     if (!(is >> src >> arrow >> dst >> what) || arrow != ">")
         throw std::invalid_argument(fmt::format("\"{}\": expected tcpdump's \"IP SRC > DST: ...\"", text));
@@ -111,8 +115,15 @@ std::string from_tcpdump(const std::string& text) {
     }
     if (!what.empty() && what.back() == ',') what.pop_back();
     if (what == "UDP") return fmt::format("udp {} > {}", src, dst);
-    if (what == "ICMP" || what == "ICMP6") return fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
     if (what == "sctp") return fmt::format("sctp {} > {}", src, dst);
+    if (what == "ICMP" || what == "ICMP6") {
+        // The spec form builds an echo request: any other ICMP message is refused, not traced as one.
+        std::string a, b;
+        is >> a >> b;
+        if (a == "echo" && (b == "request" || b == "request,"))
+            return fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
+        throw std::invalid_argument(fmt::format("\"{}\": only an ICMP echo request can be traced from a tcpdump line", text));
+    }
     throw std::invalid_argument(fmt::format("\"{}\": which protocol tcpdump decoded as \"{}\" is not known; "
                                             "write it as \"udp SRC > DST\"", text, what));
 }

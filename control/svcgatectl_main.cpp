@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "  'udp 10.244.3.5:34361 > 10.96.0.10:53'\n"
     "  'tcp [fd00:67::100]:40000 > [fd00:67::8]:30001 [S]'   IPv6, [addr]:port\n"
     "  'IP6 fd00:67::100.40000 > fd00:67::8.30001: Flags [S], seq 1, length 0'\n"
-    "                      a line of tcpdump -n, whole (IP or IP6; TCP, UDP, ICMP, ICMP6)\n"
+    "                      a line of tcpdump -n, whole (IP or IP6; TCP, UDP, SCTP, echo request)\n"
     "  'reply 1 [S.]'      the answer to packet 1's output\n"
     "  -                   read packets from standard input, one per line\n";
 

@@ -86,10 +86,11 @@ std::string TraceRecord::text() const {
         s += fmt::format("\n  l2 sent to {}{}", mac.value_or("?"), next_hop ? " (next hop " + *next_hop + ")" : "");
         break;
     case L2Outcome::held:
+    {
+        const bool v6 = next_hop && next_hop->find(':') != std::string::npos;  // IPv6 text has colons, IPv4 none
         s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
-                         !arp_request                                             ? ""
-                         : next_hop && next_hop->find(':') != std::string::npos ? " (neighbor solicitation sent)"
-                                                                                  : " (ARP request sent)");
+                         !arp_request ? "" : v6 ? " (neighbor solicitation sent)" : " (ARP request sent)");
+    }
         break;
     case L2Outcome::dropped:
         s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));

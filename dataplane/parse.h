@@ -32,8 +32,8 @@ enum TcpFlag : uint8_t { kFin = 0x01, kSyn = 0x02, kRst = 0x04, kPsh = 0x08, kAc
 
 struct PacketMeta {
     // The tuple of the packet's family (l3): key for IPv4, key6 for IPv6. For ICMP echo
-    // sport = dport = identifier. Only the IPv4 key is zeroed by the constructor: parse writes
-    // the whole of key6 for an IPv6 packet, and a burst of IPv4 pays for 16 bytes, not 40.
+    // sport = dport = identifier. parse_packet zeroes the whole struct first (one memset); the
+    // constructor zeroes the IPv4 keys, which is all the other users need.
     union {
         FlowKey key;
         FlowKey6 key6;

@@ -192,12 +192,11 @@ struct FlowKey6 {
         FlowKey6 out;
         std::memcpy(out.src.b, dst.b, 16);
         std::memcpy(out.dst.b, src.b, 16);
-        // sport, dport, proto, pad as one word (little-endian: sport is its low 16 bits), the two
-        // ports swapped.
-        uint64_t tail;
-        std::memcpy(&tail, reinterpret_cast<const char*>(this) + 32, 8);
-        tail = (tail & ~uint64_t{0xffffffff}) | ((tail & 0xffff) << 16) | ((tail >> 16) & 0xffff);
-        std::memcpy(reinterpret_cast<char*>(&out) + 32, &tail, 8);
+        uint32_t ports;  // sport then dport: swapping the two halves swaps them in either byte order
+        std::memcpy(&ports, &sport, 4);
+        ports = std::rotl(ports, 16);
+        std::memcpy(&out.sport, &ports, 4);
+        out.proto = proto;
         return out;
     }
     friend bool operator==(const FlowKey6& a, const FlowKey6& b) noexcept {
@@ -208,7 +207,7 @@ struct FlowKey6 {
     }
 };
 static_assert(sizeof(FlowKey6) == 40, "FlowKey6 has no padding holes");
-static_assert(offsetof(FlowKey6, sport) == 32 && offsetof(FlowKey6, dport) == 34, "reversed() swaps the ports as one word");
+static_assert(offsetof(FlowKey6, dport) == offsetof(FlowKey6, sport) + 2, "reversed() swaps the ports as one word");
 
 // An endpoint by address: what session-affinity records pin and what Maglev tables hash, so that
 // the choice survives a reload that renumbers the snapshot.

@@ -62,6 +62,12 @@ r = trace("--config", lab, "--json", "IP 192.168.67.100.40002 > 192.168.67.8.300
 tl = [json.loads(x) for x in r.stdout.splitlines()]
 check([l["verdict"] for l in tl] == ["dnat", "dnat", "local"] and tl[1]["endpoint"] == "[fd00:244:2::2]:53",
       f"tcpdump's lines of TCP, UDP and ICMPv6 are taken as they are printed ({[l['verdict'] for l in tl]})")
+r = trace("--config", lab, "IP6 fd00:67::8 > fd00:67::100: ICMP6, echo reply, id 1, seq 1, length 64")
+check(r.returncode != 0 and "only an ICMP echo request" in r.stderr, f"an ICMPv6 echo reply line is refused, not traced as a ping ({r.stderr.strip()})")
+r = trace("--config", lab, "--json", "1700000000.000000 IP 192.168.67.100.40003 > 192.168.67.8.30001: Flags [S], seq 1, length 0",
+          "2026-11-23 12:00:00.000000 IP 192.168.67.100.40004 > 192.168.67.8.30001: Flags [S], seq 1, length 0")
+check(r.returncode == 0 and [json.loads(x)["verdict"] for x in r.stdout.splitlines()] == ["dnat", "dnat"],
+      f"tcpdump -tt and -tttt timestamps are skipped ({r.stderr.strip()})")
 r = trace("--config", lab, "IP6 fd00:67::100.1 > fd00:67::8.53: 1234+ A? example. (30)")
 check(r.returncode != 0 and "write it as" in r.stderr, f"a tcpdump line of a decoded protocol asks for the spec form ({r.stderr.strip()})")
 
