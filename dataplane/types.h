@@ -192,11 +192,15 @@ struct FlowKey6 {
         FlowKey6 out;
         std::memcpy(out.src.b, dst.b, 16);
         std::memcpy(out.dst.b, src.b, 16);
-        uint32_t ports;  // sport then dport: swapping the two halves swaps them in either byte order
-        std::memcpy(&ports, &sport, 4);
-        ports = std::rotl(ports, 16);
-        std::memcpy(&out.sport, &ports, 4);
-        out.proto = proto;
+        // sport, dport, proto, pad as one 8-byte word written once (pieces would stall the copy
+        // that reads the key back whole): the two ports swapped, proto kept, padding zero.
+        uint64_t tail;
+        std::memcpy(&tail, reinterpret_cast<const char*>(this) + offsetof(FlowKey6, sport), 8);
+        if constexpr (std::endian::native == std::endian::little)
+            tail = (tail & 0xff00000000ull) | std::rotl(static_cast<uint32_t>(tail), 16);
+        else
+            tail = (uint64_t{std::rotl(static_cast<uint32_t>(tail >> 32), 16)} << 32) | (tail & 0xff000000ull);
+        std::memcpy(reinterpret_cast<char*>(&out) + offsetof(FlowKey6, sport), &tail, 8);
         return out;
     }
     friend bool operator==(const FlowKey6& a, const FlowKey6& b) noexcept {
@@ -207,7 +211,8 @@ struct FlowKey6 {
     }
 };
 static_assert(sizeof(FlowKey6) == 40, "FlowKey6 has no padding holes");
-static_assert(offsetof(FlowKey6, dport) == offsetof(FlowKey6, sport) + 2, "reversed() swaps the ports as one word");
+static_assert(offsetof(FlowKey6, dport) == offsetof(FlowKey6, sport) + 2 && offsetof(FlowKey6, proto) == offsetof(FlowKey6, sport) + 4,
+              "reversed() rewrites sport, dport, proto and the padding as one word");
 
 // An endpoint by address: what session-affinity records pin and what Maglev tables hash, so that
 // the choice survives a reload that renumbers the snapshot.
