@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include "daemon_state.h"
 #include "kube_objects.h"
 #include "metrics.h"
+#include "notify.h"
 #include "publisher.h"
 #include "resources.h"
 #include "snapshot_builder.h"
@@ -263,9 +265,36 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
                     st.cfg.control.socket.empty() ? "off" : st.cfg.control.socket,
                     st.cfg.control.metrics.empty() ? "off" : "http://" + st.cfg.control.metrics + "/metrics"));
 
+    // systemd: ready now that the ports are up, the workers run and the first config is published.
+    SystemdNotifier notify(rt.qsbr.get());
+    uint64_t last_rx = 0;
+    auto last_status = std::chrono::steady_clock::now();
+    auto status = [&] {
+        uint64_t rx = 0;
+        for (const Worker* w : st.workers) rx += w->counters().rx_packets;
+        const auto now = std::chrono::steady_clock::now();
+        const double secs = std::chrono::duration<double>(now - last_status).count();
+        std::string rate;  // over the time since the last line, once there is a second of it
+        if (secs >= 1) {
+            rate = fmt::format(", {:.0f} packets/s in", static_cast<double>(rx - last_rx) / secs);
+            last_rx = rx, last_status = now;
+        }
+        return fmt::format("generation {}, {} service ports, {} flows{}", pub.generation(),
+                           pub.current()->services.size(), st.flows_live(), rate);
+    };
+    notify.ready(status());
+    if (notify.watchdog().count()) log(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
+                                                   notify.watchdog().count() / 2000));
+    // A test hook (tests/cli/notify_test.py): the workers stop making progress this many seconds
+    // after start, as a stuck worker would.
+    const char* stall = std::getenv("SVCGATE_TEST_STALL_AFTER");
+    const auto stall_at = std::chrono::steady_clock::now() + std::chrono::seconds(stall ? std::atoi(stall) : 0);
+
     auto do_reload = [&](const std::string& trigger) {
+        notify.reloading();
         std::string r = reload(st, pub, shared, trigger);
         rewatch();
+        notify.ready(status());
         return r;
     };
     auto last_tick = std::chrono::steady_clock::now();
@@ -277,6 +306,9 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
         server.poll_once(50, [&](const std::string& line) {
             return handle_command(st, line, [&] { return do_reload("svcgatectl"); });
         });
+        notify.tick(status);
+        if (stall && std::chrono::steady_clock::now() >= stall_at && !shared.test_stall.exchange(true))
+            log("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
         // Slots that flows stopped holding since the last reload go back, once a second.
         if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
             pub.tick();

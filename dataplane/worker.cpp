@@ -36,6 +36,10 @@ void Worker::run() noexcept {
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
     unsigned idle = 0, loops = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
+        if (shared_.test_stall.load(std::memory_order_relaxed)) [[unlikely]] {
+            rte_delay_us_sleep(1000);
+            continue;
+        }
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
         ctx_.stats = shared_.stats.load(std::memory_order_acquire);  // after the snapshot: see WorkerShared
         ctx_.now = flow_clock_now();

@@ -38,6 +38,9 @@ struct WorkerShared {
     // after the snapshot sees a table large enough for that snapshot.
     std::atomic<StatsTable*> stats{nullptr};
     std::atomic<bool> stop{false};
+    // A test hook: set, the workers stop reporting quiescent states (they wait for `stop` only),
+    // as a stuck worker would. Never set outside the watchdog's test.
+    std::atomic<bool> test_stall{false};
     NeighborTable neighbors;
     NeighborTable6 neighbors6;
     rte_rcu_qsbr* qsbr = nullptr;
