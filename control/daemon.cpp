@@ -42,6 +42,10 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
 
+double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // What a running gateway owns, in the order it is built; destroyed in reverse, workers first.
 struct Runtime {
     Eal eal;
@@ -209,11 +213,13 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
                                                  st.cfg.dataplane.neighbors))
                 log(fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
             st.cfg = std::move(next);
-            st.reload = ReloadStatus{
-                .ok = st.reload.ok + 1,
-                .failed = st.reload.failed,
-                .last_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                .last_trigger = trigger};
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++st.reload.ok;
+            st.reload.last_ok = true;
+            st.reload.last_error.clear();
+            st.reload.last_seconds = secs;
+            st.reload.last_trigger = trigger;
+            st.reload.observe(secs, unix_now());
         });
         if (!restart.empty()) log(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
     } catch (const std::exception& e) {
@@ -381,6 +387,7 @@ int run_daemon(const DaemonOptions& opts) {
         .readers = &st.mu});
     try {
         pub.publish(st.cfg);
+        st.reload.last_ok_unix = unix_now();  // the config in service since now (kube-proxy's first sync)
     } catch (const std::exception& e) {
         log(e.what());
         return 1;

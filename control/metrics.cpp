@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 #include <rte_ethdev.h>
+#include <rte_version.h>
 
 #include "commands.h"
 #include "yaml_config.h"
@@ -93,6 +94,26 @@ std::string render_metrics(const DaemonState& st) {
                      st.reload.ok, st.reload.failed);
     head("svcgate_last_reload_duration_seconds", "gauge", "The last successful reload: file read to published snapshot.");
     o += fmt::format("svcgate_last_reload_duration_seconds {}\n", st.reload.last_seconds);
+    // kube-proxy's sync_proxy_rules_duration_seconds and sync_proxy_rules_last_timestamp_seconds,
+    // under svcgate's names (README, Metrics).
+    head("svcgate_reload_duration_seconds", "histogram", "Successful reloads: file read to published snapshot.");
+    double le = ReloadStatus::kBucket0;
+    for (unsigned i = 0; i < ReloadStatus::kBuckets; ++i, le *= 2)
+        o += fmt::format("svcgate_reload_duration_seconds_bucket{{le=\"{}\"}} {}\n", le, st.reload.bucket[i]);
+    o += fmt::format("svcgate_reload_duration_seconds_bucket{{le=\"+Inf\"}} {0}\nsvcgate_reload_duration_seconds_sum {1}\n"
+                     "svcgate_reload_duration_seconds_count {0}\n",
+                     st.reload.count, st.reload.sum_seconds);
+    head("svcgate_reload_last_success_timestamp_seconds", "gauge",
+         "When the config in service was published (start or last successful reload), Unix time.");
+    o += fmt::format("svcgate_reload_last_success_timestamp_seconds {:.3f}\n", st.reload.last_ok_unix);
+    head("svcgate_port_link_up", "gauge", "1 when the port's link is up.");
+    for (const PortView& p : st.ports) {
+        rte_eth_link link{};
+        const bool up = rte_eth_link_get_nowait(p.id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+        o += fmt::format("svcgate_port_link_up{{port=\"{}\"}} {}\n", p.name, up ? 1 : 0);
+    }
+    head("svcgate_build_info", "gauge", "Always 1: the version of svcgate and of the DPDK it runs on.");
+    o += fmt::format("svcgate_build_info{{version=\"{}\",dpdk=\"{}\"}} 1\n", SVCGATE_VERSION, rte_version());
     head("svcgate_config_generation", "gauge", "Generation of the config in service.");
     o += fmt::format("svcgate_config_generation {}\n", st.generation());
     return o;

@@ -261,8 +261,30 @@ try:
     finally:
         silent.kill()
         silent.wait()
+    import time
+    reload_at = time.time()
     r = ctl("reload")
     check(r.returncode == 0 and "generation 2" in r.stdout, "svcgatectl reload")
+    # What an operator alerts on: the reload histogram and the last success (kube-proxy's
+    # sync_proxy_rules_duration_seconds / _last_timestamp_seconds), link state, build info.
+    metrics = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5",
+                              "http://" + cfg["control"]["metrics"] + "/metrics"], capture_output=True, text=True)
+    samples = {}
+    for line in metrics.stdout.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    check(samples.get("svcgate_reload_duration_seconds_count") == 1 and
+          samples.get('svcgate_reload_duration_seconds_bucket{le="+Inf"}') == 1 and
+          0 < samples.get("svcgate_reload_duration_seconds_sum", 0) < 5 and
+          "# TYPE svcgate_reload_duration_seconds histogram" in metrics.stdout,
+          "/metrics: the reload is in svcgate_reload_duration_seconds (a histogram)")
+    last = samples.get("svcgate_reload_last_success_timestamp_seconds", 0)
+    check(reload_at - 1 <= last <= time.time() + 1, f"/metrics: the last successful reload's time ({last} against {reload_at:.3f})")
+    check(samples.get('svcgate_port_link_up{port="ext"}') == 1 and samples.get('svcgate_port_link_up{port="cluster"}') == 1,
+          "/metrics: both ports' links up")
+    check(any(k.startswith('svcgate_build_info{version="') and 'dpdk="DPDK 22.11' in k and v == 1 for k, v in samples.items()),
+          f"/metrics: svcgate_build_info ({[k for k in samples if k.startswith('svcgate_build_info')]})")
 
     # Reload on a file change (inotify): rewrite the config, no signal.
     before = lab("cat $LAB_RUN/svcgate.log").stdout.count("(file change)")
