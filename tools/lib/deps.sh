@@ -3,6 +3,8 @@ SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-
               libboost-program-options-dev libgtest-dev libbenchmark-dev libsystemd-dev python3 python3-yaml)
 # The sanitizer and fuzzing builds of tools/test (clang: libFuzzer, ASan, UBSan, TSan).
 SVCGATE_DEPS+=(clang libclang-rt-14-dev)
+# The Debian package (tools/package) and its checks: debhelper, lintian (systemd-analyze is systemd's).
+SVCGATE_DEPS+=(debhelper lintian systemd)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
 SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
 # install_deps [EXTRA-PACKAGE...]
