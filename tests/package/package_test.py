@@ -26,6 +26,7 @@ with tempfile.TemporaryDirectory(prefix="svcgate-pkgtest-") as d:
     lint = subprocess.run(["lintian", "--no-tag-display-limit", deb], capture_output=True, text=True, timeout=300)
     errors = [l for l in lint.stdout.splitlines() if l.startswith("E:")]
     check(not errors, f"lintian: no error ({errors or lint.stdout.strip().splitlines()})")
+    check(not any("no-manual-page" in l for l in lint.stdout.splitlines()), "lintian: every program has its man page")
     info = subprocess.run(["dpkg-deb", "-f", deb, "Depends"], capture_output=True, text=True).stdout
     check("librte-eal" in info and "libsystemd0" in info and "libyaml-cpp" in info,
           f"Depends come from the shared libraries it links ({info.strip()[:120]}...)")
@@ -34,7 +35,8 @@ with tempfile.TemporaryDirectory(prefix="svcgate-pkgtest-") as d:
     for path in ("usr/bin/svcgate", "usr/bin/svcgatectl", "lib/systemd/system/svcgate.service",
                  "lib/systemd/system/svcgate@.service", "etc/svcgate/examples/lab.yaml",
                  "etc/svcgate/examples/kubernetes.yaml", "usr/share/doc/svcgate/README.md.gz",
-                 "usr/share/doc/svcgate/copyright"):
+                 "usr/share/doc/svcgate/copyright", "usr/share/man/man8/svcgate.8.gz",
+                 "usr/share/man/man8/svcgatectl.8.gz", "usr/share/man/man5/svcgate.yaml.5.gz"):
         check(os.path.exists(os.path.join(root, path)), f"the package installs /{path}")
     r = subprocess.run([os.path.join(root, "usr/bin/svcgate"), "--config", os.path.join(root, "etc/svcgate/examples/lab.yaml"),
                         "--check"], capture_output=True, text=True, timeout=60)

@@ -5,6 +5,8 @@ SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-
 SVCGATE_DEPS+=(clang libclang-rt-14-dev)
 # The Debian package (tools/package) and its checks: debhelper, lintian (systemd-analyze is systemd's).
 SVCGATE_DEPS+=(debhelper lintian systemd)
+# The man pages, written at build time from README.md and config/README.md (tools/man).
+SVCGATE_DEPS+=(pandoc)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
 SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
 # install_deps [EXTRA-PACKAGE...]
