@@ -19,6 +19,7 @@
 #include "control_server.h"
 #include "daemon_state.h"
 #include "kube_objects.h"
+#include "log.h"
 #include "metrics.h"
 #include "notify.h"
 #include "publisher.h"
@@ -40,7 +41,7 @@ std::atomic<int> g_signal{0};
 
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
-void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
+void log(const std::string& s) { log_info(s); }
 
 double unix_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -203,6 +204,9 @@ std::string keep_running_settings(Config& next, const Config& running) {
 
 // Reload: read, keep what takes a restart, publish. Returns the line to log and to tell svcgatectl.
 std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger) {
+    // A config that keeps failing (a file saved over and over) or a neighbor list far larger than
+    // the cache must not flood the journal.
+    static RateLimit full(8, std::chrono::seconds(60)), refused(5, std::chrono::seconds(60));
     const auto t0 = std::chrono::steady_clock::now();
     PublishResult r;
     try {
@@ -211,7 +215,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
         r = pub.publish(next, [&] {
             for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
                                                  st.cfg.dataplane.neighbors))
-                log(fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
+                full.log(LogLevel::warning, fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
             st.cfg = std::move(next);
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++st.reload.ok;
@@ -221,14 +225,14 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
             st.reload.last_trigger = trigger;
             st.reload.observe(secs, unix_now());
         });
-        if (!restart.empty()) log(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
+        if (!restart.empty()) log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
     } catch (const std::exception& e) {
         std::lock_guard lk(st.mu);
         ++st.reload.failed;
         st.reload.last_ok = false;
         st.reload.last_error = e.what();
         std::string m = fmt::format("reload failed ({}), the running config stays:\n{}", trigger, e.what());
-        log(m);
+        refused.log(LogLevel::err, m);
         return m + "\n";
     }
     std::string m = fmt::format("reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
@@ -245,13 +249,13 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
 void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
     WorkerShared& shared = *rt.shared;
     ControlServer server;
-    if (std::string e = server.open_socket(st.cfg.control.socket, st.cfg.control.socket_mode); !e.empty()) log(e);
+    if (std::string e = server.open_socket(st.cfg.control.socket, st.cfg.control.socket_mode); !e.empty()) log_err(e);
     register_telemetry(st);
     struct Unregister {
         ~Unregister() { unregister_telemetry(); }
     } unregister;
     MetricsServer metrics;
-    if (std::string e = metrics.start(st.cfg.control.metrics, st); !e.empty()) log(e);
+    if (std::string e = metrics.start(st.cfg.control.metrics, st); !e.empty()) log_err(e);
     Watcher watch;
     auto rewatch = [&] {
         if (!st.cfg.control.watch) return;
@@ -314,7 +318,7 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
         });
         notify.tick(status);
         if (stall && std::chrono::steady_clock::now() >= stall_at && !shared.test_stall.exchange(true))
-            log("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
+            log_warning("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
         // Slots that flows stopped holding since the last reload go back, once a second.
         if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
             pub.tick();
@@ -351,16 +355,16 @@ int run_daemon(const DaemonOptions& opts) {
     try {
         st.cfg = load_config_file(opts.config);
     } catch (const ConfigError& e) {
-        for (const auto& w : e.warnings) fmt::print(stderr, "warning: {}\n", w.str());
-        fmt::print(stderr, "{}\n", e.what());
+        for (const auto& w : e.warnings) log_warning(w.str());
+        log_err(e.what());
         return 1;
     }
-    for (const auto& w : st.cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
+    for (const auto& w : st.cfg.warnings) log_warning(w.str());
     const DataplaneConfig dpc = st.cfg.dataplane;
 
     Runtime rt;
     if (std::string err = build_runtime(rt, dpc, opts.eal_extra); !err.empty()) {
-        log(err);
+        log_err(err);
         log("stopping");
         return 1;
     }
@@ -389,7 +393,7 @@ int run_daemon(const DaemonOptions& opts) {
         pub.publish(st.cfg);
         st.reload.last_ok_unix = unix_now();  // the config in service since now (kube-proxy's first sync)
     } catch (const std::exception& e) {
-        log(e.what());
+        log_err(e.what());
         return 1;
     }
     st.publisher = &pub;

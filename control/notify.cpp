@@ -1,10 +1,11 @@
 #include "notify.h"
 
-#include <cstdio>
 
 #include <fmt/format.h>
 #include <rte_rcu_qsbr.h>
 #include <systemd/sd-daemon.h>
+
+#include "log.h"
 
 namespace svcgate::ctl {
 
@@ -33,8 +34,8 @@ void SystemdNotifier::keepalive() {
     // 1: every worker online when the token was taken has passed a quiescent state since.
     if (workers_ && rte_rcu_qsbr_check(workers_, token_, false) != 1) {
         if (!stuck_logged_)
-            std::fprintf(stderr, "svcgate: a worker has made no progress for %lld ms: the systemd watchdog is not fed\n",
-                         static_cast<long long>(watchdog_.count() / 2000));
+            log_err(fmt::format("a worker has made no progress for {} ms: the systemd watchdog is not fed",
+                                watchdog_.count() / 2000));
         stuck_logged_ = true;
         return;
     }

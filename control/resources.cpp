@@ -10,12 +10,13 @@
 #include <rte_mbuf.h>
 #include <rte_pdump.h>
 
+#include "log.h"
 #include "output.h"
 
 namespace svcgate::ctl {
 
 namespace {
-void log(const std::string& s) { fmt::print(stderr, "svcgate: {}\n", s); }
+void log(const std::string& s) { log_info(s); }
 
 // "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
 bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
@@ -35,7 +36,7 @@ std::string Eal::init(std::vector<std::string> args) {
         return fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno));
     up_ = true;
     pdump_ = rte_pdump_init() == 0;
-    if (!pdump_) log("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
+    if (!pdump_) log_warning("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
     return {};
 }
 

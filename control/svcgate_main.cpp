@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "daemon.h"
+#include "log.h"
 
 namespace po = boost::program_options;
 
@@ -21,9 +22,12 @@ int main(int argc, char** argv) {
         if (!after && a == "--") after = true;
         else (after ? eal : ours).push_back(a);
     }
-    po::options_description opts("usage: svcgate --config FILE [--check] [-- EAL ARGS...]\noptions");
+    po::options_description opts("usage: svcgate --config FILE [--check] [--log-level LEVEL] [-- EAL ARGS...]\noptions");
     opts.add_options()("help,h", "this help")("config,c", po::value<std::string>(), "config file (YAML)")(
-        "check", "validate the config (all errors, with file:line:column) and exit");
+        "check", "validate the config (all errors, with file:line:column) and exit")(
+        "log-level", po::value<std::string>()->default_value("info"),
+        "err, warning, notice, info or debug: lines below it are not written (under systemd each line "
+        "carries its syslog priority for journald)");
     po::variables_map vm;
     try {
         po::store(po::command_line_parser(ours).options(opts).run(), vm);
@@ -42,6 +46,13 @@ int main(int argc, char** argv) {
         std::cerr << opts;
         return 2;
     }
+    const auto level = svcgate::ctl::parse_log_level(vm["log-level"].as<std::string>());
+    if (!level) {
+        fmt::print(stderr, "svcgate: --log-level: \"{}\" is not err, warning, notice, info or debug\n",
+                   vm["log-level"].as<std::string>());
+        return 2;
+    }
+    svcgate::ctl::set_log_level(*level);
     const std::string cfg = vm["config"].as<std::string>();
     if (vm.count("check")) return svcgate::ctl::check_config(cfg);
     return svcgate::ctl::run_daemon({cfg, eal});

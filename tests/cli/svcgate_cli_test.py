@@ -81,6 +81,20 @@ with tempfile.TemporaryDirectory() as d:
     r = run("--config", cfgp)
     check(r.returncode == 1 and 'port b: no DPDK device "0000:99:00.0"' in r.stderr and "stopping" in r.stderr,
           f"a port that fails after others were set up: clear error, exit 1 ({r.returncode}: {r.stderr.strip()[-160:]})")
+    # Log levels: the error is written as one, the port that came up is information.
+    lines = r.stderr.splitlines()
+    check(any(l.startswith("svcgate: error: port b:") for l in lines) and any(l.startswith("svcgate: port a:") for l in lines),
+          "log lines carry their level (svcgate: error: ...; information plain)")
+    r = run("--config", cfgp, "--log-level", "err")
+    check(r.returncode == 1 and "svcgate: error: port b:" in r.stderr and "port a:" not in r.stderr,
+          f"--log-level err: only errors ({r.stderr.strip()[-200:]})")
+    r = subprocess.run([svcgate, "--config", cfgp], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, JOURNAL_STREAM="8:12345"))
+    lines = r.stderr.splitlines()
+    check(any(l.startswith("<3>port b:") for l in lines) and any(l.startswith("<6>port a:") for l in lines),
+          f"under journald each line starts with its syslog priority ({[l[:20] for l in lines if l.startswith('<')][:4]})")
+    r = run("--config", cfgp, "--log-level", "loud")
+    check(r.returncode == 2 and "is not err, warning" in r.stderr, "a bad --log-level: usage error, exit 2")
 
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
