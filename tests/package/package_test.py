@@ -36,8 +36,16 @@ with tempfile.TemporaryDirectory(prefix="svcgate-pkgtest-") as d:
                  "lib/systemd/system/svcgate@.service", "etc/svcgate/examples/lab.yaml",
                  "etc/svcgate/examples/kubernetes.yaml", "usr/share/doc/svcgate/README.md.gz",
                  "usr/share/doc/svcgate/copyright", "usr/share/man/man8/svcgate.8.gz",
-                 "usr/share/man/man8/svcgatectl.8.gz", "usr/share/man/man5/svcgate.yaml.5.gz"):
+                 "usr/share/man/man8/svcgatectl.8.gz", "usr/share/man/man5/svcgate.yaml.5.gz",
+                 "usr/share/bash-completion/completions/svcgatectl", "usr/share/bash-completion/completions/svcgate"):
         check(os.path.exists(os.path.join(root, path)), f"the package installs /{path}")
+    # Completion: the packaged file, as bash would call it for "svcgatectl tr<TAB>" and
+    # "svcgate --log-level w<TAB>".
+    comp = os.path.join(root, "usr/share/bash-completion/completions/svcgatectl")
+    script = (f"source {comp}; COMP_WORDS=(svcgatectl tr); COMP_CWORD=1; _svcgatectl; echo \"${{COMPREPLY[*]}}\"; "
+              "COMP_WORDS=(svcgate --log-level w); COMP_CWORD=2; _svcgate; echo \"${COMPREPLY[*]}\"")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    check(r.stdout.splitlines() == ["trace", "warning"], f"bash completion completes commands and levels ({r.stdout.splitlines()} {r.stderr.strip()})")
     r = subprocess.run([os.path.join(root, "usr/bin/svcgate"), "--config", os.path.join(root, "etc/svcgate/examples/lab.yaml"),
                         "--check"], capture_output=True, text=True, timeout=60)
     check(r.returncode == 0 and "OK" in r.stdout, f"the packaged svcgate checks the packaged example ({r.stdout.strip()} {r.stderr.strip()[-200:]})")
