@@ -285,6 +285,57 @@ try:
           "/metrics: both ports' links up")
     check(any(k.startswith('svcgate_build_info{version="') and 'dpdk="DPDK 22.11' in k and v == 1 for k, v in samples.items()),
           f"/metrics: svcgate_build_info ({[k for k in samples if k.startswith('svcgate_build_info')]})")
+    # The exposition as Prometheus' own linter reads it.
+    pt = subprocess.run(["promtool", "check", "metrics"], input=metrics.stdout, capture_output=True, text=True, timeout=30)
+    check(pt.returncode == 0, f"promtool check metrics accepts /metrics ({(pt.stdout + pt.stderr).strip()[:300]})")
+    # contrib/grafana/svcgate.json names only series svcgate exports.
+    import json
+    import re
+    dash = json.load(open(os.path.join(src, "contrib", "grafana", "svcgate.json")))
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exported = {k.split("{")[0] for k in samples}
+    named = {m for e in exprs for m in re.findall(r"\bsvcgate_[a-z0-9_]+", e)}
+    check(exprs and named and named <= exported, f"every series the Grafana dashboard queries is exported ({sorted(named - exported)} missing)")
+    # A real Prometheus (Debian's) scraping svcgate in the lab, asked over its HTTP API.
+    prom_dir = tempfile.mkdtemp(prefix="svcgate-prom-")
+    with open(os.path.join(prom_dir, "prometheus.yml"), "w") as f:
+        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                f"scrape_configs:\n  - job_name: svcgate\n    static_configs: [{{targets: ['{cfg['control']['metrics']}']}}]\n")
+    prom = subprocess.Popen(["ip", "netns", "exec", "gw", "timeout", "60", "prometheus",
+                             f"--config.file={prom_dir}/prometheus.yml", f"--storage.tsdb.path={prom_dir}/data",
+                             "--web.listen-address=127.0.0.1:9090", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        def promq(q):
+            r = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5", "--get",
+                                "--data-urlencode", f"query={q}", "http://127.0.0.1:9090/api/v1/query"],
+                               capture_output=True, text=True, timeout=10)
+            try:
+                res = json.loads(r.stdout)["data"]["result"]
+                return float(res[0]["value"][1]) if res else None
+            except (ValueError, KeyError, IndexError):
+                return None
+        deadline = time.monotonic() + 20
+        rate = last = None
+        while time.monotonic() < deadline and not (rate and last):
+            for _ in range(5):
+                curl("client", "http://192.168.67.8:30001/")
+            time.sleep(0.5)
+            rate = promq('sum(rate(svcgate_packets_total{verdict="dnat"}[5s]))')
+            last = promq("svcgate_reload_last_success_timestamp_seconds")
+        check(rate is not None and rate > 0, f"Prometheus scraping svcgate: a DNAT packet rate ({rate} packets/s)")
+        check(last is not None and abs(last - samples.get("svcgate_reload_last_success_timestamp_seconds", 0)) < 1,
+              f"Prometheus: the last successful reload's time ({last})")
+    finally:
+        prom.terminate()  # `timeout` passes SIGTERM on to prometheus (a SIGKILL would orphan it)
+        try:
+            prom.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+            prom.wait()
+        subprocess.run(["pkill", "-f", f"storage.tsdb.path={prom_dir}/data"], capture_output=True)
+        import shutil
+        shutil.rmtree(prom_dir, ignore_errors=True)
 
     # Reload on a file change (inotify): rewrite the config, no signal.
     before = lab("cat $LAB_RUN/svcgate.log").stdout.count("(file change)")

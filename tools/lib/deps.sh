@@ -21,3 +21,19 @@ install_deps() {
         apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 }
+
+# install_prometheus: Debian's prometheus (the server and promtool) for the end-to-end test, which
+# runs its own inside the lab. Installing must not start the packaged service on the machine: a
+# policy-rc.d that refuses every start is in place for the install (invoke-rc.d and
+# deb-systemd-invoke honour it), and the unit is left disabled.
+install_prometheus() {
+    dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q "install ok installed" && return 0
+    local guard=/usr/sbin/policy-rc.d had=0
+    [ -e $guard ] && had=1 && cp $guard /tmp/svcgate-policy-rc.d.saved
+    printf '#!/bin/sh\nexit 101\n' > $guard && chmod +x $guard
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    local rc=$?
+    if [ $had = 1 ]; then mv /tmp/svcgate-policy-rc.d.saved $guard; else rm -f $guard; fi
+    command -v systemctl >/dev/null && systemctl disable prometheus >/dev/null 2>&1
+    return $rc
+}
