@@ -74,48 +74,56 @@ try:
     ctl_bin = os.path.join(os.path.dirname(svcgate), "svcgatectl")
     mbufs = checks.accounting(ctl_bin, sock, "at start")
 
-    # TCP through NodePort and ClusterIP.
-    answers = [curl("client", "http://192.168.67.8:30001/") for _ in range(12)]
-    check(all(a and a.startswith("test-pod-") for a in answers), f"TCP via NodePort: 12 of 12 answered ({answers})")
-    answers = [curl("lab-sleeper", "http://10.107.169.79/") for _ in range(12)]
-    check(all(a and a.startswith("test-pod-") for a in answers), "TCP via ClusterIP: 12 of 12 answered")
-
-    # UDP through ClusterIP (kube-dns) and a NodePort (dns-np), answered by the real DNS server.
-    dig = ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=2", "@10.96.0.10", "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "10.107.169.79", f"UDP via ClusterIP: DNS answered ({dig.stdout!r})")
-    dig = ns("client", "dig", "+short", "+time=2", "+tries=2", "-p", "30053", "@192.168.67.8",
-             "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "10.107.169.79", f"UDP via NodePort 30053: DNS answered ({dig.stdout!r})")
-    dig = ns("lab-sleeper", "dig", "+tcp", "+short", "+time=2", "+tries=2", "@10.96.0.10",
-             "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "10.107.169.79", "DNS over TCP via ClusterIP answered")
-
-    # A 10 MB transfer arrives intact (the server sends its digest in a header).
+    # The Service paths, once per family (the lab is dual-stack): the same Services through the
+    # IPv4 and the IPv6 NodePort and ClusterIPs. `a` names the address as curl takes it.
+    FAMILIES = [
+        dict(tag="", nodeport="192.168.67.8", nodeport_a="192.168.67.8", vip="10.107.169.79", dns="10.96.0.10",
+             sticky="10.96.100.1", qtype="A", answer="10.107.169.79"),
+        dict(tag="IPv6 ", nodeport="fd00:67::8", nodeport_a="[fd00:67::8]", vip="[fd00:96::79]", dns="fd00:96::a",
+             sticky="[fd00:96::a:1]", qtype="AAAA", answer="fd00:96::79"),
+    ]
     size = 10 * 1024 * 1024
-    r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://192.168.67.8:30001/blob/{size}", timeout=90)
-    head, _, body = r.stdout.partition(b"\r\n\r\n")
-    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
-    check(r.returncode == 0 and len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
-          f"10 MB over NodePort arrives intact ({len(body)} bytes)")
-
-    # Stickiness: one keep-alive connection, many requests, one pod.
-    out = curl("client", *["http://192.168.67.8:30001/"] * 20)
-    pods = set((out or "").split())
-    check(out is not None and len(out.split()) == 20 and len(pods) == 1,
-          f"one keep-alive connection: 20 requests, one pod ({pods})")
-
-    # Session affinity ClientIP: separate connections from one client stay on one pod.
-    seen = {curl("lab-sleeper", "http://10.96.100.1/") for _ in range(15)}
-    check(len(seen) == 1 and None not in seen, f"sessionAffinity ClientIP: 15 connections, one pod ({seen})")
-
-    # Hairpin: a test pod reaching test-svc and landing on itself (masqueraded, so the reply
-    # comes back through the gateway).
-    seen = [curl("test-pod-1", "http://10.107.169.79/") for _ in range(30)]
-    check(None not in seen and "test-pod-1\n" in seen, f"hairpin: test-pod-1 reaches itself via the VIP ({seen.count('test-pod-1' + chr(10))} of 30)")
-
-    # Same node: lab-sleeper reaching the test pod on its own node through the VIP.
-    seen = [curl("lab-sleeper", "http://10.107.169.79/") for _ in range(30)]
-    check(None not in seen and "test-pod-3\n" in seen, f"same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
+    for f in FAMILIES:
+        tag = f["tag"]
+        # TCP through NodePort and ClusterIP.
+        answers = [curl("client", f"http://{f['nodeport_a']}:30001/") for _ in range(12)]
+        check(all(a and a.startswith("test-pod-") for a in answers), f"{tag}TCP via NodePort: 12 of 12 answered ({answers})")
+        answers = [curl("lab-sleeper", f"http://{f['vip']}/") for _ in range(12)]
+        check(all(a and a.startswith("test-pod-") for a in answers), f"{tag}TCP via ClusterIP: 12 of 12 answered ({answers})")
+        # UDP through ClusterIP (kube-dns) and a NodePort (dns-np), answered by the real DNS server;
+        # then DNS over TCP (an A query over either family).
+        dig = ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=2", f["qtype"], "@" + f["dns"],
+                 "test-svc.default.svc.cluster.local")
+        check(dig.stdout.decode().strip() == f["answer"], f"{tag}UDP via ClusterIP: DNS {f['qtype']} answered ({dig.stdout!r})")
+        dig = ns("client", "dig", "+short", "+time=2", "+tries=2", "-p", "30053", f["qtype"], "@" + f["nodeport"],
+                 "test-svc.default.svc.cluster.local")
+        check(dig.stdout.decode().strip() == f["answer"], f"{tag}UDP via NodePort 30053: DNS answered ({dig.stdout!r})")
+        dig = ns("lab-sleeper", "dig", "+tcp", "+short", "+time=2", "+tries=2", "@" + f["dns"],
+                 "test-svc.default.svc.cluster.local")
+        check(dig.stdout.decode().strip() == "10.107.169.79", f"{tag}DNS over TCP via ClusterIP answered ({dig.stdout!r})")
+        # A 10 MB transfer arrives intact (the server sends its digest in a header).
+        r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://{f['nodeport_a']}:30001/blob/{size}", timeout=90)
+        head, _, body = r.stdout.partition(b"\r\n\r\n")
+        want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
+        check(r.returncode == 0 and len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
+              f"{tag}10 MB over NodePort arrives intact ({len(body)} bytes)")
+        # Stickiness: one keep-alive connection, many requests, one pod.
+        out = curl("client", *[f"http://{f['nodeport_a']}:30001/"] * 20)
+        pods = set((out or "").split())
+        check(out is not None and len(out.split()) == 20 and len(pods) == 1,
+              f"{tag}one keep-alive connection: 20 requests, one pod ({pods})")
+        # Session affinity ClientIP: separate connections from one client stay on one pod.
+        seen = {curl("lab-sleeper", f"http://{f['sticky']}/") for _ in range(15)}
+        check(len(seen) == 1 and None not in seen, f"{tag}sessionAffinity ClientIP: 15 connections, one pod ({seen})")
+        # Hairpin: a test pod reaching test-svc and landing on itself (masqueraded, so the reply
+        # comes back through the gateway).
+        seen = [curl("test-pod-1", f"http://{f['vip']}/") for _ in range(30)]
+        check(None not in seen and "test-pod-1\n" in seen,
+              f"{tag}hairpin: test-pod-1 reaches itself via the VIP ({seen.count('test-pod-1' + chr(10))} of 30)")
+        # Same node: lab-sleeper reaching the test pod on its own node through the VIP.
+        seen = [curl("lab-sleeper", f"http://{f['vip']}/") for _ in range(30)]
+        check(None not in seen and "test-pod-3\n" in seen,
+              f"{tag}same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
 
     # No endpoints: fail fast (RST for TCP, ICMP port-unreachable for UDP), not on a timeout.
     for vip in ("10.96.100.2", "fd00:96::a:2"):
@@ -125,35 +133,6 @@ try:
         check(len(out) == 4 and out[2] == "refused" and float(out[3]) < 1.0,
               f"no endpoints, UDP to {vip}: port unreachable in {out[3] if len(out) == 4 else '?'} s")
 
-    # IPv6 (the lab is dual-stack): the same paths through the IPv6 NodePort and ClusterIPs.
-    answers = [curl("client", "http://[fd00:67::8]:30001/") for _ in range(12)]
-    check(all(a and a.startswith("test-pod-") for a in answers), f"IPv6 TCP via NodePort: 12 of 12 answered ({answers})")
-    answers = [curl("lab-sleeper", "http://[fd00:96::79]/") for _ in range(12)]
-    check(all(a and a.startswith("test-pod-") for a in answers), f"IPv6 TCP via ClusterIP: 12 of 12 answered ({answers})")
-    dig = ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=2", "AAAA", "@fd00:96::a", "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "fd00:96::79", f"IPv6 UDP via ClusterIP: DNS AAAA answered ({dig.stdout!r})")
-    dig = ns("client", "dig", "+short", "+time=2", "+tries=2", "-p", "30053", "AAAA", "@fd00:67::8",
-             "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "fd00:96::79", f"IPv6 UDP via NodePort 30053: DNS answered ({dig.stdout!r})")
-    dig = ns("lab-sleeper", "dig", "+tcp", "+short", "+time=2", "+tries=2", "@fd00:96::a", "test-svc.default.svc.cluster.local")
-    check(dig.stdout.decode().strip() == "10.107.169.79", f"IPv6 DNS over TCP via ClusterIP answered ({dig.stdout!r})")
-    r = ns("client", "curl", "-s", "-m", "60", "-D", "-", f"http://[fd00:67::8]:30001/blob/{size}", timeout=90)
-    head, _, body = r.stdout.partition(b"\r\n\r\n")
-    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
-    check(r.returncode == 0 and len(body) == size and want and hashlib.sha256(body).hexdigest() == want[0],
-          f"IPv6: 10 MB over NodePort arrives intact ({len(body)} bytes)")
-    out = curl("client", *["http://[fd00:67::8]:30001/"] * 20)
-    pods = set((out or "").split())
-    check(out is not None and len(out.split()) == 20 and len(pods) == 1,
-          f"IPv6: one keep-alive connection, 20 requests, one pod ({pods})")
-    seen = {curl("lab-sleeper", "http://[fd00:96::a:1]/") for _ in range(15)}
-    check(len(seen) == 1 and None not in seen, f"IPv6 sessionAffinity ClientIP: 15 connections, one pod ({seen})")
-    seen = [curl("test-pod-1", "http://[fd00:96::79]/") for _ in range(30)]
-    check(None not in seen and "test-pod-1\n" in seen,
-          f"IPv6 hairpin: test-pod-1 reaches itself via the VIP ({seen.count('test-pod-1' + chr(10))} of 30)")
-    seen = [curl("lab-sleeper", "http://[fd00:96::79]/") for _ in range(30)]
-    check(None not in seen and "test-pod-3\n" in seen,
-          f"IPv6 same node: lab-sleeper reaches test-pod-3 ({seen.count('test-pod-3' + chr(10))} of 30)")
     # The gateway answers ping on its own addresses: the client port's, and the cluster port's
     # from a pod's node.
     for name, addr in (("client", "fd00:67::8"), ("lab-sleeper", "fd00:192::2"), ("client", "192.168.67.8")):
