@@ -101,40 +101,27 @@ FlowInit6 flow_init6(uint32_t i) {
     return fi;
 }
 
-// A 74-byte IPv6 TCP ACK frame for `k` (the IPv4 one's 60 plus IPv6's 20 longer header).
-std::vector<uint8_t> frame(const FlowKey6& k) {
-    std::vector<uint8_t> f(74, 0);
+// A TCP ACK frame for `k` (60 bytes over IPv4, 74 over IPv6), checksums valid.
+std::vector<uint8_t> frame_of(size_t len, uint16_t ether_type) {
+    std::vector<uint8_t> f(len, 0);
     auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
     eth->dst_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}};
     eth->src_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x02}};
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
-    auto* ip = reinterpret_cast<rte_ipv6_hdr*>(eth + 1);
-    ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
-    ip->payload_len = rte_cpu_to_be_16(20);
-    ip->proto = IPPROTO_TCP;
-    ip->hop_limits = 64;
-    std::memcpy(ip->src_addr, k.src.b, 16);
-    std::memcpy(ip->dst_addr, k.dst.b, 16);
-    auto* tcp = reinterpret_cast<rte_tcp_hdr*>(ip + 1);
-    tcp->src_port = k.sport;
-    tcp->dst_port = k.dport;
+    eth->ether_type = rte_cpu_to_be_16(ether_type);
+    return f;
+}
+void tcp_ack(rte_tcp_hdr* tcp, rte_be16_t sport, rte_be16_t dport) {
+    tcp->src_port = sport;
+    tcp->dst_port = dport;
     tcp->sent_seq = rte_cpu_to_be_32(1);
     tcp->recv_ack = rte_cpu_to_be_32(1);
     tcp->data_off = 5 << 4;
     tcp->tcp_flags = RTE_TCP_ACK_FLAG;
     tcp->rx_win = 0xffff;
-    tcp->cksum = rte_ipv6_udptcp_cksum(ip, tcp);
-    return f;
 }
-
-// A 60-byte TCP ACK frame for `k`, checksums valid.
 std::vector<uint8_t> frame(const FlowKey& k) {
-    std::vector<uint8_t> f(60, 0);
-    auto* eth = reinterpret_cast<rte_ether_hdr*>(f.data());
-    eth->dst_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}};
-    eth->src_addr = rte_ether_addr{{0x02, 0, 0, 0, 0, 0x02}};
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+    std::vector<uint8_t> f = frame_of(60, RTE_ETHER_TYPE_IPV4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + sizeof(rte_ether_hdr));
     ip->version_ihl = 0x45;
     ip->total_length = rte_cpu_to_be_16(40);
     ip->time_to_live = 64;
@@ -143,14 +130,22 @@ std::vector<uint8_t> frame(const FlowKey& k) {
     ip->dst_addr = k.dst.be;
     ip->hdr_checksum = rte_ipv4_cksum(ip);
     auto* tcp = reinterpret_cast<rte_tcp_hdr*>(ip + 1);
-    tcp->src_port = k.sport;
-    tcp->dst_port = k.dport;
-    tcp->sent_seq = rte_cpu_to_be_32(1);
-    tcp->recv_ack = rte_cpu_to_be_32(1);
-    tcp->data_off = 5 << 4;
-    tcp->tcp_flags = RTE_TCP_ACK_FLAG;
-    tcp->rx_win = 0xffff;
+    tcp_ack(tcp, k.sport, k.dport);
     tcp->cksum = rte_ipv4_udptcp_cksum(ip, tcp);
+    return f;
+}
+std::vector<uint8_t> frame(const FlowKey6& k) {
+    std::vector<uint8_t> f = frame_of(74, RTE_ETHER_TYPE_IPV6);
+    auto* ip = reinterpret_cast<rte_ipv6_hdr*>(f.data() + sizeof(rte_ether_hdr));
+    ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
+    ip->payload_len = rte_cpu_to_be_16(20);
+    ip->proto = IPPROTO_TCP;
+    ip->hop_limits = 64;
+    std::memcpy(ip->src_addr, k.src.b, 16);
+    std::memcpy(ip->dst_addr, k.dst.b, 16);
+    auto* tcp = reinterpret_cast<rte_tcp_hdr*>(ip + 1);
+    tcp_ack(tcp, k.sport, k.dport);
+    tcp->cksum = rte_ipv6_udptcp_cksum(ip, tcp);
     return f;
 }
 

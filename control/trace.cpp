@@ -85,12 +85,9 @@ std::string TraceRecord::text() const {
     case L2Outcome::sent:
         s += fmt::format("\n  l2 sent to {}{}", mac.value_or("?"), next_hop ? " (next hop " + *next_hop + ")" : "");
         break;
-    case L2Outcome::held:
-    {
-        const bool v6 = next_hop && next_hop->find(':') != std::string::npos;  // IPv6 text has colons, IPv4 none
+    case L2Outcome::held:  // a held packet is shown as it would leave: out_v6 is its family
         s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
-                         !arp_request ? "" : v6 ? " (neighbor solicitation sent)" : " (ARP request sent)");
-    }
+                         !arp_request ? "" : out_v6 ? " (neighbor solicitation sent)" : " (ARP request sent)");
         break;
     case L2Outcome::dropped:
         s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));

@@ -8,10 +8,14 @@ ClientIP-affinity Service, a UDP NodePort, and a Service without endpoints, all 
 checks run over IPv4 and again over IPv6.
 """
 import hashlib
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import yaml
 
@@ -25,6 +29,18 @@ ns, curl = checks.ns, checks.curl
 
 def lab(script):
     return checks.lab(src, script)
+
+
+def scrape(addr):
+    """GET /metrics inside gw: the text, and {series with labels: value} of its samples."""
+    text = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5", f"http://{addr}/metrics"],
+                          capture_output=True, text=True, timeout=30).stdout
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return text, samples
 
 
 def refused(vip):
@@ -142,7 +158,6 @@ try:
 
     # Tools of the trade: dpdk-telemetry.py sees svcgate's commands and its ports; dpdk-dumpcap
     # captures on a port while svcgate runs.
-    import json
     tel = subprocess.run(["ip", "netns", "exec", "gw", "dpdk-telemetry.py", "-f", "svcgate-lab"],
                          input="/svcgate/stats\n/ethdev/stats,0\n", capture_output=True, text=True, timeout=30)
     replies = {}
@@ -205,13 +220,7 @@ try:
           "svcgatectl stats --json: per port, per verdict, per drop reason, per service and endpoint")
     r = ctl("flows", "--limit", "x")
     check(r.returncode == 2 and "not a number" in r.stdout, "svcgatectl: a bad argument gets a clear error")
-    metrics = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5",
-                              "http://" + cfg["control"]["metrics"] + "/metrics"], capture_output=True, text=True)
-    samples = {}
-    for line in metrics.stdout.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
+    metrics, samples = scrape(cfg["control"]["metrics"])
     key = 'svcgate_service_packets_total{service="default/test-svc",port="http",protocol="TCP",family="IPv4"}'
     check(samples.get(key, 0) > 0 and samples.get('svcgate_flow_capacity{family="IPv4"}', 0) == 1048576 and
           'svcgate_drops_total{reason="to_gateway"}' in samples and
@@ -227,7 +236,6 @@ try:
                               stdout=subprocess.PIPE, text=True)
     try:
         check(silent.stdout.readline().strip() == "connected", "four silent clients connected to /metrics")
-        import time
         t0 = time.monotonic()
         r = ctl("status")
         took = time.monotonic() - t0
@@ -240,23 +248,16 @@ try:
     finally:
         silent.kill()
         silent.wait()
-    import time
     reload_at = time.time()
     r = ctl("reload")
     check(r.returncode == 0 and "generation 2" in r.stdout, "svcgatectl reload")
     # What an operator alerts on: the reload histogram and the last success (kube-proxy's
     # sync_proxy_rules_duration_seconds / _last_timestamp_seconds), link state, build info.
-    metrics = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5",
-                              "http://" + cfg["control"]["metrics"] + "/metrics"], capture_output=True, text=True)
-    samples = {}
-    for line in metrics.stdout.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
+    metrics, samples = scrape(cfg["control"]["metrics"])
     check(samples.get("svcgate_reload_duration_seconds_count") == 1 and
           samples.get('svcgate_reload_duration_seconds_bucket{le="+Inf"}') == 1 and
           0 < samples.get("svcgate_reload_duration_seconds_sum", 0) < 5 and
-          "# TYPE svcgate_reload_duration_seconds histogram" in metrics.stdout,
+          "# TYPE svcgate_reload_duration_seconds histogram" in metrics,
           "/metrics: the reload is in svcgate_reload_duration_seconds (a histogram)")
     last = samples.get("svcgate_reload_last_success_timestamp_seconds", 0)
     check(reload_at - 1 <= last <= time.time() + 1, f"/metrics: the last successful reload's time ({last} against {reload_at:.3f})")
@@ -265,11 +266,9 @@ try:
     check(any(k.startswith('svcgate_build_info{version="') and 'dpdk="DPDK 22.11' in k and v == 1 for k, v in samples.items()),
           f"/metrics: svcgate_build_info ({[k for k in samples if k.startswith('svcgate_build_info')]})")
     # The exposition as Prometheus' own linter reads it.
-    pt = subprocess.run(["promtool", "check", "metrics"], input=metrics.stdout, capture_output=True, text=True, timeout=30)
+    pt = subprocess.run(["promtool", "check", "metrics"], input=metrics, capture_output=True, text=True, timeout=30)
     check(pt.returncode == 0, f"promtool check metrics accepts /metrics ({(pt.stdout + pt.stderr).strip()[:300]})")
     # contrib/grafana/svcgate.json names only series svcgate exports.
-    import json
-    import re
     dash = json.load(open(os.path.join(src, "contrib", "grafana", "svcgate.json")))
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     exported = {k.split("{")[0] for k in samples}
@@ -313,7 +312,6 @@ try:
             prom.kill()
             prom.wait()
         subprocess.run(["pkill", "-f", f"storage.tsdb.path={prom_dir}/data"], capture_output=True)
-        import shutil
         shutil.rmtree(prom_dir, ignore_errors=True)
 
     # Reload on a file change (inotify): rewrite the config, no signal.
