@@ -227,6 +227,7 @@ std::string stats(DaemonState& st, bool json) {
             const WorkerCounters& c = w->counters();
             workers.push_back({{"rx", c.rx_packets}, {"tx", c.tx_packets}, {"generated", c.generated},
                                {"dropped", c.dropped()}, {"rejected", c.rejected()}, {"held", c.held},
+                               {"frag_stored", c.frag_stored}, {"frag_taken", c.frag_taken},
                                {"unaccounted", c.unaccounted()}});
         }
         const Json j{{"ports", ports},
@@ -236,6 +237,10 @@ std::string stats(DaemonState& st, bool json) {
                      {"flows",
                       {{"live", st.flows_live()}, {"created", t.flows_created}, {"expired", t.flows_expired},
                        {"joined", t.flows_joined}, {"early_dropped", t.flows_early_dropped}}},
+                     {"fragments",
+                      {{"held", st.frags ? st.frags->held() : 0}, {"datagrams", st.frags ? st.frags->datagrams() : 0},
+                       {"stored", t.frag_stored}, {"released", t.frag_released},
+                       {"fragmented", t.frag_out_packets}, {"fragments_out", t.frag_out_fragments}}},
                      {"workers", workers},
                      {"mempool", {{"size", st.pool->size}, {"in_use", rte_mempool_in_use_count(st.pool)}}},
                      {"services", services_json(st)},
@@ -258,8 +263,11 @@ std::string stats(DaemonState& st, bool json) {
         if (t.drops[r] || t.rejects[r])
             o += fmt::format("{:<28} {:>7} {:>8}  {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r],
                              t.rejects[r], drop_reason_description(static_cast<DropReason>(r)));
-    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped\n\n", st.flows_live(),
+    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped\n", st.flows_live(),
                      t.flows_created, t.flows_expired, t.flows_early_dropped);
+    o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n\n",
+                     st.frags ? st.frags->held() : 0, t.frag_stored, t.frag_released, t.frag_out_packets,
+                     t.frag_out_fragments);
     return o + services(st, false) + "\n" + endpoints(st, false);
 }
 

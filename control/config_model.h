@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fragment.h"
 #include "snapshot.h"
 #include "types.h"
 
@@ -61,10 +62,15 @@ struct ConfigError : std::runtime_error {
     explicit ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w = {});
 };
 
+// The largest port MTU: a frame must fit one mbuf (RTE_MBUF_DEFAULT_DATAROOM, 2048 bytes, less
+// an Ethernet header and a VLAN tag); a jumbo frame would arrive chained (mbuf_chained).
+inline constexpr uint16_t kMaxMtu = 2030;
+
 struct PortConfig {
     std::string name;
     std::string device;           // DPDK device arguments
     std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
+    uint16_t mtu = 1500;           // the largest IP packet it sends (fragment.h)
     Mark mark;
 };
 
@@ -97,6 +103,8 @@ struct DataplaneConfig {
     bool one_arm_masquerade = true;
     dp::Timeouts timeouts{};
     uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap
+    dp::FragParams fragments{};         // the fragment hold (dataplane.fragments)
+    uint32_t icmp_errors_per_second = 1000;  // per worker: too-big errors; 0 = no limit
 };
 
 // The daemon's operator endpoints.

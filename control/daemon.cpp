@@ -55,6 +55,7 @@ struct Runtime {
     QsbrPtr qsbr;
     std::unique_ptr<FlowTable> flows;
     std::unique_ptr<FlowTable6> flows6;
+    std::unique_ptr<FragTable> frags;
     std::vector<RingPtr> remove_rings;
     std::unique_ptr<WorkerShared> shared;
     std::vector<std::unique_ptr<rte_spinlock_t[]>> tx_locks;
@@ -106,6 +107,12 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
                                     .timeouts = dpc.timeouts, .scanner = dpc.workers,
                                     .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
+    rt.frags = FragTable::create(dpc.fragments);
+    if (!rt.frags) return fmt::format("fragment table of {} datagrams: out of memory", dpc.fragments.max_datagrams);
+    shared.frags = rt.frags.get();
+    shared.icmp_errors_per_second = dpc.icmp_errors_per_second;
+    shared.port_mtus = FixedArray<uint16_t>(dpc.ports.size());
+    for (size_t p = 0; p < dpc.ports.size(); ++p) shared.port_mtus[p] = dpc.ports[p].mtu;
     shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         RingPtr r(rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
@@ -189,10 +196,13 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.timeouts, r.timeouts, "dataplane.flow_table.timeouts");  // the flow table holds them
     keep(d.new_flows_per_source, r.new_flows_per_source, "dataplane.flow_table.new_flows_per_source");
     keep(d.mbufs, r.mbufs, "dataplane.mbufs");
+    keep(d.fragments, r.fragments, "dataplane.fragments");
+    keep(d.icmp_errors_per_second, r.icmp_errors_per_second, "dataplane.icmp_errors_per_second");
     // A port's addresses may change; the list of ports (names, devices) may not.
     bool same_ports = d.ports.size() == r.ports.size();
     for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
-        same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device;
+        same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device &&
+                     d.ports[i].mtu == r.ports[i].mtu;
     if (!same_ports) {
         d.ports = r.ports;
         changed += std::string(changed.empty() ? "" : ", ") + "dataplane.ports";
@@ -375,6 +385,7 @@ int run_daemon(const DaemonOptions& opts) {
     st.pool = rt.pool.get();
     st.flows = rt.flows.get();
     st.flows6 = rt.flows6.get();
+    st.frags = rt.frags.get();
     for (const auto& w : rt.workers) st.workers.push_back(w.get());
 
     Publisher pub(dpc.workers, PublishTarget{

@@ -61,6 +61,7 @@ struct DaemonState {
     rte_mempool* pool = nullptr;
     dp::FlowTable* flows = nullptr;
     dp::FlowTable6* flows6 = nullptr;
+    dp::FragTable* frags = nullptr;
     // Both families' tables together.
     uint32_t flows_live() const { return flows->live_total() + (flows6 ? flows6->live_total() : 0); }
     uint32_t flows_capacity() const { return flows->capacity() + (flows6 ? flows6->capacity() : 0); }

@@ -68,6 +68,18 @@ std::string render_metrics(const DaemonState& st) {
     o += fmt::format("svcgate_flows_created_total {}\n", t.flows_created);
     head("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");
     o += fmt::format("svcgate_flows_early_dropped_total {}\n", t.flows_early_dropped);
+    head("svcgate_fragments_total", "counter",
+         "Fragments by what became of them: held (a later fragment before its first), released (sent on "
+         "once its first came), fragmented (IPv4 packets split to the egress MTU) and fragments_out (what they became); "
+         "the drops are svcgate_drops_total{reason=~\"frag_.*\"}.");
+    o += fmt::format("svcgate_fragments_total{{outcome=\"held\"}} {}\n", t.frag_stored);
+    o += fmt::format("svcgate_fragments_total{{outcome=\"released\"}} {}\n", t.frag_released);
+    o += fmt::format("svcgate_fragments_total{{outcome=\"fragmented\"}} {}\n", t.frag_out_packets);
+    o += fmt::format("svcgate_fragments_total{{outcome=\"fragments_out\"}} {}\n", t.frag_out_fragments);
+    head("svcgate_fragments_held", "gauge", "Later fragments waiting for their first fragment.");
+    o += fmt::format("svcgate_fragments_held {}\n", st.frags ? st.frags->held() : 0);
+    head("svcgate_fragment_datagrams", "gauge", "Fragmented datagrams being tracked.");
+    o += fmt::format("svcgate_fragment_datagrams {}\n", st.frags ? st.frags->datagrams() : 0);
     head("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");
     o += fmt::format("svcgate_mbufs_in_use {}\n", rte_mempool_in_use_count(st.pool));
     head("svcgate_packets_total", "counter", "Packets by verdict.");

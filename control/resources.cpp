@@ -59,6 +59,11 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
     rte_eth_dev_info info{};
     if (rte_eth_dev_info_get(id_, &info) != 0) return fmt::format("port {}: cannot read device info", pc.name);
     rte_eth_conf conf{};
+    // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
+    // way: fragment.h).
+    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu) conf.rxmode.mtu = pc.mtu;
+    else log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
+                         info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
     // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
     // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
     // socket). The flow table is shared, so a flow may arrive on any queue either way.
@@ -120,7 +125,8 @@ std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<
 MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
     const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
     const uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
-                          dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) + 4096;
+                          dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) +
+                          dpc.fragments.max_held + 4096;
     uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best
     while (n < need) n <<= 1;
     if (dpc.mbufs >= n) n = dpc.mbufs + 1;  // as configured, when more

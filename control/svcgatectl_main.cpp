@@ -77,6 +77,7 @@ int cmd_trace(const std::vector<std::string>& args) {
     auto emit = [&](const TraceRecord& r) {
         std::cout << (json ? r.json() : r.text()) << "\n" << std::flush;
         if (!r.frame.empty()) out_frames.push_back(r.frame);
+        out_frames.insert(out_frames.end(), r.also.begin(), r.also.end());
     };
     // A packet that cannot be traced is reported and counted; the others still run.
     auto guarded = [&](auto&& trace_one) {

@@ -23,6 +23,13 @@ using Json = nlohmann::ordered_json;
 
 Json opt(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
+// The tuple as it leaves, tcpdump's "(frag id:size@offset+)" after it for a fragment.
+std::string leaving_tuple(const PacketMeta& pm) {
+    std::string s = pm.is_v6() ? format_tuple(pm.key6) : format_tuple(pm.key);
+    if (pm.fragment) s += fmt::format(" (frag {}:{}@{}{})", pm.frag_id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
+    return s;
+}
+
 }  // namespace
 
 std::string format_mac(const rte_ether_addr& m) {
@@ -66,7 +73,8 @@ std::string TraceRecord::json() const {
                  {"out_flags", opt(out_flags)},
                  {"port", opt(port)},
                  {"reason", refused ? Json(drop_reason_name(reason)) : Json(nullptr)},
-                 {"l2", l2j}};
+                 {"l2", l2j},
+                 {"also", also_out}};
     return j.dump();
 }
 
@@ -92,7 +100,11 @@ std::string TraceRecord::text() const {
     case L2Outcome::dropped:
         s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));
         break;
+    case L2Outcome::frag_held:
+        s += "\n  l2 held: a later fragment, waiting for its first fragment";
+        break;
     }
+    for (const std::string& a : also_out) s += fmt::format("\n  also out {}", a);
     return s;
 }
 
@@ -106,6 +118,12 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     p.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity_v6, 1u << 16);
     flows6_ = FlowTable6::create(p);
     if (!flows_ || !flows6_) throw std::runtime_error("cannot allocate the flow table");
+    FragParams fp = cfg.dataplane.fragments;
+    fp.max_datagrams = std::min<uint32_t>(fp.max_datagrams, 1024);
+    frags_ = FragTable::create(fp);
+    if (!frags_) throw std::runtime_error("cannot allocate the fragment table");
+    for (const PortConfig& pc : cfg.dataplane.ports) mtus_.push_back(pc.mtu);
+    mtus_.resize(std::max<size_t>(mtus_.size(), 1), 1500);
     // Locally administered MACs in port order: 02:00:00:00:00:01, ...
     macs_.resize(std::max<size_t>(cfg.dataplane.ports.size(), 1));
     for (size_t i = 0; i < macs_.size(); ++i) macs_[i] = rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)}};
@@ -115,10 +133,14 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     ctx_.flows = flows_.get();
     ctx_.flows6 = flows6_.get();
     ctx_.now = opts.now;
+    ctx_.now_ms = uint64_t{opts.now} * 1000;
+    ctx_.frags = frags_.get();
+    ctx_.icmp.per_second = cfg.dataplane.icmp_errors_per_second;
     ctx_.rng = Rng(opts.seed);
     ctx_.snat_cursor = 0;
     ctx_.out.init(neighbors_, neighbors6_, tool_mempool(), macs_.data(), static_cast<uint16_t>(macs_.size()),
                   TxSink{.send = &Tracer::capture, .arg = this});
+    ctx_.out.set_mtus(mtus_.data());
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
         1, PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
@@ -132,6 +154,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
 }
 
 Tracer::~Tracer() {
+    frag_flush(ctx_, DropReason::frag_timeout);
     output_release_held(ctx_, DropReason::neighbor_unresolved);
     for (auto& [port, m] : take_sent()) rte_pktmbuf_free(m);
 }
@@ -146,6 +169,8 @@ SweepResult Tracer::reload(const Config& cfg) { return publisher_->publish(cfg).
 
 void Tracer::advance(uint32_t seconds) {
     ctx_.now += seconds;
+    ctx_.now_ms += uint64_t{seconds} * 1000;
+    frag_housekeeping(ctx_, UINT32_MAX);
     while (worker_housekeeping(ctx_, 1u << 16) > 0) {
     }
     publisher_->tick();
@@ -195,12 +220,12 @@ TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte
     const DropReason pr = parse_packet(r.frame.data(), static_cast<uint32_t>(r.frame.size()), pm);
     if (pr == DropReason::none && pm.l3 == L3Kind::ipv4) {
         r.out_key = pm.key;
-        r.out = format_tuple(pm.key);
+        r.out = leaving_tuple(pm);
         if (pm.key.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
     } else if (pr == DropReason::none && pm.l3 == L3Kind::ipv6) {
         r.out_key6 = pm.key6;
         r.out_v6 = true;
-        r.out = format_tuple(pm.key6);
+        r.out = leaving_tuple(pm);
         if (pm.key6.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
     }
     if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size()) r.port = s.catalogue.ports[p.out_port].name;
@@ -231,9 +256,13 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
     // The port a burst arrives on: where the gateway's routes say its first packet's source lives.
     PacketMeta in{};
     uint16_t in_port = 0;
-    if (parse_packet(frames[0].data(), static_cast<uint32_t>(frames[0].size()), in) == DropReason::none &&
-        in.l3 == L3Kind::ipv4)
-        if (const NextHop* h = s.route(in.key.src)) in_port = h->port;
+    if (parse_packet(frames[0].data(), static_cast<uint32_t>(frames[0].size()), in) == DropReason::none) {
+        if (in.l3 == L3Kind::ipv4) {
+            if (const NextHop* h = s.route(in.key.src)) in_port = h->port;
+        } else if (in.l3 == L3Kind::ipv6) {
+            if (const NextHop6* h = s.route(in.key6.src)) in_port = h->port;
+        }
+    }
 
     PacketTrace tr[kBurst];
     rte_mbuf* sent_as[kBurst];  // the burst's mbufs, to find them again on the transmit side
@@ -250,9 +279,22 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         for (const auto& [port, mb] : sent)
             if (b.pkt[i].l2 == L2Outcome::sent && mb == sent_as[i]) leaving = mb;
         TraceRecord r = record(b.pkt[i], tr[i], leaving, std::move(inputs[i]));
-        history_.push_back(r);
         out.push_back(std::move(r));
     }
+    // Sent, and none of the burst's packets as it leaves: fragments released from the hold, or
+    // made on output. They belong to the burst's last packet (trace runs one frame a burst).
+    for (const auto& [port, mb] : sent) {
+        bool own = false;
+        for (uint16_t i = 0; i < b.n && !own; ++i) own = b.pkt[i].l2 == L2Outcome::sent && mb == sent_as[i];
+        PacketMeta pm{};
+        const auto* data = rte_pktmbuf_mtod(mb, const uint8_t*);
+        if (own || parse_packet(data, rte_pktmbuf_data_len(mb), pm) != DropReason::none ||
+            (pm.l3 != L3Kind::ipv4 && pm.l3 != L3Kind::ipv6) || pm.is_nd())
+            continue;  // ARP requests and neighbor solicitations are not traced
+        out.back().also.emplace_back(data, data + rte_pktmbuf_data_len(mb));
+        out.back().also_out.push_back(leaving_tuple(pm));
+    }
+    for (const TraceRecord& r : out) history_.push_back(r);
     for (const auto& [port, mb] : sent) rte_pktmbuf_free(mb);
     // Nothing will answer an ARP request here: release what waits, so no packet outlives its trace.
     output_release_held(ctx_, DropReason::neighbor_unresolved);

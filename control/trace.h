@@ -6,7 +6,9 @@
 // L2 offline: the ports have the MACs 02:00:00:00:00:01, :02, ... (port order); next hops are
 // known only from `dataplane.neighbors` (trace answers no ARP). A packet whose next hop is not
 // known is shown as it would leave, with `held` and the ARP request it made, then released (and
-// counted as neighbor_unresolved) so the next packet starts from an empty hold queue.
+// counted as neighbor_unresolved) so the next packet starts from an empty hold queue. The
+// fragment hold is kept from packet to packet (a pcap's fragments in any order); what it still
+// holds at the end is freed.
 //
 // Runs on: the calling thread (needs init_tool_eal()). Throws ConfigError for a bad config.
 #pragma once
@@ -54,6 +56,10 @@ struct TraceRecord {
     std::optional<std::string> mac;       // the frame's destination MAC as it leaves
     bool arp_request = false;             // it made the worker ask for its next hop
     std::vector<uint8_t> frame;           // the packet as it leaves (empty for drops)
+    // What else left because of this packet: the fragments it released from the hold, or the
+    // fragments it became on a port with a smaller MTU (frames, and their tuples for people).
+    std::vector<std::vector<uint8_t>> also;
+    std::vector<std::string> also_out;
 
     std::string json() const;
     std::string text() const;
@@ -89,6 +95,8 @@ private:
 
     std::unique_ptr<dp::FlowTable> flows_;
     std::unique_ptr<dp::FlowTable6> flows6_;
+    std::unique_ptr<dp::FragTable> frags_;
+    std::vector<uint16_t> mtus_;
     dp::NeighborTable neighbors_;
     dp::NeighborTable6 neighbors6_;
     std::vector<rte_ether_addr> macs_;

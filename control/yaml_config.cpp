@@ -174,8 +174,26 @@ namespace {
 
 void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "neighbors", "mbufs", "flow_table",
-                                "one_arm_masquerade"}))
+                                "one_arm_masquerade", "fragments", "icmp_errors_per_second"}))
         return;
+    if (const ytree::Node v = n["icmp_errors_per_second"])
+        if (auto x = r.uint<uint32_t>(v, "dataplane.icmp_errors_per_second", 0, 1u << 24)) d.icmp_errors_per_second = *x;
+    if (const ytree::Node fr = n["fragments"];
+        fr && r.map(fr, "dataplane.fragments", {"timeout_ms", "max_datagrams", "max_held", "max_per_datagram"})) {
+        if (fr["timeout_ms"])
+            if (auto x = r.uint<uint32_t>(fr["timeout_ms"], "dataplane.fragments.timeout_ms", 100, 60000))
+                d.fragments.timeout_ms = *x;
+        if (fr["max_datagrams"])
+            if (auto x = r.uint<uint32_t>(fr["max_datagrams"], "dataplane.fragments.max_datagrams", 8, 1u << 20))
+                d.fragments.max_datagrams = *x;
+        if (fr["max_held"])
+            if (auto x = r.uint<uint32_t>(fr["max_held"], "dataplane.fragments.max_held", 0, 1u << 20))
+                d.fragments.max_held = *x;
+        if (fr["max_per_datagram"])
+            if (auto x = r.uint<uint16_t>(fr["max_per_datagram"], "dataplane.fragments.max_per_datagram", 2,
+                                          dp::FragTable::kMaxPerDatagram))
+                d.fragments.max_per_datagram = *x;
+    }
     if (const ytree::Node v = n["mbufs"])
         if (auto m = r.uint<uint32_t>(v, "dataplane.mbufs", 1024, 1u << 26)) d.mbufs = *m;
     if (n["one_arm_masquerade"])
@@ -189,12 +207,15 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
             std::string path = fmt::format("dataplane.ports[{}]", i);
-            if (!r.map(p, path, {"name", "device", "addresses"})) continue;
+            if (!r.map(p, path, {"name", "device", "addresses", "mtu"})) continue;
             PortConfig pc{.mark = r.mark(p)};
             if (!p["name"]) r.error(p, path, "a port needs a name");
             else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
+            // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
+            if (p["mtu"])
+                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, 1280, kMaxMtu)) pc.mtu = *m;
             pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
                                          [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));

@@ -34,6 +34,14 @@ enum class L2Outcome : uint8_t {
     sent,     // queued for transmission (the queue may still refuse it: tx_full)
     held,     // waits for its next hop's MAC
     dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
+    frag_held,  // a later fragment waiting for its first in the fragment hold (fragment.h)
+};
+
+// A fragment's part in the pipeline (fragment.h).
+enum class FragRole : uint8_t {
+    none,
+    first,   // a first fragment: its result is recorded for the rest of its datagram
+    follow,  // a later fragment: leaves as its first fragment did (out, out_port, next hop)
 };
 const char* l2_outcome_name(L2Outcome o) noexcept;
 
@@ -48,6 +56,7 @@ struct PacketState {
     uint32_t local = 0;     // classify: LocalAddr flags of the destination
     NatTarget attr;         // what the packet counts under, when `attributed`
     bool attributed = false;
+    FragRole frag = FragRole::none;
     Verdict verdict = Verdict::drop;
     DropReason reason = DropReason::none;
     uint16_t out_port = 0;  // egress port index
@@ -115,6 +124,7 @@ struct Burst {
     IndexList misses;   // lookup: of those, no flow and no ICMP error
     IndexList vip_hits; // classify: of the misses, those to a service address
     IndexList fresh;    // select: new connections to insert, in packet order
+    IndexList frags;    // parse: first fragments, whose results frag_resolve records
     NewFlow new_flow[kBurst];    // select: by position in `fresh` (IPv4)
     NewFlow6 new_flow6[kBurst];  // (IPv6)
 
@@ -123,7 +133,7 @@ struct Burst {
         n = count > kBurst ? kBurst : count;
         in_port = port;
         trace = t;
-        flows.n = flows6.n = misses.n = vip_hits.n = fresh.n = 0;
+        flows.n = flows6.n = misses.n = vip_hits.n = fresh.n = frags.n = 0;
     }
     PacketTrace* trace_of(uint16_t i) noexcept { return trace ? &trace[i] : nullptr; }
 };

@@ -32,16 +32,24 @@ struct alignas(64) WorkerCounters {
     uint64_t flows_expired = 0;
     uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t affinity_hits = 0;
+    // Fragments (fragment.h). The hold is shared: a fragment one worker stores may be taken out
+    // (released, timed out, dropped with its datagram) by another, so each counts its side.
+    uint64_t frag_stored = 0;    // later fragments this worker put in the hold
+    uint64_t frag_taken = 0;     // fragments this worker took out of the hold
+    uint64_t frag_released = 0;  // of those, sent on translated once their first fragment came
+    uint64_t frag_out_packets = 0;    // IPv4 packets fragmented to the egress MTU
+    uint64_t frag_out_fragments = 0;  // the fragments they became (the extra ones count as generated)
 
     WorkerCounters& operator+=(const WorkerCounters& o) noexcept;
     uint64_t dropped() const noexcept;
     uint64_t rejected() const noexcept;
-    // The balance every packet keeps (README, Reliability): what came in or was made here has
-    // left, was freed under a reason, or waits for a next hop. 0 when the worker is idle; read
-    // while it runs, it is off by the packets of the burst in hand.
+    // The balance every packet keeps (README, Reliability): what came in, was made here or was
+    // taken from the fragment hold has left, was freed under a reason, waits for a next hop or
+    // was put in the fragment hold. 0 when the worker is idle; read while it runs, it is off by
+    // the packets of the burst in hand.
     int64_t unaccounted() const noexcept {
-        return static_cast<int64_t>(rx_packets + generated) -
-               static_cast<int64_t>(tx_packets + dropped() + held);
+        return static_cast<int64_t>(rx_packets + generated + frag_taken) -
+               static_cast<int64_t>(tx_packets + dropped() + held + frag_stored);
     }
 };
 
@@ -58,6 +66,11 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     flows_expired += o.flows_expired;
     flows_early_dropped += o.flows_early_dropped;
     affinity_hits += o.affinity_hits;
+    frag_stored += o.frag_stored;
+    frag_taken += o.frag_taken;
+    frag_released += o.frag_released;
+    frag_out_packets += o.frag_out_packets;
+    frag_out_fragments += o.frag_out_fragments;
     return *this;
 }
 

@@ -10,7 +10,7 @@ namespace {
 
 // Route, TTL (hop limit) and rewrite for a packet that leaves by a route.
 template <typename F>
-void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
+void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const PacketMeta& m = p.meta;
     uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
@@ -19,6 +19,12 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
     if constexpr (F::family == Family::v4) hop = s.route(out.dst);
     else hop = s.routes6 ? ctx.routes6.lookup(*s.routes6, out.dst) : nullptr;
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
+    // Too big for the egress port: checked before anything is rewritten, so that an ICMP error
+    // quotes the packet as its sender sent it.
+    if (const uint16_t mtu = ctx.out.mtu(hop->port); mtu && m.ip_len > mtu) [[unlikely]] {
+        p.out_port = hop->port;
+        if (!mtu_check(ctx, mb, p, in_port)) return;
+    }
     if constexpr (F::family == Family::v4) {
         if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
     } else {
@@ -36,43 +42,60 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
     F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
+// A later fragment: where its first fragment went, as its first fragment left.
+[[gnu::cold]] void follow_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
+    if (const uint16_t mtu = ctx.out.mtu(p.out_port); mtu && p.meta.ip_len > mtu)
+        if (!mtu_check(ctx, mb, p, in_port)) return;
+    (void)frag_follow(ctx, mb, p);
+}
+
+inline void exit_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port, PacketCounter* svc_row,
+                     PacketCounter* ep_row) noexcept {
+    switch (p.verdict) {
+    case Verdict::dnat:
+    case Verdict::reply:
+    case Verdict::forward:
+        if (p.frag == FragRole::follow) [[unlikely]]
+            follow_one(ctx, mb, p, in_port);
+        else if (p.meta.is_v6()) [[unlikely]]
+            route_one<V6>(ctx, mb, p, in_port);
+        else
+            route_one<V4>(ctx, mb, p, in_port);
+        break;
+    case Verdict::reject:
+        if (build_reject(mb, p.meta)) p.out_port = in_port;
+        else p.set(Verdict::drop, DropReason::reject_failed);
+        break;
+    case Verdict::local:
+        p.out_port = in_port;
+        break;
+    case Verdict::drop:
+        break;
+    }
+    WorkerCounters& c = ctx.counters;
+    c.verdicts[static_cast<unsigned>(p.verdict)]++;
+    if (p.verdict == Verdict::reject) c.rejects[static_cast<unsigned>(p.reason)]++;
+    // Packets of a Service's flows, both directions, under the flow's stable slots.
+    if (p.attributed && (p.verdict == Verdict::dnat || p.verdict == Verdict::reply)) {
+        svc_row[p.attr.service].add(mb->pkt_len);
+        ep_row[p.attr.endpoint].add(mb->pkt_len);
+    }
+}
+
 }  // namespace
 
 void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
     const StatsTable& st = *ctx.stats;
     PacketCounter* const svc_row = st.services.row(ctx.worker);
     PacketCounter* const ep_row = st.endpoints.row(ctx.worker);
-    WorkerCounters& c = ctx.counters;
-    for (uint16_t i = 0; i < b.n; ++i) {
-        PacketState& p = b.pkt[i];
-        rte_mbuf* mb = b.mbufs[i];
-        switch (p.verdict) {
-        case Verdict::dnat:
-        case Verdict::reply:
-        case Verdict::forward:
-            if (p.meta.is_v6()) [[unlikely]]
-                route_one<V6>(ctx, mb, p);
-            else
-                route_one<V4>(ctx, mb, p);
-            break;
-        case Verdict::reject:
-            if (build_reject(mb, p.meta)) p.out_port = b.in_port;
-            else p.set(Verdict::drop, DropReason::reject_failed);
-            break;
-        case Verdict::local:
-            p.out_port = b.in_port;
-            break;
-        case Verdict::drop:
-            break;
-        }
-        c.verdicts[static_cast<unsigned>(p.verdict)]++;
-        if (p.verdict == Verdict::reject) c.rejects[static_cast<unsigned>(p.reason)]++;
-        // Packets of a Service's flows, both directions, under the flow's stable slots.
-        if (p.attributed && (p.verdict == Verdict::dnat || p.verdict == Verdict::reply)) {
-            svc_row[p.attr.service].add(mb->pkt_len);
-            ep_row[p.attr.endpoint].add(mb->pkt_len);
-        }
-    }
+    for (uint16_t i = 0; i < b.n; ++i)
+        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold
+            exit_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, svc_row, ep_row);
+}
+
+void forward_packet(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
+    const StatsTable& st = *ctx.stats;
+    exit_one(ctx, mb, p, in_port, st.services.row(ctx.worker), st.endpoints.row(ctx.worker));
 }
 
 }  // namespace svcgate::dp

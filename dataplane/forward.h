@@ -17,5 +17,7 @@
 namespace svcgate::dp {
 
 void forward_exit(Burst& b, WorkerCtx& ctx) noexcept;
+// One packet out of any burst (a fragment released from the hold), as forward_exit would.
+void forward_packet(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept;
 
 }  // namespace svcgate::dp

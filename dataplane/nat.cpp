@@ -141,6 +141,12 @@ void icmp_error(uint8_t* frame, const PacketMeta& m, const typename N::Key& out,
 
 void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept { tuple<Nat4>(frame, m, to); }
 void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept { tuple<Nat6>(frame, m, to); }
+void rewrite_addresses(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept {
+    (void)rewrite_headers<Nat4>(frame + m.l3_off, nullptr, m.key, to, false, nullptr, false);
+}
+void rewrite_addresses(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept {
+    (void)rewrite_headers<Nat6>(frame + m.l3_off, nullptr, m.key6, to, false, nullptr, false);
+}
 
 void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey& out, bool outer_src) noexcept {
     icmp_error<Nat4>(frame, m, out, outer_src);

@@ -25,6 +25,9 @@ void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey& out,
 // The same for IPv6: addresses in the fixed header, ports, the transport checksum over the IPv6
 // pseudo-header; the ICMPv6 error's checksum computed afresh over the pseudo-header.
 void rewrite_tuple(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept;
+// The addresses only (a later fragment: no L4 header), with the IPv4 header checksum.
+void rewrite_addresses(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept;
+void rewrite_addresses(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept;
 void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey6& out, bool outer_src) noexcept;
 
 // RFC 8200 3: decrement the hop limit; false (packet untouched) when it would reach zero.

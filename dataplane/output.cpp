@@ -12,6 +12,7 @@ const char* l2_outcome_name(L2Outcome o) noexcept {
     case L2Outcome::sent: return "sent";
     case L2Outcome::held: return "held";
     case L2Outcome::dropped: return "dropped";
+    case L2Outcome::frag_held: return "fragment held";
     }
     return "?";
 }
@@ -63,6 +64,30 @@ void set_macs(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src)
     eth->src_addr = src;
 }
 
+// An IPv4 packet without DF larger than the port's MTU (mtu_check let it through): its fragments
+// go out instead (the extra ones count as generated).
+[[gnu::cold]] void queue_fragmented(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, uint16_t mtu) noexcept {
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    const uint16_t l2 = f[12] == 0x81 && f[13] == 0x00 ? 18 : 14;
+    if (m->pkt_len <= l2 + mtu) return queue(ctx, port, m);
+    rte_mbuf* frags[FragTable::kMaxPerDatagram];
+    const unsigned n = fragment_ipv4(m, l2, mtu, ctx.out.pool(), frags, FragTable::kMaxPerDatagram);
+    if (n == 0) return output_drop(ctx, m, DropReason::frag_out_failed);
+    rte_pktmbuf_free(m);
+    ctx.counters.generated += n - 1;
+    ctx.counters.frag_out_packets++;
+    ctx.counters.frag_out_fragments += n;
+    for (unsigned k = 0; k < n; ++k) queue(ctx, port, frags[k]);
+}
+
+// A routed packet with its MACs set: queued, or fragmented first.
+void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+    const uint16_t mtu = ctx.out.mtu(port);
+    if (mtu && m->pkt_len > 14u + mtu) [[unlikely]]
+        return queue_fragmented(ctx, port, m, mtu);
+    queue(ctx, port, m);
+}
+
 }  // namespace
 
 void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept {
@@ -107,7 +132,7 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
     bool asked = false;
     if (ns != State::unknown) {
         set_macs(m, mac, src);
-        queue(ctx, p.out_port, m);
+        queue_routed(ctx, p.out_port, m);
         p.l2 = L2Outcome::sent;
         // A stale entry still forwards; one request refreshes it.
         if (ns == State::stale && nt.want_request(hop, ctx.now))
@@ -131,23 +156,22 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
 
 }  // namespace
 
-void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
-    for (uint16_t i = 0; i < b.n; ++i) {
-        PacketState& p = b.pkt[i];
-        rte_mbuf* m = b.mbufs[i];
+namespace {
+
+inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
         switch (p.verdict) {
         case Verdict::drop:
             output_drop(ctx, m, p.reason);
             break;
         case Verdict::reject:  // built in place, MACs swapped
-            queue(ctx, b.in_port, m);
+            queue(ctx, in_port, m);
             p.l2 = L2Outcome::sent;
             break;
         case Verdict::local:
-            p.reason = answer_local(m, p.meta, ctx.out.mac(b.in_port), *ctx.snap, *ctx.out.neighbors(),
+            p.reason = answer_local(m, p.meta, ctx.out.mac(in_port), *ctx.snap, *ctx.out.neighbors(),
                                     *ctx.out.neighbors6(), ctx.now);
             if (p.reason == DropReason::none) {
-                queue(ctx, b.in_port, m);
+                queue(ctx, in_port, m);
                 p.l2 = L2Outcome::sent;
             } else {
                 output_drop(ctx, m, p.reason);
@@ -158,12 +182,23 @@ void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
         case Verdict::reply:
         case Verdict::forward:
             if (p.meta.is_v6()) [[unlikely]]
-                send_routed(ctx, m, p, *ctx.out.neighbors6(), p.next_hop6, b.trace_of(i));
+                send_routed(ctx, m, p, *ctx.out.neighbors6(), p.next_hop6, t);
             else
-                send_routed(ctx, m, p, *ctx.out.neighbors(), p.next_hop, b.trace_of(i));
+                send_routed(ctx, m, p, *ctx.out.neighbors(), p.next_hop, t);
             break;
         }
-    }
+}
+
+}  // namespace
+
+void output_packet(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
+    output_one(ctx, m, p, in_port, t);
+}
+
+void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    for (uint16_t i = 0; i < b.n; ++i)
+        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold
+            output_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, b.trace_of(i));
     output_flush(ctx);
 }
 
@@ -178,7 +213,7 @@ void output_retry_held(WorkerCtx& ctx) noexcept {
                               : o.neighbors6_->lookup(h.hop.v6(), ctx.now, mac) != NeighborTable6::State::unknown;
         if (known) {
             set_macs(h.m, mac, o.macs_[h.port]);
-            queue(ctx, h.port, h.m);
+            queue_routed(ctx, h.port, h.m);
         } else if (ctx.now - h.since >= Output::kHoldSeconds) {
             output_drop(ctx, h.m, DropReason::neighbor_unresolved);
         } else {

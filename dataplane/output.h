@@ -29,6 +29,8 @@ namespace svcgate::dp {
 
 struct Burst;
 struct WorkerCtx;
+struct PacketState;
+struct PacketTrace;
 
 // Where transmitted packets go. send() takes up to n packets for port index `port` and returns
 // how many it took; the rest are freed as tx_full. Called once per port per burst, never per
@@ -56,6 +58,10 @@ public:
     void init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool, const rte_ether_addr* macs,
               uint16_t ports, TxSink sink);
 
+    // The ports' MTUs (IP bytes), alive as long as the Output; null (the default): no limit.
+    void set_mtus(const uint16_t* mtus) noexcept { mtus_ = mtus; }
+    uint16_t mtu(uint16_t port) const noexcept { return mtus_ ? mtus_[port] : 0; }
+
     NeighborTable* neighbors() const noexcept { return neighbors_; }
     NeighborTable6* neighbors6() const noexcept { return neighbors6_; }
     rte_mempool* pool() const noexcept { return pool_; }
@@ -80,6 +86,7 @@ private:
     NeighborTable6* neighbors6_ = nullptr;
     rte_mempool* pool_ = nullptr;
     const rte_ether_addr* macs_ = nullptr;
+    const uint16_t* mtus_ = nullptr;
     uint16_t n_ports_ = 0;
     TxSink sink_;
     std::unique_ptr<TxBatch[]> batches_;
@@ -90,6 +97,9 @@ private:
 // Every packet of the burst, by its verdict: answered, sent, held or freed; then the batches go
 // out. The last stage of process_burst().
 void output_burst(Burst& b, WorkerCtx& ctx) noexcept;
+// One packet out of any burst (a fragment released from the hold), as output_burst would; the
+// caller flushes (output_burst does at its end).
+void output_packet(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept;
 // Held packets whose next hop is known now are sent; those held too long are freed; requests are
 // repeated once a second. Once per worker loop while anything is held.
 void output_retry_held(WorkerCtx& ctx) noexcept;

@@ -67,7 +67,7 @@ DropReason parse_icmp_error(const uint8_t* l4, PacketMeta& m) noexcept {
 // order and any number of times, as 4.1 requires of a receiver, but at most kMaxExtHeaders in
 // all: a chain of hundreds (a "loop" of the same header) would make every packet a long walk.
 // Routing type 0 is refused (RFC 5095). A fragment header with a non-zero offset is a later
-// fragment (no L4 header).
+// fragment: the walk stops there (what follows is data), `proto` is the header's next header.
 constexpr unsigned kMaxExtHeaders = 8;
 enum : uint8_t { kNhHopByHop = 0, kNhRouting = 43, kNhFragment = 44, kNhAuth = 51, kNhDestOpts = 60 };
 
@@ -75,6 +75,10 @@ struct ExtChain {
     uint8_t proto;       // the upper-layer protocol (or 59, no next header; 50, ESP)
     uint16_t l4;         // its offset from the IPv6 header
     bool more_fragments = false;
+    bool fragment = false;   // a Fragment header was seen: the fields below are its
+    uint16_t frag_off = 0;   // offset, bytes
+    uint16_t frag_data = 0;  // where the fragmentable part starts, from the IPv6 header
+    uint32_t frag_id = 0;
 };
 
 // Walks the chain of the IPv6 header at `ip`, whose packet is `end` bytes long (header included).
@@ -90,7 +94,8 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
         case kNhAuth:
             break;
         default:
-            c = ExtChain{nh, static_cast<uint16_t>(pos), c.more_fragments};
+            c.proto = nh;
+            c.l4 = static_cast<uint16_t>(pos);
             return DropReason::none;
         }
         if (n == kMaxExtHeaders) return DropReason::ip6_ext_chain_too_long;
@@ -101,8 +106,16 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
         if (nh == kNhFragment) {
             hlen = 8;
             const uint16_t fo = rte_be_to_cpu_16(load<rte_be16_t>(h + 2));
-            if (fo & 0xfff8) return DropReason::ip_fragment;  // no L4 header here: see README, Reliability
+            c.fragment = true;
             c.more_fragments = fo & 1;
+            c.frag_off = fo & 0xfff8;
+            c.frag_data = static_cast<uint16_t>(pos + 8);
+            c.frag_id = rte_be_to_cpu_32(load<rte_be32_t>(h + 4));
+            if (c.frag_off) {  // a later fragment: data from here on
+                c.proto = h[0];
+                c.l4 = c.frag_data;
+                return DropReason::none;
+            }
         } else if (nh == kNhAuth) {
             hlen = (h[1] + 2u) * 4;
         } else {
@@ -130,7 +143,7 @@ DropReason parse_icmp6_error(const uint8_t* l4, PacketMeta& m) noexcept {
     if (avail < 40 || (in[0] >> 4) != 6) return DropReason::icmp_error_bad_inner;
     ExtChain c{};
     // The embedded packet is usually cut short: its chain is walked within what came along.
-    if (walk_ext(in, avail, c) != DropReason::none) return DropReason::none;  // an error about no flow of ours
+    if (walk_ext(in, avail, c) != DropReason::none || c.frag_off) return DropReason::none;  // about no flow of ours
     if (c.l4 + 8u > avail) return DropReason::icmp_error_bad_inner;
     const auto proto = static_cast<Proto>(c.proto);
     if (proto != Proto::tcp && proto != Proto::udp && proto != Proto::sctp) return DropReason::none;
@@ -242,6 +255,35 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
     return DropReason::none;  // other protocols: addresses only
 }
 
+// A fragment's own checks, once its offset and data are known (RFC 791, RFC 8200 4.5, RFC 1858).
+DropReason set_fragment(PacketMeta& m, uint32_t off, uint32_t data, uint32_t len, uint32_t id, uint8_t proto) noexcept {
+    m.fragment = true;
+    m.frag_off = static_cast<uint16_t>(off);
+    m.frag_data = static_cast<uint16_t>(data);
+    m.frag_id = id;
+    if (len == 0 || (m.more_fragments && len % 8)) return DropReason::frag_misaligned;
+    if (off + len > 65535) return DropReason::frag_oversize;  // the ping of death
+    // RFC 1858 3.2: a TCP fragment at offset 8 can only be meant to overwrite the flags.
+    if (off == 8 && proto == static_cast<uint8_t>(Proto::tcp)) return DropReason::frag_tiny;
+    return DropReason::none;
+}
+
+// A first fragment must hold its whole L4 header (RFC 3128; RFC 7112 for the IPv6 header chain):
+// what parse_l4 calls truncated is, in a first fragment, a tiny fragment.
+DropReason first_fragment(DropReason r, const uint8_t* l4) noexcept {
+    switch (r) {
+    case DropReason::tcp_truncated:
+    case DropReason::udp_truncated:
+    case DropReason::sctp_truncated:
+    case DropReason::icmp_truncated:
+        return DropReason::frag_tiny;
+    case DropReason::tcp_bad_doff:
+        return (l4[12] >> 4) >= 5 ? DropReason::frag_tiny : r;  // options cut off, not a bad offset
+    default:
+        return r;
+    }
+}
+
 DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& m) noexcept {
     if (len < off + 40u) [[unlikely]]
         return DropReason::ip6_truncated;
@@ -259,14 +301,22 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     std::memcpy(m.key6.dst.b, ip + 24, 16);
     ExtChain c{};
     if (DropReason r = walk_ext(ip, end, c); r != DropReason::none) [[unlikely]]
-        return r;
+        return r == DropReason::ip6_ext_truncated && c.more_fragments && !c.frag_off ? DropReason::frag_tiny : r;
     m.key6.proto = c.proto;
     m.l4_off = static_cast<uint16_t>(off + c.l4);
     m.l4_len = static_cast<uint16_t>(end - c.l4);
     m.more_fragments = c.more_fragments;
-    DropReason r = c.proto == static_cast<uint8_t>(Proto::icmp6) ? parse_icmp6(ip, f + m.l4_off, m)
-                                                                 : parse_l4(f + m.l4_off, m, c.proto);
-    if (r != DropReason::none) return r;
+    if (c.fragment && (c.frag_off || c.more_fragments)) [[unlikely]] {
+        if (DropReason r = set_fragment(m, c.frag_off, off + c.frag_data, end - c.frag_data, c.frag_id, c.proto);
+            r != DropReason::none)
+            return r;
+    }
+    if (!m.later_fragment()) [[likely]] {  // a later fragment has no L4 header to read
+        DropReason r = c.proto == static_cast<uint8_t>(Proto::icmp6) ? parse_icmp6(ip, f + m.l4_off, m)
+                                                                     : parse_l4(f + m.l4_off, m, c.proto);
+        if (m.fragment) r = first_fragment(r, f + m.l4_off);
+        if (r != DropReason::none) return r;
+    }
     const bool nd = m.is_nd();
     // RFC 8200 / RFC 4291: a multicast or loopback source is never valid; the unspecified source
     // only for duplicate address detection (an NS, checked above); multicast frames and
@@ -351,10 +401,16 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     if (is_martian_source(m.key.src)) [[unlikely]]
         return DropReason::ip_bad_source;
 
-    uint16_t frag = rte_be_to_cpu_16(load<rte_be16_t>(ip + 6));
-    if (frag & RTE_IPV4_HDR_OFFSET_MASK) [[unlikely]]
-        return DropReason::ip_fragment;  // no L4 header here: see README, Reliability
+    const uint16_t frag = rte_be_to_cpu_16(load<rte_be16_t>(ip + 6));
     m.more_fragments = (frag & RTE_IPV4_HDR_MF_FLAG) != 0;
+    if (frag & (RTE_IPV4_HDR_OFFSET_MASK | RTE_IPV4_HDR_MF_FLAG)) [[unlikely]] {
+        const uint32_t fo = (frag & RTE_IPV4_HDR_OFFSET_MASK) * 8u;
+        if (DropReason r = set_fragment(m, fo, m.l4_off, m.l4_len, rte_be_to_cpu_16(load<rte_be16_t>(ip + 4)), ip[9]);
+            r != DropReason::none)
+            return r;
+        if (fo) return DropReason::none;  // a later fragment: addresses only (fragment.h)
+        return first_fragment(parse_l4(f + m.l4_off, m, m.key.proto), f + m.l4_off);
+    }
     return parse_l4(f + m.l4_off, m, m.key.proto);
 }
 

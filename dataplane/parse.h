@@ -45,7 +45,16 @@ struct PacketMeta {
     uint8_t tcp_flags = 0;
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
-    bool more_fragments = false;  // first fragment of a fragmented datagram
+    bool more_fragments = false;  // MF: not the last fragment of its datagram
+    // A fragment (RFC 791 / RFC 8200 4.5): `fragment` set, `frag_off` its offset in bytes (0: the
+    // first fragment, which carries the L4 header; a later one has no ports and no L4 parse),
+    // `frag_data` where its data starts in the frame (IPv4: after the header; IPv6: after the
+    // Fragment header), `frag_id` the datagram's identification. An IPv6 atomic fragment (offset
+    // 0, M clear, RFC 6946) is not a fragment.
+    bool fragment = false;
+    uint16_t frag_off = 0;
+    uint16_t frag_data = 0;
+    uint32_t frag_id = 0;
     // ICMP / ICMPv6 errors (destination unreachable, time exceeded, parameter problem, source
     // quench, packet too big) about a TCP/UDP/SCTP packet: where the embedded IP header starts (0 =
     // not such an error), where its L4 header starts, how many bytes of that came along, and the
@@ -61,6 +70,9 @@ struct PacketMeta {
 
     PacketMeta() noexcept : key{}, err_key{} {}
     bool is_v6() const noexcept { return l3 == L3Kind::ipv6; }
+    bool later_fragment() const noexcept { return frag_off != 0; }
+    // The fragment's data bytes (the datagram's bytes frag_off .. frag_off + frag_len).
+    uint16_t frag_len() const noexcept { return static_cast<uint16_t>(l3_off + ip_len - frag_data); }
     // Neighbor Discovery (RFC 4861: router and neighbor solicitations and advertisements,
     // redirects): for the output stage, never forwarded.
     bool is_nd() const noexcept {

@@ -33,11 +33,15 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
             r = DropReason::ip_bad_checksum;
         p.ref = FlowRef{};
         p.attributed = false;
+        p.frag = FragRole::none;
         p.l2 = L2Outcome::none;
         p.next_hop = Ip4{};
         if (b.trace) b.trace[i] = PacketTrace{};
         if (r != DropReason::none) {
             p.set(Verdict::drop, r);
+        } else if (p.meta.fragment) [[unlikely]] {
+            p.set(Verdict::forward);
+            frag_arrive(b, ctx, i);  // fragment.h: a first fragment goes on to its lookup
         } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {
             // No copy of the tuple into `out` here: parse has just written it field by field, and
             // a 16-byte load of it now would stall on store forwarding (4% of process_burst in
@@ -122,6 +126,8 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
     if (b.flows6.n) [[unlikely]]
         family_stages<V6>(b, ctx);
     forward_exit(b, ctx);
+    if (b.frags.n) [[unlikely]]
+        frag_resolve(b, ctx);
     output_burst(b, ctx);
 }
 
@@ -131,6 +137,7 @@ unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     if (ctx.flows6)
         n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow6& f) { release_flow(st, f); });
     ctx.counters.flows_expired += n;
+    frag_housekeeping(ctx);
     return n;
 }
 

@@ -31,6 +31,7 @@
 
 #include "burst.h"
 #include "flow_table.h"
+#include "fragment.h"
 #include "output.h"
 #include "rng.h"
 #include "snapshot.h"
@@ -53,12 +54,16 @@ struct WorkerCtx {
     // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
     StatsTable* stats = nullptr;
     uint32_t now = 0;                       // seconds, the flow table's clock
+    uint64_t now_ms = 0;                    // milliseconds: fragment timeouts, the ICMP rate limit
     Rng rng{1};
     uint32_t snat_cursor = 0;
     SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
     Output out;
     RouteMemo6 routes6;  // this worker's IPv6 route answers (route.h)
+    FragTable* frags = nullptr;  // shared by all workers; null: later fragments are dropped
+    uint32_t frag_cursor = 0;    // where this worker's timeout sweep goes on
+    IcmpLimiter icmp;            // the ICMP errors this worker originates (too big)
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the

@@ -96,28 +96,34 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
 }
 
 // RFC 4443 3.1: destination unreachable, code 4 (port unreachable), carrying as much of the
-// offending packet as fits in the IPv6 minimum MTU (1280).
-bool build_port_unreachable6(rte_mbuf* m, const PacketMeta& meta) noexcept {
+// offending packet as fits in the IPv6 minimum MTU (1280). Packet Too Big (3.2) is built the same
+// way: type, code, the 32-bit word after the checksum (the MTU) and the source differ.
+bool build_icmp6_error(rte_mbuf* m, const PacketMeta& meta, uint8_t type, uint8_t code, uint32_t word,
+                       const Ip6& src) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     constexpr uint16_t kHead = 40 + 8;
     const uint16_t quoted = std::min<uint16_t>(meta.ip_len, 1280 - kHead);
     if (!set_frame_length(m, meta.l3_off + kHead + quoted)) return false;
     uint8_t* ip = f + meta.l3_off;
+    const Ip6 dst = meta.key6.src;
     std::memmove(ip + kHead, ip, quoted);  // the quote first: the new headers overwrite its start
     swap_macs(f);
-    write_ip6_header(ip, static_cast<uint16_t>(8 + quoted), static_cast<uint8_t>(Proto::icmp6), kTtl, meta.key6.dst, meta.key6.src);
+    write_ip6_header(ip, static_cast<uint16_t>(8 + quoted), static_cast<uint8_t>(Proto::icmp6), kTtl, src, dst);
     uint8_t* icmp = ip + 40;
     std::memset(icmp, 0, 8);
-    icmp[0] = kIcmp6DestUnreach;
-    icmp[1] = 4;  // port unreachable
+    icmp[0] = type;
+    icmp[1] = code;
+    const rte_be32_t w = rte_cpu_to_be_32(word);
+    std::memcpy(icmp + 4, &w, 4);
     const uint16_t c = ipv6_l4_csum(ip, icmp, 8u + quoted, static_cast<uint8_t>(Proto::icmp6));
     std::memcpy(icmp + 2, &c, 2);
     return true;
 }
 
-// RFC 792 / RFC 1812 4.3.2.3: destination unreachable, code 3 (port unreachable), carrying the
-// offending IP header and the first 8 bytes of its payload.
-bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
+// RFC 792 / RFC 1812 4.3.2.3: an ICMP error carrying the offending IP header and the first 8
+// bytes of its payload; `word` is the 32 bits after the checksum (RFC 1191: the next-hop MTU).
+bool build_icmp4_error(rte_mbuf* m, const PacketMeta& meta, uint8_t type, uint8_t code, uint32_t word,
+                       Ip4 src) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint16_t ihl = meta.l4_off - meta.l3_off;
     const uint16_t quoted = ihl + std::min<uint16_t>(8, meta.l4_len);
@@ -125,14 +131,17 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
     std::memcpy(quote, f + meta.l3_off, quoted);
 
     const uint16_t total = sizeof(rte_ipv4_hdr) + sizeof(rte_icmp_hdr) + quoted;
+    const Ip4 dst = meta.key.src;
     if (!set_frame_length(m, meta.l3_off + total)) return false;
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
     uint8_t* icmp = ip + sizeof(rte_ipv4_hdr);
-    write_ip(ip, total, static_cast<uint8_t>(Proto::icmp), meta.key.dst, meta.key.src);
+    write_ip(ip, total, static_cast<uint8_t>(Proto::icmp), src, dst);
     std::memset(icmp, 0, sizeof(rte_icmp_hdr));
-    icmp[0] = kIcmpDestUnreach;
-    icmp[1] = 3;  // port unreachable
+    icmp[0] = type;
+    icmp[1] = code;
+    const rte_be32_t w = rte_cpu_to_be_32(word);
+    std::memcpy(icmp + 4, &w, 4);
     std::memcpy(icmp + sizeof(rte_icmp_hdr), quote, quoted);
     uint16_t c = inet_csum(icmp, sizeof(rte_icmp_hdr) + quoted);
     std::memcpy(icmp + 2, &c, 2);
@@ -142,12 +151,18 @@ bool build_port_unreachable(rte_mbuf* m, const PacketMeta& meta) noexcept {
 }  // namespace
 
 bool build_reject(rte_mbuf* m, const PacketMeta& meta) noexcept {
+    // The refusal comes from the address refused (kube-proxy's REJECT, from the Service).
     if (meta.is_v6()) {
         if (static_cast<Proto>(meta.key6.proto) == Proto::tcp) return build_rst(m, meta);
-        return build_port_unreachable6(m, meta);
+        return build_icmp6_error(m, meta, kIcmp6DestUnreach, 4 /* port unreachable */, 0, meta.key6.dst);
     }
     if (static_cast<Proto>(meta.key.proto) == Proto::tcp) return build_rst(m, meta);
-    return build_port_unreachable(m, meta);
+    return build_icmp4_error(m, meta, kIcmpDestUnreach, 3 /* port unreachable */, 0, meta.key.dst);
+}
+
+bool build_too_big(rte_mbuf* m, const PacketMeta& meta, uint16_t mtu, const IpAddr& src) noexcept {
+    if (meta.is_v6()) return build_icmp6_error(m, meta, kIcmp6PacketTooBig, 0, mtu, src.v6());
+    return build_icmp4_error(m, meta, kIcmpDestUnreach, 4 /* fragmentation needed */, mtu, src.v4());
 }
 
 }  // namespace svcgate::dp

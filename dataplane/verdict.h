@@ -39,7 +39,16 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(ip_bad_total_length, "IP total length below the header or past the frame")                 \
     X(ip_bad_checksum, "IPv4 header checksum does not verify")                                   \
     X(ip_ttl_exceeded, "TTL 0 or 1: not forwarded")                                              \
-    X(ip_fragment, "non-first IP fragment")                                                      \
+    X(frag_tiny, "first fragment without its whole L4 header (RFC 3128, RFC 7112), or TCP at offset 8 (RFC 1858)") \
+    X(frag_oversize, "fragment ending past 65,535 bytes")                                        \
+    X(frag_misaligned, "fragment with no data, or not the last and not a multiple of 8 bytes")  \
+    X(frag_overlap, "fragment overlapping another of its datagram: the whole datagram is dropped") \
+    X(frag_duplicate, "fragment seen before (same offset and length)")                           \
+    X(frag_too_many, "more fragments than a datagram may have (fragments.max_per_datagram)")     \
+    X(frag_hold_full, "fragment before its first fragment, and the hold is full (fragments.max_held)") \
+    X(frag_table_full, "no room for another fragmented datagram (fragments.max_datagrams)")      \
+    X(frag_timeout, "fragment held longer than fragments.timeout_ms without its first fragment") \
+    X(frag_first_dropped, "later fragment of a datagram whose first fragment was dropped or refused") \
     X(ip_bad_source, "source address is broadcast, multicast or zero")                           \
     X(ip6_truncated, "frame shorter than an IPv6 header")                                        \
     X(ip6_bad_version, "IPv6 EtherType but IP version is not 6")                                 \
@@ -79,6 +88,10 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(arp_consumed, "ARP reply, announcement or request for another host: read, not forwarded") \
     X(nd_consumed, "Neighbor Advertisement, or Solicitation for another host: read, not forwarded") \
     X(to_gateway, "addressed to the gateway itself; only ARP, ND and echo are answered")        \
+    X(frag_needed, "rejected: IPv4 with DF larger than the egress MTU (ICMP fragmentation needed sent)") \
+    X(packet_too_big, "rejected: IPv6 larger than the egress MTU (ICMPv6 Packet Too Big sent)")  \
+    X(icmp_rate_limited, "an ICMP error over the gateway's rate limit (icmp_errors_per_second)") \
+    X(frag_out_failed, "could not be fragmented to the egress MTU (no mbufs)")                   \
     X(neighbor_unresolved, "next hop did not answer ARP or ND in time")                          \
     X(neighbor_hold_full, "too many packets waiting for ARP or ND resolution")                   \
     X(tx_full, "transmit queue full")

@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include <algorithm>
+
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
@@ -15,6 +17,10 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
     ctx_.rng = Rng(seed + index);
     ctx_.out.init(shared.neighbors, shared.neighbors6, shared.pool, shared.port_macs.data(),
                   static_cast<uint16_t>(shared.port_macs.size()), TxSink{.send = &Worker::transmit, .arg = this});
+    if (shared.port_mtus.size() == shared.port_macs.size()) ctx_.out.set_mtus(shared.port_mtus.data());
+    ctx_.frags = shared.frags;
+    ctx_.icmp.per_second = shared.icmp_errors_per_second;
+    tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
 }
 
 int Worker::main(void* self) {
@@ -43,6 +49,7 @@ void Worker::run() noexcept {
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
         ctx_.stats = shared_.stats.load(std::memory_order_acquire);  // after the snapshot: see WorkerShared
         ctx_.now = flow_clock_now();
+        ctx_.now_ms = rte_get_tsc_cycles() / tsc_per_ms_;
         bool busy = false;
         for (const RxQueue& q : rx_) {
             const uint16_t n = rte_eth_rx_burst(shared_.port_ids[q.port], q.queue, burst_.mbufs, kBurst);
@@ -63,6 +70,7 @@ void Worker::run() noexcept {
     }
     // Packets still waiting for a next hop at shutdown are counted drops.
     output_release_held(ctx_, DropReason::neighbor_unresolved);
+    if (ctx_.worker == 0) frag_flush(ctx_, DropReason::frag_timeout);  // the hold is shared: one empties it
     rte_rcu_qsbr_thread_offline(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_unregister(shared_.qsbr, ctx_.worker);
 }

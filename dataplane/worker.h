@@ -48,6 +48,9 @@ struct WorkerShared {
     FixedArray<rte_ether_addr> port_macs;  // by port index (config order)
     FixedArray<uint16_t> port_ids;         // DPDK port id by port index
     FixedArray<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
+    FixedArray<uint16_t> port_mtus;        // by port index
+    FragTable* frags = nullptr;            // the fragment hold, shared
+    uint32_t icmp_errors_per_second = 1000;  // per worker
 };
 
 struct RxQueue {
@@ -85,6 +88,7 @@ private:
     Burst burst_;
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
+    uint64_t tsc_per_ms_ = 1;
 };
 
 }  // namespace svcgate::dp

@@ -326,7 +326,7 @@ TEST(Ipv6, EachMalformedClassHasItsReason) {
         {"extension header past the payload", edit([](Frame& f) { f = with_ext(f, 60, 1); f[kL3 + 41] = 40; }),
          DropReason::ip6_ext_truncated},
         {"routing type 0", with_ext(syn, 43, 1, 0, 1), DropReason::ip6_routing_type0},
-        {"later fragment", with_ext(syn, 44, 1, 0, 0x08), DropReason::ip_fragment},
+        {"TCP fragment at offset 8 (RFC 1858)", with_ext(syn, 44, 1, 0, 0x08), DropReason::frag_tiny},
         {"multicast source", edit([](Frame& f) { f[kL3 + 8] = 0xff; }), DropReason::ip_bad_source},
         {"unspecified source", edit([](Frame& f) { std::memset(f.data() + kL3 + 8, 0, 16); }), DropReason::ip_bad_source},
         {"multicast destination", edit([](Frame& f) { f[kL3 + 24] = 0xff; fix_l4_csum(f, kL3 + 40, 6); }),
