@@ -60,10 +60,11 @@ def accounting(ctl_bin, sock, what, baseline=None):
         prev = now
         time.sleep(0.2)
     ws = st.get("workers", [])
-    balanced = [w.get("rx", -1) + w.get("generated", -1) == w.get("tx", 0) + w.get("dropped", 0) + w.get("held", 0)
-                for w in ws]
+    # The fragment hold is shared by the workers: each counts what it stored there and took out.
+    balanced = [w.get("rx", -1) + w.get("generated", -1) + w.get("frag_taken", 0) ==
+                w.get("tx", 0) + w.get("dropped", 0) + w.get("held", 0) + w.get("frag_stored", 0) for w in ws]
     check(bool(ws) and all(balanced) and all(w.get("unaccounted") == 0 for w in ws),
-          f"{what}: every packet accounted for per worker (rx+generated = tx+dropped+held): {ws}")
+          f"{what}: every packet accounted for per worker (rx+generated+frag_taken = tx+dropped+held+frag_stored): {ws}")
     in_use = st.get("mempool", {}).get("in_use")
     if baseline is not None:
         check(in_use == baseline, f"{what}: mbufs in use back to {baseline} ({in_use})")

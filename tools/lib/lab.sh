@@ -9,7 +9,7 @@
 # links are veth pairs between those namespaces.
 #
 #   client (192.168.67.100, fd00:67::100) ── gw-ext ┐
-#                                     [gw: svcgate on af_packet]
+#                                     [gw: svcgate on net_pcap] 
 #                  lab-switch (br0) ── gw-cl ┘
 #                    ├── kube-node-1 10.192.0.3, cni0 10.244.2.1/24: coredns .2, test-pod-1 .4, test-pod-2 .6
 #                    └── kube-node-2 10.192.0.4, cni0 10.244.3.1/24: lab-sleeper .5, test-pod-3 .6
@@ -24,7 +24,7 @@ LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 lab_x() { ip netns exec "$@"; }
 
-lab_nooffload() {  # ns dev: veth checksum offload leaves partial checksums af_packet would pass on
+lab_nooffload() {  # ns dev: veth checksum offload leaves partial checksums a capture would pass on
     lab_x "$1" ethtool -K "$2" tx off rx off >/dev/null 2>&1 || true
 }
 
@@ -127,6 +127,11 @@ lab_up() {
     lab_hugepages
 }
 
+# The big TXT record's text: 3,300 letters, a..z over and over.
+lab_big_txt() {
+    /usr/bin/python3 -c 'print("".join(chr(97 + i % 26) for i in range(3300)))'
+}
+
 lab_start_apps() {
     # An HTTP server per test pod that answers with its pod name; coredns is dnsmasq.
     for pod in test-pod-1 test-pod-2 test-pod-3; do
@@ -136,10 +141,13 @@ lab_start_apps() {
             >"$LAB_RUN/$pod.log" 2>&1 &
         echo $! > "$LAB_RUN/$pod.pid"
     done
+    # big.default.svc.cluster.local: a TXT record of lab_big_txt's 3,300 bytes, answered over UDP
+    # up to EDNS 4096 (the answer leaves the pod fragmented).
     ip netns exec coredns dnsmasq --keep-in-foreground --no-resolv --no-hosts --conf-file=/dev/null \
         --listen-address=10.244.2.2 --listen-address=fd00:244:2::2 --bind-interfaces --pid-file= --user=root \
         --address=/test-svc.default.svc.cluster.local/10.107.169.79 \
         --address=/test-svc.default.svc.cluster.local/fd00:96::79 \
+        --edns-packet-max=4096 --txt-record="big.default.svc.cluster.local,$(lab_big_txt)" \
         --log-facility="$LAB_RUN/coredns.log" --log-queries &
     echo $! > "$LAB_RUN/coredns.pid"
     # Ready when each server answers inside its own namespace.

@@ -3,6 +3,8 @@
 
 GET /          -> "NAME\n"
 GET /blob/N    -> N bytes of a fixed pattern (blob(N) below), header X-SHA256 with their digest
+and a UDP echo on the same port: each datagram (up to 64 KiB: large ones arrive fragmented) is
+sent back as it came.
 usage: podserver.py NAME ADDRESS[,ADDRESS...] PORT   (IPv4 and IPv6 addresses: one listener each)
 """
 import hashlib
@@ -54,6 +56,15 @@ class Server6(Server):
     address_family = socket.AF_INET6
 
 
+def udp_echo(addr, port):
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    while True:
+        data, peer = s.recvfrom(65535)
+        s.sendto(data, peer)
+
+
 if __name__ == "__main__":
     name, addrs, port = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
     servers = []
@@ -63,4 +74,6 @@ if __name__ == "__main__":
         servers.append(srv)
     for srv in servers[1:]:
         threading.Thread(target=srv.serve_forever, daemon=True).start()
+    for addr in addrs:
+        threading.Thread(target=udp_echo, args=(addr, port), daemon=True).start()
     servers[0].serve_forever()
