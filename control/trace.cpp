@@ -165,6 +165,8 @@ uint16_t Tracer::capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n)
     return n;
 }
 
+void Tracer::flush_fragments() { frag_flush(ctx_, DropReason::frag_timeout); }
+
 SweepResult Tracer::reload(const Config& cfg) { return publisher_->publish(cfg).sweep; }
 
 void Tracer::advance(uint32_t seconds) {
@@ -281,11 +283,16 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         TraceRecord r = record(b.pkt[i], tr[i], leaving, std::move(inputs[i]));
         out.push_back(std::move(r));
     }
-    // Sent, and none of the burst's packets as it leaves: fragments released from the hold, or
-    // made on output. They belong to the burst's last packet (trace runs one frame a burst).
-    for (const auto& [port, mb] : sent) {
+    // Sent or waiting for a MAC, and none of the burst's packets as it leaves: fragments released
+    // from the hold, or made on output. They belong to the burst's last packet (trace runs one
+    // frame a burst).
+    std::vector<rte_mbuf*> others;
+    for (const auto& [port, mb] : sent) others.push_back(mb);
+    for (unsigned h = 0; h < ctx_.out.held(); ++h) others.push_back(ctx_.out.held_at(h).m);
+    for (rte_mbuf* mb : others) {
         bool own = false;
-        for (uint16_t i = 0; i < b.n && !own; ++i) own = b.pkt[i].l2 == L2Outcome::sent && mb == sent_as[i];
+        for (uint16_t i = 0; i < b.n && !own; ++i)
+            own = (b.pkt[i].l2 == L2Outcome::sent || b.pkt[i].l2 == L2Outcome::held) && mb == sent_as[i];
         PacketMeta pm{};
         const auto* data = rte_pktmbuf_mtod(mb, const uint8_t*);
         if (own || parse_packet(data, rte_pktmbuf_data_len(mb), pm) != DropReason::none ||

@@ -80,6 +80,8 @@ public:
     dp::FlowTable& flows() { return *flows_; }
     dp::FlowTable6& flows6() { return *flows6_; }
     void advance(uint32_t seconds);
+    // Frees what the fragment hold keeps (counted as frag_timeout), as if its datagrams timed out.
+    void flush_fragments();
     // Drops the records "reply N" refers to (a long run of frames, as the fuzzer's, keeps none).
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.

@@ -68,6 +68,7 @@ public:
     const rte_ether_addr& mac(uint16_t port) const noexcept { return macs_[port]; }
     uint16_t ports() const noexcept { return n_ports_; }
     unsigned held() const noexcept { return n_held_; }
+    const Held& held_at(unsigned i) const noexcept { return held_[i]; }  // i < held()
 
     struct TxBatch {
         rte_mbuf* pkts[kBatch];

@@ -4,7 +4,9 @@
 // and each has a name and a file:
 //
 //   parse        parse.h        frame → PacketMeta, or a drop; IPv4 and IPv6 tuples collected
-//                               for lookup (the stages up to insert run once per family)
+//                               for lookup (the stages up to insert run once per family);
+//                               fragments to fragment.h: a first goes on, a later one follows its
+//                               first's result or waits in the shared hold
 //   lookup       pipeline.cpp   bulk flow lookup; the counters of found flows prefetched
 //   classify     classify.h     packets of no flow: VIP table, NodePorts, the gateway's own
 //                               addresses, unknown ports of a ClusterIP, the service CIDR
@@ -14,10 +16,14 @@
 //   established  established.h  packets of known flows: conntrack, endpoints a reload removed,
 //                               ICMP errors about a flow (RELATED), the NAT reversal
 //   insert       new_flow.h     (cold) the selected connections into the flow table, in packet order
-//   forward      forward.h      the exit: route, TTL, rewrite, REJECT built; verdicts, rejects and
-//                               per-service / per-endpoint counters counted here and nowhere else
-//   output       output.h       ARP/echo answers, next hop's MAC or the ARP hold queue, transmit
-//                               batches; the only place a packet is freed, counted by reason
+//   forward      forward.h      the exit: route, egress MTU, TTL, rewrite, REJECT built; verdicts,
+//                               rejects and per-service / per-endpoint counters counted here and
+//                               nowhere else
+//   fragments    fragment.h     (cold) first fragments' results recorded; what waited released,
+//                               through forward's and output's per-packet functions
+//   output       output.h       ARP/echo answers, next hop's MAC or the ARP hold queue, IPv4
+//                               fragmented to the egress MTU, transmit batches; the only place a
+//                               packet is freed, counted by reason (and the fragment hold's timeouts)
 //
 // Burst state (burst.h) is one struct per packet, and the stages pass index lists of packet
 // positions to each other: one index space.

@@ -341,7 +341,7 @@ print("no answer")
 
     # dpdk-dumpcap captures on a port while svcgate runs. After every check of link state: when it exits,
     # net_pcap's close in its (secondary) process marks the ports' shared link state down
-    # (README, Known limits); traffic goes on.
+    # (README, Quick start); traffic goes on.
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
     dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
                            "net_pcap0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -1,13 +1,17 @@
-// libFuzzer target: any bytes as a received frame, through process_burst exactly as a worker runs
-// it (Tracer::run_frame), against a dual-stack config with every kind of Service address in both
+// libFuzzer target: any bytes as a received frame (or, behind "SGSQ", a sequence of frames, each
+// a 16-bit big-endian length and its bytes: fragments of one datagram in any order), through
+// process_burst exactly as a worker runs it (Tracer::run_frame), against a dual-stack config with every kind of Service address in both
 // families. Flow state is kept
 // across inputs, so later inputs meet flows earlier ones created; the table is small, so its
 // full and early-drop paths are reached too. Each input is also replayed as the frame's answer
 // (addresses and ports swapped), so reply translation and ICMP-error translation get exercised.
-// A crash, a sanitizer report or a leaked mbuf is a finding.
+// A crash, a sanitizer report or a leaked mbuf is a finding; the fragment hold is emptied after
+// each input, so a fragment it lost would be one.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 #include <memory>
 
 #include <rte_mempool.h>
@@ -26,7 +30,7 @@ dataplane:
   flow_table: {capacity: 1024}
   ports:
     - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
-    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64']}
+    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64'], mtu: 1280}
   routes:
     - {prefix: 0.0.0.0/0, via: 192.168.67.1}
     - {prefix: 10.244.2.0/24, via: 10.192.0.3}
@@ -93,13 +97,25 @@ ctl::Frame answer(const ctl::Frame& f) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    if (size > 2000) return -1;  // an mbuf's data room: larger inputs are not frames
+    std::vector<ctl::Frame> frames;
+    if (size >= 4 && std::memcmp(data, "SGSQ", 4) == 0) {
+        for (size_t at = 4; at + 2 <= size && frames.size() < 16;) {
+            const size_t n = size_t{data[at]} << 8 | data[at + 1];
+            at += 2;
+            if (n > 2000 || at + n > size) break;  // an mbuf's data room: larger ones are not frames
+            frames.emplace_back(data + at, data + at + n);
+            at += n;
+        }
+    } else {
+        if (size > 2000) return -1;
+        frames.emplace_back(data, data + size);
+    }
     ctl::Tracer* t = tracer();
     rte_mempool* pool = ctl::tool_mempool();
     const unsigned in_use = rte_mempool_in_use_count(pool);
-    const ctl::Frame f(data, data + size);
-    t->run_frame(f, "fuzz");
-    t->run_frame(answer(f), "fuzz-answer");
+    for (const ctl::Frame& f : frames) t->run_frame(f, "fuzz");
+    for (const ctl::Frame& f : frames) t->run_frame(answer(f), "fuzz-answer");
+    t->flush_fragments();
     t->advance(1);  // the clock moves: ageing runs
     t->forget_history();
     if (rte_mempool_in_use_count(pool) != in_use) {

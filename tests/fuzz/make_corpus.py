@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes the fuzzers' seed corpora: tests/fuzz/corpus/pipeline (one frame per file, addressed to
-what fuzz_pipeline.cpp's config serves) and tests/fuzz/corpus/config (the example configs).
+what fuzz_pipeline.cpp's config serves, or a sequence of frames: b"SGSQ" then each frame as a
+16-bit big-endian length and its bytes) and tests/fuzz/corpus/config (the example configs).
 Rerun after changing either; the seeds are committed."""
 import os
 import shutil
@@ -92,6 +93,51 @@ def arp(sender, target):
                            bytes(6), ip4(target)), 0x0806)
 
 
+def frag4(packet, size, order, ident=7, shift=None):
+    """The IPv4 packet's fragments (data of `size` bytes, a multiple of 8), as frames in `order`;
+    `shift` = (k, bytes): fragment k's offset moved back (an overlap)."""
+    hdr, data = packet[:20], packet[20:]
+    out = []
+    for k, off in enumerate(range(0, len(data), size)):
+        chunk = data[off:off + size]
+        more = off + size < len(data)
+        o = off - (shift[1] if shift and shift[0] == k else 0)
+        h = bytearray(hdr)
+        struct.pack_into("!HHH", h, 2, 20 + len(chunk), ident, (o // 8) | (0x2000 if more else 0))
+        h[10:12] = b"\0\0"
+        h[10:12] = struct.pack("!H", csum(bytes(h)))
+        out.append(eth(bytes(h) + chunk))
+    return [out[k] for k in order]
+
+
+def frag6(packet, size, order, ident=8):
+    """The IPv6 packet's fragments behind a Fragment header, as frames in `order`."""
+    nh, data = packet[6], packet[40:]
+    out = []
+    for off in range(0, len(data), size):
+        chunk = data[off:off + size]
+        more = off + size < len(data)
+        fh = struct.pack("!BBHI", nh, 0, off | (1 if more else 0), ident)
+        h = bytearray(packet[:40])
+        struct.pack_into("!H", h, 4, 8 + len(chunk))
+        h[6] = 44
+        out.append(eth(bytes(h) + fh + chunk, 0x86DD))
+    return [out[k] for k in order]
+
+
+def df(packet):
+    """The IPv4 packet with Don't Fragment set."""
+    h = bytearray(packet[:20])
+    h[6:8] = b"\x40\0"
+    h[10:12] = b"\0\0"
+    h[10:12] = struct.pack("!H", csum(bytes(h)))
+    return bytes(h) + packet[20:]
+
+
+def seq(frames):
+    return b"SGSQ" + b"".join(struct.pack("!H", len(f)) + f for f in frames)
+
+
 SYN, SYNACK, ACK = 0x02, 0x12, 0x10
 translated_syn = tcp("10.192.0.2", 1024, "10.244.2.4", 80, SYN)
 seeds = {
@@ -132,6 +178,17 @@ seeds = {
                                ext=bytes([60, 0, 1, 4, 0, 0, 0, 0]) + bytes([6, 0, 1, 4, 0, 0, 0, 0]), nh=0), 0x86DD),
     "first-fragment6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN,
                                 ext=bytes([6, 0, 0, 1, 0, 0, 0, 42]), nh=44), 0x86DD),
+    # Fragment sequences (one input, several frames): out of order, overlapping, repeated, to a
+    # NodePort and as a pod's reply; and packets too big for the cluster port (MTU 1280).
+    "frags-reversed": seq(frag4(udp("192.168.67.100", 5353, "192.168.67.8", 30053, bytes(2600)), 1200, [2, 1, 0])),
+    "frags-middle-first": seq(frag4(udp("192.168.67.100", 5354, "192.168.67.8", 30053, bytes(2600)), 1200, [1, 0, 2])),
+    "frags-overlap": seq(frag4(udp("192.168.67.100", 5355, "192.168.67.8", 30053, bytes(2600)), 1200, [0, 1, 2],
+                               shift=(1, 8))),
+    "frags-duplicate": seq(frag4(udp("192.168.67.100", 5356, "192.168.67.8", 30053, bytes(2000)), 1000, [1, 1, 0])),
+    "frags6-reversed": seq(frag6(udp6("fd00:67::100", 5353, "fd00:67::8", 30053, bytes(2600)), 1200, [2, 1, 0])),
+    "frags6-reply": seq(frag6(udp6("fd00:244:2::4", 53, "fd00:192::2", 1024, bytes(2600)), 1232, [1, 2, 0])),
+    "too-big-df": eth(df(udp("192.168.67.100", 5357, "192.168.67.8", 30053, bytes(1400)))),
+    "too-big6": eth(udp6("fd00:67::100", 5353, "fd00:67::8", 30053, bytes(1400)), 0x86DD),
     "routing-type0": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN,
                               ext=bytes([6, 2, 0, 1, 0, 0, 0, 0]) + ip6("fd00:67::9"), nh=43), 0x86DD),
 }
