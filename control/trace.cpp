@@ -26,8 +26,18 @@ Json opt(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullp
 // The tuple as it leaves, tcpdump's "(frag id:size@offset+)" after it for a fragment.
 std::string leaving_tuple(const PacketMeta& pm) {
     std::string s = pm.is_v6() ? format_tuple(pm.key6) : format_tuple(pm.key);
-    if (pm.fragment) s += fmt::format(" (frag {}:{}@{}{})", pm.frag_id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
+    if (pm.is_fragment()) s += fmt::format(" (frag {}:{}@{}{})", pm.frag.id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
     return s;
+}
+
+// The tuples of frames that left beside a packet (TraceRecord::also), for people.
+std::vector<std::string> also_out(const std::vector<std::vector<uint8_t>>& frames) {
+    std::vector<std::string> out;
+    for (const auto& f : frames) {
+        PacketMeta pm{};
+        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), pm) == DropReason::none) out.push_back(leaving_tuple(pm));
+    }
+    return out;
 }
 
 }  // namespace
@@ -74,7 +84,7 @@ std::string TraceRecord::json() const {
                  {"port", opt(port)},
                  {"reason", refused ? Json(drop_reason_name(reason)) : Json(nullptr)},
                  {"l2", l2j},
-                 {"also", also_out}};
+                 {"also", also_out(also)}};
     return j.dump();
 }
 
@@ -104,7 +114,7 @@ std::string TraceRecord::text() const {
         s += "\n  l2 held: a later fragment, waiting for its first fragment";
         break;
     }
-    for (const std::string& a : also_out) s += fmt::format("\n  also out {}", a);
+    for (const std::string& a : also_out(also)) s += fmt::format("\n  also out {}", a);
     return s;
 }
 
@@ -299,7 +309,6 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
             (pm.l3 != L3Kind::ipv4 && pm.l3 != L3Kind::ipv6) || pm.is_nd())
             continue;  // ARP requests and neighbor solicitations are not traced
         out.back().also.emplace_back(data, data + rte_pktmbuf_data_len(mb));
-        out.back().also_out.push_back(leaving_tuple(pm));
     }
     for (const TraceRecord& r : out) history_.push_back(r);
     for (const auto& [port, mb] : sent) rte_pktmbuf_free(mb);

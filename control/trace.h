@@ -57,9 +57,8 @@ struct TraceRecord {
     bool arp_request = false;             // it made the worker ask for its next hop
     std::vector<uint8_t> frame;           // the packet as it leaves (empty for drops)
     // What else left because of this packet: the fragments it released from the hold, or the
-    // fragments it became on a port with a smaller MTU (frames, and their tuples for people).
+    // fragments it became on a port with a smaller MTU.
     std::vector<std::vector<uint8_t>> also;
-    std::vector<std::string> also_out;
 
     std::string json() const;
     std::string text() const;

@@ -8,6 +8,16 @@ namespace svcgate::dp {
 
 namespace {
 
+// Whether a routed packet may leave by `port` as it is (fragment.h: too_big), asked before it is
+// rewritten, so that an ICMP error quotes the packet as its sender sent it.
+inline bool fits_egress(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t port, uint16_t in_port) noexcept {
+    const uint16_t mtu = ctx.out.mtu(port);
+    if (!mtu || p.meta.ip_len <= mtu) [[likely]]
+        return true;
+    p.out_port = port;
+    return too_big(ctx, mb, p, mtu, in_port);
+}
+
 // Route, TTL (hop limit) and rewrite for a packet that leaves by a route.
 template <typename F>
 void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
@@ -19,12 +29,7 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) n
     if constexpr (F::family == Family::v4) hop = s.route(out.dst);
     else hop = s.routes6 ? ctx.routes6.lookup(*s.routes6, out.dst) : nullptr;
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
-    // Too big for the egress port: checked before anything is rewritten, so that an ICMP error
-    // quotes the packet as its sender sent it.
-    if (const uint16_t mtu = ctx.out.mtu(hop->port); mtu && m.ip_len > mtu) [[unlikely]] {
-        p.out_port = hop->port;
-        if (!mtu_check(ctx, mb, p, in_port)) return;
-    }
+    if (!fits_egress(ctx, mb, p, hop->port, in_port)) return;
     if constexpr (F::family == Family::v4) {
         if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
     } else {
@@ -42,11 +47,15 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) n
     F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
-// A later fragment: where its first fragment went, as its first fragment left.
+// A later fragment (fragment.h): where its first fragment went (p.out_port, next hop), with the
+// addresses it left with (p.out); no L4 header to rewrite.
+template <typename F>
 [[gnu::cold]] void follow_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
-    if (const uint16_t mtu = ctx.out.mtu(p.out_port); mtu && p.meta.ip_len > mtu)
-        if (!mtu_check(ctx, mb, p, in_port)) return;
-    (void)frag_follow(ctx, mb, p);
+    if (!fits_egress(ctx, mb, p, p.out_port, in_port)) return;
+    uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
+    const bool alive = F::family == Family::v4 ? decrement_ttl(frame, p.meta) : decrement_hop_limit(frame, p.meta);
+    if (!alive) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    rewrite_addresses(frame, p.meta, F::out(p));
 }
 
 inline void exit_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port, PacketCounter* svc_row,
@@ -55,9 +64,10 @@ inline void exit_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_p
     case Verdict::dnat:
     case Verdict::reply:
     case Verdict::forward:
-        if (p.frag == FragRole::follow) [[unlikely]]
-            follow_one(ctx, mb, p, in_port);
-        else if (p.meta.is_v6()) [[unlikely]]
+        if (p.frag == FragRole::follow) [[unlikely]] {
+            if (p.meta.is_v6()) follow_one<V6>(ctx, mb, p, in_port);
+            else follow_one<V4>(ctx, mb, p, in_port);
+        } else if (p.meta.is_v6()) [[unlikely]]
             route_one<V6>(ctx, mb, p, in_port);
         else
             route_one<V4>(ctx, mb, p, in_port);
@@ -67,6 +77,10 @@ inline void exit_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_p
         else p.set(Verdict::drop, DropReason::reject_failed);
         break;
     case Verdict::local:
+        // A first fragment for the gateway itself: it answers whole packets only (no reassembly
+        // for itself), and the rest of the datagram follows this drop.
+        if (p.frag == FragRole::first) [[unlikely]]
+            p.set(Verdict::drop, DropReason::to_gateway);
         p.out_port = in_port;
         break;
     case Verdict::drop:

@@ -28,15 +28,29 @@ FragKey FragKey::of(const PacketMeta& m) noexcept {
         std::memcpy(k.dst.b, &m.key.dst.be, 4);
         k.proto = m.key.proto;
     }
-    k.id = m.frag_id;
+    k.id = m.frag.id;
     return k;
 }
 
 // ---- the table ----------------------------------------------------------------------------
 
 namespace {
+
 uint32_t g_seed = 0;  // one per process: the bucket a datagram lands in is not the sender's to pick
-}
+
+// A bucket's lock for a scope.
+struct Locked {
+    explicit Locked(rte_spinlock_t& l) noexcept : l_(l) { rte_spinlock_lock(&l_); }
+    ~Locked() { rte_spinlock_unlock(&l_); }
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+    rte_spinlock_t& l_;
+};
+
+// The verdicts a later fragment can follow: the first fragment was routed.
+bool routed(Verdict v) noexcept { return v == Verdict::dnat || v == Verdict::reply || v == Verdict::forward; }
+
+}  // namespace
 
 std::unique_ptr<FragTable> FragTable::create(const FragParams& p) noexcept {
     std::unique_ptr<FragTable> t(new (std::nothrow) FragTable());
@@ -85,10 +99,9 @@ void FragTable::arrive(const FragKey& k, uint32_t off, uint32_t len, bool last, 
     a.n_freed = 0;
     a.what = Outcome::drop;
     Bucket& b = bucket(k);
-    rte_spinlock_lock(&b.lock);
+    Locked lock(b.lock);
     Entry* e = nullptr;
     Entry* room = nullptr;
-    bool fresh = false;
     for (Entry& x : b.e) {
         if (x.state == kFree) {
             if (!room) room = &x;
@@ -97,60 +110,28 @@ void FragTable::arrive(const FragKey& k, uint32_t off, uint32_t len, bool last, 
             break;
         }
     }
-    if (!e) {
-        if (!room) {
-            rte_spinlock_unlock(&b.lock);
-            a.why = DropReason::frag_table_full;
-            return;
-        }
+    const bool fresh = !e;
+    if (fresh) {
+        if (!room) return void(a.why = DropReason::frag_table_full);
         e = room;
-        e->key = k;
-        e->expires_ms = now_ms + p_.timeout_ms;
-        e->state = kWaiting;
-        e->n_ranges = e->n_held = 0;
-        e->got_last = false;
-        e->total = e->seen = 0;
+        e->start(k, now_ms + p_.timeout_ms);
         used_.fetch_add(1, std::memory_order_relaxed);
-        fresh = true;
     }
+    if (e->state == kPoisoned) return void(a.why = DropReason::frag_overlap);
     const uint32_t end = off + len;
-    if (e->state == kPoisoned) {
-        a.why = DropReason::frag_overlap;
-        rte_spinlock_unlock(&b.lock);
-        return;
-    }
     for (unsigned r = 0; r < e->n_ranges; ++r) {
-        if (e->from[r] == off && e->to[r] == end) {  // the same fragment again: only it goes
-            a.why = DropReason::frag_duplicate;
-            rte_spinlock_unlock(&b.lock);
-            return;
-        }
-        if (off < e->to[r] && e->from[r] < end) {  // RFC 5722: the whole datagram goes
-            poison(*e, a, DropReason::frag_overlap);
-            rte_spinlock_unlock(&b.lock);
-            return;
-        }
+        if (e->from[r] == off && e->to[r] == end) return void(a.why = DropReason::frag_duplicate);  // only it goes
+        if (off < e->to[r] && e->from[r] < end) return poison(*e, a, DropReason::frag_overlap);    // RFC 5722
     }
     // The last fragment fixes the length: nothing may end past it, and it may come only once.
     bool inconsistent = e->got_last && (last || end > e->total);
-    if (last && !inconsistent)
-        for (unsigned r = 0; r < e->n_ranges; ++r) inconsistent = inconsistent || e->to[r] > end;
-    if (inconsistent) {
-        poison(*e, a, DropReason::frag_overlap);
-        rte_spinlock_unlock(&b.lock);
-        return;
-    }
-    if (e->n_ranges == p_.max_per_datagram) {
-        poison(*e, a, DropReason::frag_too_many);
-        rte_spinlock_unlock(&b.lock);
-        return;
-    }
+    for (unsigned r = 0; last && r < e->n_ranges; ++r) inconsistent = inconsistent || e->to[r] > end;
+    if (inconsistent) return poison(*e, a, DropReason::frag_overlap);
+    if (e->n_ranges == p_.max_per_datagram) return poison(*e, a, DropReason::frag_too_many);
     if (off != 0 && e->state == kWaiting) {  // before its first fragment: into the hold
         if (held_.load(std::memory_order_relaxed) >= p_.max_held) {
-            a.why = DropReason::frag_hold_full;  // the range is not taken: a retransmission may still come
-            if (fresh) free_entry(*e);           // nor a datagram's room
-            rte_spinlock_unlock(&b.lock);
-            return;
+            if (fresh) free_entry(*e);  // the range is not taken (a retransmission may still come), nor the room
+            return void(a.why = DropReason::frag_hold_full);
         }
         e->held[e->n_held++] = m;
         held_.fetch_add(1, std::memory_order_relaxed);
@@ -170,26 +151,23 @@ void FragTable::arrive(const FragKey& k, uint32_t off, uint32_t len, bool last, 
         e->total = end;
     }
     if (e->state == kResolved && e->got_last && e->seen == e->total) free_entry(*e);  // complete
-    rte_spinlock_unlock(&b.lock);
 }
 
 unsigned FragTable::resolve(const FragKey& k, const FragResult& r, rte_mbuf** released) noexcept {
     Bucket& b = bucket(k);
-    rte_spinlock_lock(&b.lock);
-    unsigned n = 0;
+    Locked lock(b.lock);
     for (Entry& e : b.e) {
         if (e.state != kWaiting || !(e.key == k)) continue;
         e.result = r;
         e.state = kResolved;
-        n = e.n_held;
+        const unsigned n = e.n_held;
         std::memcpy(released, e.held, n * sizeof(rte_mbuf*));
         held_.fetch_sub(n, std::memory_order_relaxed);
         e.n_held = 0;
         if (e.got_last && e.seen == e.total) free_entry(e);
-        break;
+        return n;
     }
-    rte_spinlock_unlock(&b.lock);
-    return n;
+    return 0;
 }
 
 // ---- the stages ---------------------------------------------------------------------------
@@ -198,7 +176,7 @@ namespace {
 
 // What a later fragment takes from its first's result.
 void follow_result(PacketState& p, const FragResult& r) noexcept {
-    if (r.verdict != Verdict::dnat && r.verdict != Verdict::reply && r.verdict != Verdict::forward)
+    if (!routed(r.verdict))
         return p.set(Verdict::drop, DropReason::frag_first_dropped);
     p.set(r.verdict);
     p.frag = FragRole::follow;
@@ -221,11 +199,8 @@ void follow_result(PacketState& p, const FragResult& r) noexcept {
 // A first fragment's fate, from the packet as it leaves the forward exit.
 FragResult result_of(const PacketState& p, const rte_mbuf* mb) noexcept {
     FragResult r;
+    if (!routed(p.verdict)) return r;  // verdict drop
     r.verdict = p.verdict;
-    if (p.verdict != Verdict::dnat && p.verdict != Verdict::reply && p.verdict != Verdict::forward) {
-        r.verdict = Verdict::drop;
-        return r;
-    }
     r.out_port = p.out_port;
     r.attributed = p.attributed;
     r.attr = p.attr;
@@ -302,29 +277,11 @@ void frag_resolve(Burst& b, WorkerCtx& ctx) noexcept {
     if (!ctx.frags) return;
     rte_mbuf* released[FragTable::kMaxPerDatagram];
     for (uint16_t i : b.frags) {
-        PacketState& p = b.pkt[i];
-        rte_mbuf* mb = b.mbufs[i];
-        // Addressed to the gateway: nothing here reassembles for itself (echo is answered for
-        // whole packets only).
-        if (p.verdict == Verdict::local) p.set(Verdict::drop, DropReason::to_gateway);
-        const FragResult r = result_of(p, mb);
+        const PacketState& p = b.pkt[i];
+        const FragResult r = result_of(p, b.mbufs[i]);
         const unsigned n = ctx.frags->resolve(FragKey::of(p.meta), r, released);
         for (unsigned k = 0; k < n; ++k) release(ctx, released[k], r);
     }
-}
-
-bool frag_follow(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept {
-    (void)ctx;
-    uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
-    const PacketMeta& m = p.meta;
-    if (m.is_v6()) {
-        if (!decrement_hop_limit(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded), false;
-        rewrite_addresses(frame, m, p.out6);
-    } else {
-        if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded), false;
-        rewrite_addresses(frame, m, p.out);
-    }
-    return true;
 }
 
 void frag_housekeeping(WorkerCtx& ctx, unsigned buckets) noexcept {
@@ -345,9 +302,8 @@ void frag_flush(WorkerCtx& ctx, DropReason why) noexcept {
 
 // ---- the egress MTU -----------------------------------------------------------------------
 
-bool mtu_check(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
+bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept {
     const PacketMeta& m = p.meta;
-    const uint16_t mtu = ctx.out.mtu(p.out_port);
     if (!m.is_v6()) {
         const uint8_t* ip = rte_pktmbuf_mtod(mb, const uint8_t*) + m.l3_off;
         if (!(ip[6] & 0x40)) return true;  // no DF: the output stage fragments it

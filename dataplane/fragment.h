@@ -129,6 +129,15 @@ private:
         uint32_t total;  // the datagram's length once its last fragment is known
         uint32_t seen;   // bytes of it seen so far
         FragResult result;
+
+        void start(const FragKey& k, uint64_t expires) noexcept {
+            key = k;
+            expires_ms = expires;
+            state = kWaiting;
+            n_ranges = n_held = 0;
+            got_last = false;
+            total = seen = 0;
+        }
         uint16_t from[kMaxPerDatagram];
         uint32_t to[kMaxPerDatagram];
         rte_mbuf* held[kMaxPerDatagram];
@@ -211,19 +220,16 @@ void frag_arrive(Burst& b, WorkerCtx& ctx, uint16_t i) noexcept;
 // After the forward exit: each first fragment's result recorded, what waited for it released
 // (routed, rewritten and queued by the output stage's helpers).
 void frag_resolve(Burst& b, WorkerCtx& ctx) noexcept;
-// A later fragment that follows `p` (set by frag_arrive): hop limit and addresses as its first
-// fragment left. False: dropped (p's verdict and reason say why).
-bool frag_follow(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p) noexcept;
 // Timeouts over `buckets` more buckets of the table (cheap when it is empty).
 void frag_housekeeping(WorkerCtx& ctx, unsigned buckets = 16) noexcept;
 // Frees every held fragment, counted under `why` (shutdown, end of a trace).
 void frag_flush(WorkerCtx& ctx, DropReason why) noexcept;
 
-// The egress MTU check for a routed packet about to leave by `port`, before it is rewritten:
-// true when it fits or will be fragmented on output (IPv4 without DF). Otherwise the packet has
-// become an ICMP error to its sender (verdict reject, frag_needed / packet_too_big), or a drop
+// A routed packet larger than `mtu`, before it is rewritten (forward.cpp asks): true when it will
+// be fragmented on output (IPv4 without DF). Otherwise it has become an ICMP error to its sender
+// (verdict reject, frag_needed / packet_too_big, leaving by in_port), or a drop
 // (icmp_rate_limited, no route back).
-bool mtu_check(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept;
+bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept;
 
 // Splits the IPv4 frame `m` (L2 header `l2` bytes) into fragments of at most `mtu` IP bytes, each
 // a one-segment mbuf from `pool` with the same L2 header; IP options without the copy flag only in

@@ -257,10 +257,8 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
 
 // A fragment's own checks, once its offset and data are known (RFC 791, RFC 8200 4.5, RFC 1858).
 DropReason set_fragment(PacketMeta& m, uint32_t off, uint32_t data, uint32_t len, uint32_t id, uint8_t proto) noexcept {
-    m.fragment = true;
     m.frag_off = static_cast<uint16_t>(off);
-    m.frag_data = static_cast<uint16_t>(data);
-    m.frag_id = id;
+    m.frag = PacketMeta::FragFields{.id = id, .data = static_cast<uint16_t>(data)};
     if (len == 0 || (m.more_fragments && len % 8)) return DropReason::frag_misaligned;
     if (off + len > 65535) return DropReason::frag_oversize;  // the ping of death
     // RFC 1858 3.2: a TCP fragment at offset 8 can only be meant to overwrite the flags.
@@ -314,7 +312,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     if (!m.later_fragment()) [[likely]] {  // a later fragment has no L4 header to read
         DropReason r = c.proto == static_cast<uint8_t>(Proto::icmp6) ? parse_icmp6(ip, f + m.l4_off, m)
                                                                      : parse_l4(f + m.l4_off, m, c.proto);
-        if (m.fragment) r = first_fragment(r, f + m.l4_off);
+        if (m.is_fragment()) r = first_fragment(r, f + m.l4_off);
         if (r != DropReason::none) return r;
     }
     const bool nd = m.is_nd();

@@ -46,15 +46,6 @@ struct PacketMeta {
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
     bool more_fragments = false;  // MF: not the last fragment of its datagram
-    // A fragment (RFC 791 / RFC 8200 4.5): `fragment` set, `frag_off` its offset in bytes (0: the
-    // first fragment, which carries the L4 header; a later one has no ports and no L4 parse),
-    // `frag_data` where its data starts in the frame (IPv4: after the header; IPv6: after the
-    // Fragment header), `frag_id` the datagram's identification. An IPv6 atomic fragment (offset
-    // 0, M clear, RFC 6946) is not a fragment.
-    bool fragment = false;
-    uint16_t frag_off = 0;
-    uint16_t frag_data = 0;
-    uint32_t frag_id = 0;
     // ICMP / ICMPv6 errors (destination unreachable, time exceeded, parameter problem, source
     // quench, packet too big) about a TCP/UDP/SCTP packet: where the embedded IP header starts (0 =
     // not such an error), where its L4 header starts, how many bytes of that came along, and the
@@ -63,16 +54,30 @@ struct PacketMeta {
     uint16_t inner_off = 0;
     uint16_t inner_l4_off = 0;
     uint16_t inner_l4_len = 0;
+    // A fragment (RFC 791 / RFC 8200 4.5; is_fragment()): its offset in bytes (0: the first
+    // fragment, which carries the L4 header; a later one has no ports and no L4 parse). In the
+    // padding before the union: PacketMeta stays 100 bytes.
+    uint16_t frag_off = 0;
+    // Where a fragment's data starts in the frame (IPv4: after the header; IPv6: after the
+    // Fragment header) and its datagram's identification. A fragment is never read as an ICMP
+    // error (parse skips errors that are fragments), so they share the error key's room.
+    struct FragFields {
+        uint32_t id;
+        uint16_t data;
+    };
     union {
         FlowKey err_key;
         FlowKey6 err_key6;
+        FragFields frag;
     };
 
     PacketMeta() noexcept : key{}, err_key{} {}
     bool is_v6() const noexcept { return l3 == L3Kind::ipv6; }
+    // An IPv6 atomic fragment (a Fragment header, offset 0, M clear, RFC 6946) is not one.
+    bool is_fragment() const noexcept { return frag_off != 0 || more_fragments; }
     bool later_fragment() const noexcept { return frag_off != 0; }
     // The fragment's data bytes (the datagram's bytes frag_off .. frag_off + frag_len).
-    uint16_t frag_len() const noexcept { return static_cast<uint16_t>(l3_off + ip_len - frag_data); }
+    uint16_t frag_len() const noexcept { return static_cast<uint16_t>(l3_off + ip_len - frag.data); }
     // Neighbor Discovery (RFC 4861: router and neighbor solicitations and advertisements,
     // redirects): for the output stage, never forwarded.
     bool is_nd() const noexcept {

@@ -39,7 +39,7 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         if (b.trace) b.trace[i] = PacketTrace{};
         if (r != DropReason::none) {
             p.set(Verdict::drop, r);
-        } else if (p.meta.fragment) [[unlikely]] {
+        } else if (p.meta.is_fragment()) [[unlikely]] {
             p.set(Verdict::forward);
             frag_arrive(b, ctx, i);  // fragment.h: a first fragment goes on to its lookup
         } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {

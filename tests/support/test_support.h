@@ -65,4 +65,28 @@ cluster:
 )") + extra_cluster + "services:\n" + services;
 }
 
+// The same gateway dual-stack, every IPv4 address beside its ULA mirror (fd00:67::/64 clients,
+// fd00:192::/64 nodes, fd00:244:N::/64 pods, fd00:96::/108 services). `dataplane_extra` goes on
+// under dataplane: (two spaces in), `cluster_port` inside the cluster port's map (", mtu: 1280").
+inline std::string dual_stack_config(const std::string& services, const std::string& dataplane_extra = "",
+                                     const std::string& cluster_port = "") {
+    return R"(
+dataplane:
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
+    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64'])" + cluster_port + R"(}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+    - {prefix: 10.244.3.0/24, via: 10.192.0.4}
+    - {prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}
+    - {prefix: 'fd00:244:3::/64', via: 'fd00:192::4'}
+)" + dataplane_extra + R"(cluster:
+  node_name: svcgate
+  node_ips: [192.168.67.8, 'fd00:67::8']
+  cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']
+  service_cidrs: [10.96.0.0/12, 'fd00:96::/108']
+services:
+)" + services;
+}
+
 }  // namespace svcgate::test

@@ -26,36 +26,23 @@ namespace {
 using Frame = std::vector<uint8_t>;
 constexpr size_t kL3 = 14;
 
-// ext towards the clients (MTU 1500), cluster towards the nodes (MTU `cluster_mtu`).
+// The dual-stack gateway (test_support.h), the cluster port's MTU `cluster_mtu`; next hops known
+// (trace answers no ARP), a UDP and a TCP NodePort to one pod per family.
 std::string config(unsigned cluster_mtu = 1500, const std::string& extra = "") {
-    return fmt::format(R"(
-dataplane:
-  ports:
-    - {{name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}}
-    - {{name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64'], mtu: {}}}
-  routes:
-    - {{prefix: 10.244.2.0/24, via: 10.192.0.3}}
-    - {{prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}}
-  neighbors:
-    - {{ip: 10.192.0.3, mac: '02:00:00:00:01:03'}}
-    - {{ip: 'fd00:192::3', mac: '02:00:00:00:01:03'}}
-    - {{ip: 192.168.67.100, mac: '02:00:00:00:01:64'}}
-    - {{ip: 'fd00:67::100', mac: '02:00:00:00:01:64'}}
-{}
-cluster:
-  node_name: svcgate
-  node_ips: [192.168.67.8, 'fd00:67::8']
-  cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']
-  service_cidrs: [10.96.0.0/12, 'fd00:96::/108']
-services:
-  - name: default/echo
+    return test::dual_stack_config(R"(  - name: default/echo
     type: NodePort
     cluster_ips: [10.96.0.90, 'fd00:96::90']
-    ports: [{{name: u, protocol: UDP, port: 9000, target_port: 7, node_port: 30090}},
-            {{name: t, protocol: TCP, port: 9000, target_port: 7, node_port: 30090}}]
-    endpoints: [{{ip: 10.244.2.4, node: n1}}, {{ip: 'fd00:244:2::4', node: n1}}]
+    ports: [{name: u, protocol: UDP, port: 9000, target_port: 7, node_port: 30090},
+            {name: t, protocol: TCP, port: 9000, target_port: 7, node_port: 30090}]
+    endpoints: [{ip: 10.244.2.4, node: n1}, {ip: 'fd00:244:2::4', node: n1}]
 )",
-                       cluster_mtu, extra);
+                                   R"(  neighbors:
+    - {ip: 10.192.0.3, mac: '02:00:00:00:01:03'}
+    - {ip: 'fd00:192::3', mac: '02:00:00:00:01:03'}
+    - {ip: 192.168.67.100, mac: '02:00:00:00:01:64'}
+    - {ip: 'fd00:67::100', mac: '02:00:00:00:01:64'}
+)" + extra,
+                                   fmt::format(", mtu: {}", cluster_mtu));
 }
 
 struct Fam {
@@ -141,10 +128,10 @@ Frame reassemble(const std::vector<Frame>& frames) {
     Frame head;
     for (const Frame& f : frames) {
         PacketMeta m;
-        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none || !m.fragment) return {};
+        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none || !m.is_fragment()) return {};
         const size_t end = m.l3_off + m.ip_len;
-        pieces.push_back({m.frag_off, Frame(f.begin() + m.frag_data, f.begin() + static_cast<long>(end)), m.more_fragments});
-        if (m.frag_off == 0) head = Frame(f.begin(), f.begin() + m.frag_data);
+        pieces.push_back({m.frag_off, Frame(f.begin() + m.frag.data, f.begin() + static_cast<long>(end)), m.more_fragments});
+        if (m.frag_off == 0) head = Frame(f.begin(), f.begin() + m.frag.data);
     }
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.off < b.off; });
     if (head.empty() || pieces.back().more) return {};
@@ -391,6 +378,18 @@ TEST_P(Fragments, HostileFragmentsAreCountedDrops) {
     expect_balanced(*t, in_use + 0);
 }
 
+TEST_P(Fragments, ToTheGatewayAreDroppedWholeDatagram) {
+    auto t = test::tracer(config());
+    const auto frags = fragments(datagram(fmt::format("udp {} > {}", ep(f(), f().client, 40000), ep(f(), f().node, 9999)), 2600), 1200);
+    const auto r0 = t->run_frame(frags[0], "first, to the gateway");
+    EXPECT_EQ(r0.verdict, Verdict::drop);
+    EXPECT_EQ(r0.reason, DropReason::to_gateway) << "the gateway answers whole packets only";
+    EXPECT_EQ(t->ctx().counters.verdicts[static_cast<unsigned>(Verdict::local)], 0u) << "counted once, as the drop it is";
+    EXPECT_EQ(t->run_frame(frags[1], "later").reason, DropReason::frag_first_dropped);
+    EXPECT_EQ(t->run_frame(frags[2], "last").reason, DropReason::frag_first_dropped);
+    EXPECT_EQ(t->ctx().frags->datagrams(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, Fragments, ::testing::Values(kV4, kV6),
                          [](const auto& i) { return std::string(i.param.name); });
 
@@ -466,5 +465,55 @@ TEST(MtuV4, WithoutDfIsFragmentedToTheEgressMtu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, Mtu, ::testing::Values(kV4, kV6), [](const auto& i) { return std::string(i.param.name); });
+
+// RFC 791 3.1: options with the copy flag go into every fragment, the others into the first only.
+TEST(FragmentIpv4, CopiesOnlyCopiedOptionsIntoLaterFragments) {
+    test::ensure_eal();
+    Frame f = datagram("udp 192.168.67.100:40000 > 10.244.2.4:7", 1400);
+    // Router alert (0x94, copied, 4 bytes), record route (0x07, not copied, 7 bytes), end of list.
+    const uint8_t opts[12] = {0x94, 4, 0, 0, 0x07, 7, 4, 0, 0, 0, 0, 0};
+    f.insert(f.begin() + kL3 + 20, opts, opts + 12);
+    f[kL3] = 0x48;
+    put16(&f[kL3 + 2], static_cast<uint16_t>(f.size() - kL3));
+    f[kL3 + 10] = f[kL3 + 11] = 0;
+    const uint16_t c = inet_csum(&f[kL3], 32);
+    std::memcpy(&f[kL3 + 10], &c, 2);
+    rte_mempool* pool = ctl::tool_mempool();
+    const unsigned in_use = rte_mempool_in_use_count(pool);
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    ASSERT_NE(m, nullptr);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    rte_mbuf* out[FragTable::kMaxPerDatagram];
+    const unsigned n = fragment_ipv4(m, kL3, 600, pool, out, FragTable::kMaxPerDatagram);
+    ASSERT_EQ(n, 3u);
+    std::vector<Frame> frames;
+    for (unsigned k = 0; k < n; ++k) {
+        const auto* d = rte_pktmbuf_mtod(out[k], const uint8_t*);
+        frames.emplace_back(d, d + rte_pktmbuf_data_len(out[k]));
+        rte_pktmbuf_free(out[k]);
+    }
+    rte_pktmbuf_free(m);
+    EXPECT_EQ(rte_mempool_in_use_count(pool), in_use);
+    for (unsigned k = 0; k < n; ++k) {
+        const Frame& x = frames[k];
+        const unsigned ihl = (x[kL3] & 0x0f) * 4u;
+        EXPECT_EQ(inet_csum(&x[kL3], ihl), 0) << "fragment " << k << ": header checksum";
+        EXPECT_LE(x.size() - kL3, 600u);
+        EXPECT_EQ(x[kL3 + 20], 0x94) << "fragment " << k << ": router alert copied";
+        if (k == 0) {
+            EXPECT_EQ(ihl, 32u);
+            EXPECT_EQ(x[kL3 + 24], 0x07) << "record route in the first";
+        } else {
+            EXPECT_EQ(ihl, 24u) << "fragment " << k << ": record route left out";
+        }
+    }
+    // The fragments' data put back is the datagram's payload (options aside).
+    Frame data;
+    for (const Frame& x : frames) {
+        const unsigned ihl = (x[kL3] & 0x0f) * 4u;
+        data.insert(data.end(), x.begin() + kL3 + ihl, x.end());
+    }
+    EXPECT_EQ(data, Frame(f.begin() + kL3 + 32, f.end()));
+}
 
 }  // namespace

@@ -21,22 +21,7 @@ using namespace svcgate::dp;
 
 namespace {
 
-const std::string kDualStack = R"(
-dataplane:
-  ports:
-    - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
-    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64']}
-  routes:
-    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-    - {prefix: 10.244.3.0/24, via: 10.192.0.4}
-    - {prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}
-    - {prefix: 'fd00:244:3::/64', via: 'fd00:192::4'}
-cluster:
-  node_name: svcgate
-  node_ips: [192.168.67.8, 'fd00:67::8']
-  cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']
-  service_cidrs: [10.96.0.0/12, 'fd00:96::/108']
-services:
+const std::string kDualStack = test::dual_stack_config(R"(
   - name: default/test-svc
     type: NodePort
     cluster_ips: [10.107.169.79, 'fd00:96::79']
@@ -52,7 +37,7 @@ services:
     cluster_ips: ['fd00:96::e']
     load_balancer_ips: ['fd00:67::e']
     ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}, {name: u, protocol: UDP, port: 81, node_port: 30003}]
-)";
+)");
 
 using Frame = std::vector<uint8_t>;
 
