@@ -43,6 +43,44 @@ bool link_up(uint16_t port) {
     return link.link_status;
 }
 
+double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Json health_json(const DaemonState& st) {
+    const HealthState& h = st.health;
+    Json j{{"live", h.live}, {"ports_up", h.ports_up}, {"healthy", h.healthy}, {"draining", h.draining},
+           {"announced", h.announced}, {"announce_table", st.cfg.routing.table}};
+    if (h.draining) {
+        j["connections_left"] = h.connections_left;
+        j["drain_seconds_left"] = std::max(0.0, h.drain_deadline_unix - unix_now());
+    }
+    if (!h.announce_error.empty()) j["announce_error"] = h.announce_error;
+    return j;
+}
+
+// Drain: withdraw the announcements and answer /healthz 503 (the control loop applies it within
+// one turn), serve the flows already here, exit once none is left or at the deadline.
+std::string drain(DaemonState& st, long timeout, bool json) {
+    HealthState& h = st.health;
+    const double now = unix_now();
+    const long secs = timeout > 0 ? timeout : static_cast<long>(st.cfg.control.drain_timeout);
+    if (!h.draining) h.drain_started_unix = now;
+    h.draining = true;
+    h.healthy = false;
+    h.drain_deadline_unix = now + static_cast<double>(secs);
+    if (json) return Json{{"ok", true}, {"draining", true}, {"timeout_seconds", secs}}.dump() + "\n";
+    return fmt::format("draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
+                       "gone or in {} s (svcgatectl undrain to stop)\n", secs);
+}
+
+std::string undrain(DaemonState& st, bool json) {
+    const bool was = st.health.draining;
+    st.health.draining = false;
+    if (json) return Json{{"ok", true}, {"draining", false}, {"was_draining", was}}.dump() + "\n";
+    return was ? "undrained: announcing again once healthy\n" : "not draining\n";
+}
+
 std::string status(DaemonState& st, bool json) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
@@ -68,6 +106,7 @@ std::string status(DaemonState& st, bool json) {
                      {"last_reload_ok", st.reload.last_ok},
                      {"last_reload_seconds", st.reload.last_seconds},
                      {"last_reload_error", st.reload.last_ok ? Json(nullptr) : Json(st.reload.last_error)},
+                     {"health", health_json(st)},
                      {"kubernetes",
                       {{"services", k.services}, {"endpoint_slices", k.slices}, {"headless", k.headless},
                        {"external_name", k.external_name},
@@ -87,6 +126,18 @@ std::string status(DaemonState& st, bool json) {
             if (sc.type == ServiceType::external_name || sc.cluster_ips.empty())
                 o += fmt::format("            {} {}\n", sc.full_name(),
                                  sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP");
+    }
+    const HealthState& h = st.health;
+    o += fmt::format("health      {}{}\n", h.healthy ? "healthy" : "UNHEALTHY",
+                     h.healthy ? "" : fmt::format(" (live {}, ports up {}, draining {})", h.live, h.ports_up, h.draining));
+    if (h.draining)
+        o += fmt::format("draining    {} connections left; exits by itself when none is, or in {:.0f} s\n",
+                         h.connections_left, std::max(0.0, h.drain_deadline_unix - unix_now()));
+    if (st.cfg.routing.table) {
+        o += fmt::format("announcing  {} prefixes in kernel table {}", h.announced.size(), st.cfg.routing.table);
+        for (const std::string& a : h.announced) o += " " + a;
+        o += "\n";
+        if (!h.announce_error.empty()) o += "            last error: " + h.announce_error + "\n";
     }
     o += fmt::format("reloads     {} ok, {} failed", st.reload.ok, st.reload.failed);
     if (st.reload.ok) o += fmt::format("; last took {:.1f} ms ({})", st.reload.last_seconds * 1e3, st.reload.last_trigger);
@@ -281,9 +332,18 @@ std::string handle_command(DaemonState& st, const std::string& line, const std::
     bool json = false;
     std::string service;
     size_t limit = 100;
+    long timeout = -1;
     for (size_t i = 1; i < words.size(); ++i) {
         if (words[i] == "--json") {
             json = true;
+        } else if (words[i] == "--timeout" && i + 1 < words.size()) {
+            try {
+                size_t used = 0;
+                timeout = std::stol(words[++i], &used);
+                if (used != words[i].size() || timeout < 1 || timeout > 86400) throw std::out_of_range("timeout");
+            } catch (const std::exception&) {
+                return fmt::format("error: --timeout \"{}\" is not a number of seconds (1 to 86400)\n", words[i]);
+            }
         } else if (words[i] == "--service" && i + 1 < words.size()) {
             service = words[++i];
         } else if (words[i] == "--limit" && i + 1 < words.size()) {
@@ -309,7 +369,10 @@ std::string handle_command(DaemonState& st, const std::string& line, const std::
     if (cmd == "endpoints") return endpoints(st, json);
     if (cmd == "flows") return flows(st, service, limit, json);
     if (cmd == "stats") return stats(st, json);
-    return fmt::format("error: unknown command \"{}\" (status, services, endpoints, flows, stats, reload)\n", cmd);
+    if (cmd == "drain") return drain(st, timeout, json);
+    if (cmd == "undrain") return undrain(st, json);
+    return fmt::format("error: unknown command \"{}\" (status, services, endpoints, flows, stats, reload, drain, "
+                       "undrain)\n", cmd);
 }
 
 }  // namespace svcgate::ctl

@@ -71,6 +71,10 @@ struct PortConfig {
     std::string device;           // DPDK device arguments
     std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
     uint16_t mtu = 1500;           // the largest IP packet it sends (fragment.h)
+    // The port's kernel interface (a TAP device with the port's MAC and addresses): what the
+    // dataplane does not answer for the gateway's own addresses goes there, what the kernel
+    // sends on it leaves through the port. "" = none (host_path.h).
+    std::string host_interface;
     Mark mark;
 };
 
@@ -105,6 +109,23 @@ struct DataplaneConfig {
     uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap
     dp::FragParams fragments{};         // the fragment hold (dataplane.fragments)
     uint32_t icmp_errors_per_second = 1000;  // per worker: too-big errors; 0 = no limit
+    // Packets per second and worker handed to the host interfaces (dataplane.host_path): ARP,
+    // ND and packets from on-link senders (TTL or hop limit 255: BGP with GTSM, BFD) have their
+    // own budget, so a flood of anything else cannot starve the routing daemon.
+    uint32_t punt_control_per_second = 2000;
+    uint32_t punt_other_per_second = 1000;
+};
+
+// What the box announces and how (routing:, announce.h). svcgate writes the addresses to
+// announce as routes into a kernel table of its own, which a routing daemon (BIRD, FRR) exports.
+struct RoutingConfig {
+    uint32_t table = 0;  // 0 = off
+    bool load_balancer_ips = true;
+    bool external_ips = true;
+    bool node_ips = true;
+    bool cluster_ips = false;
+    bool service_cidrs = false;
+    Mark mark;
 };
 
 // The daemon's operator endpoints.
@@ -113,6 +134,7 @@ struct ControlConfig {
     unsigned socket_mode = 0600;
     std::string metrics = "127.0.0.1:9477";    // Prometheus; "" = off
     bool watch = true;                         // reload when the config or a manifest changes
+    uint32_t drain_timeout = 300;              // seconds: svcgatectl drain without --timeout
 };
 
 struct ClusterConfig {
@@ -180,6 +202,8 @@ struct ServiceConfig {
     uint32_t affinity_timeout = 0;  // 0 = None
     bool external_local = false;
     bool internal_local = false;
+    // kube-proxy's per-Service health check for policy Local LoadBalancers (health.h); 0 = none.
+    uint16_t health_check_node_port = 0;
     std::vector<EndpointGroup> groups;
     Mark mark;
     std::string full_name() const { return ns + "/" + name; }
@@ -199,6 +223,7 @@ struct Config {
     DataplaneConfig dataplane;
     ClusterConfig cluster;
     ControlConfig control;
+    RoutingConfig routing;
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeStats kube;

@@ -10,17 +10,23 @@
 #include <cstdlib>
 #include <memory>
 
+#include <net/if.h>
+
 #include <fmt/format.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_spinlock.h>
 
+#include "announce.h"
 #include "commands.h"
 #include "control_server.h"
 #include "daemon_state.h"
 #include "kube_objects.h"
 #include "log.h"
+#include "health.h"
 #include "metrics.h"
+#include "netlink.h"
 #include "notify.h"
 #include "publisher.h"
 #include "resources.h"
@@ -52,6 +58,8 @@ struct Runtime {
     Eal eal;
     MempoolPtr pool;
     std::vector<Port> ports;
+    std::vector<Port> hosts;  // the ports' host interfaces (TAP devices), closed before the ports
+    std::vector<int> host_ifindex;
     QsbrPtr qsbr;
     std::unique_ptr<FlowTable> flows;
     std::unique_ptr<FlowTable6> flows6;
@@ -71,6 +79,31 @@ struct Runtime {
     }
 };
 
+// A port's host interface (host_path): a TAP device (DPDK's net_tap) named as configured, with the
+// port's MAC, MTU and addresses, so that the kernel of this namespace answers what the dataplane
+// hands it (BGP, BFD, SSH, health checks) and resolves its own neighbors on the port's link.
+std::string open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p) {
+    const std::string vdev = fmt::format("net_tap_sg{}", p);
+    const uint8_t* b = mac.addr_bytes;
+    const std::string args = fmt::format("iface={},mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.host_interface,
+                                         b[0], b[1], b[2], b[3], b[4], b[5]);
+    const std::string what = fmt::format("port {}: host interface {}", pc.name, pc.host_interface);
+    if (int rc = rte_dev_probe((vdev + "," + args).c_str()); rc != 0)
+        return fmt::format("{}: cannot create the TAP device ({}; is /dev/net/tun there, is the name free?)", what,
+                           rte_strerror(rc < 0 ? -rc : rc));
+    rt.hosts.emplace_back();
+    const PortConfig hc{.name = pc.name + " host interface " + pc.host_interface, .device = vdev, .mtu = pc.mtu};
+    if (std::string err = rt.hosts.back().open(hc, 1, rt.pool.get()); !err.empty()) return err;
+    const int ifindex = static_cast<int>(if_nametoindex(pc.host_interface.c_str()));
+    if (ifindex == 0) return fmt::format("{}: not found after creating it", what);
+    rt.host_ifindex.push_back(ifindex);
+    Netlink nl;
+    for (const IpCidr& a : pc.addresses)
+        if (std::string e = nl.add_address(ifindex, a); !e.empty())
+            return fmt::format("{}: {} {}", what, e, format_cidr(a));
+    return {};
+}
+
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
 // was built is given back by the Runtime either way.
 std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::vector<std::string>& eal_extra) {
@@ -88,14 +121,28 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     shared.pool = rt.pool.get();
     (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
     rt.ports.reserve(dpc.ports.size());
-    shared.port_ids = FixedArray<uint16_t>(dpc.ports.size());
+    std::vector<uint16_t> ids;  // the ports', then the host interfaces' (WorkerShared)
     shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
     for (size_t p = 0; p < dpc.ports.size(); ++p) {
         rt.ports.emplace_back();
         if (err = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !err.empty()) return err;
-        shared.port_ids[p] = rt.ports.back().id();
+        ids.push_back(rt.ports.back().id());
         shared.port_macs[p] = rt.ports.back().mac();
     }
+    std::vector<uint16_t> host_of(dpc.ports.size(), Output::kNoHost);
+    std::vector<WorkerShared::Host> hosts;
+    for (size_t p = 0; p < dpc.ports.size(); ++p) {
+        if (dpc.ports[p].host_interface.empty()) continue;
+        if (err = open_host_interface(rt, dpc.ports[p], shared.port_macs[p], p); !err.empty()) return err;
+        host_of[p] = static_cast<uint16_t>(ids.size());
+        hosts.push_back({static_cast<uint16_t>(ids.size()), static_cast<uint16_t>(p)});
+        ids.push_back(rt.hosts.back().id());
+    }
+    shared.port_ids = FixedArray<uint16_t>(std::move(ids));
+    shared.host_of = FixedArray<uint16_t>(std::move(host_of));
+    shared.hosts = FixedArray<WorkerShared::Host>(std::move(hosts));
+    shared.punt_control_per_second = dpc.punt_control_per_second;
+    shared.punt_other_per_second = dpc.punt_other_per_second;
     // QSBR threads: the workers (0..workers-1) and the control thread's record scans (workers).
     if (!(rt.qsbr = create_qsbr(dpc.workers + 1u))) return "RCU state: out of memory";
     shared.qsbr = rt.qsbr.get();
@@ -137,12 +184,21 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
             for (uint16_t q = 0; q < rt.ports[p].tx_queues(); ++q) rte_spinlock_init(&locks[p][q]);
         }
     }
+    // A host interface has one transmit queue, shared by the workers under a lock (what goes to
+    // the kernel is little, and rate-limited).
+    rte_spinlock_t* host_locks = nullptr;
+    if (!rt.hosts.empty()) {
+        rt.tx_locks.push_back(std::make_unique<rte_spinlock_t[]>(rt.hosts.size()));
+        host_locks = rt.tx_locks.back().get();
+        for (size_t h = 0; h < rt.hosts.size(); ++h) rte_spinlock_init(&host_locks[h]);
+    }
     for (uint16_t w = 0; w < dpc.workers; ++w) {
-        std::vector<TxQueue> tx(rt.ports.size());
+        std::vector<TxQueue> tx(rt.ports.size() + rt.hosts.size());
         for (size_t p = 0; p < rt.ports.size(); ++p) {
             tx[p].queue = static_cast<uint16_t>(w % rt.ports[p].tx_queues());
             if (locks[p]) tx[p].lock = &locks[p][tx[p].queue];
         }
+        for (size_t h = 0; h < rt.hosts.size(); ++h) tx[rt.ports.size() + h] = TxQueue{0, &host_locks[h]};
         rt.workers[w]->set_queues(std::move(rx[w]), std::move(tx));
     }
     return {};
@@ -253,6 +309,134 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     return m + "\n";
 }
 
+// TCP connections not yet closing, and datagram flows that carried a packet in the last 10 s: what
+// a drain waits for.
+template <typename K>
+uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now) {
+    const typename BasicFlowTable<K>::ScanGuard reading(table);
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < table.capacity(); ++id) {
+        const auto& f = table.flow(id);
+        if (!f.live.load(std::memory_order_acquire)) continue;
+        const uint8_t sv = f.state.load(std::memory_order_relaxed);
+        if (sv & kStateGone) continue;
+        if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
+            const auto t = static_cast<TcpState>(sv & kStateMask);
+            n += t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
+                 t == TcpState::syn_sent2 || t == TcpState::close_wait;
+        } else {
+            n += now - f.last_seen.load(std::memory_order_relaxed) < 10;
+        }
+    }
+    return n;
+}
+
+// The control loop's health duties (health.h, announce.h): every 100 ms the state; the
+// announcement table when its set changes (and every 10 s, should someone have flushed it); the
+// healthCheckNodePort listeners after each reload; while draining, the connections left once a
+// second. done() turns true when a drain is over.
+class HealthKeeper {
+public:
+    HealthKeeper(DaemonState& st, Runtime& rt, const Publisher& pub)
+        : st_(st), rt_(rt), pub_(pub), checks_(st),
+          announcer_(st.cfg.routing.table,
+                     rt.host_ifindex.empty() ? static_cast<int>(if_nametoindex("lo")) : rt.host_ifindex.front()) {
+        token_ = rte_rcu_qsbr_start(rt.qsbr.get());
+        last_progress_ = std::chrono::steady_clock::now();
+        reconfigured();
+    }
+    // After a reload: the set to announce and the health-check listeners.
+    void reconfigured() {
+        set_ = announce_set(st_.cfg);
+        if (std::string e = checks_.update(health_check_ports(st_.cfg)); !e.empty()) log_err(e);
+        next_sync_ = {};
+    }
+    void tick() {
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_tick_) return;
+        next_tick_ = now + std::chrono::milliseconds(100);
+        // Progress: every worker online when the token was taken has passed a quiescent state.
+        if (rte_rcu_qsbr_check(rt_.qsbr.get(), token_, false) == 1) {
+            last_progress_ = now;
+            token_ = rte_rcu_qsbr_start(rt_.qsbr.get());
+        }
+        bool up = true;
+        for (const Port& p : rt_.ports) {
+            rte_eth_link link{};
+            rte_eth_link_get_nowait(p.id(), &link);
+            up = up && link.link_status;
+        }
+        uint32_t left = 0;
+        bool counted = false;
+        const bool draining = [&] {
+            std::lock_guard lk(st_.mu);
+            return st_.health.draining;
+        }();
+        if (draining && now >= next_count_) {
+            next_count_ = now + std::chrono::seconds(1);
+            const uint32_t t = flow_clock_now();
+            left = open_connections(*rt_.flows, t) + open_connections(*rt_.flows6, t);
+            counted = true;
+        }
+        std::vector<IpCidr> want;
+        {
+            std::lock_guard lk(st_.mu);
+            HealthState& h = st_.health;
+            h.live = pub_.generation() > 0 &&
+                     std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
+            h.ports_up = up;
+            h.healthy = h.live && up && !h.draining;
+            h.last_update_unix = st_.reload.last_ok_unix;
+            if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
+            if (!h.draining) drain_seen_ = false;
+            if (h.healthy) want = set_;
+            if (h.healthy != was_healthy_)
+                log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
+                                h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}), "
+                                                                         "withdrawing", h.live, up, h.draining)));
+            was_healthy_ = h.healthy;
+        }
+        if (want != announced_ || now >= next_sync_) {
+            const std::string e = announcer_.sync(want);
+            announced_ = want;
+            next_sync_ = now + std::chrono::seconds(10);
+            std::vector<std::string> names;
+            for (const IpCidr& c : want) names.push_back(format_cidr(c));
+            std::lock_guard lk(st_.mu);
+            if (!e.empty() && e != st_.health.announce_error) log_err("announcing: " + e);
+            st_.health.announce_error = e;
+            st_.health.announced = std::move(names);
+        }
+    }
+    // A drain is over: no connection left (counted after the drain began), or its deadline.
+    bool done() {
+        std::lock_guard lk(st_.mu);
+        const HealthState& h = st_.health;
+        if (!h.draining || !drain_seen_) return false;
+        const double now = unix_now();
+        if (h.connections_left == 0) {
+            log(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
+            return true;
+        }
+        if (now >= h.drain_deadline_unix) {
+            log_warning(fmt::format("drain timeout: {} connections left", h.connections_left));
+            return true;
+        }
+        return false;
+    }
+
+private:
+    DaemonState& st_;
+    Runtime& rt_;
+    const Publisher& pub_;
+    HealthCheckServers checks_;
+    Announcer announcer_;
+    std::vector<IpCidr> set_, announced_;
+    uint64_t token_ = 0;
+    bool was_healthy_ = false, drain_seen_ = false;
+    std::chrono::steady_clock::time_point last_progress_, next_tick_{}, next_sync_{}, next_count_{};
+};
+
 // The control loop: the operator's endpoints up (a failure to open one is logged, the gateway
 // still runs), the workers launched, then signals, file changes and svcgatectl requests until
 // SIGINT or SIGTERM.
@@ -310,10 +494,12 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
     const char* stall = std::getenv("SVCGATE_TEST_STALL_AFTER");
     const auto stall_at = std::chrono::steady_clock::now() + std::chrono::seconds(stall ? std::atoi(stall) : 0);
 
+    HealthKeeper health(st, rt, pub);
     auto do_reload = [&](const std::string& trigger) {
         notify.reloading();
         std::string r = reload(st, pub, shared, trigger);
         rewatch();
+        health.reconfigured();
         notify.ready(status());
         return r;
     };
@@ -327,6 +513,8 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
             return handle_command(st, line, [&] { return do_reload("svcgatectl"); });
         });
         notify.tick(status);
+        health.tick();
+        if (health.done()) break;
         if (stall && std::chrono::steady_clock::now() >= stall_at && !shared.test_stall.exchange(true))
             log_warning("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
         // Slots that flows stopped holding since the last reload go back, once a second.

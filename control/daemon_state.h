@@ -15,6 +15,7 @@
 
 #include "config_model.h"
 #include "flow_table.h"
+#include "health.h"
 #include "publisher.h"
 #include "worker.h"
 
@@ -68,6 +69,7 @@ struct DaemonState {
     std::vector<const dp::Worker*> workers;
     const Publisher* publisher = nullptr;
     ReloadStatus reload;
+    HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
     const dp::ServiceSnapshot& snap() const { return *publisher->current(); }

@@ -116,6 +116,8 @@ struct KubeLoader {
         }
         s.external_local = r.local_policy(spec["externalTrafficPolicy"], {sp, ".externalTrafficPolicy"});
         s.internal_local = r.local_policy(spec["internalTrafficPolicy"], {sp, ".internalTrafficPolicy"});
+        if (const ytree::Node h = spec["healthCheckNodePort"])
+            s.health_check_node_port = r.uint<uint16_t>(h, {sp, ".healthCheckNodePort"}, 1, 65535).value_or(0);
 
         // svcgate's own knob, as an annotation so that kubectl output can carry it.
         s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],

@@ -80,6 +80,18 @@ std::string render_metrics(const DaemonState& st) {
     o += fmt::format("svcgate_fragments_held {}\n", st.frags ? st.frags->held() : 0);
     head("svcgate_fragment_datagrams", "gauge", "Fragmented datagrams being tracked.");
     o += fmt::format("svcgate_fragment_datagrams {}\n", st.frags ? st.frags->datagrams() : 0);
+    head("svcgate_host_path_packets_total", "counter",
+         "The host path: packets handed to the ports' host interfaces (punted) and frames the kernel sent out "
+         "through the ports (out, out_dropped); over the punt budget: svcgate_drops_total{reason=\"punt_limited\"}.");
+    o += fmt::format("svcgate_host_path_packets_total{{direction=\"punted\"}} {}\n", t.punted);
+    o += fmt::format("svcgate_host_path_packets_total{{direction=\"out\"}} {}\n", t.host_out);
+    o += fmt::format("svcgate_host_path_packets_total{{direction=\"out_dropped\"}} {}\n", t.host_out_dropped);
+    head("svcgate_healthy", "gauge", "1 while /healthz answers 200 (live, ports up, not draining).");
+    o += fmt::format("svcgate_healthy {}\n", st.health.healthy ? 1 : 0);
+    head("svcgate_draining", "gauge", "1 while draining (svcgatectl drain).");
+    o += fmt::format("svcgate_draining {}\n", st.health.draining ? 1 : 0);
+    head("svcgate_announced_prefixes", "gauge", "Prefixes in the announcement table (routing.table).");
+    o += fmt::format("svcgate_announced_prefixes {}\n", st.health.announced.size());
     head("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");
     o += fmt::format("svcgate_mbufs_in_use {}\n", rte_mempool_in_use_count(st.pool));
     head("svcgate_packets_total", "counter", "Packets by verdict.");
@@ -163,6 +175,19 @@ std::string MetricsServer::start(const std::string& host_port, DaemonState& st) 
         }
         res.set_content(body, "text/plain; version=0.0.4; charset=utf-8");
     });
+    // kube-proxy's health endpoints (health.h), on the same address.
+    for (const bool livez : {false, true})
+        server_->Get(livez ? "/livez" : "/healthz", [&st, livez](const httplib::Request&, httplib::Response& res) {
+            std::pair<int, std::string> a;
+            {
+                std::lock_guard lk(st.mu);
+                a = healthz_answer(st.health,
+                                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                                   livez);
+            }
+            res.status = a.first;
+            res.set_content(a.second, "application/json");
+        });
     if (!server_->bind_to_port(host_port.substr(0, colon), port)) {
         server_.reset();
         return fmt::format("metrics listener {}: cannot bind", host_port);

@@ -124,9 +124,11 @@ std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<
 
 MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
     const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
-    const uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
+    uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
                           dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) +
                           dpc.fragments.max_held + 4096;
+    for (const PortConfig& p : dpc.ports)  // a host interface: one queue each way, batches per worker
+        if (!p.host_interface.empty()) need += kRxDesc + kTxDesc + dpc.workers * dp::Output::kBatch;
     uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best
     while (n < need) n <<= 1;
     if (dpc.mbufs >= n) n = dpc.mbufs + 1;  // as configured, when more

@@ -30,6 +30,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: svcgatectl [--socket PATH] status|services|endpoints|stats|reload [--json]\n"
     "       svcgatectl [--socket PATH] flows [--service NS/NAME[:PORT]] [--limit N] [--json]\n"
+    "       svcgatectl [--socket PATH] drain [--timeout SECONDS] | undrain\n"
     "       svcgatectl trace --config FILE [--json] [--seed N] PACKET...\n"
     "       svcgatectl trace --config FILE [--json] --pcap IN [--out OUT]\n"
     "\n"
@@ -165,7 +166,8 @@ int main(int argc, char** argv) {
     }
     std::string cmd = all[0];
     std::vector<std::string> args(all.begin() + 1, all.end());
-    static const std::set<std::string> kRemote = {"status", "services", "endpoints", "flows", "stats", "reload"};
+    static const std::set<std::string> kRemote = {"status", "services", "endpoints", "flows", "stats", "reload",
+                                                "drain", "undrain"};
     try {
         if (kRemote.count(cmd)) return cmd_remote(socket_path, all);
         if (cmd == "trace") return cmd_trace(args);

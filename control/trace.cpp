@@ -113,6 +113,9 @@ std::string TraceRecord::text() const {
     case L2Outcome::frag_held:
         s += "\n  l2 held: a later fragment, waiting for its first fragment";
         break;
+    case L2Outcome::punted:
+        s += "\n  l2 to the host interface (the kernel of the gateway's namespace)";
+        break;
     }
     for (const std::string& a : also_out(also)) s += fmt::format("\n  also out {}", a);
     return s;

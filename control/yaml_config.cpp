@@ -174,8 +174,17 @@ namespace {
 
 void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "neighbors", "mbufs", "flow_table",
-                                "one_arm_masquerade", "fragments", "icmp_errors_per_second"}))
+                                "one_arm_masquerade", "fragments", "icmp_errors_per_second", "host_path"}))
         return;
+    if (const ytree::Node hp = n["host_path"];
+        hp && r.map(hp, "dataplane.host_path", {"control_per_second", "other_per_second"})) {
+        if (hp["control_per_second"])
+            if (auto x = r.uint<uint32_t>(hp["control_per_second"], "dataplane.host_path.control_per_second", 0, 1u << 24))
+                d.punt_control_per_second = *x;
+        if (hp["other_per_second"])
+            if (auto x = r.uint<uint32_t>(hp["other_per_second"], "dataplane.host_path.other_per_second", 0, 1u << 24))
+                d.punt_other_per_second = *x;
+    }
     if (const ytree::Node v = n["icmp_errors_per_second"])
         if (auto x = r.uint<uint32_t>(v, "dataplane.icmp_errors_per_second", 0, 1u << 24)) d.icmp_errors_per_second = *x;
     if (const ytree::Node fr = n["fragments"];
@@ -207,7 +216,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
             std::string path = fmt::format("dataplane.ports[{}]", i);
-            if (!r.map(p, path, {"name", "device", "addresses", "mtu"})) continue;
+            if (!r.map(p, path, {"name", "device", "addresses", "mtu", "host_interface"})) continue;
             PortConfig pc{.mark = r.mark(p)};
             if (!p["name"]) r.error(p, path, "a port needs a name");
             else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
@@ -216,6 +225,18 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
             if (p["mtu"])
                 if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, 1280, kMaxMtu)) pc.mtu = *m;
+            if (const ytree::Node h = p["host_interface"]) {
+                // A Linux interface name (IFNAMSIZ less the NUL; no '/', ':', or blanks).
+                const std::string v = r.str(h, {path, ".host_interface"}).value_or("");
+                const bool ok = !v.empty() && v.size() <= 15 && v != "." && v != ".." &&
+                                v.find_first_of("/: \t\n") == std::string::npos;
+                if (!ok) r.error(h, {path, ".host_interface"},
+                                 fmt::format("\"{}\" is not an interface name (1 to 15 characters, no '/', ':' or blanks)", v));
+                else pc.host_interface = v;
+                for (const PortConfig& o : d.ports)
+                    if (ok && o.host_interface == v)
+                        r.error(h, {path, ".host_interface"}, fmt::format("port {} has host interface {} already", o.name, v));
+            }
             pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
                                          [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));
@@ -342,7 +363,9 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
 }
 
 void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
-    if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch"})) return;
+    if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch", "drain_timeout"})) return;
+    if (n["drain_timeout"])
+        if (auto x = r.uint<uint32_t>(n["drain_timeout"], "control.drain_timeout", 1, 86400)) c.drain_timeout = *x;
     auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
     if (n["socket"]) {
         auto s = r.str(n["socket"], "control.socket").value_or("");
@@ -379,12 +402,65 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
         if (auto b = r.boolean(n["watch"], "control.watch")) c.watch = *b;
 }
 
+// routing: the kernel table the addresses to announce go to, and which addresses.
+void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
+    c.mark = r.mark(n);
+    if (!r.strict_map(n, "routing", {"table", "announce"})) return;
+    if (const ytree::Node t = n["table"]) {
+        if (auto x = r.uint<uint32_t>(t, "routing.table", 1, 0xfffffffe)) {
+            // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
+            if (*x >= 253 && *x <= 255) r.error(t, "routing.table", fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
+            else c.table = *x;
+        }
+    } else {
+        r.error(n, "routing", "routing needs table (the kernel table the addresses to announce are written to)");
+    }
+    if (const ytree::Node a = n["announce"]; a && r.seq(a, "routing.announce")) {
+        c.load_balancer_ips = c.external_ips = c.node_ips = c.cluster_ips = c.service_cidrs = false;
+        for (size_t i = 0; i < a.size(); ++i) {
+            const std::string v = r.str(a[i], fmt::format("routing.announce[{}]", i)).value_or("");
+            if (v == "load_balancer_ips") c.load_balancer_ips = true;
+            else if (v == "external_ips") c.external_ips = true;
+            else if (v == "node_ips") c.node_ips = true;
+            else if (v == "cluster_ips") c.cluster_ips = true;
+            else if (v == "service_cidrs") c.service_cidrs = true;
+            else r.error(a[i], fmt::format("routing.announce[{}]", i),
+                         fmt::format("\"{}\" is not load_balancer_ips, external_ips, node_ips, cluster_ips or service_cidrs", v));
+        }
+    }
+}
+
+// healthCheckNodePorts: answered on the node IPs by the host path's kernel (health.h), so each
+// must be free: one Service per port, no NodePort or metrics port on it.
+void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
+    std::map<uint16_t, const ServiceConfig*> used;
+    uint16_t metrics_port = 0;
+    if (const auto colon = cfg.control.metrics.rfind(':'); colon != std::string::npos)
+        std::from_chars(cfg.control.metrics.data() + colon + 1, cfg.control.metrics.data() + cfg.control.metrics.size(),
+                        metrics_port);
+    for (const ServiceConfig& s : cfg.services) {
+        const uint16_t h = s.health_check_node_port;
+        if (!h) continue;
+        auto err = [&](std::string m) {
+            errors.push_back(ConfigIssue{s.mark, s.full_name(), "healthCheckNodePort " + std::to_string(h) + ": " + m});
+        };
+        if (s.type != ServiceType::load_balancer || !s.external_local)
+            err("only a LoadBalancer Service with externalTrafficPolicy Local has one");
+        if (h == metrics_port) err("clashes with control.metrics (" + cfg.control.metrics + ")");
+        if (auto [it, fresh] = used.emplace(h, &s); !fresh) err("Service " + it->second->full_name() + " uses it too");
+        for (const ServiceConfig& o : cfg.services)
+            for (const ServicePortConfig& p : o.ports)
+                if (p.node_port == h && p.proto == Proto::tcp)
+                    err("clashes with the TCP NodePort of Service " + o.full_name() + " port " + std::to_string(p.port));
+    }
+}
+
 // The compact `services:` form.
 void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
     if (!r.map(n, path, {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
                          "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
                          "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
-                         "endpoints"}))
+                         "health_check_node_port", "endpoints"}))
         return;
     ServiceConfig s{.mark = r.mark(n)};
     if (const ytree::Node name = n["name"]; !name) {
@@ -427,6 +503,8 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
     }
     s.external_local = r.local_policy(n["external_traffic_policy"], {path, ".external_traffic_policy"});
     s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
+    if (const ytree::Node h = n["health_check_node_port"])
+        s.health_check_node_port = r.uint<uint16_t>(h, {path, ".health_check_node_port"}, 1, 65535).value_or(0);
 
     EndpointGroup g;
     if (const ytree::Node ports = n["ports"]; ports && r.seq(ports, {path, ".ports"})) {
@@ -484,7 +562,8 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
         return cfg;
     }
-    if (!r.map(root, "", {"dataplane", "cluster", "control", "services", "kubernetes"})) return cfg;
+    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "services", "kubernetes"})) return cfg;
+    if (root["routing"]) read_routing(r, root["routing"], cfg.routing);
     if (root["control"]) read_control(r, root["control"], cfg.control);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
     if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
@@ -504,6 +583,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
                     refs.push_back({(*p)[0] == '/' || p->empty() ? *p : dir + *p, r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors);
     }
+    check_health_ports(cfg, errors);
     // One name, one Service: the compact form and the manifests share the namespace.
     std::map<std::string, const ServiceConfig*> seen;
     for (const ServiceConfig& s : cfg.services) {

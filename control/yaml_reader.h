@@ -75,6 +75,21 @@ public:
         }
         return true;
     }
+    // A mapping whose unknown keys are errors, not warnings (a routing setting misspelt would
+    // otherwise announce what the operator did not mean).
+    bool strict_map(const ytree::Node& n, const Path& path, std::initializer_list<std::string_view> known) {
+        if (!n.IsMap()) {
+            error(n, path, "expected a mapping");
+            return false;
+        }
+        for (const auto& kv : n) {
+            const std::string& k = kv.first.Scalar();
+            bool ok = false;
+            for (auto w : known) ok = ok || k == w;
+            if (!ok) error(kv.first, path.str().empty() ? k : path.str() + "." + k, "unknown setting");
+        }
+        return true;
+    }
     // A mapping whose other keys are not ours to judge (Kubernetes objects carry many).
     bool open_map(const ytree::Node& n, const Path& path) {
         if (!n.IsMap()) {

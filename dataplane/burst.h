@@ -35,6 +35,7 @@ enum class L2Outcome : uint8_t {
     held,     // waits for its next hop's MAC
     dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
     frag_held,  // a later fragment waiting for its first in the fragment hold (fragment.h)
+    punted,     // handed to the port's host interface (the kernel's routing daemon, health ports)
 };
 
 // A fragment's part in the pipeline (fragment.h).

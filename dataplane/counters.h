@@ -39,6 +39,12 @@ struct alignas(64) WorkerCounters {
     uint64_t frag_released = 0;  // of those, sent on translated once their first fragment came
     uint64_t frag_out_packets = 0;    // IPv4 packets fragmented to the egress MTU
     uint64_t frag_out_fragments = 0;  // the fragments they became (the extra ones count as generated)
+    // The host path (output.cpp, worker.cpp): packets handed to the ports' host interfaces (also
+    // in tx_packets), and frames the kernel sent out through the ports (outside the balance:
+    // they never were received) and those a full queue refused.
+    uint64_t punted = 0;
+    uint64_t host_out = 0;
+    uint64_t host_out_dropped = 0;
 
     WorkerCounters& operator+=(const WorkerCounters& o) noexcept;
     uint64_t dropped() const noexcept;
@@ -71,6 +77,9 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     frag_released += o.frag_released;
     frag_out_packets += o.frag_out_packets;
     frag_out_fragments += o.frag_out_fragments;
+    punted += o.punted;
+    host_out += o.host_out;
+    host_out_dropped += o.host_out_dropped;
     return *this;
 }
 

@@ -196,7 +196,7 @@ unsigned FragTable::flush(Fn&& on_free) noexcept {
 }
 
 // A per-worker token bucket for the ICMP errors the gateway originates (RFC 1812 4.3.2.8).
-struct IcmpLimiter {
+struct TokenBucket {
     uint32_t per_second = 1000;  // 0: no limit
     uint64_t tokens_milli = 0;   // thousandths of a token
     uint64_t last_ms = 0;

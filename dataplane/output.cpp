@@ -13,6 +13,7 @@ const char* l2_outcome_name(L2Outcome o) noexcept {
     case L2Outcome::held: return "held";
     case L2Outcome::dropped: return "dropped";
     case L2Outcome::frag_held: return "fragment held";
+    case L2Outcome::punted: return "to host interface";
     }
     return "?";
 }
@@ -24,6 +25,7 @@ void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_memp
     pool_ = pool;
     macs_ = macs;
     n_ports_ = ports;
+    n_outputs_ = ports;
     sink_ = sink;
     batches_ = std::make_unique<TxBatch[]>(ports ? ports : 1);
 }
@@ -97,7 +99,7 @@ void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept {
 
 void output_flush(WorkerCtx& ctx) noexcept {
     Output& o = ctx.out;
-    for (uint16_t p = 0; p < o.n_ports_; ++p) {
+    for (uint16_t p = 0; p < o.n_outputs_; ++p) {
         Output::TxBatch& tb = o.batches_[p];
         if (!tb.n) continue;
         const uint16_t sent = o.sink_.send(o.sink_.arg, p, tb.pkts, tb.n);
@@ -158,6 +160,37 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
 
 namespace {
 
+// What the dataplane did not answer for the gateway itself (answer_local's to_gateway,
+// arp_consumed, nd_consumed) goes to the in-port's host interface: ARP and ND so that the
+// kernel's neighbor entries resolve, and IP to a port address or node IP (BGP, BFD, SSH, the
+// health ports). Two budgets per worker: ARP, ND and on-link senders (TTL or hop limit 255, as
+// BFD and BGP with GTSM send, RFC 5082) apart from the rest, so that a flood from off-link cannot
+// starve the routing daemon. False: not for the host (the caller drops it under its reason).
+[[gnu::cold]] bool punt(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port) noexcept {
+    const PacketMeta& pm = p.meta;
+    const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+    bool control;
+    if (pm.l3 == L3Kind::arp || pm.is_nd()) {
+        control = true;
+    } else {
+        if (p.reason != DropReason::to_gateway) return false;
+        const uint32_t own = pm.is_v6() ? ctx.snap->local_flags(pm.key6.dst) : ctx.snap->local_flags(pm.key.dst);
+        if (!(own & (kPortAddr | kNodeAddr))) return false;  // a service address: nothing for the kernel
+        control = frame[pm.l3_off + (pm.is_v6() ? 7 : 8)] == 255;
+    }
+    if (!(control ? ctx.punt_control : ctx.punt_other).allow(ctx.now_ms)) {
+        p.reason = DropReason::punt_limited;
+        output_drop(ctx, m, DropReason::punt_limited);
+        p.l2 = L2Outcome::dropped;
+        return true;
+    }
+    ++ctx.counters.punted;
+    p.reason = DropReason::none;
+    p.l2 = L2Outcome::punted;
+    queue(ctx, ctx.out.host_of(in_port), m);
+    return true;
+}
+
 inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
         switch (p.verdict) {
         case Verdict::drop:
@@ -173,6 +206,8 @@ inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_
             if (p.reason == DropReason::none) {
                 queue(ctx, in_port, m);
                 p.l2 = L2Outcome::sent;
+            } else if (ctx.out.host_of(in_port) != Output::kNoHost && punt(ctx, m, p, in_port)) [[unlikely]] {
+                // handed to the kernel, or counted as over its budget
             } else {
                 output_drop(ctx, m, p.reason);
                 p.l2 = L2Outcome::dropped;

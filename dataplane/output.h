@@ -62,6 +62,19 @@ public:
     void set_mtus(const uint16_t* mtus) noexcept { mtus_ = mtus; }
     uint16_t mtu(uint16_t port) const noexcept { return mtus_ ? mtus_[port] : 0; }
 
+    // Host interfaces (host_path): `host_of[port]` is the output index of port's host interface
+    // (an index past the ports the sink knows), kNoHost for none; alive as long as the Output.
+    static constexpr uint16_t kNoHost = 0xffff;
+    void set_host_path(const uint16_t* host_of, uint16_t outputs) {
+        host_of_ = host_of;
+        if (outputs > n_ports_) {
+            auto b = std::make_unique<TxBatch[]>(outputs);
+            batches_ = std::move(b);
+            n_outputs_ = outputs;
+        }
+    }
+    uint16_t host_of(uint16_t port) const noexcept { return host_of_ ? host_of_[port] : kNoHost; }
+
     NeighborTable* neighbors() const noexcept { return neighbors_; }
     NeighborTable6* neighbors6() const noexcept { return neighbors6_; }
     rte_mempool* pool() const noexcept { return pool_; }
@@ -88,7 +101,9 @@ private:
     rte_mempool* pool_ = nullptr;
     const rte_ether_addr* macs_ = nullptr;
     const uint16_t* mtus_ = nullptr;
+    const uint16_t* host_of_ = nullptr;
     uint16_t n_ports_ = 0;
+    uint16_t n_outputs_ = 0;  // ports and host interfaces
     TxSink sink_;
     std::unique_ptr<TxBatch[]> batches_;
     Held held_[kHold];

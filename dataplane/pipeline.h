@@ -69,7 +69,9 @@ struct WorkerCtx {
     RouteMemo6 routes6;  // this worker's IPv6 route answers (route.h)
     FragTable* frags = nullptr;  // shared by all workers; null: later fragments are dropped
     uint32_t frag_cursor = 0;    // where this worker's timeout sweep goes on
-    IcmpLimiter icmp;            // the ICMP errors this worker originates (too big)
+    TokenBucket icmp;            // the ICMP errors this worker originates (too big)
+    TokenBucket punt_control;    // to the host interfaces: ARP, ND, on-link senders (output.cpp)
+    TokenBucket punt_other;      // to the host interfaces: the rest
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the

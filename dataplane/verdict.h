@@ -88,6 +88,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(arp_consumed, "ARP reply, announcement or request for another host: read, not forwarded") \
     X(nd_consumed, "Neighbor Advertisement, or Solicitation for another host: read, not forwarded") \
     X(to_gateway, "addressed to the gateway itself; only ARP, ND and echo are answered")        \
+    X(punt_limited, "for the host interface, over its rate limit (dataplane.host_path)")        \
     X(frag_needed, "rejected: IPv4 with DF larger than the egress MTU (ICMP fragmentation needed sent)") \
     X(packet_too_big, "rejected: IPv6 larger than the egress MTU (ICMPv6 Packet Too Big sent)")  \
     X(icmp_rate_limited, "an ICMP error over the gateway's rate limit (icmp_errors_per_second)") \

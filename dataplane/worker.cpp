@@ -20,6 +20,10 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
     if (shared.port_mtus.size() == shared.port_macs.size()) ctx_.out.set_mtus(shared.port_mtus.data());
     ctx_.frags = shared.frags;
     ctx_.icmp.per_second = shared.icmp_errors_per_second;
+    ctx_.punt_control.per_second = shared.punt_control_per_second;
+    ctx_.punt_other.per_second = shared.punt_other_per_second;
+    if (shared.hosts.size() && shared.host_of.size() == shared.port_macs.size())
+        ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
     tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
 }
 
@@ -58,6 +62,7 @@ void Worker::run() noexcept {
             burst_.start(n, q.port);
             process_burst(burst_, ctx_);
         }
+        if (ctx_.worker == 0 && shared_.hosts.size() && from_hosts()) busy = true;
         if (ctx_.out.held()) output_retry_held(ctx_);
         remove_requested();
         // Ageing works in seconds: under load every 64th loop is often enough.
@@ -73,6 +78,23 @@ void Worker::run() noexcept {
     if (ctx_.worker == 0) frag_flush(ctx_, DropReason::frag_timeout);  // the hold is shared: one empties it
     rte_rcu_qsbr_thread_offline(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_unregister(shared_.qsbr, ctx_.worker);
+}
+
+// What the kernel wrote on the host interfaces (its routing daemon, health answers, its own ARP
+// and ND) leaves through their ports as it is. True when there was any.
+bool Worker::from_hosts() noexcept {
+    bool any = false;
+    rte_mbuf* pkts[32];
+    for (const WorkerShared::Host& h : shared_.hosts) {
+        const uint16_t n = rte_eth_rx_burst(shared_.port_ids[h.output], 0, pkts, std::size(pkts));
+        if (!n) continue;
+        any = true;
+        const uint16_t sent = transmit(this, h.port, pkts, n);
+        ctx_.counters.host_out += sent;
+        ctx_.counters.host_out_dropped += n - sent;
+        for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+    }
+    return any;
 }
 
 // Datagram flows whose endpoint a reload removed: the owner takes them out of the table, so the

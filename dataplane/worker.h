@@ -51,6 +51,18 @@ struct WorkerShared {
     FixedArray<uint16_t> port_mtus;        // by port index
     FragTable* frags = nullptr;            // the fragment hold, shared
     uint32_t icmp_errors_per_second = 1000;  // per worker
+    // The host path: port_ids, port_macs, port_mtus and each worker's transmit queues go on past
+    // the ports with one entry per host interface (output index ports + k); host_of maps a port
+    // index to its host interface's output index (Output::kNoHost: none). Worker 0 polls each
+    // host interface's single receive queue and sends what the kernel wrote out of its port.
+    FixedArray<uint16_t> host_of;          // by port index
+    struct Host {
+        uint16_t output;  // its output index (ports + k)
+        uint16_t port;    // the port index it belongs to
+    };
+    FixedArray<Host> hosts;
+    uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
+    uint32_t punt_other_per_second = 1000;
 };
 
 struct RxQueue {
@@ -81,6 +93,7 @@ public:
 private:
     void run() noexcept;
     void remove_requested() noexcept;
+    bool from_hosts() noexcept;
     static uint16_t transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
 
     WorkerShared& shared_;

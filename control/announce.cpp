@@ -1,0 +1,76 @@
+#include "announce.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace svcgate::ctl {
+
+namespace {
+IpCidr host(const IpAddr& a) { return IpCidr{a, static_cast<uint8_t>(a.is_v4() ? 32 : 128)}; }
+
+bool less(const IpCidr& a, const IpCidr& b) {
+    if (a.addr.is_v4() != b.addr.is_v4()) return a.addr.is_v4();
+    const int c = std::memcmp(a.addr.v6().b, b.addr.v6().b, 16);
+    return c != 0 ? c < 0 : a.len < b.len;
+}
+}  // namespace
+
+unsigned local_ready_endpoints(const ServiceConfig& s, const std::string& node_name) {
+    std::vector<IpAddr> seen;
+    for (const EndpointGroup& g : s.groups)
+        for (const EndpointConfig& e : g.endpoints)
+            if (e.ready && !node_name.empty() && e.node == node_name &&
+                std::find(seen.begin(), seen.end(), e.ip) == seen.end())
+                seen.push_back(e.ip);
+    return static_cast<unsigned>(seen.size());
+}
+
+std::vector<IpCidr> announce_set(const Config& cfg) {
+    const RoutingConfig& r = cfg.routing;
+    std::vector<IpCidr> out;
+    for (const ServiceConfig& s : cfg.services) {
+        if (s.type == ServiceType::external_name || s.cluster_ips.empty()) continue;
+        // A family the Service has no ClusterIP of is not served (config_model.h).
+        auto served = [&](const IpAddr& a) {
+            return std::any_of(s.cluster_ips.begin(), s.cluster_ips.end(),
+                               [&](const IpAddr& c) { return c.family() == a.family(); });
+        };
+        const bool external_ok = !s.external_local || local_ready_endpoints(s, cfg.cluster.node_name) > 0;
+        if (r.cluster_ips)
+            for (const IpAddr& a : s.cluster_ips) out.push_back(host(a));
+        if (r.external_ips && external_ok)
+            for (const IpAddr& a : s.external_ips)
+                if (served(a)) out.push_back(host(a));
+        if (r.load_balancer_ips && external_ok && s.type == ServiceType::load_balancer)
+            for (const IpAddr& a : s.lb_ips)
+                if (served(a)) out.push_back(host(a));
+    }
+    if (r.node_ips)
+        for (const IpAddr& a : cfg.cluster.node_ips) out.push_back(host(a));
+    if (r.service_cidrs)
+        for (const IpCidr& c : cfg.cluster.service_cidrs) out.push_back(c);
+    std::sort(out.begin(), out.end(), less);
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+Announcer::~Announcer() {
+    if (table_) (void)sync({});
+}
+
+std::string Announcer::sync(const std::vector<IpCidr>& want) {
+    if (!table_) return {};
+    std::string first, err;
+    std::vector<IpCidr> now = nl_.routes(table_, err);
+    if (!err.empty()) return err;
+    for (const IpCidr& c : now)
+        if (std::find(want.begin(), want.end(), c) == want.end())
+            if (std::string e = nl_.del_route(table_, c); !e.empty() && first.empty()) first = e;
+    for (const IpCidr& c : want)
+        if (std::find(now.begin(), now.end(), c) == now.end())
+            if (std::string e = nl_.add_route(table_, c, ifindex_); !e.empty() && first.empty()) first = e;
+    have_ = want;
+    return first;
+}
+
+}  // namespace svcgate::ctl
