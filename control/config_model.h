@@ -75,6 +75,9 @@ struct PortConfig {
     // dataplane does not answer for the gateway's own addresses goes there, what the kernel
     // sends on it leaves through the port. "" = none (host_path.h).
     std::string host_interface;
+    // The port's MAC, set on the device; none: the device's own (gateways on one LAN whose
+    // virtual devices all start with the same MAC).
+    std::optional<std::array<uint8_t, 6>> mac;
     Mark mark;
 };
 

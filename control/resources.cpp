@@ -1,6 +1,7 @@
 #include "resources.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <rte_eal.h>
@@ -11,6 +12,7 @@
 #include <rte_pdump.h>
 
 #include "log.h"
+#include "trace.h"
 #include "output.h"
 
 namespace svcgate::ctl {
@@ -90,6 +92,21 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
     for (uint16_t q = 0; q < txq_; ++q)
         if ((rc = rte_eth_tx_queue_setup(id_, q, ntx, socket, nullptr)) != 0)
             return fmt::format("port {}: tx queue {}: {}", pc.name, q, rte_strerror(-rc));
+    if (pc.mac) {
+        rte_ether_addr m;
+        std::memcpy(m.addr_bytes, pc.mac->data(), 6);
+        // A device that cannot take it (net_pcap) still receives every frame (promiscuous
+        // below): svcgate sends and answers with the configured MAC all the same.
+        if ((rc = rte_eth_dev_default_mac_addr_set(id_, &m)) != 0) {
+            if (rc != -ENOTSUP)
+                return fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name, format_mac(m),
+                                   rte_strerror(-rc));
+            log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers",
+                            pc.name, info.driver_name, format_mac(m)));
+        }
+        mac_ = m;
+        have_mac_ = true;
+    }
     if ((rc = rte_eth_dev_start(id_)) != 0) return fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc));
     started_ = true;
     rte_eth_promiscuous_enable(id_);  // best effort: ARP for VIPs uses our own MAC anyway
@@ -101,6 +118,7 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
 }
 
 rte_ether_addr Port::mac() const {
+    if (have_mac_) return mac_;
     rte_ether_addr m{};
     rte_eth_macaddr_get(id_, &m);
     return m;

@@ -55,7 +55,7 @@ public:
     Port() = default;
     Port(Port&& o) noexcept
         : id_(o.id_), rxq_(o.rxq_), txq_(o.txq_), configured_(std::exchange(o.configured_, false)),
-          started_(std::exchange(o.started_, false)) {}
+          started_(std::exchange(o.started_, false)), have_mac_(o.have_mac_), mac_(o.mac_) {}
     Port& operator=(Port&&) = delete;
     ~Port();
 
@@ -72,6 +72,8 @@ private:
     uint16_t rxq_ = 1, txq_ = 1;
     bool configured_ = false;  // closed when destroyed (its queues point into the pool)
     bool started_ = false;     // stopped first
+    bool have_mac_ = false;    // ports[].mac, kept even where the device could not take it
+    rte_ether_addr mac_{};
 };
 
 inline constexpr uint16_t kRxDesc = 1024;

@@ -216,7 +216,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
             std::string path = fmt::format("dataplane.ports[{}]", i);
-            if (!r.map(p, path, {"name", "device", "addresses", "mtu", "host_interface"})) continue;
+            if (!r.map(p, path, {"name", "device", "addresses", "mtu", "host_interface", "mac"})) continue;
             PortConfig pc{.mark = r.mark(p)};
             if (!p["name"]) r.error(p, path, "a port needs a name");
             else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
@@ -225,6 +225,12 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
             if (p["mtu"])
                 if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, 1280, kMaxMtu)) pc.mtu = *m;
+            if (const ytree::Node m = p["mac"]) {
+                const auto text = r.view(m, {path, ".mac"}).value_or("");
+                pc.mac = parse_mac(text);
+                if (!pc.mac || ((*pc.mac)[0] & 1))
+                    r.error(m, {path, ".mac"}, fmt::format("\"{}\" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)", text)), pc.mac.reset();
+            }
             if (const ytree::Node h = p["host_interface"]) {
                 // A Linux interface name (IFNAMSIZ less the NUL; no '/', ':', or blanks).
                 const std::string v = r.str(h, {path, ".host_interface"}).value_or("");

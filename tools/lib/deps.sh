@@ -22,6 +22,29 @@ install_deps() {
     fi
 }
 
+# install_guarded PACKAGE...: installs without starting the packaged services on the machine (bird2
+# would run BIRD in the root namespace; every routing daemon of the lab runs in a namespace the
+# lab creates): a policy-rc.d that refuses every start is in place for the install, and the units
+# are left disabled.
+install_guarded() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local guard=/usr/sbin/policy-rc.d had=0
+    [ -e $guard ] && had=1 && cp $guard /tmp/svcgate-policy-rc.d.saved
+    printf '#!/bin/sh\nexit 101\n' > $guard && chmod +x $guard
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    local rc=$?
+    if [ $had = 1 ]; then mv /tmp/svcgate-policy-rc.d.saved $guard; else rm -f $guard; fi
+    command -v systemctl >/dev/null && systemctl disable bird nftables >/dev/null 2>&1
+    return $rc
+}
+
+# The HA lab (tools/lib/ha.sh): BIRD for BGP and BFD, nftables for the router's connection pinning.
+install_ha_deps() { install_guarded bird2 nftables; }
+
 # install_prometheus: Debian's prometheus (the server and promtool) for the end-to-end test, which
 # runs its own inside the lab. Installing must not start the packaged service on the machine: a
 # policy-rc.d that refuses every start is in place for the install (invoke-rc.d and

@@ -19,6 +19,7 @@
 LAB_NS=(client gw lab-switch kube-node-1 kube-node-2 coredns test-pod-1 test-pod-2 lab-sleeper test-pod-3)
 LAB_PODS=("coredns kube-node-1 10.244.2.2" "test-pod-1 kube-node-1 10.244.2.4" "test-pod-2 kube-node-1 10.244.2.6"
           "lab-sleeper kube-node-2 10.244.3.5" "test-pod-3 kube-node-2 10.244.3.6")
+LAB_HA_NS=()  # tools/lib/ha.sh's namespaces, when it is sourced
 LAB_RUN=/run/svcgate-lab
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
@@ -53,12 +54,12 @@ lab_hugepages() {  # svcgate runs as a multi-process primary so that dpdk-dumpca
 lab_down() {
     lab_stop_apps
     # Whatever else still runs inside a lab namespace goes too.
-    for ns in "${LAB_NS[@]}"; do
+    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}"; do
         local pids
         pids=$(ip netns pids "$ns" 2>/dev/null || true)
         [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
     done
-    for ns in "${LAB_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
     rm -rf "$LAB_RUN"
 }
 
@@ -91,9 +92,20 @@ lab_up() {
     lab_x client ip addr add fd00:67::100/64 dev eth0 nodad
     lab_x client ip -6 route add default via fd00:67::8
     # the node network: a switch with the gateway and both nodes
+    lab_cluster_up 10.192.0.2 fd00:192::2
+    lab_link gw gw-cl lab-switch sw-gw
+    lab_x lab-switch ip link set sw-gw master br0
+    # the gateway's namespace: the ports belong to svcgate, not to the kernel (no addresses)
+    lab_x gw sysctl -qw net.ipv4.ip_forward=0
+    lab_hugepages
+}
+
+# The node network (lab-switch's br0), both nodes and their pods; the nodes' default route goes to
+# gateway address $1 (IPv4) and $2 (IPv6). The gateways' links to br0 are their caller's.
+lab_cluster_up() {
+    local gw4=$1 gw6=$2
     lab_x lab-switch ip link add br0 type bridge mcast_snooping 0  # ND multicast flooded: no MLD in the lab
     lab_x lab-switch ip link set br0 up
-    lab_link gw gw-cl lab-switch sw-gw
     local i=1
     for node in kube-node-1 kube-node-2; do
         lab_link "$node" eth0 lab-switch "sw-n$i"
@@ -106,11 +118,11 @@ lab_up() {
         lab_x "$node" ip addr add "10.244.$((i + 1)).1/24" dev cni0
         lab_x "$node" ip addr add "fd00:244:$((i + 1))::1/64" dev cni0 nodad
         lab_x "$node" ip link set cni0 up
-        lab_x "$node" ip route add default via 10.192.0.2
-        lab_x "$node" ip -6 route add default via fd00:192::2
+        lab_x "$node" ip route add default via "$gw4"
+        lab_x "$node" ip -6 route add default via "$gw6"
         i=$((i + 1))
     done
-    for dev in sw-gw sw-n1 sw-n2; do lab_x lab-switch ip link set "$dev" master br0; done
+    for dev in sw-n1 sw-n2; do lab_x lab-switch ip link set "$dev" master br0; done
     # pods
     for p in "${LAB_PODS[@]}"; do
         set -- $p
@@ -122,9 +134,6 @@ lab_up() {
         lab_x "$pod" ip route add default via "${ip%.*}.1"
         lab_x "$pod" ip -6 route add default via "$(lab_ip6 "${ip%.*}.1")"
     done
-    # the gateway's namespace: the ports belong to svcgate, not to the kernel (no addresses)
-    lab_x gw sysctl -qw net.ipv4.ip_forward=0
-    lab_hugepages
 }
 
 # The big TXT record's text: 3,300 letters, a..z over and over.
