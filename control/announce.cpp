@@ -16,13 +16,17 @@ bool less(const IpCidr& a, const IpCidr& b) {
 }  // namespace
 
 unsigned local_ready_endpoints(const ServiceConfig& s, const std::string& node_name) {
+    // Per family, as each of kube-proxy's proxiers counts (a dual-stack pod is one endpoint).
     std::vector<IpAddr> seen;
+    unsigned v4 = 0, v6 = 0;
     for (const EndpointGroup& g : s.groups)
         for (const EndpointConfig& e : g.endpoints)
             if (e.ready && !node_name.empty() && e.node == node_name &&
-                std::find(seen.begin(), seen.end(), e.ip) == seen.end())
+                std::find(seen.begin(), seen.end(), e.ip) == seen.end()) {
                 seen.push_back(e.ip);
-    return static_cast<unsigned>(seen.size());
+                ++(e.ip.is_v4() ? v4 : v6);
+            }
+    return std::max(v4, v6);
 }
 
 std::vector<IpCidr> announce_set(const Config& cfg) {

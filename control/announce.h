@@ -25,7 +25,8 @@ namespace svcgate::ctl {
 // The prefixes to announce under `cfg`, sorted, no duplicates.
 std::vector<IpCidr> announce_set(const Config& cfg);
 
-// Ready endpoints of `s` on this node (cluster.node_name), counted once per address.
+// Ready endpoints of `s` on this node (cluster.node_name): each address once, the larger of the
+// two families' counts.
 unsigned local_ready_endpoints(const ServiceConfig& s, const std::string& node_name);
 
 // The routes of one kernel table, kept equal to a set.

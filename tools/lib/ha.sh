@@ -214,10 +214,14 @@ ha_birdc() {  # namespace, command...
 ha_start_gateway() {
     local i=$1 bin=${2:-$LAB_SRC/build/control/svcgate} cfg
     cfg=$(ha_config "$i")
-    ip netns exec "gw$i" "$bin" --config "$cfg" >>"$LAB_RUN/gw$i.log" 2>&1 &
+    [ -f "$LAB_RUN/gw$i.log" ] && mv "$LAB_RUN/gw$i.log" "$LAB_RUN/gw$i.log.prev"
+    ip netns exec "gw$i" "$bin" --config "$cfg" >"$LAB_RUN/gw$i.log" 2>&1 &
     echo $! > "$LAB_RUN/gw$i.pid"
     for _ in $(seq 1 100); do
         if grep -q "svcgate: running" "$LAB_RUN/gw$i.log" 2>/dev/null && lab_x "gw$i" ip link show sg-ext >/dev/null 2>&1; then
+            # The kernel's own routes, for what it answers (health checks from the client network).
+            lab_x "gw$i" ip route replace default via 192.168.67.1 dev sg-ext
+            lab_x "gw$i" ip -6 route replace default via fd00:67::1 dev sg-ext
             ha_bird_gw "$i"
             [ -f "$LAB_RUN/gw$i-bird.pid" ] && kill "$(cat "$LAB_RUN/gw$i-bird.pid")" 2>/dev/null && sleep 0.2
             ha_bird_start "gw$i"

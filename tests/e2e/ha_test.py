@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""End to end on the HA lab (DESIGN.md section 9, tools/lib/ha.sh) with 3 gateways: svcgate and
+BIRD on each, BIRD on the router, ECMP over the gateways. Prints "ok   ..." / "FAIL ..." per check;
+exits 1 on a failure.
+
+usage: ha_test.py SVCGATE SOURCE_DIR
+  - what each gateway announces is in the router's routing table, checked route by route;
+  - 300 new connections from the client to a LoadBalancer IP: all answered, each gateway >= 15%;
+  - /healthz, /livez and a healthCheckNodePort answer 200, and 503 when they should;
+  - a UDP flood to a gateway's own address: punt drops counted, its BGP sessions stay up;
+  - SIGKILL of a gateway carrying keep-alive connections: the router's ECMP set shrinks (BFD),
+    new connections succeed again within 3 s, the survivors' keep-alive connections see no error,
+    the killed gateway's share is reported; it restarts and rejoins;
+  - svcgatectl drain on a gateway carrying keep-alive connections: none breaks, its announcements
+    are withdrawn, it exits by itself once they close.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
+
+svcgate, src = sys.argv[1], sys.argv[2]
+ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
+ns = checks.ns
+N = 3
+RUN = "/run/svcgate-lab"
+LB4, LB6, LOCAL4 = "192.168.100.10", "fd00:100::10", "192.168.100.11"
+EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
+EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
+
+
+def ha(script, timeout=120):
+    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; source {src}/tools/lib/ha.sh; {script}"],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def gwctl(i, *args):
+    r = subprocess.run([ctl, "--socket", f"{RUN}/gw{i}.sock", *args], capture_output=True, text=True, timeout=30)
+    return r.stdout
+
+
+def gwjson(i, *args):
+    try:
+        return json.loads(gwctl(i, *args, "--json"))
+    except ValueError:
+        return {}
+
+
+def hops(dst):
+    """The router's next hops towards dst."""
+    fam = "-6" if ":" in dst else "-4"
+    out = ns("router", "ip", fam, "route", "show", dst).stdout.decode()
+    return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
+
+
+def wait(cond, limit, step=0.05):
+    """Seconds until cond() held, or None after `limit` seconds."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(step)
+    return None
+
+
+def http(ns_name, url, timeout="2"):
+    r = ns(ns_name, "curl", "-s", "-m", timeout, "-o", "/dev/stdout", "-w", " %{http_code}", url, timeout=30)
+    return r.stdout.decode(errors="replace").rsplit(" ", 1) if r.returncode == 0 else None
+
+
+def flows_by_port(i):
+    """Client source port -> True for every flow gateway i holds from the client."""
+    out = gwctl(i, "flows", "--json", "--limit", "10000")
+    try:
+        return {int(f["original"].split(" > ")[0].rsplit(":", 1)[1]) for f in json.loads(out)
+                if "192.168.66.100" in f["original"] or "fd00:66::100" in f["original"]}
+    except (ValueError, KeyError, IndexError):
+        return set()
+
+
+class KeepAlive:
+    def __init__(self, n, addr=LB4):
+        self.dir = tempfile.mkdtemp()
+        self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
+        self.p = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3",
+                                   os.path.join(src, "tests/e2e/keepalive.py"), addr, str(n), self.state,
+                                   self.stop_file])
+        wait(lambda: len([c for c in self.read() if c["ok"] > 2]) == n, 20)
+
+    def read(self):
+        try:
+            with open(self.state) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+
+    def stop(self):
+        open(self.stop_file, "w").close()
+        try:
+            self.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        return self.read()
+
+
+def owners(conns):
+    """Connection port -> gateway index."""
+    where = {}
+    for i in range(1, N + 1):
+        for port in flows_by_port(i):
+            where[port] = i
+    return {c["port"]: where.get(c["port"]) for c in conns}
+
+
+def main():
+    r = ha(f"ha_up {N} && ha_start {N}", timeout=180)
+    if not check(r.returncode == 0, f"HA lab with {N} gateways up ({r.stderr.strip()[-300:]})"):
+        return
+    # BGP up and every announcement in the router's table.
+    up = wait(lambda: all(len(hops(a)) == N for a in (LB4, LB6, LOCAL4)), 30)
+    check(up is not None, f"router: {LB4}, {LB6} and {LOCAL4} each over {N} next hops (after {up} s)")
+    for i in range(1, N + 1):
+        ann = gwjson(i, "status").get("health", {}).get("announced", [])
+        missing = [a for a in ann if (EXT6[i] if ":" in a else EXT4[i]) not in hops(a.split("/")[0])]
+        check(len(ann) == 4 and not missing,
+              f"gw{i}: every prefix it announces ({len(ann)}) is in the router's table via it (missing {missing})")
+    routes = ha("ha_birdc router show route").stdout
+    check(routes.count("AS64513i") >= 4 * N, f"birdc on the router shows {routes.count('AS64513i')} routes from the gateways")
+
+    # 300 new connections.
+    before = {i: gwjson(i, "stats").get("flows", {}).get("created", 0) for i in range(1, N + 1)}
+    answered = 0
+    for _ in range(300):
+        a = http("client", f"http://{LB4}/")
+        answered += a is not None and a[1] == "200" and a[0].startswith("test-pod")
+    share = {i: gwjson(i, "stats").get("flows", {}).get("created", 0) - before[i] for i in range(1, N + 1)}
+    check(answered == 300, f"300 new connections to {LB4}: {answered} answered")
+    check(sum(share.values()) >= 300 and all(v >= 45 for v in share.values()),
+          f"each gateway carried at least 15% of them: {share}")
+
+    # Health.
+    for i in range(1, N + 1):
+        h = http(f"gw{i}", "http://127.0.0.1:9477/healthz")
+        lz = http(f"gw{i}", "http://127.0.0.1:9477/livez")
+        check(h is not None and h[1] == "200" and json.loads(h[0]).get("lastUpdated") and lz is not None and
+              lz[1] == "200", f"gw{i}: /healthz and /livez 200 with kube-proxy's body ({h}, {lz})")
+    hc = http("client", f"http://{EXT4[1]}:32100/")
+    check(hc is not None and hc[1] == "200" and json.loads(hc[0]).get("localEndpoints") == 1,
+          f"healthCheckNodePort 32100 on gw1's node IP from the client: 200, 1 local endpoint ({hc})")
+    hc6 = http("client", f"http://[{EXT6[1]}]:32100/")
+    check(hc6 is not None and hc6[1] == "200", f"... and over IPv6 ({hc6})")
+    # The local endpoint moves to another node on gw1: 503, and local-lb is withdrawn from gw1 only.
+    ha("HA_LOCAL_NODE=kube-node-1 ha_config 1 >/dev/null")
+    gwctl(1, "reload")
+    hc = http("client", f"http://{EXT4[1]}:32100/")
+    check(hc is not None and hc[1] == "503" and json.loads(hc[0]).get("localEndpoints") == 0,
+          f"no local endpoint: healthCheckNodePort 503 with 0 local endpoints ({hc})")
+    gone = wait(lambda: hops(LOCAL4) == {EXT4[2], EXT4[3]}, 10)
+    check(gone is not None, f"policy Local without a local endpoint: {LOCAL4} withdrawn by gw1 only ({hops(LOCAL4)})")
+    ha("ha_config 1 >/dev/null")
+    gwctl(1, "reload")
+    check(wait(lambda: len(hops(LOCAL4)) == N, 10) is not None, f"local endpoint back: {LOCAL4} announced again")
+
+    # A flood to gw2's own address from the client: counted punt drops, BGP and BFD stay up.
+    since = [line for line in ha("ha_birdc router show protocols").stdout.splitlines() if line.startswith("gw2 ")]
+    flood = subprocess.run(["ip", "netns", "exec", "client", "/usr/bin/python3", "-c", f"""
+import socket, time, random
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+t = time.monotonic(); n = 0
+while time.monotonic() - t < 6:
+    for _ in range(200):
+        s.sendto(b'x' * 64, ('{EXT4[2]}', random.randint(1024, 65000))); n += 1
+print(n)
+"""], capture_output=True, text=True, timeout=60)
+    sent = int(flood.stdout.strip() or 0)
+    drops = gwjson(2, "stats").get("drops", {}).get("punt_limited", 0)
+    after = [line for line in ha("ha_birdc router show protocols").stdout.splitlines() if line.startswith("gw2 ")]
+    check(sent > 20000 and drops > 0, f"UDP flood of {sent} datagrams to gw2's address: {drops} counted punt_limited")
+    check(since and since == after and "Established" in after[0],
+          f"gw2's BGP session stayed up through the flood (before {since}, after {after})")
+
+    # SIGKILL of a gateway carrying keep-alive connections.
+    ka = KeepAlive(30)
+    where = owners(ka.read())
+    counts = {i: sum(1 for g in where.values() if g == i) for i in range(1, N + 1)}
+    victim = max(counts, key=counts.get)
+    check(sum(counts.values()) == 30, f"30 keep-alive connections, per gateway {counts}; killing gw{victim}")
+    ha(f"kill -9 $(cat $LAB_RUN/gw{victim}.pid)")
+    t0 = time.monotonic()
+    shrink = wait(lambda: EXT4[victim] not in hops(LB4), 5, 0.02)
+    check(shrink is not None and shrink < 1.5, f"the router's ECMP set lost gw{victim} after {shrink} s (BFD)")
+    ok_at = None
+    while time.monotonic() - t0 < 10:
+        a = http("client", f"http://{LB4}/", "1")
+        if a is not None and a[1] == "200":
+            ok_at = time.monotonic() - t0
+            break
+        time.sleep(0.1)
+    check(ok_at is not None and ok_at <= 3, f"new connections succeed again {ok_at} s after the kill")
+    fresh = sum(1 for _ in range(30) if (a := http("client", f"http://{LB4}/")) and a[1] == "200")
+    check(fresh == 30, f"then 30 new connections: {fresh} answered")
+    time.sleep(2)
+    res = ka.stop()
+    survivors = [c for c in res if where.get(c["port"]) != victim]
+    broken = [c for c in survivors if c["errors"]]
+    lost = [c for c in res if where.get(c["port"]) == victim and c["errors"]]
+    check(survivors and not broken, f"keep-alive connections through the survivors: {len(survivors)}, none broke "
+                                    f"(longest gap {max((c['gap'] for c in survivors), default=0)} s) {broken[:2]}")
+    print(f"info the killed gw{victim} carried {counts[victim]} of 30 keep-alive connections; {len(lost)} broke "
+          "(until flows are synchronised between gateways)")
+    r = ha(f"ha_start_gateway {victim}")
+    back = wait(lambda: len(hops(LB4)) == N and len(hops(LB6)) == N, 30)
+    check(r.returncode == 0 and back is not None, f"gw{victim} restarted and rejoined the ECMP set after {back} s")
+
+    # Drain a gateway that carries keep-alive connections.
+    ka = KeepAlive(12)
+    where = owners(ka.read())
+    counts = {i: sum(1 for g in where.values() if g == i) for i in range(1, N + 1)}
+    target = max(counts, key=counts.get)
+    out = gwctl(target, "drain", "--timeout", "60")
+    check("draining" in out, f"svcgatectl drain on gw{target} (carrying {counts[target]} of 12): {out.strip()}")
+    gone = wait(lambda: EXT4[target] not in hops(LB4) and EXT6[target] not in hops(LB6), 5)
+    check(gone is not None, f"its announcements withdrawn from the router after {gone} s")
+    h = http(f"gw{target}", "http://127.0.0.1:9477/healthz")
+    check(h is not None and h[1] == "503", f"its /healthz answers 503 while draining ({h})")
+    st = gwctl(target, "status")
+    check("draining" in st and "connections left" in st, "svcgatectl status shows the drain and the connections left")
+    time.sleep(3)  # its connections keep being served meanwhile
+    alive = ha(f"kill -0 $(cat $LAB_RUN/gw{target}.pid)").returncode == 0
+    check(alive, f"gw{target} still runs while its connections are open")
+    res = ka.stop()
+    check(all(not c["errors"] and c["ok"] > 20 for c in res),
+          f"none of the 12 keep-alive connections broke during the drain ({[c['errors'] for c in res if c['errors']][:2]})")
+    exited = wait(lambda: ha(f"kill -0 $(cat $LAB_RUN/gw{target}.pid)").returncode != 0, 30, 0.2)
+    log = ha(f"cat $LAB_RUN/gw{target}.log").stdout
+    check(exited is not None and "drained: no connection left" in log,
+          f"gw{target} exited by itself {exited} s after its connections closed")
+
+
+try:
+    main()
+finally:
+    ha("lab_down")
+checks.finish("HA lab")
