@@ -11,6 +11,7 @@
 #include <memory>
 
 #include <net/if.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <rte_dev.h>
@@ -525,6 +526,24 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
     }
 }
 
+// What would keep a host interface from being created, found before starting (and by --check):
+// no TUN/TAP driver, or the name taken by an interface that is not a TAP device (one svcgate
+// left, or one of a running svcgate, is: net_tap takes it over).
+std::vector<std::string> host_interface_problems(const Config& cfg) {
+    std::vector<std::string> out;
+    for (const PortConfig& p : cfg.dataplane.ports) {
+        if (p.host_interface.empty()) continue;
+        const std::string what = fmt::format("{}:{}:{}: dataplane.ports {}: host_interface {}", p.mark.file.str(),
+                                             p.mark.line, p.mark.column, p.name, p.host_interface);
+        if (access("/dev/net/tun", R_OK | W_OK) != 0)
+            out.push_back(what + ": cannot be created: /dev/net/tun is missing or not writable (TUN/TAP driver)");
+        const std::string sys = "/sys/class/net/" + p.host_interface;
+        if (access(sys.c_str(), F_OK) == 0 && access((sys + "/tun_flags").c_str(), F_OK) != 0)
+            out.push_back(what + ": cannot be created: an interface of that name exists and is not a TAP device");
+    }
+    return out;
+}
+
 }  // namespace
 
 int check_config(const std::string& path) {
@@ -532,6 +551,11 @@ int check_config(const std::string& path) {
         Config cfg = load_config_file(path);
         for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         auto snap = build_snapshot(cfg, 1, nullptr, BuildMode::validate);  // no DPDK: nothing is started
+        if (const auto problems = host_interface_problems(cfg); !problems.empty()) {
+            for (const std::string& m : problems) fmt::print(stderr, "{}\n", m);
+            fmt::print(stderr, "{}: {} error{}\n", path, problems.size(), problems.size() == 1 ? "" : "s");
+            return 1;
+        }
         fmt::print("{}: OK: {} service ports, {} endpoints, {} ports, {} routes", path, snap->services.size(),
                    snap->endpoints.size(), cfg.dataplane.ports.size(), cfg.dataplane.routes.size());
         if (!cfg.manifests.empty()) fmt::print("; Kubernetes: {}", kube_summary(cfg.kube));
@@ -558,6 +582,10 @@ int run_daemon(const DaemonOptions& opts) {
         return 1;
     }
     for (const auto& w : st.cfg.warnings) log_warning(w.str());
+    if (const auto problems = host_interface_problems(st.cfg); !problems.empty()) {
+        for (const std::string& m : problems) log_err(m);
+        return 1;
+    }
     const DataplaneConfig dpc = st.cfg.dataplane;
 
     Runtime rt;

@@ -114,7 +114,8 @@ std::string TraceRecord::text() const {
         s += "\n  l2 held: a later fragment, waiting for its first fragment";
         break;
     case L2Outcome::punted:
-        s += "\n  l2 to the host interface (the kernel of the gateway's namespace)";
+        s += fmt::format("\n  l2 handed to host interface {} (the kernel: its routing daemon, health checks)",
+                         port.value_or("?"));
         break;
     }
     for (const std::string& a : also_out(also)) s += fmt::format("\n  also out {}", a);
@@ -154,6 +155,19 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     ctx_.out.init(neighbors_, neighbors6_, tool_mempool(), macs_.data(), static_cast<uint16_t>(macs_.size()),
                   TxSink{.send = &Tracer::capture, .arg = this});
     ctx_.out.set_mtus(mtus_.data());
+    // Host interfaces (ports[].host_interface): what the dataplane hands the kernel is shown as
+    // such, within the punt budgets (trace's clock stands still: the budget never refills).
+    host_of_.assign(macs_.size(), Output::kNoHost);
+    host_names_.assign(macs_.size(), "");
+    uint16_t outputs = static_cast<uint16_t>(macs_.size());
+    for (size_t i = 0; i < cfg.dataplane.ports.size(); ++i)
+        if (!cfg.dataplane.ports[i].host_interface.empty()) {
+            host_of_[i] = outputs++;
+            host_names_[i] = cfg.dataplane.ports[i].host_interface;
+        }
+    if (outputs > macs_.size()) ctx_.out.set_host_path(host_of_.data(), outputs);
+    ctx_.punt_control.per_second = cfg.dataplane.punt_control_per_second;
+    ctx_.punt_other.per_second = cfg.dataplane.punt_other_per_second;
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
         1, PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
@@ -294,6 +308,7 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         for (const auto& [port, mb] : sent)
             if (b.pkt[i].l2 == L2Outcome::sent && mb == sent_as[i]) leaving = mb;
         TraceRecord r = record(b.pkt[i], tr[i], leaving, std::move(inputs[i]));
+        if (b.pkt[i].l2 == L2Outcome::punted && in_port < host_names_.size()) r.port = host_names_[in_port];
         out.push_back(std::move(r));
     }
     // Sent or waiting for a MAC, and none of the burst's packets as it leaves: fragments released
@@ -305,7 +320,8 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
     for (rte_mbuf* mb : others) {
         bool own = false;
         for (uint16_t i = 0; i < b.n && !own; ++i)
-            own = (b.pkt[i].l2 == L2Outcome::sent || b.pkt[i].l2 == L2Outcome::held) && mb == sent_as[i];
+            own = (b.pkt[i].l2 == L2Outcome::sent || b.pkt[i].l2 == L2Outcome::held ||
+               b.pkt[i].l2 == L2Outcome::punted) && mb == sent_as[i];
         PacketMeta pm{};
         const auto* data = rte_pktmbuf_mtod(mb, const uint8_t*);
         if (own || parse_packet(data, rte_pktmbuf_data_len(mb), pm) != DropReason::none ||

@@ -101,6 +101,8 @@ private:
     dp::NeighborTable neighbors_;
     dp::NeighborTable6 neighbors6_;
     std::vector<rte_ether_addr> macs_;
+    std::vector<uint16_t> host_of_;          // by port: its host interface's output index
+    std::vector<std::string> host_names_;    // by port: its host interface ("" none)
     dp::WorkerCtx ctx_;
     std::unique_ptr<Publisher> publisher_;
     std::unique_ptr<dp::Burst> burst_;

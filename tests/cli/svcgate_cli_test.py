@@ -96,6 +96,57 @@ with tempfile.TemporaryDirectory() as d:
     r = run("--config", cfgp, "--log-level", "loud")
     check(r.returncode == 2 and "is not err, warning" in r.stderr, "a bad --log-level: usage error, exit 2")
 
+# Issue 18: host interface, routing and health-port errors at --check.
+HA_BASE = """dataplane:
+  ports:
+    - {name: ext, device: net_null0, addresses: [192.0.2.8/24], host_interface: %s}
+control: {metrics: '127.0.0.1:9477'}
+%s
+services:
+  - name: a/lb
+    type: LoadBalancer
+    cluster_ip: 10.96.0.1
+    load_balancer_ips: [198.51.100.1]
+    external_traffic_policy: %s
+    health_check_node_port: %s
+    ports: [{port: 80, node_port: 30080}]
+  - name: a/other
+    type: NodePort
+    cluster_ip: 10.96.0.2
+    ports: [{port: 80, node_port: 30081}]
+"""
+with tempfile.TemporaryDirectory() as d:
+    def ha_check(host="sg-ext", routing="routing: {table: 101}", policy="Local", hcnp="32100"):
+        p = os.path.join(d, "ha.yaml")
+        with open(p, "w") as f:
+            f.write(HA_BASE % (host, routing, policy, hcnp))
+        return run("--config", p, "--check")
+    r = ha_check()
+    check(r.returncode == 0 and "OK" in r.stdout, f"a host interface, routing and a health check port: OK ({r.stderr.strip()})")
+    r = ha_check(host="lo")
+    check(r.returncode == 1 and "host_interface lo: cannot be created: an interface of that name exists and is not a TAP"
+          in r.stderr, f"a host interface whose name is taken: clear error ({r.stderr.strip()})")
+    r = ha_check(host="'a/b'")
+    check(r.returncode == 1 and "is not an interface name" in r.stderr, f"a bad interface name ({r.stderr.strip()})")
+    r = ha_check(host="this-name-is-too-long")
+    check(r.returncode == 1 and "is not an interface name" in r.stderr, "an interface name past 15 characters")
+    r = ha_check(routing="routing: {table: 101, anounce: [node_ips]}")
+    check(r.returncode == 1 and "routing.anounce: unknown setting" in r.stderr, f"an unknown routing setting: an error ({r.stderr.strip()})")
+    r = ha_check(routing="routing: {table: 254}")
+    check(r.returncode == 1 and "table 254 is the kernel's" in r.stderr, "the kernel's main table refused")
+    r = ha_check(routing="routing: {table: 101, announce: [pod_ips]}")
+    check(r.returncode == 1 and '"pod_ips" is not load_balancer_ips' in r.stderr, "an unknown announce kind refused")
+    r = ha_check(routing="routing: {announce: [node_ips]}")
+    check(r.returncode == 1 and "routing needs table" in r.stderr, "routing without a table refused")
+    r = ha_check(hcnp="30081")
+    check(r.returncode == 1 and "clashes with the TCP NodePort of Service a/other" in r.stderr,
+          f"a healthCheckNodePort on another Service's NodePort ({r.stderr.strip()})")
+    r = ha_check(hcnp="9477")
+    check(r.returncode == 1 and "clashes with control.metrics" in r.stderr, "a healthCheckNodePort on the metrics port")
+    r = ha_check(policy="Cluster")
+    check(r.returncode == 1 and "only a LoadBalancer Service with externalTrafficPolicy Local" in r.stderr,
+          "a healthCheckNodePort under policy Cluster refused")
+
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
 r = run("--bogus")
