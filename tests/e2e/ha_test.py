@@ -185,6 +185,17 @@ print(n)
     check(since and since == after and "Established" in after[0],
           f"gw2's BGP session stayed up through the flood (before {since}, after {after})")
 
+    # The routing daemon going away never stops the dataplane: gw1's BIRD killed, gw1 leaves the
+    # router's table (BFD) and goes on serving its NodePort on its own address.
+    ha("kill -9 $(cat $LAB_RUN/gw1-bird.pid)")
+    left = wait(lambda: EXT4[1] not in hops(LB4), 5)
+    np = http("client", f"http://{EXT4[1]}:30010/")
+    h = http("gw1", "http://127.0.0.1:9477/healthz")
+    check(left is not None and np is not None and np[1] == "200" and h is not None and h[1] == "200",
+          f"gw1's BIRD killed: gw1 left the ECMP set ({left} s), svcgate still serves its NodePort ({np}) and is healthy")
+    ha("ha_bird_start gw1")
+    check(wait(lambda: len(hops(LB4)) == N, 20) is not None, "gw1's BIRD started again: gw1 back in the ECMP set")
+
     # SIGKILL of a gateway carrying keep-alive connections.
     ka = KeepAlive(30)
     where = owners(ka.read())

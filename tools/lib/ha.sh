@@ -217,6 +217,7 @@ ha_start_gateway() {
     [ -f "$LAB_RUN/gw$i.log" ] && mv "$LAB_RUN/gw$i.log" "$LAB_RUN/gw$i.log.prev"
     ip netns exec "gw$i" "$bin" --config "$cfg" >"$LAB_RUN/gw$i.log" 2>&1 &
     echo $! > "$LAB_RUN/gw$i.pid"
+    disown $! 2>/dev/null || true  # killing it (the tests do) is no news for the shell
     for _ in $(seq 1 100); do
         if grep -q "svcgate: running" "$LAB_RUN/gw$i.log" 2>/dev/null && lab_x "gw$i" ip link show sg-ext >/dev/null 2>&1; then
             # The kernel's own routes, for what it answers (health checks from the client network).
@@ -241,6 +242,8 @@ ha_start() {  # N: the pods' servers, the router's BIRD, every gateway
     ha_bird_router "$n"
     ha_bird_start router || return 1
     for i in $(seq 1 "$n"); do ha_start_gateway "$i" || return 1; done
+    # Up once BGP has brought every gateway into the router's route.
+    ha_wait_paths 30 192.168.100.10 "$n" >/dev/null || { echo "ha: the router did not learn $n paths" >&2; return 1; }
 }
 
 # Waits (bounded, seconds) until the router's route to $2 has $3 next hops; prints the seconds it took.
