@@ -38,7 +38,7 @@ std::pair<int, std::string> healthz_answer(const HealthState& h, double now_unix
 std::vector<HealthCheckPort> health_check_ports(const Config& cfg) {
     std::vector<HealthCheckPort> out;
     for (const ServiceConfig& s : cfg.services)
-        if (s.health_check_node_port)
+        if (s.health_check_node_port && s.type == ServiceType::load_balancer && s.external_local)
             out.push_back({s.health_check_node_port, s.ns, s.name, local_ready_endpoints(s, cfg.cluster.node_name)});
     return out;
 }

@@ -53,7 +53,8 @@ struct HealthCheckPort {
     std::string ns, name;
     unsigned local_endpoints = 0;
 };
-// Every healthCheckNodePort of `cfg` with its Service's ready local endpoints.
+// Every healthCheckNodePort of `cfg` that kube-proxy would serve (LoadBalancers under policy
+// Local; it ignores the field elsewhere) with its Service's ready local endpoints.
 std::vector<HealthCheckPort> health_check_ports(const Config& cfg);
 // kube-proxy's answer on a healthCheckNodePort.
 std::pair<int, std::string> health_check_answer(const HealthCheckPort& p, bool healthy);

@@ -436,8 +436,8 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     }
 }
 
-// healthCheckNodePorts: answered on the node IPs by the host path's kernel (health.h), so each
-// must be free: one Service per port, no NodePort or metrics port on it.
+// healthCheckNodePorts that are served (health.h): answered on the node IPs by the host path's
+// kernel, so each must be free: one Service per port, no NodePort or metrics port on it.
 void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
     std::map<uint16_t, const ServiceConfig*> used;
     uint16_t metrics_port = 0;
@@ -446,12 +446,12 @@ void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
                         metrics_port);
     for (const ServiceConfig& s : cfg.services) {
         const uint16_t h = s.health_check_node_port;
-        if (!h) continue;
+        // kube-proxy serves it for LoadBalancers under policy Local only, and ignores it elsewhere
+        // (its own test objects carry one on other Services).
+        if (!h || s.type != ServiceType::load_balancer || !s.external_local) continue;
         auto err = [&](std::string m) {
             errors.push_back(ConfigIssue{s.mark, s.full_name(), "healthCheckNodePort " + std::to_string(h) + ": " + m});
         };
-        if (s.type != ServiceType::load_balancer || !s.external_local)
-            err("only a LoadBalancer Service with externalTrafficPolicy Local has one");
         if (h == metrics_port) err("clashes with control.metrics (" + cfg.control.metrics + ")");
         if (auto [it, fresh] = used.emplace(h, &s); !fresh) err("Service " + it->second->full_name() + " uses it too");
         for (const ServiceConfig& o : cfg.services)

@@ -143,9 +143,8 @@ with tempfile.TemporaryDirectory() as d:
           f"a healthCheckNodePort on another Service's NodePort ({r.stderr.strip()})")
     r = ha_check(hcnp="9477")
     check(r.returncode == 1 and "clashes with control.metrics" in r.stderr, "a healthCheckNodePort on the metrics port")
-    r = ha_check(policy="Cluster")
-    check(r.returncode == 1 and "only a LoadBalancer Service with externalTrafficPolicy Local" in r.stderr,
-          "a healthCheckNodePort under policy Cluster refused")
+    r = ha_check(policy="Cluster", hcnp="30081")
+    check(r.returncode == 0, f"a healthCheckNodePort under policy Cluster is ignored, as kube-proxy does ({r.stderr.strip()})")
 
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")

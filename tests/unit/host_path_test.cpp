@@ -166,6 +166,19 @@ TEST(Announce, PolicyLocalOnlyWithAReadyLocalEndpoint) {
     EXPECT_EQ(ctl::health_check_answer(ctl::health_check_ports(load(svc("kube-node-1", true)))[0], true).first, 503);
 }
 
+TEST(Announce, AHealthCheckNodePortOutsidePolicyLocalIsIgnoredAsKubeProxyDoes) {
+    const auto cfg = load(R"(
+  - name: a/cluster
+    type: LoadBalancer
+    cluster_ips: [10.96.0.1]
+    load_balancer_ips: [198.51.100.7]
+    health_check_node_port: 32100
+    ports: [{port: 80, node_port: 30080}]
+    endpoints: [{ip: 10.244.2.4, node: svcgate}]
+)");
+    EXPECT_TRUE(ctl::health_check_ports(cfg).empty());
+}
+
 TEST(Health, KubeProxysCodesAndBody) {
     ctl::HealthState h;
     h.live = h.ports_up = h.healthy = true;
