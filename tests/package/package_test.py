@@ -34,7 +34,8 @@ with tempfile.TemporaryDirectory(prefix="svcgate-pkgtest-") as d:
     subprocess.run(["dpkg", "-x", deb, root], check=True)
     for path in ("usr/bin/svcgate", "usr/bin/svcgatectl", "lib/systemd/system/svcgate.service",
                  "lib/systemd/system/svcgate@.service", "etc/svcgate/examples/lab.yaml",
-                 "etc/svcgate/examples/kubernetes.yaml", "usr/share/doc/svcgate/README.md.gz",
+                 "etc/svcgate/examples/kubernetes.yaml", "etc/svcgate/examples/bird-gateway.conf",
+                 "usr/share/doc/svcgate/README.md.gz",
                  "usr/share/doc/svcgate/copyright", "usr/share/man/man8/svcgate.8.gz",
                  "usr/share/man/man8/svcgatectl.8.gz", "usr/share/man/man5/svcgate.yaml.5.gz",
                  "usr/share/bash-completion/completions/svcgatectl", "usr/share/bash-completion/completions/svcgate"):
