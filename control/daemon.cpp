@@ -255,11 +255,15 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.mbufs, r.mbufs, "dataplane.mbufs");
     keep(d.fragments, r.fragments, "dataplane.fragments");
     keep(d.icmp_errors_per_second, r.icmp_errors_per_second, "dataplane.icmp_errors_per_second");
+    keep(d.punt_control_per_second, r.punt_control_per_second, "dataplane.host_path.control_per_second");
+    keep(d.punt_other_per_second, r.punt_other_per_second, "dataplane.host_path.other_per_second");
+    keep(next.routing.table, running.routing.table, "routing.table");  // the announcer writes the running one
     // A port's addresses may change; the list of ports (names, devices) may not.
     bool same_ports = d.ports.size() == r.ports.size();
     for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
         same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device &&
-                     d.ports[i].mtu == r.ports[i].mtu;
+                     d.ports[i].mtu == r.ports[i].mtu && d.ports[i].host_interface == r.ports[i].host_interface &&
+                     d.ports[i].mac == r.ports[i].mac;
     if (!same_ports) {
         d.ports = r.ports;
         changed += std::string(changed.empty() ? "" : ", ") + "dataplane.ports";
