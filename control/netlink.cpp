@@ -57,43 +57,79 @@ Netlink::~Netlink() {
     if (fd_ >= 0) close(fd_);
 }
 
-std::string Netlink::request(void* m, const char* what) {
-    if (fd_ < 0) return fmt::format("{}: no netlink socket: {}", what, std::strerror(errno));
+int Netlink::request(void* m, std::string& err) {
+    if (fd_ < 0) {
+        err = fmt::format("no netlink socket: {}", std::strerror(errno));
+        return EBADF;
+    }
     auto* h = static_cast<nlmsghdr*>(m);
     h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
     h->nlmsg_seq = ++seq_;
     sockaddr_nl kernel{.nl_family = AF_NETLINK};
-    if (sendto(fd_, h, h->nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
-        return fmt::format("{}: {}", what, std::strerror(errno));
+    if (sendto(fd_, h, h->nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
+        const int e = errno;
+        err = std::strerror(e);
+        return e;
+    }
     alignas(nlmsghdr) char buf[8192];
     for (;;) {
         ssize_t n = recv(fd_, buf, sizeof buf, 0);
-        if (n < 0) return fmt::format("{}: no answer from the kernel: {}", what, std::strerror(errno));
+        if (n < 0) {
+            const int e = errno;
+            err = fmt::format("no answer from the kernel: {}", std::strerror(e));
+            return e;
+        }
         for (auto* r = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(r, static_cast<unsigned>(n)); r = NLMSG_NEXT(r, n)) {
             if (r->nlmsg_seq != seq_ || r->nlmsg_type != NLMSG_ERROR) continue;
+            if (r->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) {
+                err = "a truncated answer from the kernel";
+                return EPROTO;
+            }
             const int e = -static_cast<nlmsgerr*>(NLMSG_DATA(r))->error;
-            return e == 0 ? std::string() : fmt::format("{}: {}", what, std::strerror(e));
+            if (e != 0) err = std::strerror(e);
+            return e;
         }
     }
 }
 
-std::string Netlink::add_address(int ifindex, const dp::IpCidr& a) {
-    Msg m;
+std::string Netlink::request(void* m, const char* what) {
+    std::string err;
+    return request(m, err) == 0 ? std::string() : fmt::format("{}: {}", what, err);
+}
+
+namespace {
+void address_msg(Msg& m, uint16_t type, int ifindex, const dp::IpCidr& a) {
     m.h()->nlmsg_len = NLMSG_LENGTH(sizeof(ifaddrmsg));
-    m.h()->nlmsg_type = RTM_NEWADDR;
-    m.h()->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+    m.h()->nlmsg_type = type;
     auto* ifa = m.body<ifaddrmsg>();
     ifa->ifa_family = family_of(a.addr);
     ifa->ifa_prefixlen = a.len;
     ifa->ifa_index = static_cast<uint32_t>(ifindex);
-    // The dataplane owns the address on the wire: no duplicate address detection against itself.
-    if (!a.addr.is_v4()) ifa->ifa_flags = IFA_F_NODAD;
     size_t len;
     const void* b = addr_bytes(a.addr, len);
     m.attr(IFA_LOCAL, b, len);
     m.attr(IFA_ADDRESS, b, len);
-    if (!a.addr.is_v4()) m.u32(IFA_FLAGS, IFA_F_NODAD);
+}
+}  // namespace
+
+std::string Netlink::add_address(int ifindex, const dp::IpCidr& a) {
+    Msg m;
+    address_msg(m, RTM_NEWADDR, ifindex, a);
+    m.h()->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+    // The dataplane owns the address on the wire: no duplicate address detection against itself.
+    if (!a.addr.is_v4()) {
+        m.body<ifaddrmsg>()->ifa_flags = IFA_F_NODAD;
+        m.u32(IFA_FLAGS, IFA_F_NODAD);
+    }
     return request(m.h(), "adding an address");
+}
+
+std::string Netlink::del_address(int ifindex, const dp::IpCidr& a) {
+    Msg m;
+    address_msg(m, RTM_DELADDR, ifindex, a);
+    std::string err;
+    const int e = request(m.h(), err);
+    return e == 0 || e == EADDRNOTAVAIL || e == ENODEV ? std::string() : "removing an address: " + err;
 }
 
 namespace {
@@ -125,9 +161,13 @@ std::string Netlink::add_route(uint32_t table, const dp::IpCidr& prefix, int ifi
 std::string Netlink::del_route(uint32_t table, const dp::IpCidr& prefix) {
     Msg m;
     route_msg(m, RTM_DELROUTE, table, prefix);
-    m.body<rtmsg>()->rtm_scope = RT_SCOPE_NOWHERE;  // any scope
-    std::string e = request(m.h(), "removing a route");
-    return e.find("No such process") != std::string::npos ? std::string() : e;  // already gone
+    // Any scope, protocol and type: whoever wrote a route into our table, it goes.
+    m.body<rtmsg>()->rtm_scope = RT_SCOPE_NOWHERE;
+    m.body<rtmsg>()->rtm_protocol = RTPROT_UNSPEC;
+    m.body<rtmsg>()->rtm_type = RTN_UNSPEC;
+    std::string err;
+    const int e = request(m.h(), err);
+    return e == 0 || e == ESRCH ? std::string() : "removing a route: " + err;  // ESRCH: already gone
 }
 
 std::vector<dp::IpCidr> Netlink::routes(uint32_t table, std::string& err) {
@@ -161,16 +201,18 @@ std::vector<dp::IpCidr> Netlink::routes(uint32_t table, std::string& err) {
                 err = "listing routes: refused";
                 return out;
             }
-            if (r->nlmsg_type != RTM_NEWROUTE) continue;
+            if (r->nlmsg_type != RTM_NEWROUTE || r->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) continue;
             auto* rt = static_cast<rtmsg*>(NLMSG_DATA(r));
+            if (rt->rtm_family != AF_INET && rt->rtm_family != AF_INET6) continue;  // MPLS, multicast, ...
+            const size_t alen = rt->rtm_family == AF_INET ? 4 : 16;
             uint32_t t = rt->rtm_table;
             dp::IpCidr c{};
             bool have_dst = false;
             int len = static_cast<int>(RTM_PAYLOAD(r));
             for (auto* a = RTM_RTA(rt); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
-                if (a->rta_type == RTA_TABLE) std::memcpy(&t, RTA_DATA(a), 4);
-                if (a->rta_type == RTA_DST) {
-                    if (rt->rtm_family == AF_INET) {
+                if (a->rta_type == RTA_TABLE && RTA_PAYLOAD(a) == 4) std::memcpy(&t, RTA_DATA(a), 4);
+                if (a->rta_type == RTA_DST && RTA_PAYLOAD(a) == alen) {
+                    if (alen == 4) {
                         dp::Ip4 v;
                         std::memcpy(&v.be, RTA_DATA(a), 4);
                         c.addr = dp::IpAddr::of(v);

@@ -22,6 +22,7 @@ public:
 
     // Each returns "" or what went wrong.
     std::string add_address(int ifindex, const dp::IpCidr& a);
+    std::string del_address(int ifindex, const dp::IpCidr& a);  // one already gone is no failure
     // A route of table `table` to `prefix` through interface `ifindex` (a link route, proto
     // static), added (replacing one to the same prefix) or deleted.
     std::string add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex);
@@ -30,6 +31,8 @@ public:
     std::vector<dp::IpCidr> routes(uint32_t table, std::string& err);
 
 private:
+    // 0 or the kernel's errno for the request.
+    int request(void* msg, std::string& err);
     std::string request(void* msg, const char* what);
     int fd_ = -1;
     uint32_t seq_ = 0;
