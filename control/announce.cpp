@@ -58,6 +58,30 @@ std::vector<IpCidr> announce_set(const Config& cfg) {
     return out;
 }
 
+std::vector<std::vector<IpCidr>> host_interface_addresses(const Config& cfg) {
+    const auto& ports = cfg.dataplane.ports;
+    std::vector<std::vector<IpCidr>> out(ports.size());
+    for (size_t p = 0; p < ports.size(); ++p)
+        if (!ports[p].host_interface.empty()) out[p] = ports[p].addresses;
+    for (const IpAddr& a : cfg.cluster.node_ips) {
+        size_t first = ports.size(), first_of_family = ports.size();
+        bool on_a_host = false;
+        for (size_t p = 0; p < ports.size(); ++p) {
+            if (ports[p].host_interface.empty()) continue;
+            for (const IpCidr& c : ports[p].addresses) on_a_host = on_a_host || c.addr == a;
+            if (first == ports.size()) first = p;
+            if (first_of_family == ports.size() &&
+                std::any_of(ports[p].addresses.begin(), ports[p].addresses.end(),
+                            [&](const IpCidr& c) { return c.addr.family() == a.family(); }))
+                first_of_family = p;
+        }
+        const size_t to = first_of_family != ports.size() ? first_of_family : first;
+        if (!on_a_host && to != ports.size() && std::find(out[to].begin(), out[to].end(), host(a)) == out[to].end())
+            out[to].push_back(host(a));
+    }
+    return out;
+}
+
 Announcer::~Announcer() {
     if (table_) (void)sync({});
 }

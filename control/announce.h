@@ -29,6 +29,12 @@ std::vector<IpCidr> announce_set(const Config& cfg);
 // two families' counts.
 unsigned local_ready_endpoints(const ServiceConfig& s, const std::string& node_name);
 
+// The addresses of each port's host interface, by port (none for a port without one): the port's
+// own, and each node IP no host interface has that way, as a host address (/32, /128) on the first host interface
+// whose port has an address of its family (else the first host interface): the kernel owns every
+// address the dataplane hands it traffic for.
+std::vector<std::vector<IpCidr>> host_interface_addresses(const Config& cfg);
+
 // The routes of one kernel table, kept equal to a set.
 class Announcer {
 public:

@@ -357,6 +357,7 @@ std::string handle_command(DaemonState& st, const std::string& line, const std::
         }
     }
     const std::string& cmd = words[0];
+    if (timeout >= 0 && cmd != "drain") return fmt::format("error: --timeout is for drain, not {}\n", cmd);
     if (cmd == "reload") {
         std::string r = reload();
         if (!json) return r;

@@ -60,7 +60,8 @@ struct Runtime {
     MempoolPtr pool;
     std::vector<Port> ports;
     std::vector<Port> hosts;  // the ports' host interfaces (TAP devices), closed before the ports
-    std::vector<int> host_ifindex;
+    std::vector<int> host_ifindex;  // by port: its host interface's index, 0 for none
+    std::vector<std::vector<IpCidr>> host_addresses;  // by port: what its host interface carries
     QsbrPtr qsbr;
     std::unique_ptr<FlowTable> flows;
     std::unique_ptr<FlowTable6> flows6;
@@ -80,9 +81,19 @@ struct Runtime {
     }
 };
 
+// Writes `value` to a sysctl file; false when it is not there (IPv6 off) or refuses.
+bool write_sysctl(const std::string& path, const char* value) {
+    FILE* f = std::fopen(path.c_str(), "we");
+    if (!f) return false;
+    const bool ok = std::fputs(value, f) >= 0;
+    return std::fclose(f) == 0 && ok;
+}
+
 // A port's host interface (host_path): a TAP device (DPDK's net_tap) named as configured, with the
-// port's MAC, MTU and addresses, so that the kernel of this namespace answers what the dataplane
-// hands it (BGP, BFD, SSH, health checks) and resolves its own neighbors on the port's link.
+// port's MAC and MTU (its addresses: sync_host_addresses), so that the kernel of this namespace
+// answers what the dataplane hands it (BGP, BFD, SSH, health checks) and resolves its own
+// neighbors on the port's link. It takes no router advertisement (the dataplane does not hand it
+// any): its addresses are the config's.
 std::string open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p) {
     const std::string vdev = fmt::format("net_tap_sg{}", p);
     const uint8_t* b = mac.addr_bytes;
@@ -92,17 +103,52 @@ std::string open_host_interface(Runtime& rt, const PortConfig& pc, const rte_eth
     if (int rc = rte_dev_probe((vdev + "," + args).c_str()); rc != 0)
         return fmt::format("{}: cannot create the TAP device ({}; is /dev/net/tun there, is the name free?)", what,
                            rte_strerror(rc < 0 ? -rc : rc));
+    const std::string conf = "/proc/sys/net/ipv6/conf/" + pc.host_interface + "/";
+    (void)write_sysctl(conf + "accept_ra", "0");
+    (void)write_sysctl(conf + "autoconf", "0");
     rt.hosts.emplace_back();
     const PortConfig hc{.name = pc.name + " host interface " + pc.host_interface, .device = vdev, .mtu = pc.mtu};
     if (std::string err = rt.hosts.back().open(hc, 1, rt.pool.get()); !err.empty()) return err;
     const int ifindex = static_cast<int>(if_nametoindex(pc.host_interface.c_str()));
     if (ifindex == 0) return fmt::format("{}: not found after creating it", what);
-    rt.host_ifindex.push_back(ifindex);
-    Netlink nl;
-    for (const IpCidr& a : pc.addresses)
-        if (std::string e = nl.add_address(ifindex, a); !e.empty())
-            return fmt::format("{}: {} {}", what, e, format_cidr(a));
+    rt.host_ifindex[p] = ifindex;
     return {};
+}
+
+// The host interfaces' addresses from what they carry to what `cfg` gives them
+// (host_interface_addresses): those gone removed first, then those new added. Returns the
+// failures, one line each ("" when none); what succeeded is remembered.
+std::string sync_host_addresses(Runtime& rt, const Config& cfg) {
+    const auto want = host_interface_addresses(cfg);
+    std::string errors;
+    Netlink nl;
+    for (size_t p = 0; p < rt.host_ifindex.size() && p < want.size(); ++p) {
+        const int ifindex = rt.host_ifindex[p];
+        if (ifindex == 0) continue;
+        auto& have = rt.host_addresses[p];
+        const std::string what = fmt::format("port {}: host interface {}", cfg.dataplane.ports[p].name,
+                                             cfg.dataplane.ports[p].host_interface);
+        for (auto it = have.begin(); it != have.end();) {
+            if (std::find(want[p].begin(), want[p].end(), *it) != want[p].end()) {
+                ++it;
+                continue;
+            }
+            if (std::string e = nl.del_address(ifindex, *it); !e.empty()) {
+                errors += fmt::format("{}: {} {}\n", what, e, format_cidr(*it));
+                ++it;
+            } else {
+                it = have.erase(it);
+            }
+        }
+        for (const IpCidr& a : want[p]) {
+            if (std::find(have.begin(), have.end(), a) != have.end()) continue;
+            if (std::string e = nl.add_address(ifindex, a); !e.empty())
+                errors += fmt::format("{}: {} {}\n", what, e, format_cidr(a));
+            else
+                have.push_back(a);
+        }
+    }
+    return errors;
 }
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
@@ -131,6 +177,8 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
         shared.port_macs[p] = rt.ports.back().mac();
     }
     std::vector<uint16_t> host_of(dpc.ports.size(), Output::kNoHost);
+    rt.host_ifindex.assign(dpc.ports.size(), 0);
+    rt.host_addresses.assign(dpc.ports.size(), {});
     std::vector<WorkerShared::Host> hosts;
     for (size_t p = 0; p < dpc.ports.size(); ++p) {
         if (dpc.ports[p].host_interface.empty()) continue;
@@ -330,10 +378,18 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now) {
             n += t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
                  t == TcpState::syn_sent2 || t == TcpState::close_wait;
         } else {
-            n += now - f.last_seen.load(std::memory_order_relaxed) < 10;
+            const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
+            n += seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
         }
     }
     return n;
+}
+
+// The interface the announcement routes point at: the first host interface, else lo.
+int first_host_interface(const Runtime& rt) {
+    for (const int i : rt.host_ifindex)
+        if (i != 0) return i;
+    return static_cast<int>(if_nametoindex("lo"));
 }
 
 // The control loop's health duties (health.h, announce.h): every 100 ms the state; the
@@ -344,8 +400,7 @@ class HealthKeeper {
 public:
     HealthKeeper(DaemonState& st, Runtime& rt, const Publisher& pub)
         : st_(st), rt_(rt), pub_(pub), checks_(st),
-          announcer_(st.cfg.routing.table,
-                     rt.host_ifindex.empty() ? static_cast<int>(if_nametoindex("lo")) : rt.host_ifindex.front()) {
+          announcer_(st.cfg.routing.table, first_host_interface(rt)) {
         token_ = rte_rcu_qsbr_start(rt.qsbr.get());
         last_progress_ = std::chrono::steady_clock::now();
         reconfigured();
@@ -394,7 +449,7 @@ public:
             h.last_update_unix = st_.reload.last_ok_unix;
             if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
             if (!h.draining) drain_seen_ = false;
-            if (h.healthy) want = set_;
+            if (h.healthy && announcer_.table() != 0) want = set_;
             if (h.healthy != was_healthy_)
                 log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
                                 h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}), "
@@ -413,13 +468,15 @@ public:
             st_.health.announced = std::move(names);
         }
     }
-    // A drain is over: no connection left (counted after the drain began), or its deadline.
+    // A drain is over: no connection left (counted after the drain began), but not before the
+    // withdrawal has had kDrainMinSeconds to reach the routers (new connections may still arrive
+    // until then); or its deadline.
     bool done() {
         std::lock_guard lk(st_.mu);
         const HealthState& h = st_.health;
         if (!h.draining || !drain_seen_) return false;
         const double now = unix_now();
-        if (h.connections_left == 0) {
+        if (h.connections_left == 0 && now - h.drain_started_unix >= HealthState::kDrainMinSeconds) {
             log(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
             return true;
         }
@@ -503,6 +560,10 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
     auto do_reload = [&](const std::string& trigger) {
         notify.reloading();
         std::string r = reload(st, pub, shared, trigger);
+        if (std::string e = sync_host_addresses(rt, st.cfg); !e.empty()) {
+            e.pop_back();
+            log_err(e);
+        }
         rewatch();
         health.reconfigured();
         notify.ready(status());
@@ -593,7 +654,10 @@ int run_daemon(const DaemonOptions& opts) {
     const DataplaneConfig dpc = st.cfg.dataplane;
 
     Runtime rt;
-    if (std::string err = build_runtime(rt, dpc, opts.eal_extra); !err.empty()) {
+    std::string err = build_runtime(rt, dpc, opts.eal_extra);
+    if (err.empty()) err = sync_host_addresses(rt, st.cfg);
+    if (!err.empty()) {
+        if (err.back() == '\n') err.pop_back();
         log_err(err);
         log("stopping");
         return 1;

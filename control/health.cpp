@@ -80,8 +80,10 @@ std::string HealthCheckServers::update(const std::vector<HealthCheckPort>& ports
         if (listeners_.count(port)) continue;
         Listener l;
         l.server = std::make_unique<httplib::Server>();
-        l.server->new_task_queue = [] { return new httplib::ThreadPool(1); };
-        l.server->set_read_timeout(2, 0).set_write_timeout(2, 0).set_payload_max_length(1024);
+        // Probes are short: one request per connection and two threads, so a client that holds a
+        // connection open does not stop the next probe (it has 2 s to send its request).
+        l.server->new_task_queue = [] { return new httplib::ThreadPool(2); };
+        l.server->set_keep_alive_max_count(1).set_read_timeout(2, 0).set_write_timeout(2, 0).set_payload_max_length(1024);
         const uint16_t hp = port;
         l.server->Get(".*", [this, hp](const httplib::Request&, httplib::Response& res) {
             std::pair<int, std::string> a{503, "{}\n"};

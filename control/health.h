@@ -5,8 +5,8 @@
 //   healthy  live, every port's link up, and not draining: /healthz 200, the addresses are
 //            announced (announce.h).
 //   draining svcgatectl drain: /healthz 503 and the announcements withdrawn while the flows
-//            already here are served; the daemon exits once no connection is left or the
-//            drain's deadline passes. svcgatectl undrain reverses it.
+//            already here are served; the daemon exits once no connection is left (and at
+//            least kDrainMinSeconds after the withdrawal) or the drain's deadline passes. svcgatectl undrain reverses it.
 //
 // kube-proxy's healthCheckNodePort: for each LoadBalancer Service under externalTrafficPolicy
 // Local that has one, an HTTP listener on that port (every address of the namespace, so the
@@ -34,6 +34,10 @@ namespace svcgate::ctl {
 
 struct HealthState {
     static constexpr double kLiveSeconds = 5;
+    // A drain ends on no connection left no sooner than this after it began: the withdrawal
+    // reaches the routers (the routing daemon reads the table at once, BGP sends the update, the
+    // routers reprogram their ECMP sets) and connections that raced it are counted.
+    static constexpr double kDrainMinSeconds = 3;
     bool live = false;
     bool ports_up = false;
     bool healthy = false;

@@ -167,6 +167,31 @@ def main():
     gwctl(1, "reload")
     check(wait(lambda: len(hops(LOCAL4)) == N, 10) is not None, f"local endpoint back: {LOCAL4} announced again")
 
+    # The host interface carries the port's addresses and every node IP, following reloads, and
+    # takes no router advertisement: a node IP of its own (not a port address) added on gw1 is on
+    # sg-ext as a host address and answers the health check port from the client; taken away again.
+    def tap_addrs(i):
+        return ha(f"ip -n gw{i} -o addr show dev sg-ext").stdout
+    a = tap_addrs(1)
+    ra = ha("ip netns exec gw1 cat /proc/sys/net/ipv6/conf/sg-ext/accept_ra").stdout.strip()
+    check(f"{EXT4[1]}/24" in a and f"{EXT6[1]}/64" in a and "dynamic" not in a and ra == "0",
+          f"gw1's sg-ext has its port's addresses, no autoconfigured one, accept_ra {ra}")
+    ha(f"ha_config 1 >/dev/null && sed -i \"s|node_ips: \\[|node_ips: [192.168.67.201, 'fd00:67::201', |\" "
+       f"$LAB_RUN/gw1.yaml")
+    gwctl(1, "reload")
+    a = tap_addrs(1)
+    hc = http("client", "http://192.168.67.201:32100/")
+    hc6 = http("client", "http://[fd00:67::201]:32100/")
+    check("192.168.67.201/32" in a and "fd00:67::201/128" in a and hc is not None and hc[1] == "200" and
+          hc6 is not None and hc6[1] == "200",
+          f"a node IP added by reload: on sg-ext as /32 and /128, health check port answered on it ({hc and hc[1]}, "
+          f"{hc6 and hc6[1]})")
+    ha("ha_config 1 >/dev/null")
+    gwctl(1, "reload")
+    a = tap_addrs(1)
+    check("192.168.67.201" not in a and "fd00:67::201" not in a and f"{EXT4[1]}/24" in a,
+          "... and removed from sg-ext by the reload that takes it away")
+
     # A flood to gw2's own address from the client: counted punt drops, BGP and BFD stay up.
     since = [line for line in ha("ha_birdc router show protocols").stdout.splitlines() if line.startswith("gw2 ")]
     flood = subprocess.run(["ip", "netns", "exec", "client", "/usr/bin/python3", "-c", f"""
@@ -229,6 +254,21 @@ print(n)
     back = wait(lambda: len(hops(LB4)) == N and len(hops(LB6)) == N, 30)
     check(r.returncode == 0 and back is not None, f"gw{victim} restarted and rejoined the ECMP set after {back} s")
 
+    # Drain and undrain: the announcements go and come back, the gateway runs on.
+    u = 1 if victim != 1 else 2
+    out = gwctl(u, "drain")
+    gone = wait(lambda: EXT4[u] not in hops(LB4), 5)
+    out = gwctl(u, "undrain")
+    back = wait(lambda: EXT4[u] in hops(LB4) and EXT6[u] in hops(LB6), 5)
+    h = http(f"gw{u}", "http://127.0.0.1:9477/healthz")
+    time.sleep(4)  # past the least time a drain lasts
+    alive = ha(f"kill -0 $(cat $LAB_RUN/gw{u}.pid)").returncode == 0
+    st = gwctl(u, "status")
+    check(gone is not None and back is not None and h is not None and h[1] == "200" and alive and
+          out.startswith("undrained") and "draining" not in st,
+          f"drain then undrain on gw{u}: withdrawn after {gone} s, announced again after {back} s ({out.strip()}), "
+          f"/healthz {h and h[1]}, still running {alive}")
+
     # Drain a gateway that carries keep-alive connections.
     ka = KeepAlive(12)
     where = owners(ka.read())
@@ -252,6 +292,24 @@ print(n)
     log = ha(f"cat $LAB_RUN/gw{target}.log").stdout
     check(exited is not None and "drained: no connection left" in log,
           f"gw{target} exited by itself {exited} s after its connections closed")
+
+    # Drain with no connection: the withdrawal reaches the router before the gateway exits, which
+    # it does by itself no sooner than 3 s after the drain began.
+    z = next(i for i in range(1, N + 1) if i != target)
+    t0 = time.monotonic()
+    gwctl(z, "drain")
+    withdrawn = exited = None
+    while time.monotonic() - t0 < 15 and exited is None:
+        now = time.monotonic() - t0
+        if withdrawn is None and EXT4[z] not in hops(LB4) and EXT6[z] not in hops(LB6):
+            withdrawn = now
+        if ha(f"kill -0 $(cat $LAB_RUN/gw{z}.pid)").returncode != 0:
+            exited = now
+        time.sleep(0.05)
+    log = ha(f"cat $LAB_RUN/gw{z}.log").stdout
+    check(withdrawn is not None and exited is not None and withdrawn < exited and exited >= 2.9 and
+          "drained: no connection left" in log,
+          f"gw{z} drained with no connection: withdrawn at the router after {withdrawn} s, exited after {exited} s")
 
 
 try:

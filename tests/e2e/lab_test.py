@@ -245,6 +245,11 @@ print("no answer")
           "svcgatectl stats --json: per port, per verdict, per drop reason, per service and endpoint")
     r = ctl("flows", "--limit", "x")
     check(r.returncode == 2 and "not a number" in r.stdout, "svcgatectl: a bad argument gets a clear error")
+    r = ctl("status", "--timeout", "5")
+    check(r.returncode == 2 and "--timeout is for drain" in r.stdout, f"svcgatectl status --timeout: refused ({r.stdout.strip()})")
+    r = ctl("drain", "--timeout", "0")
+    check(r.returncode == 2 and "is not a number of seconds" in r.stdout and "draining" not in ctl("status").stdout,
+          "svcgatectl drain --timeout 0: refused, nothing drained")
     metrics, samples = scrape(cfg["control"]["metrics"])
     key = 'svcgate_service_packets_total{service="default/test-svc",port="http",protocol="TCP",family="IPv4"}'
     check(samples.get(key, 0) > 0 and samples.get('svcgate_flow_capacity{family="IPv4"}', 0) == 1048576 and
