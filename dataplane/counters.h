@@ -40,7 +40,8 @@ struct alignas(64) WorkerCounters {
     uint64_t frag_out_packets = 0;    // IPv4 packets fragmented to the egress MTU
     uint64_t frag_out_fragments = 0;  // the fragments they became (the extra ones count as generated)
     // The host path (output.cpp, worker.cpp): packets handed to the ports' host interfaces (also
-    // in tx_packets), and frames the kernel sent out through the ports (outside the balance:
+    // in tx_packets; counted when queued for it, so one its full queue then refuses is counted
+    // here and as a tx_full drop), and frames the kernel sent out through the ports (outside the balance:
     // they never were received) and those a full queue refused.
     uint64_t punted = 0;
     uint64_t host_out = 0;

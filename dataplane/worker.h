@@ -51,8 +51,9 @@ struct WorkerShared {
     FixedArray<uint16_t> port_mtus;        // by port index
     FragTable* frags = nullptr;            // the fragment hold, shared
     uint32_t icmp_errors_per_second = 1000;  // per worker
-    // The host path: port_ids, port_macs, port_mtus and each worker's transmit queues go on past
-    // the ports with one entry per host interface (output index ports + k); host_of maps a port
+    // The host path: port_ids and each worker's transmit queues go on past the ports with one
+    // entry per host interface (output index ports + k; port_macs and port_mtus do not: a host
+    // interface is sent to as it is, never routed to); host_of maps a port
     // index to its host interface's output index (Output::kNoHost: none). Worker 0 polls each
     // host interface's single receive queue and sends what the kernel wrote out of its port.
     FixedArray<uint16_t> host_of;          // by port index

@@ -3,12 +3,15 @@
 // stage); the set of addresses to announce; kube-proxy's health answers.
 #include <cstring>
 
+#include <rte_arp.h>
 #include <rte_ip.h>
 
 #include <gtest/gtest.h>
 
 #include "announce.h"
+#include "checksum.h"
 #include "health.h"
+#include "parse.h"
 #include "test_support.h"
 
 using namespace svcgate;
@@ -53,6 +56,101 @@ ctl::Frame with_ttl(const std::string& spec, uint8_t ttl) {
     return f;
 }
 
+// The ext port's MAC in trace (trace.h), and a peer's.
+const uint8_t kExtMac[6] = {0x02, 0, 0, 0, 0, 0x01};
+const uint8_t kPeer[6] = {0x02, 0, 0, 0, 0, 0x42};
+
+// An ARP request or reply from the peer (`sender`) about `target`.
+ctl::Frame arp(uint16_t op, const std::string& sender, const std::string& target) {
+    ctl::Frame f(14 + sizeof(rte_arp_hdr), 0);
+    const bool reply = op == RTE_ARP_OP_REPLY;
+    std::memset(f.data(), 0xff, 6);
+    if (reply) std::memcpy(f.data(), kExtMac, 6);
+    std::memcpy(f.data() + 6, kPeer, 6);
+    f[12] = 0x08, f[13] = 0x06;
+    auto* a = reinterpret_cast<rte_arp_hdr*>(f.data() + 14);
+    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    a->arp_hlen = 6;
+    a->arp_plen = 4;
+    a->arp_opcode = rte_cpu_to_be_16(op);
+    std::memcpy(a->arp_data.arp_sha.addr_bytes, kPeer, 6);
+    a->arp_data.arp_sip = ctl::parse_ip4(sender)->be;
+    if (reply) std::memcpy(a->arp_data.arp_tha.addr_bytes, kExtMac, 6);
+    a->arp_data.arp_tip = ctl::parse_ip4(target)->be;
+    return f;
+}
+
+// An ICMPv6 message of `type` (Neighbor Discovery: hop limit 255) from the peer: `body` after
+// the 4 bytes of type, code and checksum, to `dst` (the destination MAC follows from it).
+ctl::Frame icmp6(uint8_t type, const std::string& src, const std::string& dst, std::vector<uint8_t> body) {
+    const Ip6 s = *ctl::parse_ip6(src), d = *ctl::parse_ip6(dst);
+    std::vector<uint8_t> msg{type, 0, 0, 0};
+    msg.insert(msg.end(), body.begin(), body.end());
+    ctl::Frame f(14 + 40 + msg.size(), 0);
+    if (d.b[0] == 0xff) {
+        const uint8_t mc[6] = {0x33, 0x33, d.b[12], d.b[13], d.b[14], d.b[15]};
+        std::memcpy(f.data(), mc, 6);
+    } else {
+        std::memcpy(f.data(), kExtMac, 6);
+    }
+    std::memcpy(f.data() + 6, kPeer, 6);
+    f[12] = 0x86, f[13] = 0xdd;
+    uint8_t* ip = f.data() + 14;
+    ip[0] = 0x60;
+    ip[4] = static_cast<uint8_t>(msg.size() >> 8), ip[5] = static_cast<uint8_t>(msg.size());
+    ip[6] = 58;
+    ip[7] = 255;
+    std::memcpy(ip + 8, s.b, 16);
+    std::memcpy(ip + 24, d.b, 16);
+    std::memcpy(ip + 40, msg.data(), msg.size());
+    const uint16_t c = ipv6_l4_csum(ip, ip + 40, static_cast<uint32_t>(msg.size()), 58);
+    std::memcpy(ip + 42, &c, 2);
+    return f;
+}
+
+// A Neighbor Solicitation (135) or Advertisement (136, flags `flags`) about `target`, with the
+// peer's link-layer address option.
+ctl::Frame nd(uint8_t type, const std::string& src, const std::string& dst, const std::string& target,
+              uint8_t flags = 0) {
+    std::vector<uint8_t> body(4 + 16 + 8, 0);
+    body[0] = flags;
+    std::memcpy(body.data() + 4, ctl::parse_ip6(target)->b, 16);
+    body[20] = type == kIcmp6NeighborSolicit ? 1 : 2;
+    body[21] = 1;
+    std::memcpy(body.data() + 22, kPeer, 6);
+    return icmp6(type, src, dst, body);
+}
+
+TEST(HostPath, OnlyTheAnswersToTheKernelsOwnNeighborQuestionsGoToIt) {
+    auto t = test::tracer(config());
+    auto to_host = [&](const ctl::Frame& f, const char* what) {
+        auto r = t->run_frame(f, what);
+        return r.l2 == L2Outcome::punted;
+    };
+    // ARP: a reply to a port address is the kernel's; requests for it the dataplane answers.
+    EXPECT_TRUE(to_host(arp(RTE_ARP_OP_REPLY, "192.168.67.1", "192.168.67.8"), "arp reply to us"));
+    EXPECT_EQ(t->run_frame(arp(RTE_ARP_OP_REQUEST, "192.168.67.1", "192.168.67.8"), "who-has us").l2, L2Outcome::sent);
+    EXPECT_FALSE(to_host(arp(RTE_ARP_OP_REQUEST, "192.168.67.1", "192.168.67.50"), "who-has another host"));
+    EXPECT_FALSE(to_host(arp(RTE_ARP_OP_REPLY, "192.168.67.1", "192.168.67.50"), "a reply to another host"));
+    EXPECT_FALSE(to_host(arp(RTE_ARP_OP_REQUEST, "192.168.67.1", "192.168.67.1"), "gratuitous"));
+    // ND: advertisements to its addresses, global or link-local; solicitations for its
+    // link-local address (fe80::ff:fe00:1 from 02:00:00:00:00:01).
+    EXPECT_TRUE(to_host(nd(kIcmp6NeighborAdvert, "fd00:67::1", "fd00:67::8", "fd00:67::1", 0x60), "na to us"));
+    EXPECT_TRUE(to_host(nd(kIcmp6NeighborAdvert, "fe80::1", "fe80::ff:fe00:1", "fd00:67::1", 0x60), "na to our fe80"));
+    EXPECT_TRUE(to_host(nd(kIcmp6NeighborSolicit, "fe80::1", "ff02::1:ff00:1", "fe80::ff:fe00:1"), "ns for our fe80"));
+    EXPECT_EQ(t->run_frame(nd(kIcmp6NeighborSolicit, "fd00:67::1", "ff02::1:ff00:8", "fd00:67::8"), "ns for us").l2,
+              L2Outcome::sent);
+    EXPECT_FALSE(to_host(nd(kIcmp6NeighborSolicit, "fd00:67::1", "ff02::1:ff00:50", "fd00:67::50"), "ns for another"));
+    EXPECT_FALSE(to_host(nd(kIcmp6NeighborSolicit, "fe80::1", "ff02::1:ff00:2", "fe80::ff:fe00:2"), "ns for another fe80"));
+    EXPECT_FALSE(to_host(nd(kIcmp6NeighborAdvert, "fd00:67::1", "ff02::1", "fd00:67::1", 0x20), "unsolicited na"));
+    // Router advertisements and solicitations: the kernel takes none (its addresses are the config's).
+    EXPECT_FALSE(to_host(icmp6(kIcmp6RouterAdvert, "fe80::1", "ff02::1", std::vector<uint8_t>(12, 0)), "ra"));
+    EXPECT_FALSE(to_host(icmp6(kIcmp6RouterSolicit, "fe80::1", "ff02::2", std::vector<uint8_t>(4, 0)), "rs"));
+    EXPECT_EQ(t->ctx().counters.punted, 4u);
+    EXPECT_EQ(t->ctx().counters.unaccounted(), 0);
+}
+
 TEST(HostPath, WhatTheDataplaneDoesNotAnswerGoesToThePortsHostInterface) {
     auto t = test::tracer(config());
     auto bgp = t->run_spec("tcp 192.168.67.1:40000 > 192.168.67.8:179 [S]");
@@ -85,10 +183,26 @@ TEST(HostPath, AFloodCannotStarveOnLinkSendersOrArp) {
     }
     EXPECT_EQ(punted, 3u);
     EXPECT_EQ(limited, 7u);
-    // BFD and BGP with TTL security arrive with TTL 255: their own budget is untouched.
-    for (int i = 0; i < 3; ++i)
-        EXPECT_EQ(t->run_frame(with_ttl("udp 192.168.67.1:49152 > 192.168.67.8:3784", 255), "bfd").l2, L2Outcome::punted);
-    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::punt_limited)], 7u);
+    // Neighbor traffic that is not the kernel's spends nothing of the control budget ...
+    for (int i = 0; i < 20; ++i) {
+        const std::string other = "192.168.67." + std::to_string(50 + i);
+        (void)t->run_frame(arp(RTE_ARP_OP_REQUEST, "192.168.67.1", other), "who-has another host");
+        (void)t->run_frame(arp(RTE_ARP_OP_REQUEST, "192.168.67.1", "192.168.67.8"), "who-has us (answered)");
+        (void)t->run_frame(nd(kIcmp6NeighborSolicit, "fd00:67::1", "ff02::1:ff00:50", "fd00:67::50"), "ns for another");
+        (void)t->run_frame(icmp6(kIcmp6RouterAdvert, "fe80::1", "ff02::1", std::vector<uint8_t>(12, 0)), "ra");
+    }
+    // ... so BFD and BGP with TTL security (TTL 255) and the kernel's ARP answers have all of it,
+    // and past it they too are counted, not queued.
+    EXPECT_EQ(t->run_frame(with_ttl("udp 192.168.67.1:49152 > 192.168.67.8:3784", 255), "bfd").l2, L2Outcome::punted);
+    EXPECT_EQ(t->run_frame(arp(RTE_ARP_OP_REPLY, "192.168.67.1", "192.168.67.8"), "arp reply").l2, L2Outcome::punted);
+    EXPECT_EQ(t->run_frame(nd(kIcmp6NeighborAdvert, "fd00:67::1", "fd00:67::8", "fd00:67::1", 0x60), "na").l2,
+              L2Outcome::punted);
+    EXPECT_EQ(t->run_frame(with_ttl("udp 192.168.67.1:49152 > 192.168.67.8:3784", 255), "bfd").l2, L2Outcome::punted);
+    auto over = t->run_frame(arp(RTE_ARP_OP_REPLY, "192.168.67.1", "192.168.67.8"), "arp reply past the budget");
+    EXPECT_EQ(over.l2, L2Outcome::dropped);
+    EXPECT_EQ(over.l2_reason, DropReason::punt_limited);
+    EXPECT_EQ(t->ctx().counters.punted, 7u);
+    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::punt_limited)], 8u);
     EXPECT_EQ(t->ctx().counters.unaccounted(), 0);
 }
 
@@ -164,6 +278,24 @@ TEST(Announce, PolicyLocalOnlyWithAReadyLocalEndpoint) {
     EXPECT_NE(body.find(R"("service":{"name":"local","namespace":"a"})"), std::string::npos) << body;
     EXPECT_EQ(ctl::health_check_answer(ports[0], false).first, 503);  // the gateway itself is not healthy
     EXPECT_EQ(ctl::health_check_answer(ctl::health_check_ports(load(svc("kube-node-1", true)))[0], true).first, 503);
+}
+
+TEST(Announce, HostInterfacesCarryThePortAddressesAndEveryNodeIp) {
+    const auto cfg = ctl::load_config_string(R"(
+dataplane:
+  ports:
+    - {name: cluster, addresses: [10.192.0.2/24]}
+    - {name: v6only, addresses: ['fd00:68::8/64'], host_interface: sg-six}
+    - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64'], host_interface: sg-ext}
+cluster:
+  node_ips: [192.168.67.8, 10.192.0.2, 203.0.113.5, 'fd00:67::8', 'fd00:99::5']
+)", "t.yaml");
+    const auto a = ctl::host_interface_addresses(cfg);
+    ASSERT_EQ(a.size(), 3u);
+    EXPECT_TRUE(a[0].empty());  // no host interface
+    // A node IP not on a host interface goes to the first one of its family as a host address.
+    EXPECT_EQ(names(a[1]), (Strings{"fd00:68::8/64", "fd00:99::5/128"}));
+    EXPECT_EQ(names(a[2]), (Strings{"192.168.67.8/24", "fd00:67::8/64", "10.192.0.2/32", "203.0.113.5/32"}));
 }
 
 TEST(Announce, AHealthCheckNodePortOutsidePolicyLocalIsIgnoredAsKubeProxyDoes) {
