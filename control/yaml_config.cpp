@@ -228,16 +228,18 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             if (const ytree::Node m = p["mac"]) {
                 const auto text = r.view(m, {path, ".mac"}).value_or("");
                 pc.mac = parse_mac(text);
-                if (!pc.mac || ((*pc.mac)[0] & 1))
+                if (!pc.mac || ((*pc.mac)[0] & 1) || *pc.mac == std::array<uint8_t, 6>{})
                     r.error(m, {path, ".mac"}, fmt::format("\"{}\" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)", text)), pc.mac.reset();
             }
             if (const ytree::Node h = p["host_interface"]) {
-                // A Linux interface name (IFNAMSIZ less the NUL; no '/', ':', or blanks).
+                // A Linux interface name (IFNAMSIZ less the NUL), of the characters that are safe in
+                // net_tap's device arguments and a /proc path: letters, digits, '_', '.', '-'.
                 const std::string v = r.str(h, {path, ".host_interface"}).value_or("");
                 const bool ok = !v.empty() && v.size() <= 15 && v != "." && v != ".." &&
-                                v.find_first_of("/: \t\n") == std::string::npos;
+                                v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                                    std::string::npos;
                 if (!ok) r.error(h, {path, ".host_interface"},
-                                 fmt::format("\"{}\" is not an interface name (1 to 15 characters, no '/', ':' or blanks)", v));
+                                 fmt::format("\"{}\" is not an interface name (1 to 15 of A-Z a-z 0-9 _ . -)", v));
                 else pc.host_interface = v;
                 for (const PortConfig& o : d.ports)
                     if (ok && o.host_interface == v)

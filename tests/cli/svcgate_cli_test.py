@@ -128,6 +128,11 @@ with tempfile.TemporaryDirectory() as d:
           in r.stderr, f"a host interface whose name is taken: clear error ({r.stderr.strip()})")
     r = ha_check(host="'a/b'")
     check(r.returncode == 1 and "is not an interface name" in r.stderr, f"a bad interface name ({r.stderr.strip()})")
+    r = ha_check(host="'sg,remote=x'")
+    check(r.returncode == 1 and "is not an interface name" in r.stderr,
+          f"an interface name that would add net_tap arguments refused ({r.stderr.strip()})")
+    r = ha_check(host="sg-ext, mac: '00:00:00:00:00:00'")
+    check(r.returncode == 1 and "is not a unicast MAC address" in r.stderr, f"an all-zero mac refused ({r.stderr.strip()})")
     r = ha_check(host="this-name-is-too-long")
     check(r.returncode == 1 and "is not an interface name" in r.stderr, "an interface name past 15 characters")
     r = ha_check(routing="routing: {table: 101, anounce: [node_ips]}")
