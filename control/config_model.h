@@ -110,6 +110,10 @@ struct DataplaneConfig {
     bool one_arm_masquerade = true;
     dp::Timeouts timeouts{};
     uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap
+    // Where the flows are written on an orderly stop and read back at the next start (flow_state.h);
+    // "" = off. A file older than state_max_age seconds is refused.
+    std::string state_file;
+    uint32_t state_max_age = 600;
     dp::FragParams fragments{};         // the fragment hold (dataplane.fragments)
     uint32_t icmp_errors_per_second = 1000;  // per worker: too-big errors; 0 = no limit
     // Packets per second and worker handed to the host interfaces (dataplane.host_path): ARP,

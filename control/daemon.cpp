@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "control_server.h"
 #include "daemon_state.h"
+#include "flow_state.h"
 #include "kube_objects.h"
 #include "log.h"
 #include "health.h"
@@ -609,6 +610,80 @@ std::vector<std::string> host_interface_problems(const Config& cfg) {
     return out;
 }
 
+
+// The state file's directory must be there and writable: found at --check and at start, not when
+// the flows are to be written at the stop.
+std::vector<std::string> state_file_problems(const Config& cfg) {
+    const std::string& f = cfg.dataplane.state_file;
+    if (f.empty()) return {};
+    const std::string dir = f.find('/') == std::string::npos ? "." : f.substr(0, std::max<size_t>(f.rfind('/'), 1));
+    if (access(dir.c_str(), W_OK | X_OK) == 0) return {};
+    return {fmt::format("dataplane.flow_table.state_file {}: directory {} {}", f, dir,
+                        access(dir.c_str(), F_OK) == 0 ? "is not writable" : "does not exist")};
+}
+
+// The flows of the last orderly stop, back in the tables before the workers run (flow_state.h).
+void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
+    const std::string& path = st.cfg.dataplane.state_file;
+    const auto t0 = std::chrono::steady_clock::now();
+    FlowImporter importer(st.snap(), *shared.stats.load(), *rt.flows, rt.flows6.get());
+    RestoreResult r;
+    const std::string err = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age,
+                                               importer, flow_clock_now(),
+                                               static_cast<uint64_t>(unix_now()), r);
+    if (!err.empty()) {
+        log_err(fmt::format("flow state {}: refused, starting without it: {}", path, err));
+        return;
+    }
+    if (!r.found) {
+        log(fmt::format("flow state {}: none, starting with an empty flow table", path));
+        return;
+    }
+    using O = FlowImporter::Outcome;
+    auto n = [&r](O o) { return r.outcome[static_cast<unsigned>(o)]; };
+    log(fmt::format("flow state {}: restored {} of {} flows written {} s ago in {:.0f} ms; left out: {} whose service "
+                    "port or endpoint is gone, {} expired, {} already there, {} clashing, {} for want of room",
+                    path, n(O::inserted), r.records, r.age,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                    n(O::gone), n(O::expired), n(O::exists), n(O::clash), n(O::full)));
+    // Each worker's masquerade ports from past the last one a restored flow holds (a worker owns
+    // the ports ≡ worker mod workers of the range: new_flow.cpp).
+    const ClusterSettings& c = st.snap().cluster;
+    std::vector<uint32_t> cursor(rt.workers.size(), 0);
+    auto scan = [&](const auto& table) {
+        for (uint32_t id = 0; id < table.capacity(); ++id) {
+            const auto& f = table.flow(id);
+            if (!f.live.load(std::memory_order_relaxed) || !(f.flags & kFlowMasq)) continue;
+            const uint16_t port = rte_be_to_cpu_16(f.key[1].dport);
+            if (port < c.snat_port_min || port > c.snat_port_max) continue;
+            const uint32_t off = port - c.snat_port_min;
+            uint32_t& cur = cursor[off % cursor.size()];
+            cur = std::max(cur, off / static_cast<uint32_t>(cursor.size()) + 1);
+        }
+    };
+    if (n(O::inserted)) {
+        scan(*rt.flows);
+        scan(*rt.flows6);
+    }
+    for (size_t w = 0; w < rt.workers.size(); ++w) rt.workers[w]->set_snat_cursor(cursor[w]);
+    if (!r.unlink_error.empty()) log_warning(fmt::format("flow state {}: cannot remove it after reading: {}", path, r.unlink_error));
+}
+
+// Every live flow to the state file, the workers stopped.
+void save_flows(const DaemonState& st, const Runtime& rt) {
+    const std::string& path = st.cfg.dataplane.state_file;
+    const auto t0 = std::chrono::steady_clock::now();
+    uint32_t written = 0;
+    if (std::string e = save_flow_state(path, gateway_identity(st.cfg), *rt.flows, rt.flows6.get(), flow_clock_now(),
+                                        static_cast<uint64_t>(unix_now()), written);
+        !e.empty()) {
+        log_err(fmt::format("flow state: not written: {}", e));
+        return;
+    }
+    log(fmt::format("flow state {}: wrote {} flows in {:.0f} ms", path, written,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+}
+
 }  // namespace
 
 int check_config(const std::string& path) {
@@ -616,7 +691,9 @@ int check_config(const std::string& path) {
         Config cfg = load_config_file(path);
         for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         auto snap = build_snapshot(cfg, 1, nullptr, BuildMode::validate);  // no DPDK: nothing is started
-        if (const auto problems = host_interface_problems(cfg); !problems.empty()) {
+        auto problems = host_interface_problems(cfg);
+        for (std::string& m : state_file_problems(cfg)) problems.push_back(std::move(m));
+        if (!problems.empty()) {
             for (const std::string& m : problems) fmt::print(stderr, "{}\n", m);
             fmt::print(stderr, "{}: {} error{}\n", path, problems.size(), problems.size() == 1 ? "" : "s");
             return 1;
@@ -647,7 +724,9 @@ int run_daemon(const DaemonOptions& opts) {
         return 1;
     }
     for (const auto& w : st.cfg.warnings) log_warning(w.str());
-    if (const auto problems = host_interface_problems(st.cfg); !problems.empty()) {
+    auto problems = host_interface_problems(st.cfg);
+    for (std::string& m : state_file_problems(st.cfg)) problems.push_back(std::move(m));
+    if (!problems.empty()) {
         for (const std::string& m : problems) log_err(m);
         return 1;
     }
@@ -692,6 +771,7 @@ int run_daemon(const DaemonOptions& opts) {
         return 1;
     }
     st.publisher = &pub;
+    if (!dpc.state_file.empty()) restore_flows(st, rt, shared);
     // From here on workers run: they stop before the publisher's snapshots go, whatever the exit.
     struct StopWorkers {
         Runtime& rt;
@@ -701,6 +781,7 @@ int run_daemon(const DaemonOptions& opts) {
     serve(st, pub, rt);
     log("stopping");
     rt.stop_workers();
+    if (!st.cfg.dataplane.state_file.empty()) save_flows(st, rt);
     print_summary(st);
     return 0;
 }

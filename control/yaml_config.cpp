@@ -287,7 +287,8 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         }
     }
     if (const ytree::Node ft = n["flow_table"]) {
-        if (r.map(ft, "dataplane.flow_table", {"capacity", "capacity_v6", "timeouts", "new_flows_per_source"})) {
+        if (r.map(ft, "dataplane.flow_table", {"capacity", "capacity_v6", "timeouts", "new_flows_per_source",
+                                                      "state_file", "state_max_age"})) {
             if (ft["capacity"])
                 if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
                     d.flow_capacity = *c;
@@ -301,6 +302,16 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 if (auto c = r.uint<uint32_t>(ft["new_flows_per_source"], "dataplane.flow_table.new_flows_per_source", 0,
                                               dp::SourceLimiter::kMaxLimit))
                     d.new_flows_per_source = *c;
+            if (const ytree::Node f = ft["state_file"]) {
+                const std::string v = r.str(f, "dataplane.flow_table.state_file").value_or("");
+                if (v.empty() || v.back() == '/')
+                    r.error(f, "dataplane.flow_table.state_file", "a file name, not \"" + v + "\"");
+                else
+                    d.state_file = v;
+            }
+            if (ft["state_max_age"])
+                if (auto c = r.uint<uint32_t>(ft["state_max_age"], "dataplane.flow_table.state_max_age", 1, 30 * 86400))
+                    d.state_max_age = *c;
             if (const ytree::Node t = ft["timeouts"]) {
                 // The TCP keys in TcpState order, then the datagram ones: one list for the
                 // known-field check and for reading.
@@ -591,6 +602,9 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
                     refs.push_back({(*p)[0] == '/' || p->empty() ? *p : dir + *p, r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors);
     }
+    // Relative to the config file's directory too.
+    if (std::string& sf = cfg.dataplane.state_file; !sf.empty() && sf[0] != '/' && file.find('/') != std::string::npos)
+        sf = file.substr(0, file.rfind('/') + 1) + sf;
     check_health_ports(cfg, errors);
     // One name, one Service: the compact form and the manifests share the namespace.
     std::map<std::string, const ServiceConfig*> seen;

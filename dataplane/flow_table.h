@@ -225,6 +225,7 @@ public:
     uint32_t timeout_of(const Flow& f) const noexcept;
 
     uint32_t capacity() const noexcept { return capacity_; }
+    uint16_t owners() const noexcept { return n_owners_; }
     uint32_t new_flows_per_source() const noexcept { return new_flows_per_source_; }
     uint32_t live_total() const noexcept;
 

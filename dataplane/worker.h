@@ -88,6 +88,9 @@ public:
 
     // The loop; returns when shared.stop is set. For rte_eal_remote_launch.
     static int main(void* self);
+    // Where its masquerade port cursor starts (new_flow.cpp's next_snat_port): past the ports that
+    // flows restored at start hold, so that new connections do not walk through them. Before run().
+    void set_snat_cursor(uint32_t c) noexcept { ctx_.snat_cursor = c; }
     // Read by the control thread while the worker runs (see WorkerCounters).
     const WorkerCounters& counters() const noexcept { return ctx_.counters; }
 

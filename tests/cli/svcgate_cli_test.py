@@ -151,6 +151,29 @@ with tempfile.TemporaryDirectory() as d:
     r = ha_check(policy="Cluster", hcnp="30081")
     check(r.returncode == 0, f"a healthCheckNodePort under policy Cluster is ignored, as kube-proxy does ({r.stderr.strip()})")
 
+# Issue 19: the flow state file.
+STATE_BASE = """dataplane:
+  ports:
+    - {name: ext, device: net_null0, addresses: [192.0.2.8/24]}
+  flow_table: {%s}
+services: []
+"""
+with tempfile.TemporaryDirectory() as d:
+    def state_check(flow_table):
+        p = os.path.join(d, "state.yaml")
+        with open(p, "w") as f:
+            f.write(STATE_BASE % flow_table)
+        return run("--config", p, "--check")
+    r = state_check("state_file: flows.state, state_max_age: 60")
+    check(r.returncode == 0, f"a state file beside the config: OK ({r.stderr.strip()})")
+    r = state_check("state_file: /nonexistent-dir/flows.state")
+    check(r.returncode == 1 and "directory /nonexistent-dir does not exist" in r.stderr,
+          f"a state file in a missing directory: clear error ({r.stderr.strip()})")
+    r = state_check("state_file: ''")
+    check(r.returncode == 1 and "state_file: a file name" in r.stderr, f"an empty state file name refused ({r.stderr.strip()})")
+    r = state_check("state_file: flows.state, state_max_age: 0")
+    check(r.returncode == 1 and "state_max_age" in r.stderr, f"state_max_age 0 refused ({r.stderr.strip()})")
+
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
 r = run("--bogus")
