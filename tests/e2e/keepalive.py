@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Keep-alive HTTP connections for the HA test, run inside the client's namespace.
 
-usage: keepalive.py ADDRESS N STATE_FILE STOP_FILE
-Opens N HTTP/1.1 connections to ADDRESS:80 and sends a request on each every 100 ms until
+usage: keepalive.py ADDRESS N STATE_FILE STOP_FILE [PORT]
+Opens N HTTP/1.1 connections to ADDRESS:PORT (80) and sends a request on each every 100 ms until
 STOP_FILE exists, then closes them. STATE_FILE is rewritten every 0.5 s and at the end with one
 record per connection: its local port, requests answered, errors (an exception, a reset, a wrong
 answer: the connection is then given up), and the longest gap between two answers in seconds.
@@ -16,6 +16,7 @@ import threading
 import time
 
 addr, n, state_file, stop_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+port = int(sys.argv[5]) if len(sys.argv) > 5 else 80
 conns = []
 
 
@@ -30,7 +31,7 @@ class Conn:
 
     def run(self):
         try:
-            c = http.client.HTTPConnection(addr, 80, timeout=5)
+            c = http.client.HTTPConnection(addr, port, timeout=5)
             c.connect()
             self.port = c.sock.getsockname()[1]
             self.open = True
