@@ -3,6 +3,8 @@
 what fuzz_pipeline.cpp's config serves, or a sequence of frames: b"SGSQ" then each frame as a
 16-bit big-endian length and its bytes) and tests/fuzz/corpus/config (the example configs).
 Rerun after changing either; the seeds are committed."""
+import hashlib
+import hmac
 import os
 import shutil
 import socket
@@ -201,4 +203,59 @@ cout = os.path.join(here, "corpus", "config")
 os.makedirs(cout, exist_ok=True)
 for name in ("lab.yaml", "kubernetes.yaml"):
     shutil.copy(os.path.join(src, "config", name), os.path.join(cout, name))
-print(f"{len(seeds)} frames, 2 configs")
+
+# The replication decoder's seeds (fuzz_sync.cpp): flow records of the fuzzer's Service, as bodies
+# to seal (odd first byte) and as whole datagrams sealed with its key (even first byte).
+def svc_id(name, proto, v6=False):
+    h = 2166136261
+    for c in (name + "/").encode() + bytes([proto]) + (b"6" if v6 else b""):
+        h = ((h ^ c) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def record4(sid, state, flags, src, sport, dst, dport, ep, epport, masq, mport, proto=6):
+    key0 = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack(">HHB3x", sport, dport, proto)
+    key1 = socket.inet_aton(ep) + socket.inet_aton(masq) + struct.pack(">HHB3x", epport, mport, proto)
+    return struct.pack("<BBBBIIIQ", 4, 0, flags, state, sid, 0, 3, 0) + key0 + key1
+
+
+def record6(sid, state, src, sport, dst, dport, ep, epport):
+    a = lambda x: socket.inet_pton(socket.AF_INET6, x)
+    key0 = a(src) + a(dst) + struct.pack(">HHB3x", sport, dport, 6)
+    key1 = a(ep) + a(src) + struct.pack(">HHB3x", epport, sport, 6)
+    return struct.pack("<BBBBIIIQ", 6, 0, 0, state, sid, 0, 1, 0) + key0 + key1
+
+
+def affinity4(sid, client, pinned):
+    key0 = socket.inet_aton(client) + struct.pack("<I", sid) + struct.pack(">HHB3x", 0, 0, 0xFE)
+    return struct.pack("<BBBBIIIQ", 4, 1, 2, 0, sid, 10800, 0, pinned) + key0 + bytes(16)
+
+
+def sealed(kind, count, body, epoch=7, seq=1):
+    head = b"SGSY" + bytes([1, kind]) + struct.pack("<HQQ", count, epoch, seq)
+    mac = hmac.new(bytes([0x5A]) * 32, head + body, hashlib.sha512).digest()[:32]  # crypto_auth
+    return head + body + mac
+
+
+web = "default/web:http"
+tcp_est = 3 | 0x40  # ESTABLISHED, reply seen
+recs = [record4(svc_id(web, 6), tcp_est, 1, "192.168.67.100", 40000 + i, "192.168.67.8", 30001, "10.244.2.4", 80,
+                "10.192.0.2", 1024 + i) for i in range(3)]
+recs.append(record4(svc_id("default/web:dns", 17), 1, 1, "192.168.67.100", 5353, "10.107.169.79", 53, "10.244.2.4", 53,
+                    "10.192.0.2", 2000, proto=17))
+recs.append(record6(svc_id(web, 6, True), tcp_est, "fd00:67::100", 40000, "fd00:96::79", 80, "fd00:244:2::4", 80))
+recs.append(affinity4(svc_id(web, 6), "192.168.67.100", (0x0AF40204 << 16) | 0x5000))
+body = b"".join(recs)
+sync_seeds = {
+    "body-flows": b"\x01" + struct.pack("<H", len(recs)) + body,
+    "body-hello": b"\x03" + struct.pack("<H", 0) + bytes([1, 10, 0, 0, 0]),
+    "dgram-flows": b"\x00" + sealed(1, len(recs), body),
+    "dgram-hello": b"\x00" + sealed(2, 0, bytes([2, 0, 0, 0, 0]), seq=9),
+    "dgram-forged": b"\x00" + sealed(1, len(recs), body)[:-1] + b"\x00",
+}
+sout = os.path.join(here, "corpus", "sync")
+os.makedirs(sout, exist_ok=True)
+for name, b in sync_seeds.items():
+    with open(os.path.join(sout, name), "wb") as f:
+        f.write(b)
+print(f"{len(seeds)} frames, 2 configs, {len(sync_seeds)} replication seeds")

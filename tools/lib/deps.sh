@@ -1,6 +1,6 @@
 # Debian packages the build and the tests need; installed only when missing.
 SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-              libboost-program-options-dev libgtest-dev libbenchmark-dev libsystemd-dev python3 python3-yaml)
+              libboost-program-options-dev libgtest-dev libbenchmark-dev libsystemd-dev libsodium-dev python3 python3-yaml)
 # The sanitizer and fuzzing builds of tools/test (clang: libFuzzer, ASan, UBSan, TSan).
 SVCGATE_DEPS+=(clang libclang-rt-14-dev)
 # The Debian package (tools/package) and its checks: debhelper, lintian (systemd-analyze is systemd's).

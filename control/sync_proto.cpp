@@ -1,0 +1,163 @@
+#include "sync_proto.h"
+
+#include <cctype>
+#include <cstring>
+
+#include <sodium.h>
+
+namespace svcgate::ctl::sync {
+
+namespace {
+
+constexpr uint8_t kMagic[4] = {'S', 'G', 'S', 'Y'};
+
+// libsodium picks its implementations once, before first use (thread-safe here: a static).
+void sodium_ready() noexcept {
+    static const int rc = sodium_init();
+    (void)rc;  // -1 only when it cannot initialise at all; crypto_auth has a portable fallback
+}
+constexpr uint8_t kVersion = 1;
+
+void put(uint8_t* p, uint64_t v, int bytes) noexcept {
+    for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t get(const uint8_t* p, int bytes) noexcept {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | p[i];
+    return v;
+}
+
+// The records of a flows body: exactly `count` of them, each decoding, nothing left over.
+bool flows_body_ok(std::span<const uint8_t> body, uint16_t count) noexcept {
+    size_t off = 0;
+    unsigned n = 0;
+    while (off < body.size()) {
+        dp::FlowRecord r;
+        const size_t used = dp::decode_flow(body.data() + off, body.size() - off, r);
+        if (used == 0) return false;
+        off += used;
+        ++n;
+    }
+    return n == count;
+}
+
+}  // namespace
+
+const char* drop_name(Drop d) noexcept {
+    switch (d) {
+    case Drop::unknown_peer: return "unknown_peer";
+    case Drop::truncated: return "truncated";
+    case Drop::bad_magic: return "bad_magic";
+    case Drop::bad_version: return "bad_version";
+    case Drop::bad_mac: return "bad_mac";
+    case Drop::replayed: return "replayed";
+    case Drop::malformed: return "malformed";
+    }
+    return "?";
+}
+
+std::string parse_key(const std::string& text, Key& out) {
+    size_t b = 0, e = text.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+    if (e - b != 2 * kKeyBytes) return "the key is " + std::to_string(e - b) + " characters; it must be 64 hex digits";
+    sodium_ready();
+    size_t used = 0;
+    if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 || used != kKeyBytes)
+        return "the key is not 64 hex digits";
+    return {};
+}
+
+size_t Sealer::seal(Type type, uint16_t records, std::span<const uint8_t> body, uint8_t* out) noexcept {
+    if (body.size() > kMaxBody) return 0;
+    sodium_ready();
+    std::memcpy(out, kMagic, 4);
+    out[4] = kVersion;
+    out[5] = static_cast<uint8_t>(type);
+    put(out + 6, records, 2);
+    put(out + 8, epoch_, 8);
+    put(out + 16, ++seq_, 8);
+    if (!body.empty()) std::memcpy(out + kHeaderBytes, body.data(), body.size());
+    const size_t n = kHeaderBytes + body.size();
+    crypto_auth(out + n, out, n, key_.data());
+    return n + kMacBytes;
+}
+
+bool ReplayWindow::fresh(uint64_t epoch, uint64_t seq) const noexcept {
+    if (seq == 0 || epoch < epoch_) return false;
+    if (epoch > epoch_) return true;  // the peer started again
+    if (seq > top_) return true;
+    const uint64_t back = top_ - seq;
+    return back < 64 && !(bits_ >> back & 1);
+}
+
+void ReplayWindow::accept(uint64_t epoch, uint64_t seq) noexcept {
+    if (epoch > epoch_) {
+        epoch_ = epoch;
+        top_ = seq;
+        bits_ = 1;
+        return;
+    }
+    if (seq > top_) {
+        const uint64_t shift = seq - top_;
+        bits_ = shift >= 64 ? 1 : (bits_ << shift) | 1;
+        top_ = seq;
+    } else {
+        bits_ |= uint64_t{1} << (top_ - seq);
+    }
+}
+
+bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Header& h, std::span<const uint8_t>& body,
+          Drop& why) noexcept {
+    if (n < kHeaderBytes + kMacBytes || n > kMaxDatagram) {
+        why = Drop::truncated;
+        return false;
+    }
+    if (std::memcmp(p, kMagic, 4) != 0) {
+        why = Drop::bad_magic;
+        return false;
+    }
+    if (p[4] != kVersion) {
+        why = Drop::bad_version;
+        return false;
+    }
+    const size_t signed_len = n - kMacBytes;
+    sodium_ready();
+    if (crypto_auth_verify(p + signed_len, p, signed_len, key.data()) != 0) {
+        why = Drop::bad_mac;
+        return false;
+    }
+    h.type = static_cast<Type>(p[5]);
+    h.records = static_cast<uint16_t>(get(p + 6, 2));
+    h.epoch = get(p + 8, 8);
+    h.seq = get(p + 16, 8);
+    if (!window.fresh(h.epoch, h.seq)) {
+        why = Drop::replayed;
+        return false;
+    }
+    body = std::span<const uint8_t>(p + kHeaderBytes, signed_len - kHeaderBytes);
+    bool ok = false;
+    if (h.type == Type::flows) ok = flows_body_ok(body, h.records);
+    else if (h.type == Type::hello) ok = h.records == 0 && body.size() == kHelloBytes;
+    if (!ok) {
+        why = Drop::malformed;
+        return false;
+    }
+    window.accept(h.epoch, h.seq);
+    return true;
+}
+
+bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept {
+    if (body.size() != kHelloBytes) return false;
+    out.flags = body[0];
+    out.flows = static_cast<uint32_t>(get(body.data() + 1, 4));
+    return true;
+}
+
+size_t encode_hello(const Hello& h, uint8_t* out) noexcept {
+    out[0] = h.flags;
+    put(out + 1, h.flows, 4);
+    return kHelloBytes;
+}
+
+}  // namespace svcgate::ctl::sync

@@ -1,0 +1,127 @@
+// The replication protocol between gateways (issue 19): datagrams of flow records (flow_record.h)
+// and liveness, authenticated and protected against replay.
+//
+// A datagram, little-endian:
+//
+//   offset  size  field
+//        0     4  magic "SGSY"
+//        4     1  version (1)
+//        5     1  type: 1 flows, 2 hello
+//        6     2  records (flows: how many follow; hello: 0)
+//        8     8  epoch: the sender's, new at each start (Unix microseconds when it started)
+//       16     8  sequence: 1, 2, ... within the epoch
+//       24     n  body: flow records (flows) or the hello (below)
+//     24+n    32  MAC: HMAC-SHA-512-256 (libsodium's crypto_auth) of bytes 0..24+n with the shared key
+//
+// A hello: u8 flags (kHelloStarting: the sender has just started and asks for a bulk copy;
+// kHelloDraining), then u32 flows it owns.
+//
+// What is checked, in this order, each failure a counted drop (Drop) that changes nothing:
+// the source is one of ha.peers (unknown_peer); the datagram is long enough for a header and a MAC
+// (truncated); magic and version (bad_magic, bad_version); the MAC, in constant time (bad_mac) -
+// nothing past the header is read before it verifies; the epoch is not older than the newest seen
+// from that peer and the sequence number is new within a 64-wide window (replayed: the window
+// only moves for datagrams whose MAC verified, so forged ones cannot push it); the type and the
+// body (malformed: a record that does not decode, a count that does not match the body). A
+// datagram is taken whole or not at all.
+//
+// Runs on: the sync thread. No allocation in open(); Sealer::seal() writes into the caller's buffer.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "flow_record.h"
+
+namespace svcgate::ctl::sync {
+
+inline constexpr size_t kKeyBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kHeaderBytes = 24;
+// A datagram fits a 1500-byte link without fragmenting, under IPv6 and UDP headers (1452).
+inline constexpr size_t kMaxDatagram = 1440;
+inline constexpr size_t kMaxBody = kMaxDatagram - kHeaderBytes - kMacBytes;
+
+enum class Type : uint8_t { flows = 1, hello = 2 };
+enum HelloFlags : uint8_t { kHelloStarting = 0x1, kHelloDraining = 0x2 };
+
+enum class Drop : uint8_t { unknown_peer, truncated, bad_magic, bad_version, bad_mac, replayed, malformed };
+inline constexpr unsigned kDrops = 7;
+const char* drop_name(Drop d) noexcept;
+
+using Key = std::array<uint8_t, kKeyBytes>;
+
+// The key from ha.key_file's text: 64 hex digits (`openssl rand -hex 32`), surrounding white
+// space allowed. "" or what is wrong.
+std::string parse_key(const std::string& text, Key& out);
+
+struct Header {
+    Type type = Type::flows;
+    uint16_t records = 0;
+    uint64_t epoch = 0;
+    uint64_t seq = 0;
+};
+
+struct Hello {
+    uint8_t flags = 0;
+    uint32_t flows = 0;
+};
+
+// Writes datagrams of one epoch: each gets the next sequence number and its MAC.
+class Sealer {
+public:
+    Sealer(const Key& key, uint64_t epoch) noexcept : key_(key), epoch_(epoch) {}
+    // header + body + MAC into out (kMaxDatagram bytes); returns the datagram's length (0 when the
+    // body is larger than kMaxBody).
+    size_t seal(Type type, uint16_t records, std::span<const uint8_t> body, uint8_t* out) noexcept;
+    uint64_t epoch() const noexcept { return epoch_; }
+    uint64_t last_seq() const noexcept { return seq_; }
+
+private:
+    Key key_;
+    uint64_t epoch_;
+    uint64_t seq_ = 0;
+};
+
+// One peer's replay state: the newest epoch and a window of the last 64 sequence numbers in it.
+class ReplayWindow {
+public:
+    // Would (epoch, seq) be new? Reads only.
+    bool fresh(uint64_t epoch, uint64_t seq) const noexcept;
+    // Records it (call only after fresh() and the MAC both said yes).
+    void accept(uint64_t epoch, uint64_t seq) noexcept;
+    uint64_t epoch() const noexcept { return epoch_; }
+
+private:
+    uint64_t epoch_ = 0;
+    uint64_t top_ = 0;   // highest sequence number accepted in epoch_
+    uint64_t bits_ = 0;  // bit i: top_ - i accepted
+};
+
+// Checks a datagram from a known peer (the caller has matched its source against ha.peers):
+// length, magic, version, MAC, replay, body. On success the header and body are set and the
+// window moved; `flows` then decodes the records one by one (already checked whole).
+bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Header& h, std::span<const uint8_t>& body,
+          Drop& why) noexcept;
+
+// The flow records of a body open() accepted, in order: f(const dp::FlowRecord&).
+template <typename F>
+void for_each_flow(std::span<const uint8_t> body, F&& f) noexcept {
+    size_t off = 0;
+    while (off < body.size()) {
+        dp::FlowRecord r;
+        const size_t n = dp::decode_flow(body.data() + off, body.size() - off, r);
+        if (n == 0) return;  // open() checked every record: not reached
+        f(r);
+        off += n;
+    }
+}
+
+bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept;
+size_t encode_hello(const Hello& h, uint8_t* out) noexcept;  // 5 bytes
+inline constexpr size_t kHelloBytes = 5;
+
+}  // namespace svcgate::ctl::sync

@@ -1,0 +1,87 @@
+// libFuzzer target: the replication decoder (control/sync_proto.h) and the import of what it
+// accepts. The first byte picks the way in:
+//   even: the rest is a datagram as it comes off the wire, opened with the shared key (forged,
+//         cut, replayed: every one must be a counted drop);
+//   odd:  the rest is a body sealed with the right key, as a peer with a bug would send it, so the
+//         record decoder and the import into a flow table run on anything that passes the MAC.
+// A crash, a sanitizer report, or a refused datagram that moved the replay window is a finding.
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+
+#include "flow_state.h"
+#include "sync_proto.h"
+#include "tool_eal.h"
+#include "trace.h"
+#include "yaml_config.h"
+
+using namespace svcgate;
+using namespace svcgate::ctl;
+
+namespace {
+
+const char* const kConfig = R"(
+dataplane:
+  ports:
+    - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
+    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64']}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+    - {prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}
+  flow_table: {capacity: 4096, capacity_v6: 4096}
+cluster:
+  node_ips: [192.168.67.8, 'fd00:67::8']
+  cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']
+services:
+  - name: default/web
+    type: NodePort
+    cluster_ips: [10.107.169.79, 'fd00:96::79']
+    session_affinity: ClientIP
+    ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}, {name: dns, protocol: UDP, port: 53}]
+    endpoints: [{ip: 10.244.2.4}, {ip: 'fd00:244:2::4'}]
+)";
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (size < 1 || size > sync::kMaxDatagram + 1) return -1;
+    static const bool eal = (init_tool_eal("svcgate-fuzz"), true);
+    (void)eal;
+    static auto tracer = std::make_unique<Tracer>(load_config_string(kConfig, "fuzz.yaml"));
+    static sync::Key key = [] {
+        sync::Key k;
+        k.fill(0x5a);
+        return k;
+    }();
+    static uint64_t epoch = 1;
+    sync::ReplayWindow window;
+    sync::Header h;
+    std::span<const uint8_t> body;
+    sync::Drop why{};
+    uint8_t dgram[sync::kMaxDatagram];
+    const uint8_t* p = data + 1;
+    size_t n = size - 1;
+    if (data[0] & 1) {
+        if (n < 2) return 0;
+        sync::Sealer s(key, ++epoch);
+        const uint16_t records = static_cast<uint16_t>(p[0] | p[1] << 8);
+        n = s.seal(data[0] & 2 ? sync::Type::hello : sync::Type::flows, records,
+                   std::span<const uint8_t>(p + 2, std::min(n - 2, sync::kMaxBody)), dgram);
+        p = dgram;
+    }
+    if (!sync::open(p, n, key, window, h, body, why)) {
+        if (window.epoch() != 0) std::abort();  // a refused datagram moved the window
+        return 0;
+    }
+    if (h.type == sync::Type::flows) {
+        FlowImporter imp(tracer->snapshot(), tracer->slots().table(), tracer->flows(), &tracer->flows6());
+        uint32_t turn = 0;
+        sync::for_each_flow(body, [&](const dp::FlowRecord& r) {
+            dp::FlowRecord c = r;
+            imp.import(c, turn++, tracer->ctx().now, 0);
+        });
+        // Keep the tables from filling up across inputs: everything imported expires.
+        tracer->advance(100000);
+    }
+    return 0;
+}
