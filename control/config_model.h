@@ -157,6 +157,15 @@ struct ClusterConfig {
     bool reject_unknown_port = true;
     uint16_t nodeport_min = 30000;
     uint16_t nodeport_max = 32767;
+    // The source ports masquerade hands out (cluster.masquerade_ports): gateways behind one ECMP
+    // group take ranges that do not overlap, so a flow taken over from another keeps a port that no
+    // local flow holds.
+    uint16_t masquerade_port_min = 1024;
+    uint16_t masquerade_port_max = 65535;
+    // Maglev's seed and table size (cluster.maglev_seed, maglev_table_size; 0 = by endpoint count):
+    // gateways that share them choose alike for a connection none of them has seen.
+    uint32_t maglev_seed = 0;
+    uint32_t maglev_table_size = 0;
 };
 
 struct ServicePortConfig {

@@ -49,7 +49,9 @@ struct Builder {
         if (scheduler_uses_ring(sch) && !eps.empty()) {
             ids.clear();
             for (uint32_t e : eps) ids.push_back(t.endpoints[e].key().word());
-            auto ring = maglev_build(ids, maglev_table_size(static_cast<uint32_t>(eps.size())));
+            const uint32_t m = cfg.cluster.maglev_table_size ? cfg.cluster.maglev_table_size
+                                                             : maglev_table_size(static_cast<uint32_t>(eps.size()));
+            auto ring = maglev_build(ids, m, cfg.cluster.maglev_seed);
             set.ring_off = static_cast<uint32_t>(t.rings.size());
             set.ring_len = static_cast<uint32_t>(ring.size());
             t.rings.insert(t.rings.end(), ring.begin(), ring.end());
@@ -359,7 +361,10 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
                                 .service_cidrs6 = b.add_cidrs(cfg.cluster.service_cidrs, Family::v6),
                                 .masquerade_all = cfg.cluster.masquerade_all,
                                 .reject_unknown_port = cfg.cluster.reject_unknown_port,
-                                .one_arm_masquerade = cfg.dataplane.one_arm_masquerade};
+                                .one_arm_masquerade = cfg.dataplane.one_arm_masquerade,
+                                .snat_port_min = cfg.cluster.masquerade_port_min,
+                                .snat_port_max = cfg.cluster.masquerade_port_max,
+                                .maglev_seed = cfg.cluster.maglev_seed};
     b.ports_and_routes();
     for (size_t si = 0; si < cfg.services.size(); ++si) {
         const ServiceConfig& sc = cfg.services[si];

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "maglev.h"
 #include "source_limit.h"
 
 namespace svcgate::ctl {
@@ -338,7 +339,8 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
 
 void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     if (!r.map(n, "cluster", {"node_name", "node_ips", "nodeport_addresses", "cluster_cidrs", "service_cidrs",
-                              "masquerade_all", "nodeport_range", "reject_unknown_port"}))
+                              "masquerade_all", "nodeport_range", "reject_unknown_port", "masquerade_ports",
+                              "maglev_seed", "maglev_table_size"}))
         return;
     if (n["node_name"])
         if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
@@ -367,18 +369,35 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
         if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
     if (n["reject_unknown_port"])
         if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
-    if (const ytree::Node nr = n["nodeport_range"]) {
-        auto s = r.str(nr, "cluster.nodeport_range");
+    // "LOW-HIGH" within [min, 65535], at least `span` ports.
+    auto range = [&](const char* key, unsigned min, unsigned span, uint16_t& lo_out, uint16_t& hi_out) {
+        const ytree::Node nr = n[key];
+        if (!nr) return;
+        const std::string path = std::string("cluster.") + key;
+        auto s = r.str(nr, path);
         unsigned lo = 0, hi = 0;
         char dash = 0;
         std::istringstream is(s.value_or(""));
-        if (s && (is >> lo >> dash >> hi) && dash == '-' && is.eof() && lo >= 1 && lo <= hi && hi <= 65535) {
-            c.nodeport_min = static_cast<uint16_t>(lo);
-            c.nodeport_max = static_cast<uint16_t>(hi);
+        if (s && (is >> lo >> dash >> hi) && dash == '-' && is.eof() && lo >= min && lo <= hi && hi <= 65535 &&
+            hi - lo + 1 >= span) {
+            lo_out = static_cast<uint16_t>(lo);
+            hi_out = static_cast<uint16_t>(hi);
         } else if (s) {
-            r.error(nr, "cluster.nodeport_range", fmt::format("\"{}\" is not a port range LOW-HIGH within 1-65535", *s));
+            r.error(nr, path, fmt::format("\"{}\" is not a port range LOW-HIGH within {}-65535{}", *s, min,
+                                          span > 1 ? fmt::format(" of at least {} ports", span) : ""));
         }
-    }
+    };
+    range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
+    range("masquerade_ports", 1024, 256, c.masquerade_port_min, c.masquerade_port_max);
+    if (n["maglev_seed"])
+        if (auto v = r.uint<uint32_t>(n["maglev_seed"], "cluster.maglev_seed", 0, UINT32_MAX)) c.maglev_seed = *v;
+    if (const ytree::Node m = n["maglev_table_size"])
+        if (auto v = r.uint<uint32_t>(m, "cluster.maglev_table_size", dp::kMaglevMinTable, dp::kMaglevMaxTable)) {
+            if (dp::next_prime(*v) != *v)
+                r.error(m, "cluster.maglev_table_size", fmt::format("{} is not a prime (next: {})", *v, dp::next_prime(*v)));
+            else
+                c.maglev_table_size = *v;
+        }
 }
 
 void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {

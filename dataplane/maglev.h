@@ -15,11 +15,19 @@ namespace svcgate::dp {
 // Smallest prime ≥ max(n, 2).
 uint32_t next_prime(uint32_t n) noexcept;
 
-// Table size for n endpoints: the smallest prime ≥ 100 × n (at least 101).
-inline uint32_t maglev_table_size(uint32_t n) noexcept { return next_prime(n * 100 < 101 ? 101 : n * 100); }
+// Table size for n endpoints: the first prime of a ladder (the largest prime below each power of
+// two from 2^8: 251, 509, 1021, ... 16777213) that is ≥ 100 × n (or the ladder's last). A rung
+// holds a range of endpoint counts, so adding or removing an endpoint keeps the size, and with it
+// every other endpoint's permutation: only ~1/N of the keys move (a size that followed n exactly
+// would reshuffle nearly all). cluster.maglev_table_size pins one size for every Service.
+uint32_t maglev_table_size(uint32_t n) noexcept;
+// A prime the config may pin (cluster.maglev_table_size): 251 ≤ m ≤ 16777213.
+inline constexpr uint32_t kMaglevMinTable = 251, kMaglevMaxTable = 16777213;
 
 // Builds the table for endpoints identified by `ids` (stable per endpoint, e.g. ip:port packed):
-// entry = index into `ids`. An empty `ids` gives an empty table.
-std::vector<uint16_t> maglev_build(std::span<const uint64_t> ids, uint32_t table_size);
+// entry = index into `ids`. The same set of ids gives the same endpoint in every entry whatever
+// their order, and `seed` (cluster.maglev_seed) picks the permutations: gateways with the same
+// endpoints, size and seed build the same table. An empty `ids` gives an empty table.
+std::vector<uint16_t> maglev_build(std::span<const uint64_t> ids, uint32_t table_size, uint32_t seed = 0);
 
 }  // namespace svcgate::dp

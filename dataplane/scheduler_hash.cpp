@@ -11,24 +11,27 @@ namespace svcgate::dp {
 
 namespace {
 constexpr uint32_t kSeed = 0x1234567;
-}
+
+// The tuple hash's seed: ours, and the cluster's (cluster.maglev_seed), the same on every gateway.
+uint32_t seed(const SelectCtx& c) noexcept { return kSeed ^ c.snap.cluster.maglev_seed; }
+}  // namespace
 
 uint32_t MaglevScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6, sizeof(FlowKey6), kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6, sizeof(FlowKey6), seed(c)));
     uint64_t a, b;
     std::memcpy(&a, c.key, 8);
     std::memcpy(&b, reinterpret_cast<const uint8_t*>(c.key) + 8, 8);
-    return ring_pick(c, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, kSeed)));
+    return ring_pick(c, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, seed(c))));
 }
 
 uint32_t SourceHashScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->src.b, 16, kSeed));
-    return ring_pick(c, rte_hash_crc_4byte(c.key->src.be, kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->src.b, 16, seed(c)));
+    return ring_pick(c, rte_hash_crc_4byte(c.key->src.be, seed(c)));
 }
 
 uint32_t DestinationHashScheduler::pick(const SelectCtx& c) noexcept {
-    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->dst.b, 16, kSeed));
-    return ring_pick(c, rte_hash_crc_4byte(c.key->dst.be, kSeed));
+    if (c.key6) return ring_pick(c, crc32c_bytes(c.key6->dst.b, 16, seed(c)));
+    return ring_pick(c, rte_hash_crc_4byte(c.key->dst.be, seed(c)));
 }
 
 }  // namespace svcgate::dp

@@ -181,6 +181,7 @@ struct ClusterSettings {
     bool one_arm_masquerade = true;      // masquerade when client and endpoint share a next hop
     uint16_t snat_port_min = 1024;
     uint16_t snat_port_max = 65535;
+    uint32_t maglev_seed = 0;  // mixed into the hashing schedulers' tuple hash (and their tables)
 };
 
 // What only the control plane reads, indexed like the hot tables: names, addresses for people,

@@ -171,6 +171,12 @@ with tempfile.TemporaryDirectory() as d:
           f"a state file in a missing directory: clear error ({r.stderr.strip()})")
     r = state_check("state_file: ''")
     check(r.returncode == 1 and "state_file: a file name" in r.stderr, f"an empty state file name refused ({r.stderr.strip()})")
+    r = state_check("state_file: flows.state}\ncluster: {masquerade_ports: 20000-20100")
+    check(r.returncode == 1 and "of at least 256 ports" in r.stderr, f"a masquerade range under 256 ports refused ({r.stderr.strip()})")
+    r = state_check("state_file: flows.state}\ncluster: {maglev_table_size: 1000, maglev_seed: 3")
+    check(r.returncode == 1 and "1000 is not a prime (next: 1009)" in r.stderr, f"a Maglev size that is not prime refused ({r.stderr.strip()})")
+    r = state_check("state_file: flows.state}\ncluster: {maglev_table_size: 65521, maglev_seed: 3, masquerade_ports: 22528-44031")
+    check(r.returncode == 0, f"a gateway's masquerade range, Maglev seed and size: OK ({r.stderr.strip()})")
     r = state_check("state_file: flows.state, state_max_age: 0")
     check(r.returncode == 1 and "state_max_age" in r.stderr, f"state_max_age 0 refused ({r.stderr.strip()})")
 

@@ -355,3 +355,74 @@ TEST(FlowState, AnUnwritableDirectoryIsAClearError) {
     const std::string e = ctl::save_flow_state("/nonexistent-dir/flows", "x", t->flows(), &t->flows6(), 1, kUnix, written);
     EXPECT_NE(e.find("/nonexistent-dir/flows.tmp: cannot create"), std::string::npos) << e;
 }
+
+// Consistent choice between gateways (issue 19, item 3): with Maglev, a shared seed and table
+// size, two gateways - whatever order their configs list the endpoints in, whatever their random
+// state - send a new connection, and one picked up mid-flow, to the same endpoint.
+namespace {
+std::string maglev_config(const std::string& endpoints, const std::string& cluster_extra) {
+    return test::gateway_config(R"(
+  - name: default/web
+    cluster_ip: 10.107.169.79
+    scheduler: maglev
+    ports: [{name: http, protocol: TCP, port: 80}]
+    endpoints: )" + endpoints + "\n", cluster_extra);
+}
+// On kube-node-2; the client pod is on kube-node-1 (so not one-armed: no masquerade).
+const std::string kEps = "[{ip: 10.244.3.4}, {ip: 10.244.3.5}, {ip: 10.244.3.6}, {ip: 10.244.3.7}, {ip: 10.244.3.8}]";
+const std::string kEpsReordered = "[{ip: 10.244.3.8}, {ip: 10.244.3.5}, {ip: 10.244.3.7}, {ip: 10.244.3.4}, {ip: 10.244.3.6}]";
+}  // namespace
+
+TEST(ConsistentChoice, GatewaysSharingMaglevsSeedChooseAlikeForNewAndPickedUpConnections) {
+    test::ensure_eal();
+    const std::string shared = "  maglev_seed: 7\n  maglev_table_size: 65521\n";
+    auto a = test::tracer(maglev_config(kEps, shared), 1);
+    auto b = test::tracer(maglev_config(kEpsReordered, shared), 2);
+    auto other_seed = test::tracer(maglev_config(kEps, "  maglev_seed: 8\n  maglev_table_size: 65521\n"), 1);
+    std::set<std::string> used;
+    unsigned differ_with_other_seed = 0;
+    for (int port = 30000; port < 30200; ++port) {
+        // A pod's connection to the ClusterIP: not masqueraded.
+        const std::string syn = fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [S]", port);
+        const auto ra = a->run_spec(syn);
+        ASSERT_EQ(ra.verdict, Verdict::dnat) << ra.text();
+        ASSERT_FALSE(ra.masquerade);
+        EXPECT_EQ(b->run_spec(syn).endpoint, ra.endpoint) << "a new connection, port " << port;
+        // Picked up mid-flow by a gateway that never saw its SYN.
+        auto mid = b->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [.]", port + 1000));
+        EXPECT_EQ(mid.endpoint, a->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [S]", port + 1000)).endpoint)
+            << "picked up mid-flow, port " << port + 1000;
+        differ_with_other_seed += other_seed->run_spec(syn).endpoint != ra.endpoint;
+        used.insert(ra.endpoint.value_or(""));
+        a->forget_history(), b->forget_history(), other_seed->forget_history();
+    }
+    EXPECT_EQ(used.size(), 5u) << "spread over every endpoint";
+    EXPECT_GT(differ_with_other_seed, 100u) << "another seed chooses otherwise (so the check above can fail)";
+}
+
+TEST(ConsistentChoice, MasqueradePortsStayInTheGatewaysRange) {
+    test::ensure_eal();
+    auto t = test::tracer(test::gateway_config(R"(
+  - name: default/web
+    type: NodePort
+    cluster_ip: 10.107.169.79
+    ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}]
+    endpoints: [{ip: 10.244.2.4}]
+)", "  masquerade_ports: 20000-20299\n"), 1);
+    std::set<int> ports;
+    for (int port = 40000; port < 40400; ++port) {
+        const auto r = t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", port));
+        if (r.verdict != Verdict::dnat) {
+            EXPECT_EQ(r.reason, DropReason::snat_ports_exhausted) << r.text();
+            continue;
+        }
+        ASSERT_TRUE(r.masquerade);
+        const std::string out = r.out.value_or("");
+        const int p = std::stoi(out.substr(out.find(':') + 1));
+        EXPECT_GE(p, 20000) << out;
+        EXPECT_LE(p, 20299) << out;
+        ports.insert(p);
+        t->forget_history();
+    }
+    EXPECT_EQ(ports.size(), 300u) << "every port of the range used once, then exhausted";
+}
