@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <rte_ether.h>
@@ -17,6 +19,8 @@
 #include <rte_tcp.h>
 #include <rte_mbuf.h>
 
+#include "flow_record.h"
+#include "flow_state.h"
 #include "flow_table.h"
 #include "maglev.h"
 #include "nat.h"
@@ -429,6 +433,41 @@ void BM_BytesPerFlow6(benchmark::State& st) {
     st.counters["bytes_per_flow"] = per_flow;
 }
 BENCHMARK(BM_BytesPerFlow6)->Arg(10000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The state file (control/flow_state.h) with n IPv4 flows: the time to write it on a stop, and to
+// read, check and decode it at the next start (its flows then go through FlowImporter; the
+// inserts themselves are BM_FlowInsert's cost). One iteration: a single run.
+void BM_StateFile(benchmark::State& st) {
+    const uint32_t n = static_cast<uint32_t>(st.range(0));
+    auto t = FlowTable::create(FlowTable::Params{.capacity = n + n / 4});
+    for (uint32_t i = 0; i < n; ++i) (void)t->insert(0, flow_init(i), 1);
+    const std::string path = "/tmp/svcgate-bench-flows.state";
+    ServiceSnapshot empty;
+    StatsTable stats(1, 1, 1);
+    for (auto _ : st) {
+        const auto t0 = std::chrono::steady_clock::now();
+        uint32_t written = 0;
+        if (std::string e = ctl::save_flow_state(path, "bench", *t, nullptr, 2, 1000, written); !e.empty()) {
+            st.SkipWithError(e.c_str());
+            break;
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        auto other = FlowTable::create(FlowTable::Params{.capacity = 1024});
+        ctl::FlowImporter imp(empty, stats, *other, nullptr);
+        ctl::RestoreResult r;
+        if (std::string e = ctl::restore_flow_state(path, "bench", 600, imp, 2, 1000, r); !e.empty()) {
+            st.SkipWithError(e.c_str());
+            break;
+        }
+        const auto t2 = std::chrono::steady_clock::now();
+        st.counters["flows"] = written;
+        st.counters["save_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        st.counters["read_ms"] = std::chrono::duration<double, std::milli>(t2 - t1).count();
+        st.counters["file_mb"] = (32.0 + 5 + double(written) * kFlowRecordV4 + 8) / 1e6;
+    }
+    unlink(path.c_str());
+}
+BENCHMARK(BM_StateFile)->Arg(1000000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
