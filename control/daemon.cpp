@@ -771,7 +771,13 @@ int run_daemon(const DaemonOptions& opts) {
         return 1;
     }
     st.publisher = &pub;
-    if (!dpc.state_file.empty()) restore_flows(st, rt, shared);
+    if (!dpc.state_file.empty()) {
+        try {
+            restore_flows(st, rt, shared);
+        } catch (const std::exception& e) {  // out of memory reading it: start without it
+            log_err(fmt::format("flow state {}: not restored: {}", dpc.state_file, e.what()));
+        }
+    }
     // From here on workers run: they stop before the publisher's snapshots go, whatever the exit.
     struct StopWorkers {
         Runtime& rt;

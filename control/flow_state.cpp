@@ -228,7 +228,7 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
 
     // Every record is checked before any is imported: a file is taken whole or not at all.
     std::vector<FlowRecord> flows;
-    flows.reserve(result.records);
+    flows.reserve(std::min<size_t>(result.records, (body - kHeader - id_len) / kFlowRecordV4));  // a forged count
     size_t off = kHeader + id_len;
     while (off < body) {
         FlowRecord r;

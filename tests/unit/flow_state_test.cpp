@@ -319,6 +319,8 @@ TEST(FlowState, AFileThatIsNotThisGatewaysFreshOneIsRefusedAndLeftWhereItIs) {
         {"a header that overstates its identity", [](auto& b) { b[14] = 0x7f; reseal(b); }, id, kUnix, "cut short"},
         {"a malformed flow", [&](auto& b) { b[32 + id.size() + 1] = 9; reseal(b); }, id, kUnix, "flow 1 (at byte"},
         {"a wrong count", [](auto& b) { b[24] += 1; reseal(b); }, id, kUnix, "the header counts 5 flows, the file holds 4"},
+        {"a count of four billion", [](auto& b) { b[24] = b[25] = b[26] = b[27] = 0xff; reseal(b); }, id, kUnix,
+         "the header counts 4294967295 flows, the file holds 4"},
     };
     for (const Case& c : cases) {
         std::vector<uint8_t> b = good;
