@@ -646,26 +646,7 @@ void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
                     path, n(O::inserted), r.records, r.age,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
                     n(O::gone), n(O::expired), n(O::exists), n(O::clash), n(O::full)));
-    // Each worker's masquerade ports from past the last one a restored flow holds (a worker owns
-    // the ports ≡ worker mod workers of the range: new_flow.cpp).
-    const ClusterSettings& c = st.snap().cluster;
-    std::vector<uint32_t> cursor(rt.workers.size(), 0);
-    auto scan = [&](const auto& table) {
-        for (uint32_t id = 0; id < table.capacity(); ++id) {
-            const auto& f = table.flow(id);
-            if (!f.live.load(std::memory_order_relaxed) || !(f.flags & kFlowMasq)) continue;
-            const uint16_t port = rte_be_to_cpu_16(f.key[1].dport);
-            if (port < c.snat_port_min || port > c.snat_port_max) continue;
-            const uint32_t off = port - c.snat_port_min;
-            uint32_t& cur = cursor[off % cursor.size()];
-            cur = std::max(cur, off / static_cast<uint32_t>(cursor.size()) + 1);
-        }
-    };
-    if (n(O::inserted)) {
-        scan(*rt.flows);
-        scan(*rt.flows6);
-    }
-    for (size_t w = 0; w < rt.workers.size(); ++w) rt.workers[w]->set_snat_cursor(cursor[w]);
+    for (size_t w = 0; w < rt.workers.size(); ++w) rt.workers[w]->set_snat_cursor(importer.snat_cursor(static_cast<uint16_t>(w)));
     if (!r.unlink_error.empty()) log_warning(fmt::format("flow state {}: cannot remove it after reading: {}", path, r.unlink_error));
 }
 

@@ -6,13 +6,17 @@
 #include <cstring>
 #include <vector>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "pipeline.h"
+#include "static_hash.h"
 #include "yaml_config.h"
 
 namespace svcgate::ctl {
@@ -26,18 +30,12 @@ constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 32;
 constexpr size_t kMaxIdentity = 1 << 16;
 
-uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) noexcept {
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
+constexpr size_t kTrailer = 4;  // CRC32c of everything before it
+constexpr uint32_t kCrcSeed = 0xffffffff;
 
-void put(std::vector<uint8_t>& out, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-uint64_t get(const uint8_t* p, int bytes) noexcept {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | p[i];
-    return v;
+void put(std::vector<uint8_t>& out, uint64_t v, unsigned bytes) {
+    out.resize(out.size() + bytes);
+    store_le(out.data() + out.size() - bytes, v, bytes);
 }
 
 template <typename K>
@@ -58,20 +56,8 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-const char* FlowImporter::outcome_name(Outcome o) noexcept {
-    switch (o) {
-    case Outcome::inserted: return "inserted";
-    case Outcome::exists: return "exists";
-    case Outcome::gone: return "gone";
-    case Outcome::expired: return "expired";
-    case Outcome::clash: return "clash";
-    case Outcome::full: return "full";
-    }
-    return "?";
-}
-
 FlowImporter::FlowImporter(const ServiceSnapshot& snap, const StatsTable& stats, FlowTable& flows, FlowTable6* flows6)
-    : snap_(snap), stats_(stats), flows_(flows), flows6_(flows6) {
+    : snap_(snap), stats_(stats), flows_(flows), flows6_(flows6), snat_cursor_(flows.owners(), 0) {
     endpoints_.reserve(snap.endpoints.size());
     for (const ServicePort& sp : snap.services) {
         services_.insert(sp.id);
@@ -93,7 +79,6 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
     } else if (!services_.count(in.svc_id)) {
         return Outcome::gone;
     }
-    if (owner >= table.owners()) return Outcome::full;  // no such owner: nowhere to put it
     in.gen = snap_.generation;
     // Its timeout as the table would reckon it.
     BasicFlow<K> probe;
@@ -107,12 +92,22 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
     switch (r.status) {
     case InsertStatus::inserted:
         if (in.kind == FlowKind::nat) stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
+        if (in.flags & kFlowMasq) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
         return Outcome::inserted;
     case InsertStatus::exists: return Outcome::exists;
     case InsertStatus::reply_clash: return Outcome::clash;
     case InsertStatus::full: return Outcome::full;
     }
     return Outcome::full;
+}
+
+void FlowImporter::hold_snat_port(uint16_t port) noexcept {
+    // A worker hands out the ports ≡ worker (mod workers) of the range, in order (new_flow.cpp).
+    const ClusterSettings& c = snap_.cluster;
+    if (port < c.snat_port_min || port > c.snat_port_max) return;
+    const uint32_t off = port - c.snat_port_min, workers = static_cast<uint32_t>(snat_cursor_.size());
+    uint32_t& cur = snat_cursor_[off % workers];
+    cur = std::max(cur, off / workers + 1);
 }
 
 FlowImporter::Outcome FlowImporter::import(FlowRecord& r, uint32_t turn, uint32_t now, uint32_t extra_idle) {
@@ -138,7 +133,7 @@ std::string save_flow_state(const std::string& path, const std::string& identity
     written = 0;
     std::vector<uint8_t> out;
     out.reserve(kHeader + identity.size() + size_t{flows.live_total()} * kFlowRecordV4 +
-                (flows6 ? size_t{flows6->live_total()} * kFlowRecordV6 : 0) + 8);
+                (flows6 ? size_t{flows6->live_total()} * kFlowRecordV6 : 0) + kTrailer);
     out.insert(out.end(), kMagic, kMagic + sizeof kMagic);
     put(out, kVersion, 4);
     put(out, identity.size(), 4);
@@ -148,8 +143,8 @@ std::string save_flow_state(const std::string& path, const std::string& identity
     out.insert(out.end(), identity.begin(), identity.end());
     append_flows(out, flows, now, written);
     if (flows6) append_flows(out, *flows6, now, written);
-    for (int i = 0; i < 4; ++i) out[24 + i] = static_cast<uint8_t>(written >> (8 * i));
-    put(out, fnv1a(out.data(), out.size()), 8);
+    store_le(out.data() + 24, written, 4);
+    put(out, crc32c_bytes(out.data(), out.size(), kCrcSeed), kTrailer);
 
     const std::string tmp = path + ".tmp";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -183,39 +178,23 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
                                FlowImporter& importer, uint32_t now, uint64_t now_unix,
                                RestoreResult& result) {
     result = RestoreResult{};
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return {};
-        return fmt::format("cannot open: {}", errno_text());
-    }
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return ec ? fmt::format("cannot open: {}", ec.message()) : "";
     result.found = true;
-    std::vector<uint8_t> in;
-    struct stat sb {};
-    if (::fstat(fd, &sb) == 0 && sb.st_size > 0) in.reserve(static_cast<size_t>(sb.st_size));
-    uint8_t buf[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const std::string e = errno_text();
-            ::close(fd);
-            return fmt::format("cannot read: {}", e);
-        }
-        if (n == 0) break;
-        in.insert(in.end(), buf, buf + n);
-    }
-    ::close(fd);
+    std::ifstream f(path, std::ios::binary);
+    const std::vector<uint8_t> in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.bad() || !f.is_open()) return fmt::format("cannot read: {}", errno_text());
 
-    if (in.size() < kHeader + 8 || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
+    if (in.size() < kHeader + kTrailer || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
         return "not a svcgate flow state file";
-    if (const uint64_t v = get(in.data() + 8, 4); v != kVersion)
+    if (const uint64_t v = load_le(in.data() + 8, 4); v != kVersion)
         return fmt::format("format version {}; this svcgate reads version {}", v, kVersion);
-    const size_t id_len = get(in.data() + 12, 4);
-    const uint64_t written = get(in.data() + 16, 8);
-    result.records = static_cast<uint32_t>(get(in.data() + 24, 4));
-    if (id_len > kMaxIdentity || in.size() < kHeader + id_len + 8) return "cut short (the header's sizes do not fit)";
-    const size_t body = in.size() - 8;
-    if (fnv1a(in.data(), body) != get(in.data() + body, 8))
+    const size_t id_len = load_le(in.data() + 12, 4);
+    const uint64_t written = load_le(in.data() + 16, 8);
+    result.records = static_cast<uint32_t>(load_le(in.data() + 24, 4));
+    if (id_len > kMaxIdentity || in.size() < kHeader + id_len + kTrailer) return "cut short (the header's sizes do not fit)";
+    const size_t body = in.size() - kTrailer;
+    if (crc32c_bytes(in.data(), body, kCrcSeed) != load_le(in.data() + body, kTrailer))
         return "checksum mismatch: the file was cut short or changed after it was written";
     const std::string theirs(reinterpret_cast<const char*>(in.data() + kHeader), id_len);
     if (theirs != identity)
@@ -227,16 +206,11 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
                            max_age);
 
     // Every record is checked before any is imported: a file is taken whole or not at all.
+    const size_t first = kHeader + id_len;
     std::vector<FlowRecord> flows;
-    flows.reserve(std::min<size_t>(result.records, (body - kHeader - id_len) / kFlowRecordV4));  // a forged count
-    size_t off = kHeader + id_len;
-    while (off < body) {
-        FlowRecord r;
-        const size_t n = decode_flow(in.data() + off, body - off, r);
-        if (n == 0) return fmt::format("flow {} (at byte {}) is malformed", flows.size() + 1, off);
-        flows.push_back(r);
-        off += n;
-    }
+    flows.reserve(std::min<size_t>(result.records, (body - first) / kFlowRecordV4));  // a forged count
+    const DecodedFlows d = decode_flows(in.data() + first, body - first, [&](const FlowRecord& r) { flows.push_back(r); });
+    if (!d.ok) return fmt::format("flow {} (at byte {}) is malformed", d.count + 1, first + d.bad_at);
     if (flows.size() != result.records)
         return fmt::format("the header counts {} flows, the file holds {}", result.records, flows.size());
     // The owners (workers) in turn: each ages its share.

@@ -16,8 +16,8 @@
 // meanwhile, is left out and counted.
 //
 // Layout, little-endian: "SGFLOWS\0", u32 version (1), u32 identity length, u64 written (Unix
-// seconds), u32 flows, u32 reserved (0); the identity; the flows (dp/flow_record.h); u64 FNV-1a of
-// everything before it.
+// seconds), u32 flows, u32 reserved (0); the identity; the flows (dp/flow_record.h); u32 CRC32c
+// (crc32c_bytes, seed 0xffffffff) of everything before it.
 //
 // Runs on: the control thread, while no worker runs (restore) or after they stopped (save).
 #pragma once
@@ -26,6 +26,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "config_model.h"
 #include "flow_record.h"
@@ -41,7 +42,6 @@ class FlowImporter {
 public:
     enum class Outcome : uint8_t { inserted, exists, gone, expired, clash, full };
     static constexpr unsigned kOutcomes = 6;
-    static const char* outcome_name(Outcome o) noexcept;
 
     FlowImporter(const dp::ServiceSnapshot& snap, const dp::StatsTable& stats, dp::FlowTable& flows,
                  dp::FlowTable6* flows6);
@@ -49,11 +49,15 @@ public:
     // counting). `extra_idle`: seconds the record spent in transit (a file's age), added to its
     // idle time. Before the workers run, or by the control thread's own owner (never a worker's).
     Outcome import(dp::FlowRecord& r, uint32_t turn, uint32_t now, uint32_t extra_idle);
+    // Where worker w's masquerade port cursor (new_flow.cpp's next_snat_port) goes on so that it
+    // does not walk through the ports the masqueraded flows imported so far hold.
+    uint32_t snat_cursor(uint16_t w) const noexcept { return w < snat_cursor_.size() ? snat_cursor_[w] : 0; }
 
 private:
     template <typename K>
     Outcome import_as(dp::BasicFlowInit<K>& in, dp::BasicFlowTable<K>& table, uint16_t owner, uint32_t now,
                       uint32_t idle);
+    void hold_snat_port(uint16_t port) noexcept;
 
     struct Key {
         uint32_t svc;
@@ -71,6 +75,7 @@ private:
     dp::FlowTable6* flows6_;
     std::unordered_map<Key, dp::NatTarget, KeyHash> endpoints_;
     std::unordered_set<uint32_t> services_;  // ServicePort::id
+    std::vector<uint32_t> snat_cursor_;      // by worker (the IPv4 table's owners)
 };
 
 // Who wrote a state file: the ports (names and addresses) and the masquerade port range.

@@ -10,35 +10,21 @@ namespace svcgate::ctl::sync {
 namespace {
 
 constexpr uint8_t kMagic[4] = {'S', 'G', 'S', 'Y'};
+constexpr uint8_t kVersion = 1;
 
 // libsodium picks its implementations once, before first use (thread-safe here: a static).
 void sodium_ready() noexcept {
     static const int rc = sodium_init();
     (void)rc;  // -1 only when it cannot initialise at all; crypto_auth has a portable fallback
 }
-constexpr uint8_t kVersion = 1;
 
-void put(uint8_t* p, uint64_t v, int bytes) noexcept {
-    for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t get(const uint8_t* p, int bytes) noexcept {
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-}
+using dp::load_le;
+using dp::store_le;
 
 // The records of a flows body: exactly `count` of them, each decoding, nothing left over.
 bool flows_body_ok(std::span<const uint8_t> body, uint16_t count) noexcept {
-    size_t off = 0;
-    unsigned n = 0;
-    while (off < body.size()) {
-        dp::FlowRecord r;
-        const size_t used = dp::decode_flow(body.data() + off, body.size() - off, r);
-        if (used == 0) return false;
-        off += used;
-        ++n;
-    }
-    return n == count;
+    const dp::DecodedFlows d = dp::decode_flows(body.data(), body.size(), [](const dp::FlowRecord&) {});
+    return d.ok && d.count == count;
 }
 
 }  // namespace
@@ -74,9 +60,9 @@ size_t Sealer::seal(Type type, uint16_t records, std::span<const uint8_t> body, 
     std::memcpy(out, kMagic, 4);
     out[4] = kVersion;
     out[5] = static_cast<uint8_t>(type);
-    put(out + 6, records, 2);
-    put(out + 8, epoch_, 8);
-    put(out + 16, ++seq_, 8);
+    store_le(out + 6, records, 2);
+    store_le(out + 8, epoch_, 8);
+    store_le(out + 16, ++seq_, 8);
     if (!body.empty()) std::memcpy(out + kHeaderBytes, body.data(), body.size());
     const size_t n = kHeaderBytes + body.size();
     crypto_auth(out + n, out, n, key_.data());
@@ -128,9 +114,9 @@ bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Head
         return false;
     }
     h.type = static_cast<Type>(p[5]);
-    h.records = static_cast<uint16_t>(get(p + 6, 2));
-    h.epoch = get(p + 8, 8);
-    h.seq = get(p + 16, 8);
+    h.records = static_cast<uint16_t>(load_le(p + 6, 2));
+    h.epoch = load_le(p + 8, 8);
+    h.seq = load_le(p + 16, 8);
     if (!window.fresh(h.epoch, h.seq)) {
         why = Drop::replayed;
         return false;
@@ -150,13 +136,13 @@ bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Head
 bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept {
     if (body.size() != kHelloBytes) return false;
     out.flags = body[0];
-    out.flows = static_cast<uint32_t>(get(body.data() + 1, 4));
+    out.flows = static_cast<uint32_t>(load_le(body.data() + 1, 4));
     return true;
 }
 
 size_t encode_hello(const Hello& h, uint8_t* out) noexcept {
     out[0] = h.flags;
-    put(out + 1, h.flows, 4);
+    store_le(out + 1, h.flows, 4);
     return kHelloBytes;
 }
 

@@ -13,8 +13,8 @@
 //       24     n  body: flow records (flows) or the hello (below)
 //     24+n    32  MAC: HMAC-SHA-512-256 (libsodium's crypto_auth) of bytes 0..24+n with the shared key
 //
-// A hello: u8 flags (kHelloStarting: the sender has just started and asks for a bulk copy;
-// kHelloDraining), then u32 flows it owns.
+// A hello: u8 flags (kHelloStarting: the sender has just started and asks for a bulk copy), then
+// u32 flows it owns.
 //
 // What is checked, in this order, each failure a counted drop (Drop) that changes nothing:
 // the source is one of ha.peers (unknown_peer); the datagram is long enough for a header and a MAC
@@ -46,7 +46,7 @@ inline constexpr size_t kMaxDatagram = 1440;
 inline constexpr size_t kMaxBody = kMaxDatagram - kHeaderBytes - kMacBytes;
 
 enum class Type : uint8_t { flows = 1, hello = 2 };
-enum HelloFlags : uint8_t { kHelloStarting = 0x1, kHelloDraining = 0x2 };
+enum HelloFlags : uint8_t { kHelloStarting = 0x1 };
 
 enum class Drop : uint8_t { unknown_peer, truncated, bad_magic, bad_version, bad_mac, replayed, malformed };
 inline constexpr unsigned kDrops = 7;
@@ -78,7 +78,6 @@ public:
     // body is larger than kMaxBody).
     size_t seal(Type type, uint16_t records, std::span<const uint8_t> body, uint8_t* out) noexcept;
     uint64_t epoch() const noexcept { return epoch_; }
-    uint64_t last_seq() const noexcept { return seq_; }
 
 private:
     Key key_;
@@ -107,17 +106,10 @@ private:
 bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Header& h, std::span<const uint8_t>& body,
           Drop& why) noexcept;
 
-// The flow records of a body open() accepted, in order: f(const dp::FlowRecord&).
+// The flow records of a body open() accepted (it checked them all), in order: f(const dp::FlowRecord&).
 template <typename F>
 void for_each_flow(std::span<const uint8_t> body, F&& f) noexcept {
-    size_t off = 0;
-    while (off < body.size()) {
-        dp::FlowRecord r;
-        const size_t n = dp::decode_flow(body.data() + off, body.size() - off, r);
-        if (n == 0) return;  // open() checked every record: not reached
-        f(r);
-        off += n;
-    }
+    dp::decode_flows(body.data(), body.size(), f);
 }
 
 bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept;

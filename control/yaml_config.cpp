@@ -610,20 +610,19 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         cfg.services.reserve(cfg.services.size() + svcs.size());
         for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], Path(services_path, i), cfg);
     }
+    // Relative paths (manifests, the state file) are relative to the config file's directory.
+    const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
+    auto beside = [&dir](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + p; };
     if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
-        // Relative manifest paths are relative to the config file's directory.
-        const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
         std::vector<ManifestRef> refs;
         const ytree::Node m = k["manifests"];
         if (m && r.seq(m, "kubernetes.manifests"))
             for (size_t i = 0; i < m.size(); ++i)
                 if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
-                    refs.push_back({(*p)[0] == '/' || p->empty() ? *p : dir + *p, r.mark(m[i])});
+                    refs.push_back({beside(*p), r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors);
     }
-    // Relative to the config file's directory too.
-    if (std::string& sf = cfg.dataplane.state_file; !sf.empty() && sf[0] != '/' && file.find('/') != std::string::npos)
-        sf = file.substr(0, file.rfind('/') + 1) + sf;
+    cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
     check_health_ports(cfg, errors);
     // One name, one Service: the compact form and the manifests share the namespace.
     std::map<std::string, const ServiceConfig*> seen;

@@ -8,23 +8,6 @@ namespace svcgate::dp {
 
 namespace {
 
-void put32(uint8_t* p, uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put64(uint8_t* p, uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get32(const uint8_t* p) noexcept {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-}
-uint64_t get64(const uint8_t* p) noexcept {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-}
-
 template <typename K>
 bool zero_pad(const K& k) noexcept {
     return k.pad[0] == 0 && k.pad[1] == 0 && k.pad[2] == 0;
@@ -49,7 +32,7 @@ bool valid(const BasicFlowInit<K>& in, Family family) noexcept {
     if (in.state & kStateGone) return false;
     switch (static_cast<Proto>(proto)) {
     case Proto::tcp:
-        return (in.state & kStateMask) < kTcpStates && (in.state & ~(kStateMask | kStateReplied)) == 0;
+        return (in.state & kStateMask) < kTcpStates;  // kStateReplied the only flag left
     case Proto::udp:
     case Proto::sctp:
         return in.state <= static_cast<uint8_t>(DgramState::replied);
@@ -70,10 +53,10 @@ size_t decode_as(const uint8_t* p, size_t len, Family family, BasicFlowInit<K>& 
     in.kind = static_cast<FlowKind>(p[1]);
     in.flags = p[2];
     in.state = p[3];
-    in.svc_id = get32(p + 4);
-    in.aux = get32(p + 8);
-    idle = get32(p + 12);
-    in.target = get64(p + 16);
+    in.svc_id = static_cast<uint32_t>(load_le(p + 4, 4));
+    in.aux = static_cast<uint32_t>(load_le(p + 8, 4));
+    idle = static_cast<uint32_t>(load_le(p + 12, 4));
+    in.target = load_le(p + 16, 8);
     std::memcpy(&in.key[0], p + kFlowRecordHead, sizeof(K));
     std::memcpy(&in.key[1], p + kFlowRecordHead + sizeof(K), sizeof(K));
     return valid(in, family) ? n : 0;
@@ -90,10 +73,10 @@ void encode_flow(const BasicFlow<K>& f, uint32_t now, uint8_t* out) noexcept {
     out[1] = static_cast<uint8_t>(f.kind);
     out[2] = f.flags;
     out[3] = f.state.load(std::memory_order_relaxed);
-    put32(out + 4, f.svc_id);
-    put32(out + 8, f.kind == FlowKind::affinity ? f.aux : 0);
-    put32(out + 12, idle);
-    put64(out + 16, f.kind == FlowKind::affinity ? f.pinned() : 0);
+    store_le(out + 4, f.svc_id, 4);
+    store_le(out + 8, f.kind == FlowKind::affinity ? f.aux : 0, 4);
+    store_le(out + 12, idle, 4);
+    store_le(out + 16, f.kind == FlowKind::affinity ? f.pinned() : 0, 8);
     std::memcpy(out + kFlowRecordHead, &f.key[0], sizeof(K));
     std::memcpy(out + kFlowRecordHead + sizeof(K), &f.key[1], sizeof(K));
 }

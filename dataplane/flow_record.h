@@ -56,6 +56,27 @@ void encode_flow(const BasicFlow<K>& f, uint32_t now, uint8_t* out) noexcept;
 // The record at p[0..len): its size, or 0 when it is malformed (or cut short).
 size_t decode_flow(const uint8_t* p, size_t len, FlowRecord& out) noexcept;
 
+// The records p[0..len) holds back to back, each passed to f(const FlowRecord&) in order, up to
+// the first malformed one: `ok` false and `bad_at` its offset.
+struct DecodedFlows {
+    size_t count = 0;
+    bool ok = true;
+    size_t bad_at = 0;
+};
+template <typename F>
+DecodedFlows decode_flows(const uint8_t* p, size_t len, F&& f) noexcept {
+    DecodedFlows d;
+    for (size_t off = 0; off < len;) {
+        FlowRecord r;
+        const size_t used = decode_flow(p + off, len - off, r);
+        if (used == 0) return {d.count, false, off};
+        f(static_cast<const FlowRecord&>(r));
+        off += used;
+        ++d.count;
+    }
+    return d;
+}
+
 extern template void encode_flow<FlowKey>(const BasicFlow<FlowKey>&, uint32_t, uint8_t*) noexcept;
 extern template void encode_flow<FlowKey6>(const BasicFlow<FlowKey6>&, uint32_t, uint8_t*) noexcept;
 

@@ -19,19 +19,10 @@ uint32_t next_prime(uint32_t n) noexcept {
 }
 
 uint32_t maglev_table_size(uint32_t n) noexcept {
-    static const std::vector<uint32_t> ladder = [] {
-        std::vector<uint32_t> v;
-        for (uint32_t k = 8; k <= 24; ++k) {
-            uint32_t p = (1u << k) - 1;
-            while (next_prime(p) != p) --p;
-            v.push_back(p);
-        }
-        return v;
-    }();
     const uint64_t want = uint64_t{n} * 100;
-    for (const uint32_t p : ladder)
+    for (const uint32_t p : kMaglevSizes)
         if (p >= want) return p;
-    return ladder.back();
+    return kMaglevMaxTable;
 }
 
 std::vector<uint16_t> maglev_build(std::span<const uint64_t> ids, uint32_t m, uint32_t seed) {

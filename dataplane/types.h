@@ -27,6 +27,17 @@ constexpr uint16_t to_be16(uint16_t h) noexcept {
     return h;
 }
 
+// The little-endian fields of the formats svcgate writes itself (flow records, the flow state
+// file, replication datagrams): the low `bytes` (1-8) of v at p, and back.
+inline void store_le(uint8_t* p, uint64_t v, unsigned bytes) noexcept {
+    for (unsigned i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint64_t load_le(const uint8_t* p, unsigned bytes) noexcept {
+    uint64_t v = 0;
+    for (unsigned i = bytes; i-- > 0;) v = v << 8 | p[i];
+    return v;
+}
+
 // An IPv4 address in network byte order. Comparisons are on the raw value: equality is what the
 // fast path needs; ordering is only for sorted control-plane containers.
 struct Ip4 {

@@ -6,10 +6,13 @@
 //         record decoder and the import into a flow table run on anything that passes the MAC.
 // A crash, a sanitizer report, or a refused datagram that moved the replay window is a finding.
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <span>
 
 #include "flow_state.h"
+#include "sync_fuzz_config.h"
 #include "sync_proto.h"
 #include "tool_eal.h"
 #include "trace.h"
@@ -18,39 +21,14 @@
 using namespace svcgate;
 using namespace svcgate::ctl;
 
-namespace {
-
-const char* const kConfig = R"(
-dataplane:
-  ports:
-    - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
-    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64']}
-  routes:
-    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-    - {prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}
-  flow_table: {capacity: 4096, capacity_v6: 4096}
-cluster:
-  node_ips: [192.168.67.8, 'fd00:67::8']
-  cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']
-services:
-  - name: default/web
-    type: NodePort
-    cluster_ips: [10.107.169.79, 'fd00:96::79']
-    session_affinity: ClientIP
-    ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}, {name: dns, protocol: UDP, port: 53}]
-    endpoints: [{ip: 10.244.2.4}, {ip: 'fd00:244:2::4'}]
-)";
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1 || size > sync::kMaxDatagram + 1) return -1;
     static const bool eal = (init_tool_eal("svcgate-fuzz"), true);
     (void)eal;
-    static auto tracer = std::make_unique<Tracer>(load_config_string(kConfig, "fuzz.yaml"));
+    static auto tracer = std::make_unique<Tracer>(load_config_string(test::kSyncFuzzConfig, "fuzz.yaml"));
     static sync::Key key = [] {
         sync::Key k;
-        k.fill(0x5a);
+        k.fill(test::kSyncFuzzKeyByte);
         return k;
     }();
     static uint64_t epoch = 1;

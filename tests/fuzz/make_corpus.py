@@ -204,7 +204,7 @@ os.makedirs(cout, exist_ok=True)
 for name in ("lab.yaml", "kubernetes.yaml"):
     shutil.copy(os.path.join(src, "config", name), os.path.join(cout, name))
 
-# The replication decoder's seeds (fuzz_sync.cpp): flow records of the fuzzer's Service, as bodies
+# The replication decoder's seeds (fuzz_sync.cpp): flow records of the Service in sync_fuzz_config.h, as bodies
 # to seal (odd first byte) and as whole datagrams sealed with its key (even first byte).
 def svc_id(name, proto, v6=False):
     h = 2166136261

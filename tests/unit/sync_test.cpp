@@ -10,6 +10,7 @@
 #include "flow_record.h"
 #include "flow_state.h"
 #include "sync_proto.h"
+#include "../fuzz/sync_fuzz_config.h"
 #include "test_support.h"
 
 using namespace svcgate;
@@ -202,17 +203,10 @@ TEST(Sync, ADatagramSealedElsewhereOpensAndItsFlowsImport) {
     ASSERT_GT(d.size(), 1u);
     d.erase(d.begin());  // the fuzzer's mode byte
     ReplayWindow w;
-    const Opened o = open_dgram(d, key_of(0x5a), w);
+    const Opened o = open_dgram(d, key_of(test::kSyncFuzzKeyByte), w);
     ASSERT_TRUE(o.ok) << drop_name(o.why);
     EXPECT_EQ(o.h.records, 6u);
-    auto t = test::tracer(test::dual_stack_config(R"(
-  - name: default/web
-    type: NodePort
-    cluster_ips: [10.107.169.79, 'fd00:96::79']
-    session_affinity: ClientIP
-    ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}, {name: dns, protocol: UDP, port: 53}]
-    endpoints: [{ip: 10.244.2.4}, {ip: 'fd00:244:2::4'}]
-)"));
+    auto t = test::tracer(test::kSyncFuzzConfig);
     ctl::FlowImporter imp(t->snapshot(), t->slots().table(), t->flows(), &t->flows6());
     unsigned inserted = 0;
     uint32_t turn = 0;
