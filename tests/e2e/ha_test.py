@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
@@ -59,14 +58,7 @@ def hops(dst):
     return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
 
 
-def wait(cond, limit, step=0.05):
-    """Seconds until cond() held, or None after `limit` seconds."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        if cond():
-            return time.monotonic() - t0
-        time.sleep(step)
-    return None
+wait = checks.wait
 
 
 def http(ns_name, url, timeout="2"):
@@ -84,29 +76,11 @@ def flows_by_port(i):
         return set()
 
 
-class KeepAlive:
-    def __init__(self, n, addr=LB4):
-        self.dir = tempfile.mkdtemp()
-        self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
-        self.p = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3",
-                                   os.path.join(src, "tests/e2e/keepalive.py"), addr, str(n), self.state,
-                                   self.stop_file])
-        wait(lambda: len([c for c in self.read() if c["ok"] > 2]) == n, 20)
-
-    def read(self):
-        try:
-            with open(self.state) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return []
-
-    def stop(self):
-        open(self.stop_file, "w").close()
-        try:
-            self.p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-        return self.read()
+def KeepAlive(n, addr=LB4):
+    """n keep-alive connections from the client, answering before this returns (or after 20 s)."""
+    k = checks.KeepAlive(src, "client", addr, n)
+    k.wait_ready(20)
+    return k
 
 
 def owners(conns):

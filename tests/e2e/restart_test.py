@@ -12,7 +12,6 @@ usage: restart_test.py SVCGATE SOURCE_DIR
 Prints "ok   ..." / "FAIL ..." per check; exits 1 on a failure.
 """
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -33,47 +32,13 @@ RUN = "/run/svcgate-lab"
 SIZE = 100_000_000
 
 
-def lab(script, timeout=120):
+def lab(script):
     return checks.lab(src, script)
 
 
-def wait(cond, seconds, step=0.1):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        if cond():
-            return round(time.monotonic() - t0, 2)
-        time.sleep(step)
-    return None
-
-
-class KeepAlive:
-    """keepalive.py in namespace `ns`: n connections to addr:port, a request each every 100 ms."""
-
-    def __init__(self, ns, addr, port, n, tmp):
-        self.dir = tempfile.mkdtemp(dir=tmp)
-        self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
-        self.n = n
-        self.p = subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3",
-                                   os.path.join(src, "tests/e2e/keepalive.py"), addr, str(n), self.state,
-                                   self.stop_file, str(port)])
-
-    def read(self):
-        try:
-            with open(self.state) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return []
-
-    def ready(self):
-        return len([c for c in self.read() if c["ok"] > 2]) == self.n
-
-    def stop(self):
-        open(self.stop_file, "w").close()
-        try:
-            self.p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-        return self.read()
+def wait(cond, seconds):
+    t = checks.wait(cond, seconds)
+    return None if t is None else round(t, 2)
 
 
 def gateway_pid():
@@ -89,12 +54,19 @@ def log_text():
         return ""
 
 
+def exited(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except OSError:
+        return True
+
+
 def stop_gateway():
     """SIGTERM; waits for the exit. Returns (seconds it took, its log)."""
     pid = gateway_pid()
-    t0 = time.monotonic()
     os.kill(pid, signal.SIGTERM)
-    gone = wait(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z", 20)
+    gone = wait(lambda: exited(pid), 20)
     return (gone if gone is not None else -1), log_text()
 
 
@@ -104,10 +76,10 @@ def start_gateway(cfg_path):
     return r.returncode == 0, round(time.monotonic() - t0, 2)
 
 
-def connections(tmp):
+def connections():
     """The three kinds: 4 masqueraded NodePort ones, 2 IPv6 client -> ClusterIP, 4 pod -> ClusterIP."""
-    ka = [KeepAlive("client", "192.168.67.8", 30001, 4, tmp), KeepAlive("client", "fd00:96::79", 80, 2, tmp),
-          KeepAlive("lab-sleeper", "10.107.169.79", 80, 4, tmp)]
+    ka = [checks.KeepAlive(src, "client", "192.168.67.8", 4, 30001), checks.KeepAlive(src, "client", "fd00:96::79", 2),
+          checks.KeepAlive(src, "lab-sleeper", "10.107.169.79", 4)]
     ok = wait(lambda: all(k.ready() for k in ka), 30)
     return ka, ok
 
@@ -139,7 +111,7 @@ def main():
               "the first start finds no state file and says so")
 
         # 1. Restart during a 100 MB download and 10 keep-alive connections.
-        ka, ok = connections(tmp)
+        ka, ok = connections()
         check(ok is not None, f"10 keep-alive connections of three kinds answering (after {ok} s)")
         out = os.path.join(tmp, "blob")
         curl = subprocess.Popen(["ip", "netns", "exec", "client", "curl", "-s", "-m", "120", "--limit-rate", "12M",
@@ -180,7 +152,7 @@ def main():
         os.remove(out)
 
         # 2. The control: the same restart without the state file breaks connections.
-        ka, ok = connections(tmp)
+        ka, ok = connections()
         check(ok is not None, "control: 10 keep-alive connections answering again")
         stop_gateway()
         os.remove(state_file)

@@ -1,7 +1,12 @@
 """Shared by the Python tests: one "ok   ..." or "FAIL ..." line per check (tools/test counts
 them), the failure count, and the lab helpers of the end-to-end tests."""
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 failures = 0
 
@@ -94,3 +99,52 @@ def publish(src, cfg, path, marker="reloaded"):
             return True
         time.sleep(0.05)
     return False
+
+
+def wait(cond, limit, step=0.05):
+    """Seconds until cond() held, or None after `limit` seconds."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(step)
+    return None
+
+
+class KeepAlive:
+    """tests/e2e/keepalive.py in namespace `ns`: n HTTP/1.1 connections to addr:port, each asking
+    every 100 ms until stop(). Its files live in a directory of its own, removed by stop()."""
+
+    def __init__(self, src, ns_name, addr, n, port=80):
+        self.n = n
+        self.dir = tempfile.mkdtemp(prefix="svcgate-keepalive-")
+        self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
+        self.p = subprocess.Popen(["ip", "netns", "exec", ns_name, "/usr/bin/python3",
+                                   os.path.join(src, "tests/e2e/keepalive.py"), addr, str(n), self.state,
+                                   self.stop_file, str(port)])
+
+    def read(self):
+        """One record per connection: port, ok, errors, gap, open."""
+        try:
+            with open(self.state) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+
+    def ready(self):
+        """Every connection has had answers."""
+        return len([c for c in self.read() if c["ok"] > 2]) == self.n
+
+    def wait_ready(self, limit=20):
+        return wait(self.ready, limit)
+
+    def stop(self):
+        """Closes the connections; their final records."""
+        open(self.stop_file, "w").close()
+        try:
+            self.p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        res = self.read()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return res
