@@ -453,7 +453,7 @@ void BM_StateFile(benchmark::State& st) {
         }
         const auto t1 = std::chrono::steady_clock::now();
         auto other = FlowTable::create(FlowTable::Params{.capacity = 1024});
-        ctl::FlowImporter imp(empty, stats, *other, nullptr);
+        ctl::FlowImporter imp(empty, stats, *other, nullptr, other->owners());
         ctl::RestoreResult r;
         if (std::string e = ctl::restore_flow_state(path, "bench", 600, imp, 2, 1000, r); !e.empty()) {
             st.SkipWithError(e.c_str());

@@ -1,15 +1,19 @@
 #include "commands.h"
 
+#include "sync.h"
+
 #include <map>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <rte_ethdev.h>
 
 #include "kube_objects.h"
 #include "packet_spec.h"
 #include "scheduler.h"
+#include "sync.h"
 #include "yaml_config.h"
 
 namespace svcgate::ctl {
@@ -81,6 +85,26 @@ std::string undrain(DaemonState& st, bool json) {
     return was ? "undrained: announcing again once healthy\n" : "not draining\n";
 }
 
+// Flow replication (sync.h) as status --json shows it; null when off.
+Json sync_json(const DaemonState& st, const WorkerCounters& t) {
+    if (!st.sync) return nullptr;
+    const SyncStatus y = st.sync->status();
+    Json peers = Json::array();
+    for (const SyncPeerStatus& p : y.peers)
+        peers.push_back({{"address", p.address}, {"alive", p.alive},
+                         {"last_heard_seconds", p.last_heard_seconds < 0 ? Json(nullptr) : Json(p.last_heard_seconds)},
+                         {"copied", p.copied}, {"flows_sent", p.flows_sent}, {"flows_received", p.flows_received},
+                         {"datagrams_sent", p.datagrams_sent}, {"datagrams_received", p.datagrams_received},
+                         {"flows_held", p.flows_owned}, {"addresses", p.addresses}, {"adopted", p.adopted}});
+    Json drops = Json::object();
+    for (unsigned d = 0; d < sync::kDrops; ++d) drops[sync::drop_name(static_cast<sync::Drop>(d))] = y.drops[d];
+    for (unsigned d = 0; d < kRecordDrops; ++d)
+        drops[fmt::format("record_{}", record_drop_name(static_cast<RecordDrop>(d)))] = y.record_drops[d];
+    return Json{{"listen", y.listen}, {"ready", y.ready}, {"peers", peers}, {"replicas", y.replicas},
+                {"takeovers", t.takeovers}, {"events", t.sync_events}, {"events_ring_full", t.sync_ring_full},
+                {"refreshed", y.refreshed}, {"send_errors", y.send_errors}, {"drops", drops}};
+}
+
 std::string status(DaemonState& st, bool json) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
@@ -107,6 +131,7 @@ std::string status(DaemonState& st, bool json) {
                      {"last_reload_seconds", st.reload.last_seconds},
                      {"last_reload_error", st.reload.last_ok ? Json(nullptr) : Json(st.reload.last_error)},
                      {"health", health_json(st)},
+                     {"ha", sync_json(st, t)},
                      {"kubernetes",
                       {{"services", k.services}, {"endpoint_slices", k.slices}, {"headless", k.headless},
                        {"external_name", k.external_name},
@@ -138,6 +163,27 @@ std::string status(DaemonState& st, bool json) {
         for (const std::string& a : h.announced) o += " " + a;
         o += "\n";
         if (!h.announce_error.empty()) o += "            last error: " + h.announce_error + "\n";
+    }
+    if (st.sync) {
+        const SyncStatus y = st.sync->status();
+        o += fmt::format("ha          listening on {}, {}; {} replicas held, {} taken over, {} flows handed by the "
+                         "workers ({} refused by a full ring), {} refreshed\n",
+                         y.listen, y.ready ? "ready" : "WAITING for the peers' flows", y.replicas, t.takeovers,
+                         t.sync_events, t.sync_ring_full, y.refreshed);
+        for (const SyncPeerStatus& p : y.peers)
+            o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", p.address,
+                             p.alive ? "alive" : "DEAD",
+                             p.last_heard_seconds < 0 ? "never" : fmt::format("{:.1f} s ago", p.last_heard_seconds),
+                             p.flows_sent, p.flows_received, p.flows_owned, p.copied ? ", has sent us its copy" : "");
+        for (const SyncPeerStatus& p : y.peers)
+            if (p.adopted) o += fmt::format("  adopted   {}'s addresses:{}\n", p.address, fmt::format(" {}", fmt::join(p.addresses, " ")));
+        std::string drops;
+        for (unsigned d = 0; d < sync::kDrops; ++d)
+            if (y.drops[d]) drops += fmt::format(" {} {}", sync::drop_name(static_cast<sync::Drop>(d)), y.drops[d]);
+        for (unsigned d = 0; d < kRecordDrops; ++d)
+            if (y.record_drops[d])
+                drops += fmt::format(" record_{} {}", record_drop_name(static_cast<RecordDrop>(d)), y.record_drops[d]);
+        if (!drops.empty()) o += "  dropped  " + drops + "\n";
     }
     o += fmt::format("reloads     {} ok, {} failed", st.reload.ok, st.reload.failed);
     if (st.reload.ok) o += fmt::format("; last took {:.1f} ms ({})", st.reload.last_seconds * 1e3, st.reload.last_trigger);
@@ -228,13 +274,17 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
                                 ? tcp_state_name(static_cast<TcpState>(sv & kStateMask))
                                 : (sv & 1 ? "replied" : "unreplied");
         if (sv & kStateGone) state += ",gone";
+        // A replica (sync.h) names the peer it came from (ha.peers, from 1).
+        const uint8_t origin = f.origin.load(std::memory_order_relaxed);
+        if (origin && !json) state += fmt::format(",replica:{}", origin);
         const std::string ep = format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));
         const bool masq = f.flags & kFlowMasq;
         const std::string snat = format_endpoint(IpAddr::of(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport));
         const uint32_t idle = now - f.last_seen.load(std::memory_order_relaxed);
         if (json)
             a.push_back({{"original", format_tuple(f.key[0])}, {"endpoint", ep}, {"snat", masq ? Json(snat) : Json(nullptr)},
-                         {"state", state}, {"idle", idle}, {"service", name}});
+                         {"state", state}, {"idle", idle}, {"service", name},
+                         {"replica_of", origin ? Json(origin) : Json(nullptr)}});
         else
             o += fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", format_tuple(f.key[0]), ep, masq ? snat : "-",
                              state, idle, name);

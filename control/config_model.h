@@ -135,6 +135,28 @@ struct RoutingConfig {
     Mark mark;
 };
 
+// Flow replication between gateways (ha:, sync.h): where this gateway listens, its peers, the
+// shared key (ha.key_file, read at load), and the protocol's periods.
+struct HaConfig {
+    struct Endpoint {
+        IpAddr addr;
+        uint16_t port = 0;
+        bool operator==(const Endpoint&) const = default;
+    };
+    Endpoint listen;               // listen: ADDRESS:PORT (UDP)
+    std::vector<Endpoint> peers;   // peers: [ADDRESS or ADDRESS:PORT] (the listen port by default)
+    std::string key_file;
+    std::array<uint8_t, 32> key{};
+    // Ports whose addresses a survivor takes over when this gateway dies (its masquerade
+    // addresses, where the pods' replies come back): usually the cluster-facing ones.
+    std::vector<std::string> takeover_ports;
+    uint32_t refresh_seconds = 10;  // every flow sent again this often (heals lost datagrams)
+    uint32_t hello_ms = 100;        // liveness
+    uint32_t dead_after_ms = 1000;  // a peer not heard from this long is dead
+    bool enabled() const noexcept { return !peers.empty(); }
+    bool operator==(const HaConfig&) const = default;
+};
+
 // The daemon's operator endpoints.
 struct ControlConfig {
     std::string socket = "/run/svcgate.sock";  // "" = off
@@ -240,6 +262,7 @@ struct Config {
     ClusterConfig cluster;
     ControlConfig control;
     RoutingConfig routing;
+    HaConfig ha;
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeStats kube;

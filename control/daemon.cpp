@@ -33,6 +33,7 @@
 #include "publisher.h"
 #include "resources.h"
 #include "snapshot_builder.h"
+#include "sync.h"
 #include "telemetry.h"
 #include "trace.h"
 #include "watcher.h"
@@ -71,6 +72,8 @@ struct Runtime {
     std::unique_ptr<WorkerShared> shared;
     std::vector<std::unique_ptr<rte_spinlock_t[]>> tx_locks;
     std::vector<std::unique_ptr<Worker>> workers;
+    std::vector<RingPtr> sync_rings;  // per worker, to the sync thread (ha on)
+    std::unique_ptr<Syncer> sync;     // stopped before what it reads goes
     bool launched = false;
 
     ~Runtime() { stop_workers(); }
@@ -154,7 +157,8 @@ std::string sync_host_addresses(Runtime& rt, const Config& cfg) {
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
 // was built is given back by the Runtime either way.
-std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::vector<std::string>& eal_extra) {
+std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+                          const std::vector<std::string>& eal_extra) {
     if (dpc.ports.empty()) return "the config has no dataplane.ports";
     std::string err;
     std::vector<std::string> args = eal_args(dpc, eal_extra, err);
@@ -193,14 +197,17 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     shared.hosts = FixedArray<WorkerShared::Host>(std::move(hosts));
     shared.punt_control_per_second = dpc.punt_control_per_second;
     shared.punt_other_per_second = dpc.punt_other_per_second;
-    // QSBR threads: the workers (0..workers-1) and the control thread's record scans (workers).
-    if (!(rt.qsbr = create_qsbr(dpc.workers + 1u))) return "RCU state: out of memory";
+    // QSBR threads: the workers (0..workers-1), the control thread's record scans (workers) and,
+    // replicating, the sync thread (sync_qsbr_id). The tables' owners: the workers and, replicating,
+    // the sync thread (sync_owner), which inserts the replicas.
+    if (!(rt.qsbr = create_qsbr(dpc.workers + (ha.enabled() ? 2u : 1u)))) return "RCU state: out of memory";
     shared.qsbr = rt.qsbr.get();
-    rt.flows = FlowTable::create({.capacity = dpc.flow_capacity, .owners = dpc.workers, .qsbr = rt.qsbr.get(),
+    const uint16_t owners = static_cast<uint16_t>(dpc.workers + (ha.enabled() ? 1 : 0));
+    rt.flows = FlowTable::create({.capacity = dpc.flow_capacity, .owners = owners, .qsbr = rt.qsbr.get(),
                                   .timeouts = dpc.timeouts, .scanner = dpc.workers,
                                   .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
-    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6, .owners = dpc.workers, .qsbr = rt.qsbr.get(),
+    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6, .owners = owners, .qsbr = rt.qsbr.get(),
                                     .timeouts = dpc.timeouts, .scanner = dpc.workers,
                                     .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
@@ -223,6 +230,15 @@ std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const std::ve
     const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     for (uint16_t w = 0; w < dpc.workers; ++w)
         rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, *rt.flows6, seed));
+    if (ha.enabled()) {
+        for (uint16_t w = 0; w < dpc.workers; ++w) {
+            RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t), 1u << 16,
+                                           SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
+            if (!r) return "flow replication rings: out of memory";
+            rt.workers[w]->set_sync_ring(r.get());
+            rt.sync_rings.push_back(std::move(r));
+        }
+    }
     std::vector<rte_spinlock_t*> locks(rt.ports.size(), nullptr);
     std::vector<std::vector<RxQueue>> rx(dpc.workers);
     for (size_t p = 0; p < rt.ports.size(); ++p) {
@@ -307,6 +323,7 @@ std::string keep_running_settings(Config& next, const Config& running) {
     keep(d.punt_control_per_second, r.punt_control_per_second, "dataplane.host_path.control_per_second");
     keep(d.punt_other_per_second, r.punt_other_per_second, "dataplane.host_path.other_per_second");
     keep(next.routing.table, running.routing.table, "routing.table");  // the announcer writes the running one
+    keep(next.ha, running.ha, "ha");  // the sync thread, the tables' owners
     // A port's addresses may change; the list of ports (names, devices) may not.
     bool same_ports = d.ports.size() == r.ports.size();
     for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
@@ -322,8 +339,38 @@ std::string keep_running_settings(Config& next, const Config& running) {
     return changed;
 }
 
+// The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
+// ports whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows
+// served, but never a connected route or a masquerade source of their own.
+Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
+    Config out = cfg;
+    for (const IpAddr& a : adopted) {
+        for (PortConfig& p : out.dataplane.ports) {
+            const bool on_link = std::any_of(p.addresses.begin(), p.addresses.end(), [&](const IpCidr& c) {
+                return c.contains(a) && c.addr != a;
+            });
+            if (!on_link) continue;
+            const IpCidr host{a, static_cast<uint8_t>(a.is_v4() ? 32 : 128)};
+            if (std::find(p.addresses.begin(), p.addresses.end(), host) == p.addresses.end()) p.addresses.push_back(host);
+            break;
+        }
+    }
+    return out;
+}
+
+// This gateway's addresses on ha.takeover_ports: what a survivor takes over when it dies.
+std::vector<IpAddr> takeover_addresses(const Config& cfg) {
+    std::vector<IpAddr> out;
+    for (const std::string& name : cfg.ha.takeover_ports)
+        for (const PortConfig& p : cfg.dataplane.ports)
+            if (p.name == name)
+                for (const IpCidr& c : p.addresses) out.push_back(c.addr);
+    return out;
+}
+
 // Reload: read, keep what takes a restart, publish. Returns the line to log and to tell svcgatectl.
-std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger) {
+std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger,
+                   const std::vector<IpAddr>& adopted) {
     // A config that keeps failing (a file saved over and over) or a neighbor list far larger than
     // the cache must not flood the journal.
     static RateLimit full(8, std::chrono::seconds(60)), refused(5, std::chrono::seconds(60));
@@ -332,7 +379,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     try {
         Config next = load_config_file(st.config_path);
         const std::string restart = keep_running_settings(next, st.cfg);
-        r = pub.publish(next, [&] {
+        r = pub.publish(with_adopted(next, adopted), [&] {
             for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
                                                  st.cfg.dataplane.neighbors))
                 full.log(LogLevel::warning, fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
@@ -363,15 +410,15 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     return m + "\n";
 }
 
-// TCP connections not yet closing, and datagram flows that carried a packet in the last 10 s: what
-// a drain waits for.
+// This gateway's TCP connections not yet closing, and its datagram flows that carried a packet in
+// the last 10 s: what a drain waits for (replicas of the peers' flows are theirs to wait for).
 template <typename K>
 uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now) {
     const typename BasicFlowTable<K>::ScanGuard reading(table);
     uint32_t n = 0;
     for (uint32_t id = 0; id < table.capacity(); ++id) {
         const auto& f = table.flow(id);
-        if (!f.live.load(std::memory_order_acquire)) continue;
+        if (!f.live.load(std::memory_order_acquire) || f.origin.load(std::memory_order_relaxed) != 0) continue;
         const uint8_t sv = f.state.load(std::memory_order_relaxed);
         if (sv & kStateGone) continue;
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
@@ -446,15 +493,16 @@ public:
             h.live = pub_.generation() > 0 &&
                      std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
             h.ports_up = up;
-            h.healthy = h.live && up && !h.draining;
+            h.synced = !st_.sync || st_.sync->ready();
+            h.healthy = h.live && up && !h.draining && h.synced;
             h.last_update_unix = st_.reload.last_ok_unix;
             if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
             if (!h.draining) drain_seen_ = false;
             if (h.healthy && announcer_.table() != 0) want = set_;
             if (h.healthy != was_healthy_)
                 log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
-                                h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}), "
-                                                                         "withdrawing", h.live, up, h.draining)));
+                                h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}), "
+                                                                         "withdrawing", h.live, up, h.draining, h.synced)));
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {
@@ -558,9 +606,33 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
     const auto stall_at = std::chrono::steady_clock::now() + std::chrono::seconds(stall ? std::atoi(stall) : 0);
 
     HealthKeeper health(st, rt, pub);
+    // Replicating (sync.h): the dead peers' addresses this gateway holds, published with the config.
+    std::vector<IpAddr> adopted;
+    uint64_t adopted_gen = 0;
+    bool sync_ready = false;
+    auto follow_sync = [&] {
+        if (!rt.sync) return;
+        if (!sync_ready && rt.sync->ready()) {
+            sync_ready = true;
+            shared.announce.fetch_add(1);  // its own addresses back from whoever held them
+        }
+        const uint64_t g = rt.sync->adopted_generation();
+        if (g == adopted_gen) return;
+        adopted_gen = g;
+        adopted = rt.sync->adopted();
+        try {
+            pub.publish(with_adopted(st.cfg, adopted));
+            shared.announce.fetch_add(1);
+            std::string list;
+            for (const IpAddr& a : adopted) list += " " + format_ip(a);
+            log(fmt::format("ha: serving {} addresses of dead peers:{}", adopted.size(), list.empty() ? " none" : list));
+        } catch (const std::exception& e) {
+            log_err(fmt::format("ha: cannot publish the addresses taken over: {}", e.what()));
+        }
+    };
     auto do_reload = [&](const std::string& trigger) {
         notify.reloading();
-        std::string r = reload(st, pub, shared, trigger);
+        std::string r = reload(st, pub, shared, trigger, adopted);
         if (std::string e = sync_host_addresses(rt, st.cfg); !e.empty()) {
             e.pop_back();
             log_err(e);
@@ -581,6 +653,7 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
         });
         notify.tick(status);
         health.tick();
+        follow_sync();
         if (health.done()) break;
         if (stall && std::chrono::steady_clock::now() >= stall_at && !shared.test_stall.exchange(true))
             log_warning("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
@@ -626,7 +699,7 @@ std::vector<std::string> state_file_problems(const Config& cfg) {
 void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
     const std::string& path = st.cfg.dataplane.state_file;
     const auto t0 = std::chrono::steady_clock::now();
-    FlowImporter importer(st.snap(), *shared.stats.load(), *rt.flows, rt.flows6.get());
+    FlowImporter importer(st.snap(), *shared.stats.load(), *rt.flows, rt.flows6.get(), st.cfg.dataplane.workers);
     RestoreResult r;
     const std::string err = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age,
                                                importer, flow_clock_now(),
@@ -714,7 +787,7 @@ int run_daemon(const DaemonOptions& opts) {
     const DataplaneConfig dpc = st.cfg.dataplane;
 
     Runtime rt;
-    std::string err = build_runtime(rt, dpc, opts.eal_extra);
+    std::string err = build_runtime(rt, dpc, st.cfg.ha, opts.eal_extra);
     if (err.empty()) err = sync_host_addresses(rt, st.cfg);
     if (!err.empty()) {
         if (err.back() == '\n') err.pop_back();
@@ -758,6 +831,22 @@ int run_daemon(const DaemonOptions& opts) {
         } catch (const std::exception& e) {  // out of memory reading it: start without it
             log_err(fmt::format("flow state {}: not restored: {}", dpc.state_file, e.what()));
         }
+    }
+    if (st.cfg.ha.enabled()) {
+        Syncer::Wiring w{.flows = rt.flows.get(), .flows6 = rt.flows6.get(), .owner = sync_owner(dpc.workers),
+                         .workers = dpc.workers, .rings = {}, .qsbr = rt.qsbr.get(), .qsbr_id = sync_qsbr_id(dpc.workers),
+                         .snapshot = &shared.snapshot, .stats = &shared.stats,
+                         .takeover = takeover_addresses(st.cfg)};
+        for (const RingPtr& r : rt.sync_rings) w.rings.push_back(r.get());
+        rt.sync = std::make_unique<Syncer>(st.cfg.ha, std::move(w));
+        if (std::string e = rt.sync->start(); !e.empty()) {
+            log_err(e);
+            log("stopping");
+            return 1;
+        }
+        st.sync = rt.sync.get();
+        log(fmt::format("ha: replicating flows with {} peers; announcing once they have sent theirs",
+                        st.cfg.ha.peers.size()));
     }
     // From here on workers run: they stop before the publisher's snapshots go, whatever the exit.
     struct StopWorkers {

@@ -21,6 +21,8 @@
 
 namespace svcgate::ctl {
 
+class Syncer;
+
 struct PortView {
     std::string name, device;
     uint16_t id = 0;
@@ -68,6 +70,7 @@ struct DaemonState {
     uint32_t flows_capacity() const { return flows->capacity() + (flows6 ? flows6->capacity() : 0); }
     std::vector<const dp::Worker*> workers;
     const Publisher* publisher = nullptr;
+    const Syncer* sync = nullptr;  // flow replication (ha:), null when off
     ReloadStatus reload;
     HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

@@ -46,6 +46,7 @@ void append_flows(std::vector<uint8_t>& out, const BasicFlowTable<K>& table, uin
         const auto& f = table.flow(id);
         if (!f.live.load(std::memory_order_acquire)) continue;
         if (f.state.load(std::memory_order_relaxed) & kStateGone) continue;  // its endpoint is gone
+        if (f.origin.load(std::memory_order_relaxed) != 0) continue;  // a peer's (sync.h): the peers have it
         encode_flow(f, now, rec);
         out.insert(out.end(), rec, rec + sizeof rec);
         ++n;
@@ -56,8 +57,9 @@ std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
-FlowImporter::FlowImporter(const ServiceSnapshot& snap, const StatsTable& stats, FlowTable& flows, FlowTable6* flows6)
-    : snap_(snap), stats_(stats), flows_(flows), flows6_(flows6), snat_cursor_(flows.owners(), 0) {
+FlowImporter::FlowImporter(const ServiceSnapshot& snap, const StatsTable& stats, FlowTable& flows, FlowTable6* flows6,
+                           uint16_t workers)
+    : snap_(snap), stats_(stats), flows_(flows), flows6_(flows6), snat_cursor_(std::max<uint16_t>(workers, 1), 0) {
     endpoints_.reserve(snap.endpoints.size());
     for (const ServicePort& sp : snap.services) {
         services_.insert(sp.id);
@@ -92,7 +94,7 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
     switch (r.status) {
     case InsertStatus::inserted:
         if (in.kind == FlowKind::nat) stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
-        if (in.flags & kFlowMasq) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
+        if ((in.flags & kFlowMasq) && in.origin == 0) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
         return Outcome::inserted;
     case InsertStatus::exists: return Outcome::exists;
     case InsertStatus::reply_clash: return Outcome::clash;
@@ -111,10 +113,19 @@ void FlowImporter::hold_snat_port(uint16_t port) noexcept {
 }
 
 FlowImporter::Outcome FlowImporter::import(FlowRecord& r, uint32_t turn, uint32_t now, uint32_t extra_idle) {
+    return import_to(r, static_cast<uint16_t>(turn % snat_cursor_.size()), 0, now, extra_idle);
+}
+
+FlowImporter::Outcome FlowImporter::import_to(FlowRecord& r, uint16_t owner, uint8_t origin, uint32_t now,
+                                              uint32_t extra_idle) {
     const uint32_t idle = r.idle > UINT32_MAX - extra_idle ? UINT32_MAX : r.idle + extra_idle;
-    if (r.family == Family::v4) return import_as(r.v4, flows_, static_cast<uint16_t>(turn % flows_.owners()), now, idle);
+    if (r.family == Family::v4) {
+        r.v4.origin = origin;
+        return import_as(r.v4, flows_, owner, now, idle);
+    }
     if (!flows6_) return Outcome::full;
-    return import_as(r.v6, *flows6_, static_cast<uint16_t>(turn % flows6_->owners()), now, idle);
+    r.v6.origin = origin;
+    return import_as(r.v6, *flows6_, owner, now, idle);
 }
 
 std::string gateway_identity(const Config& cfg) {

@@ -43,12 +43,16 @@ public:
     enum class Outcome : uint8_t { inserted, exists, gone, expired, clash, full };
     static constexpr unsigned kOutcomes = 6;
 
+    // `workers`: the tables' first owners are the workers (a replicating gateway has one more,
+    // the sync thread's).
     FlowImporter(const dp::ServiceSnapshot& snap, const dp::StatsTable& stats, dp::FlowTable& flows,
-                 dp::FlowTable6* flows6);
-    // Owned by the table's owner `turn` modulo its owners (callers spread flows over the workers by
+                 dp::FlowTable6* flows6, uint16_t workers);
+    // Owned by worker `turn` modulo the workers (callers spread flows over the workers by
     // counting). `extra_idle`: seconds the record spent in transit (a file's age), added to its
-    // idle time. Before the workers run, or by the control thread's own owner (never a worker's).
+    // idle time. Before the workers run.
     Outcome import(dp::FlowRecord& r, uint32_t turn, uint32_t now, uint32_t extra_idle);
+    // Owned by `owner`, marked with `origin` (Flow::origin). By the thread of that owner only.
+    Outcome import_to(dp::FlowRecord& r, uint16_t owner, uint8_t origin, uint32_t now, uint32_t extra_idle);
     // Where worker w's masquerade port cursor (new_flow.cpp's next_snat_port) goes on so that it
     // does not walk through the ports the masqueraded flows imported so far hold.
     uint32_t snat_cursor(uint16_t w) const noexcept { return w < snat_cursor_.size() ? snat_cursor_[w] : 0; }

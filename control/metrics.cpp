@@ -10,6 +10,7 @@
 #include <rte_version.h>
 
 #include "commands.h"
+#include "sync.h"
 #include "yaml_config.h"
 
 namespace svcgate::ctl {
@@ -90,6 +91,34 @@ std::string render_metrics(const DaemonState& st) {
     o += fmt::format("svcgate_healthy {}\n", st.health.healthy ? 1 : 0);
     head("svcgate_draining", "gauge", "1 while draining (svcgatectl drain).");
     o += fmt::format("svcgate_draining {}\n", st.health.draining ? 1 : 0);
+    if (st.sync) {
+        const SyncStatus y = st.sync->status();
+        head("svcgate_sync_ready", "gauge", "1 once the live peers have sent this gateway their flows (ha).");
+        o += fmt::format("svcgate_sync_ready {}\n", y.ready ? 1 : 0);
+        head("svcgate_sync_peer_up", "gauge", "1 while a peer is heard from (ha.peers).");
+        for (const SyncPeerStatus& p : y.peers) o += fmt::format("svcgate_sync_peer_up{{peer=\"{}\"}} {}\n", p.address, p.alive ? 1 : 0);
+        head("svcgate_sync_peer_last_heard_seconds", "gauge", "Seconds since a peer's last authentic datagram (-1: never).");
+        for (const SyncPeerStatus& p : y.peers)
+            o += fmt::format("svcgate_sync_peer_last_heard_seconds{{peer=\"{}\"}} {:.3f}\n", p.address, p.last_heard_seconds);
+        head("svcgate_sync_flows_total", "counter", "Flow records sent to and received from each peer.");
+        for (const SyncPeerStatus& p : y.peers) {
+            o += fmt::format("svcgate_sync_flows_total{{peer=\"{}\",direction=\"sent\"}} {}\n", p.address, p.flows_sent);
+            o += fmt::format("svcgate_sync_flows_total{{peer=\"{}\",direction=\"received\"}} {}\n", p.address, p.flows_received);
+        }
+        head("svcgate_sync_replicas", "gauge", "Replicas of the peers' flows held here (not taken over).");
+        o += fmt::format("svcgate_sync_replicas {}\n", y.replicas);
+        head("svcgate_sync_takeovers_total", "counter", "Replicas that carried a packet here and so became this gateway's.");
+        o += fmt::format("svcgate_sync_takeovers_total {}\n", t.takeovers);
+        head("svcgate_sync_events_total", "counter", "Flows the workers handed to the sync thread (refused: ring full).");
+        o += fmt::format("svcgate_sync_events_total{{outcome=\"taken\"}} {}\n", t.sync_events);
+        o += fmt::format("svcgate_sync_events_total{{outcome=\"ring_full\"}} {}\n", t.sync_ring_full);
+        head("svcgate_sync_drops_total", "counter", "Replication datagrams (and records) dropped, by reason.");
+        for (unsigned d = 0; d < sync::kDrops; ++d)
+            o += fmt::format("svcgate_sync_drops_total{{reason=\"{}\"}} {}\n", sync::drop_name(static_cast<sync::Drop>(d)), y.drops[d]);
+        for (unsigned d = 0; d < kRecordDrops; ++d)
+            o += fmt::format("svcgate_sync_drops_total{{reason=\"record_{}\"}} {}\n",
+                             record_drop_name(static_cast<RecordDrop>(d)), y.record_drops[d]);
+    }
     head("svcgate_announced_prefixes", "gauge", "Prefixes in the announcement table (routing.table).");
     o += fmt::format("svcgate_announced_prefixes {}\n", st.health.announced.size());
     head("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");

@@ -246,6 +246,12 @@ struct Builder {
             s.catalogue.ports.push_back(PortInfo{p.name, p.addresses});
             const auto port = static_cast<uint16_t>(i);
             for (const IpCidr& a : p.addresses) {
+                // A host address on the subnet of another of the port's addresses (one taken over
+                // from a dead peer, sync.h) is answered for, but adds no route of its own.
+                const bool host = a.len == (a.family() == Family::v4 ? 32 : 128);
+                if (host && std::any_of(p.addresses.begin(), p.addresses.end(),
+                                        [&](const IpCidr& o) { return o.len < a.len && o.contains(a.addr); }))
+                    continue;
                 const IpCidr net = mask_cidr(a);
                 if (a.family() == Family::v4)
                     routes.push_back({net.v4(), NextHop{.gateway = Ip4{}, .port = port, .source = a.addr.v4()}});

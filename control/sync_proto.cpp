@@ -1,5 +1,6 @@
 #include "sync_proto.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -25,6 +26,12 @@ using dp::store_le;
 bool flows_body_ok(std::span<const uint8_t> body, uint16_t count) noexcept {
     const dp::DecodedFlows d = dp::decode_flows(body.data(), body.size(), [](const dp::FlowRecord&) {});
     return d.ok && d.count == count;
+}
+
+// A hello's size matches its address count, within the limit.
+bool hello_ok(std::span<const uint8_t> body) noexcept {
+    return body.size() >= kHelloFixed && body[kHelloFixed - 1] <= kHelloAddresses &&
+           body.size() == hello_size(body[kHelloFixed - 1]);
 }
 
 }  // namespace
@@ -124,7 +131,7 @@ bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Head
     body = std::span<const uint8_t>(p + kHeaderBytes, signed_len - kHeaderBytes);
     bool ok = false;
     if (h.type == Type::flows) ok = flows_body_ok(body, h.records);
-    else if (h.type == Type::hello) ok = h.records == 0 && body.size() == kHelloBytes;
+    else if (h.type == Type::hello) ok = h.records == 0 && hello_ok(body);
     if (!ok) {
         why = Drop::malformed;
         return false;
@@ -134,16 +141,23 @@ bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Head
 }
 
 bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept {
-    if (body.size() != kHelloBytes) return false;
+    if (!hello_ok(body)) return false;
     out.flags = body[0];
     out.flows = static_cast<uint32_t>(load_le(body.data() + 1, 4));
+    out.copied_for = load_le(body.data() + 5, 8);
+    out.n_addrs = body[kHelloFixed - 1];
+    for (size_t i = 0; i < out.n_addrs; ++i) std::memcpy(out.addrs[i].a.b, body.data() + kHelloFixed + 16 * i, 16);
     return true;
 }
 
 size_t encode_hello(const Hello& h, uint8_t* out) noexcept {
+    const size_t n = std::min<size_t>(h.n_addrs, kHelloAddresses);
     out[0] = h.flags;
     store_le(out + 1, h.flows, 4);
-    return kHelloBytes;
+    store_le(out + 5, h.copied_for, 8);
+    out[kHelloFixed - 1] = static_cast<uint8_t>(n);
+    for (size_t i = 0; i < n; ++i) std::memcpy(out + kHelloFixed + 16 * i, h.addrs[i].a.b, 16);
+    return hello_size(n);
 }
 
 }  // namespace svcgate::ctl::sync

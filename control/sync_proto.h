@@ -13,8 +13,11 @@
 //       24     n  body: flow records (flows) or the hello (below)
 //     24+n    32  MAC: HMAC-SHA-512-256 (libsodium's crypto_auth) of bytes 0..24+n with the shared key
 //
-// A hello: u8 flags (kHelloStarting: the sender has just started and asks for a bulk copy), then
-// u32 flows it owns.
+// A hello (one to each peer): u8 flags (kHelloStarting: the sender has just started and asks for
+// a bulk copy), u32 flows it holds, u64 copied_for: the receiver's epoch the sender has sent its
+// whole table to (0: none), so a copy made for an earlier start of the receiver never counts;
+// then u8 n and n addresses of 16 bytes (IPv4 as ::ffff:a.b.c.d): the sender's addresses a
+// survivor takes over when it dies (ha.takeover_ports), at most kHelloAddresses.
 //
 // What is checked, in this order, each failure a counted drop (Drop) that changes nothing:
 // the source is one of ha.peers (unknown_peer); the datagram is long enough for a header and a MAC
@@ -65,9 +68,13 @@ struct Header {
     uint64_t seq = 0;
 };
 
+inline constexpr size_t kHelloAddresses = 16;
 struct Hello {
     uint8_t flags = 0;
     uint32_t flows = 0;
+    uint64_t copied_for = 0;
+    uint8_t n_addrs = 0;
+    std::array<dp::IpAddr, kHelloAddresses> addrs{};
 };
 
 // Writes datagrams of one epoch: each gets the next sequence number and its MAC.
@@ -113,7 +120,10 @@ void for_each_flow(std::span<const uint8_t> body, F&& f) noexcept {
 }
 
 bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept;
-size_t encode_hello(const Hello& h, uint8_t* out) noexcept;  // 5 bytes
-inline constexpr size_t kHelloBytes = 5;
+inline constexpr size_t kHelloFixed = 14;  // through n
+inline constexpr size_t kHelloMax = kHelloFixed + 16 * kHelloAddresses;
+inline constexpr size_t hello_size(size_t n_addrs) noexcept { return kHelloFixed + 16 * n_addrs; }
+// Writes hello_size(h.n_addrs) bytes (n_addrs at most kHelloAddresses); returns how many.
+size_t encode_hello(const Hello& h, uint8_t* out) noexcept;
 
 }  // namespace svcgate::ctl::sync

@@ -124,7 +124,7 @@ std::string TraceRecord::text() const {
 
 Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     FlowTable::Params p{.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity, 1u << 18),
-                        .owners = 1,
+                        .owners = std::max<uint16_t>(opts.owners, 1),
                         .qsbr = nullptr,
                         .timeouts = cfg.dataplane.timeouts,
                         .new_flows_per_source = cfg.dataplane.new_flows_per_source};

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <functional>
 #include <fstream>
 #include <initializer_list>
 #include <map>
@@ -21,6 +23,7 @@
 
 #include "maglev.h"
 #include "source_limit.h"
+#include "sync_proto.h"
 
 namespace svcgate::ctl {
 
@@ -468,6 +471,105 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     }
 }
 
+// "ADDRESS:PORT", "[IPv6]:PORT", or with default_port an address alone.
+std::optional<HaConfig::Endpoint> parse_endpoint(std::string_view s, uint16_t default_port) {
+    std::string_view host = s, port;
+    if (!s.empty() && s.front() == '[') {
+        const auto close = s.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = s.substr(1, close - 1);
+        if (close + 1 < s.size()) {
+            if (s[close + 1] != ':') return std::nullopt;
+            port = s.substr(close + 2);
+            if (port.empty()) return std::nullopt;
+        }
+    } else if (const auto colon = s.rfind(':'); colon != std::string_view::npos && s.find(':') == colon) {
+        host = s.substr(0, colon);  // one colon: IPv4:PORT (an IPv6 address alone has several)
+        port = s.substr(colon + 1);
+        if (port.empty()) return std::nullopt;
+    }
+    const auto a = parse_ip(host);
+    if (!a) return std::nullopt;
+    HaConfig::Endpoint e{*a, default_port};
+    if (!port.empty()) {
+        unsigned v = 0;
+        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+        if (ec != std::errc{} || p != port.data() + port.size() || v == 0 || v > 65535) return std::nullopt;
+        e.port = static_cast<uint16_t>(v);
+    }
+    return e.port ? std::optional(e) : std::nullopt;
+}
+
+// ha: flow replication between gateways (sync.h). The key file is read here, so --check finds a
+// missing or malformed one.
+void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<PortConfig>& ports,
+             const std::function<std::string(const std::string&)>& beside) {
+    if (!r.strict_map(n, "ha", {"listen", "peers", "key_file", "takeover_ports", "refresh_seconds", "hello_ms",
+                                "dead_after_ms"}))
+        return;
+    const ytree::Node listen = n["listen"], peers = n["peers"], key = n["key_file"];
+    if (!listen || !peers || !key) {
+        r.error(n, "ha", "ha needs listen (ADDRESS:PORT), peers and key_file");
+        return;
+    }
+    if (auto s = r.str(listen, "ha.listen")) {
+        if (auto e = parse_endpoint(*s, 0)) c.listen = *e;
+        else r.error(listen, "ha.listen", fmt::format("\"{}\" is not ADDRESS:PORT or [IPv6]:PORT", *s));
+    }
+    if (r.seq(peers, "ha.peers")) {
+        if (peers.size() == 0 || peers.size() > 14)
+            r.error(peers, "ha.peers", fmt::format("{} peers; 1 to 14 are served", peers.size()));
+        for (size_t i = 0; i < peers.size(); ++i) {
+            const std::string what = fmt::format("ha.peers[{}]", i);
+            auto s = r.str(peers[i], what);
+            if (!s) continue;
+            auto e = parse_endpoint(*s, c.listen.port);
+            if (!e) {
+                r.error(peers[i], what, fmt::format("\"{}\" is not an address, ADDRESS:PORT or [IPv6]:PORT", *s));
+            } else if (*e == c.listen) {
+                r.error(peers[i], what, "is this gateway's own ha.listen");
+            } else if (std::find(c.peers.begin(), c.peers.end(), *e) != c.peers.end()) {
+                r.error(peers[i], what, fmt::format("{} is listed twice", *s));
+            } else if (e->addr.is_v4() != c.listen.addr.is_v4()) {
+                r.error(peers[i], what, "is not of ha.listen's address family");
+            } else {
+                c.peers.push_back(*e);
+            }
+        }
+    }
+    if (auto s = r.str(key, "ha.key_file")) {
+        c.key_file = beside(*s);
+        std::ifstream in(c.key_file);
+        std::stringstream text;
+        if (in) text << in.rdbuf();
+        if (!in) {
+            r.error(key, "ha.key_file", fmt::format("cannot read {}: {}", c.key_file, std::strerror(errno)));
+        } else if (std::string e = sync::parse_key(text.str(), c.key); !e.empty()) {
+            r.error(key, "ha.key_file", fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, e));
+        }
+    }
+    if (const ytree::Node t = n["takeover_ports"]; t && r.seq(t, "ha.takeover_ports")) {
+        for (size_t i = 0; i < t.size(); ++i) {
+            const std::string what = fmt::format("ha.takeover_ports[{}]", i);
+            auto name = r.str(t[i], what);
+            if (!name) continue;
+            const auto it = std::find_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.name == *name; });
+            if (it == ports.end()) r.error(t[i], what, fmt::format("no port is named \"{}\"", *name));
+            else if (std::count(c.takeover_ports.begin(), c.takeover_ports.end(), *name)) r.error(t[i], what, "listed twice");
+            else c.takeover_ports.push_back(*name);
+        }
+    }
+    if (const ytree::Node v = n["refresh_seconds"])
+        if (auto x = r.uint<uint32_t>(v, "ha.refresh_seconds", 1, 3600)) c.refresh_seconds = *x;
+    if (const ytree::Node v = n["hello_ms"])
+        if (auto x = r.uint<uint32_t>(v, "ha.hello_ms", 10, 10000)) c.hello_ms = *x;
+    if (const ytree::Node v = n["dead_after_ms"])
+        if (auto x = r.uint<uint32_t>(v, "ha.dead_after_ms", 30, 60000)) c.dead_after_ms = *x;
+    if (c.dead_after_ms < 3 * c.hello_ms)
+        r.error(n, "ha.dead_after_ms", fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
+                                                   "would declare a peer dead", c.dead_after_ms, c.hello_ms));
+}
+
 // healthCheckNodePorts that are served (health.h): answered on the node IPs by the host path's
 // kernel, so each must be free: one Service per port, no NodePort or metrics port on it.
 void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
@@ -600,7 +702,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
         return cfg;
     }
-    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "services", "kubernetes"})) return cfg;
+    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "ha", "services", "kubernetes"})) return cfg;
     if (root["routing"]) read_routing(r, root["routing"], cfg.routing);
     if (root["control"]) read_control(r, root["control"], cfg.control);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
@@ -623,6 +725,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         load_kube_manifests(refs, cfg, errors);
     }
     cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
+    if (root["ha"]) read_ha(r, root["ha"], cfg.ha, cfg.dataplane.ports, beside);
     check_health_ports(cfg, errors);
     // One name, one Service: the compact form and the manifests share the namespace.
     std::map<std::string, const ServiceConfig*> seen;

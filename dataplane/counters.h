@@ -32,6 +32,12 @@ struct alignas(64) WorkerCounters {
     uint64_t flows_expired = 0;
     uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t affinity_hits = 0;
+    // Flow replication (control/sync.h): flows this worker handed to the sync thread (proven, or a
+    // state change that matters), those its full ring refused (the periodic refresh sends them),
+    // and replicas it served and so took over.
+    uint64_t sync_events = 0;
+    uint64_t sync_ring_full = 0;
+    uint64_t takeovers = 0;
     // Fragments (fragment.h). The hold is shared: a fragment one worker stores may be taken out
     // (released, timed out, dropped with its datagram) by another, so each counts its side.
     uint64_t frag_stored = 0;    // later fragments this worker put in the hold
@@ -73,6 +79,9 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     flows_expired += o.flows_expired;
     flows_early_dropped += o.flows_early_dropped;
     affinity_hits += o.affinity_hits;
+    sync_events += o.sync_events;
+    sync_ring_full += o.sync_ring_full;
+    takeovers += o.takeovers;
     frag_stored += o.frag_stored;
     frag_taken += o.frag_taken;
     frag_released += o.frag_released;

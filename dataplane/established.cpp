@@ -6,27 +6,48 @@ namespace svcgate::dp {
 
 namespace {
 
-// conntrack for a packet of a known flow. Returns false for INVALID.
+// What a packet did to its flow's conntrack state.
+enum class Track : uint8_t { invalid, same, changed };
+
+// conntrack for a packet of a known flow.
 template <typename K>
-bool track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, uint32_t now) noexcept {
+Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, uint32_t now) noexcept {
     if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
     if (static_cast<Proto>(proto) != Proto::tcp) {
-        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0)
+        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0) {
             f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
-        return true;
+            return Track::changed;
+        }
+        return Track::same;
     }
     TcpFlagClass c = tcp_flag_class(m.tcp_flags);
     const uint8_t seen = dir == Direction::reply ? kStateReplied : 0;
     uint8_t cur = f.state.load(std::memory_order_relaxed);
     for (;;) {
-        if (cur & kStateGone) return true;  // marked by a reload meanwhile: the next packet sees it
+        if (cur & kStateGone) return Track::same;  // marked by a reload meanwhile: the next packet sees it
         TcpState nx = tcp_transition(static_cast<TcpState>(cur & kStateMask), dir, c);
-        if (nx == TcpState::invalid) return false;
+        if (nx == TcpState::invalid) return Track::invalid;
         const uint8_t want = (nx == TcpState::ignore ? cur : static_cast<uint8_t>(nx) | (cur & ~kStateMask)) | seen;
-        if (want == cur) return true;
+        if (want == cur) return Track::same;
         // Both directions may update the state from different workers: CAS, retry on change.
-        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return true;
+        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return Track::changed;
     }
+}
+
+// Is the flow worth replicating as it now is (control/sync.h)? A connection that has proven
+// itself: TCP answered and past the handshake (its later states too: a replica must learn that it
+// closes), a datagram flow answered. A SYN flood or a scan proves nothing.
+template <typename K>
+bool proven(const BasicFlow<K>& f) noexcept {
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
+    const auto ts = static_cast<TcpState>(st & kStateMask);
+    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
+}
+
+// Hands flow `id` to the sync thread at the burst's end (process_burst).
+inline void sync_push(WorkerCtx& ctx, uint32_t id) noexcept {
+    if (ctx.n_sync < kBurst) ctx.sync_ids[ctx.n_sync++] = id;
 }
 
 template <typename F>
@@ -42,9 +63,17 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
         const bool tcp = static_cast<Proto>(proto) == Proto::tcp;
         if (tcp && !(m.tcp_flags & kRst)) p.set(Verdict::reject, DropReason::reject_endpoint_gone);
         else p.set(Verdict::drop, DropReason::endpoint_gone);
-    } else if (!m.inner_off && !track(f, dir, m, proto, ctx.now)) {
+    } else if (const Track tr = m.inner_off ? Track::same : track(f, dir, m, proto, ctx.now); tr == Track::invalid) {
         p.set(Verdict::drop, DropReason::conntrack_invalid);
     } else {
+        if (ctx.sync) {
+            // A replica that carries a packet here is ours from now on (its owner is gone, or
+            // ECMP moved the connection): counted, and replicated in turn.
+            const bool taken = f.origin.load(std::memory_order_relaxed) != 0 &&
+                               f.origin.exchange(0, std::memory_order_relaxed) != 0;
+            if (taken) ++ctx.counters.takeovers;
+            if ((taken || tr == Track::changed) && proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
+        }
         // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
         // untouched.
         F::out(p) = f.key[dir == Direction::original ? 1 : 0].reversed();

@@ -364,6 +364,7 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
         f.kind = init.kind;
         f.flags = init.flags;
         f.owner = static_cast<uint8_t>(owner);
+        f.origin.store(init.origin, std::memory_order_relaxed);
         f.state.store(init.state, std::memory_order_relaxed);
         f.last_seen.store(now, std::memory_order_relaxed);
         // release: a scan by id that sees live == 1 (acquire) sees the fields above.

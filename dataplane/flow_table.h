@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include <rte_prefetch.h>
 #include <rte_rcu_qsbr.h>
@@ -81,6 +82,10 @@ struct alignas(64) BasicFlow {
     uint8_t flags = 0;
     uint8_t owner = 0;
     std::atomic<uint8_t> live{0};  // 1 while published; written by the owner only
+    // Flow replication (control/sync.h): 0 for a flow of this gateway, k for a replica that came
+    // from ha.peers[k - 1]. A worker that serves a packet of a replica makes it this gateway's
+    // (stores 0: a takeover) and replicates it in turn.
+    std::atomic<uint8_t> origin{0};
 
     NatTarget nat() const noexcept { return NatTarget::decode(target.load(std::memory_order_relaxed)); }
     // EndpointKey::word() of the pinned endpoint.
@@ -112,6 +117,7 @@ struct BasicFlowInit {
     uint8_t state = 0;
     FlowKind kind = FlowKind::nat;
     uint8_t flags = 0;
+    uint8_t origin = 0;  // 0: this gateway's; k: a replica from ha.peers[k - 1]
 };
 using FlowInit = BasicFlowInit<FlowKey>;
 using FlowInit6 = BasicFlowInit<FlowKey6>;
@@ -228,6 +234,9 @@ public:
     uint16_t owners() const noexcept { return n_owners_; }
     uint32_t new_flows_per_source() const noexcept { return new_flows_per_source_; }
     uint32_t live_total() const noexcept;
+    // Owner `owner`'s ids, [first, second).
+    std::pair<uint32_t, uint32_t> owner_ids(uint16_t owner) const noexcept { return {owners_[owner].lo, owners_[owner].hi}; }
+    uint32_t owner_live(uint16_t owner) const noexcept { return owners_[owner].live.load(std::memory_order_relaxed); }
 
 private:
     explicit BasicFlowTable(const Params& p) noexcept;

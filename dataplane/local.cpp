@@ -234,4 +234,18 @@ bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 t
     return true;
 }
 
+bool build_unsolicited_na(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& addr) noexcept {
+    rte_pktmbuf_reset(m);
+    constexpr uint16_t len = sizeof(rte_ether_hdr) + 40 + kNdLen;
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(rte_pktmbuf_append(m, len));
+    if (!eth) return false;
+    Ip6 all_nodes{};
+    all_nodes.b[0] = 0xff, all_nodes.b[1] = 0x02, all_nodes.b[15] = 1;
+    eth->dst_addr = multicast_mac(all_nodes);
+    eth->src_addr = mac;
+    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborAdvert, 0x20 /* Override */, addr, all_nodes, addr, mac);
+    return true;
+}
+
 }  // namespace svcgate::dp

@@ -33,5 +33,10 @@ void write_ip6_header(uint8_t* ip, uint16_t payload, uint8_t proto, uint8_t hop_
 
 // Writes a Neighbor Solicitation for `target` from (mac, source) to its solicited-node group.
 bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source, const Ip6& target) noexcept;
+// The announcements of an address this gateway has just taken (ha: a dead peer's): a gratuitous
+// ARP request (build_arp_request with `addr` as sender and target) or an unsolicited Neighbor
+// Advertisement with Override to all nodes (RFC 4861 7.2.6): neighbors that cached `addr` move
+// it to `mac`.
+bool build_unsolicited_na(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& addr) noexcept;
 
 }  // namespace svcgate::dp

@@ -1,6 +1,8 @@
 #include "pipeline.h"
 
 #include <rte_prefetch.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
 
 #include "classify.h"
 #include "established.h"
@@ -129,6 +131,13 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
     if (b.frags.n) [[unlikely]]
         frag_resolve(b, ctx);
     output_burst(b, ctx);
+    if (ctx.n_sync) {
+        // One enqueue per burst; what a full ring refuses is sent by the periodic refresh.
+        const unsigned n = rte_ring_sp_enqueue_burst_elem(ctx.sync, ctx.sync_ids, sizeof(uint32_t), ctx.n_sync, nullptr);
+        ctx.counters.sync_events += n;
+        ctx.counters.sync_ring_full += ctx.n_sync - n;
+        ctx.n_sync = 0;
+    }
 }
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {

@@ -43,6 +43,8 @@
 #include "snapshot.h"
 #include "source_limit.h"
 
+struct rte_ring;
+
 namespace svcgate::dp {
 
 // conntrack's protocol number for session-affinity records in the flow table (never on a wire:
@@ -72,6 +74,11 @@ struct WorkerCtx {
     TokenBucket icmp;            // the ICMP errors this worker originates (too big)
     TokenBucket punt_control;    // to the host interfaces: ARP, ND, on-link senders (output.cpp)
     TokenBucket punt_other;      // to the host interfaces: the rest
+    // Flow replication (control/sync.h): null when off. The flows (ids, kFlowIdV6 for IPv6) this
+    // burst proved or changed in a way that matters, handed to the sync thread's ring at its end.
+    rte_ring* sync = nullptr;
+    uint16_t n_sync = 0;
+    uint32_t sync_ids[kBurst];
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the

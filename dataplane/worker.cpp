@@ -1,5 +1,7 @@
 #include "worker.h"
 
+#include "local.h"
+
 #include <algorithm>
 
 #include <rte_ethdev.h>
@@ -63,6 +65,7 @@ void Worker::run() noexcept {
             process_burst(burst_, ctx_);
         }
         if (ctx_.worker == 0 && shared_.hosts.size() && from_hosts()) busy = true;
+        if (ctx_.worker == 0) [[unlikely]] announce_addresses();
         if (ctx_.out.held()) output_retry_held(ctx_);
         remove_requested();
         // Ageing works in seconds: under load every 64th loop is often enough.
@@ -95,6 +98,40 @@ bool Worker::from_hosts() noexcept {
         for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
     }
     return any;
+}
+
+// The ports' addresses announced to their links (WorkerShared::announce), counted as generated
+// packets.
+void Worker::announce_addresses() noexcept {
+    const uint32_t a = shared_.announce.load(std::memory_order_relaxed);
+    if (a != announce_seen_) {
+        announce_seen_ = a;
+        announce_left_ = 3;
+        announce_at_ms_ = ctx_.now_ms;
+    }
+    if (!announce_left_ || ctx_.now_ms < announce_at_ms_ || !ctx_.snap) return;
+    --announce_left_;
+    announce_at_ms_ = ctx_.now_ms + 1000;
+    const auto& ports = ctx_.snap->catalogue.ports;
+    for (size_t p = 0; p < ports.size() && p < shared_.port_macs.size(); ++p) {
+        for (const IpCidr& c : ports[p].addrs) {
+            rte_mbuf* m = rte_pktmbuf_alloc(shared_.pool);
+            if (!m) return;
+            const bool built = c.family() == Family::v4 ? build_arp_request(m, shared_.port_macs[p], c.addr.v4(), c.addr.v4())
+                                                        : build_unsolicited_na(m, shared_.port_macs[p], c.addr.v6());
+            if (!built) {
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            ++ctx_.counters.generated;
+            if (transmit(this, static_cast<uint16_t>(p), &m, 1) == 1) {
+                ++ctx_.counters.tx_packets;
+            } else {
+                ++ctx_.counters.drops[static_cast<unsigned>(DropReason::tx_full)];
+                rte_pktmbuf_free(m);
+            }
+        }
+    }
 }
 
 // Datagram flows whose endpoint a reload removed: the owner takes them out of the table, so the

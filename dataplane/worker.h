@@ -38,6 +38,10 @@ struct WorkerShared {
     // after the snapshot sees a table large enough for that snapshot.
     std::atomic<StatsTable*> stats{nullptr};
     std::atomic<bool> stop{false};
+    // Changed by the control thread when the ports' addresses should be announced (ha: addresses
+    // taken over, or this gateway's own back): worker 0 then sends a gratuitous ARP or an
+    // unsolicited NA for every port address, three times a second apart.
+    std::atomic<uint32_t> announce{0};
     // A test hook: set, the workers stop reporting quiescent states (they wait for `stop` only),
     // as a stuck worker would. Never set outside the watchdog's test.
     std::atomic<bool> test_stall{false};
@@ -91,6 +95,9 @@ public:
     // Where its masquerade port cursor starts (new_flow.cpp's next_snat_port): past the ports that
     // flows restored at start hold, so that new connections do not walk through them. Before run().
     void set_snat_cursor(uint32_t c) noexcept { ctx_.snat_cursor = c; }
+    // Flow replication on: the worker's ring to the sync thread (single producer, single consumer,
+    // 4-byte elements). Before the worker runs.
+    void set_sync_ring(rte_ring* r) noexcept { ctx_.sync = r; }
     // Read by the control thread while the worker runs (see WorkerCounters).
     const WorkerCounters& counters() const noexcept { return ctx_.counters; }
 
@@ -98,6 +105,7 @@ private:
     void run() noexcept;
     void remove_requested() noexcept;
     bool from_hosts() noexcept;
+    void announce_addresses() noexcept;
     static uint16_t transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
 
     WorkerShared& shared_;
@@ -106,6 +114,9 @@ private:
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
     uint64_t tsc_per_ms_ = 1;
+    uint32_t announce_seen_ = 0;  // WorkerShared::announce as last acted on
+    unsigned announce_left_ = 0;  // rounds still to send
+    uint64_t announce_at_ms_ = 0;
 };
 
 }  // namespace svcgate::dp

@@ -92,7 +92,7 @@ std::vector<Conn> open_connections(ctl::Tracer& t, int n, const std::string& cli
 
 uint32_t restore(ctl::Tracer& t, const TempFile& f, const std::string& identity, ctl::RestoreResult& r,
                  uint64_t now_unix = kUnix, uint32_t max_age = 600, std::string* err = nullptr) {
-    ctl::FlowImporter imp(t.snapshot(), t.slots().table(), t.flows(), &t.flows6());
+    ctl::FlowImporter imp(t.snapshot(), t.slots().table(), t.flows(), &t.flows6(), t.flows().owners());
     std::string e = ctl::restore_flow_state(f.path, identity, max_age, imp, t.ctx().now, now_unix, r);
     t.ctx().snat_cursor = imp.snat_cursor(0);  // as the daemon sets its workers' (one here)
     if (err) *err = e;

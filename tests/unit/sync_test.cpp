@@ -10,6 +10,7 @@
 #include "flow_record.h"
 #include "flow_state.h"
 #include "sync_proto.h"
+#include "yaml_config.h"
 #include "../fuzz/sync_fuzz_config.h"
 #include "test_support.h"
 
@@ -41,6 +42,13 @@ std::vector<uint8_t> seal_dgram(Sealer& s, Type t, uint16_t n, const std::vector
     std::vector<uint8_t> out(kMaxDatagram);
     out.resize(s.seal(t, n, body, out.data()));
     return out;
+}
+
+std::vector<uint8_t> hello_body(uint8_t n_addrs = 0) {
+    Hello h{.flags = 0, .flows = 1, .n_addrs = n_addrs};
+    std::vector<uint8_t> b(kHelloMax);
+    b.resize(encode_hello(h, b.data()));
+    return b;
 }
 
 // Flow records of a few real flows (a tracer's), concatenated.
@@ -132,7 +140,7 @@ TEST(Sync, ReplayedDatagramsAreRefusedAndForgedOnesCannotMoveTheWindow) {
     const Key k = key_of(1);
     Sealer s(k, 5000);
     std::vector<std::vector<uint8_t>> d;
-    for (int i = 0; i < 100; ++i) d.push_back(seal_dgram(s, Type::hello, 0, {0, 1, 0, 0, 0}));
+    for (int i = 0; i < 100; ++i) d.push_back(seal_dgram(s, Type::hello, 0, hello_body()));
     ReplayWindow w;
     EXPECT_TRUE(open_dgram(d[9], k, w).ok);
     EXPECT_EQ(open_dgram(d[9], k, w).why, Drop::replayed) << "the same datagram again";
@@ -144,12 +152,12 @@ TEST(Sync, ReplayedDatagramsAreRefusedAndForgedOnesCannotMoveTheWindow) {
     // A forged datagram claiming a far higher sequence number (and a later epoch) fails its MAC
     // and leaves the window where it was.
     Sealer forger(key_of(2), 9000);
-    for (int i = 0; i < 500; ++i) seal_dgram(forger, Type::hello, 0, {0, 0, 0, 0, 0});
-    EXPECT_EQ(open_dgram(seal_dgram(forger, Type::hello, 0, {0, 0, 0, 0, 0}), k, w).why, Drop::bad_mac);
+    for (int i = 0; i < 500; ++i) seal_dgram(forger, Type::hello, 0, hello_body());
+    EXPECT_EQ(open_dgram(seal_dgram(forger, Type::hello, 0, hello_body()), k, w).why, Drop::bad_mac);
     EXPECT_TRUE(open_dgram(d[91], k, w).ok) << "the real sender goes on";
     // The sender restarts: a new, later epoch starts a new window; the old epoch is over.
     Sealer again(k, 6000);
-    const auto fresh = seal_dgram(again, Type::hello, 0, {0, 0, 0, 0, 0});
+    const auto fresh = seal_dgram(again, Type::hello, 0, hello_body());
     EXPECT_TRUE(open_dgram(fresh, k, w).ok);
     EXPECT_EQ(w.epoch(), 6000u);
     EXPECT_EQ(open_dgram(d[99], k, w).why, Drop::replayed) << "a datagram of the previous epoch";
@@ -176,12 +184,23 @@ TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
 }
 
 TEST(Sync, HelloRoundTrips) {
-    uint8_t b[kHelloBytes];
-    encode_hello(Hello{.flags = kHelloStarting, .flows = 123456}, b);
+    uint8_t b[kHelloMax];
+    Hello in{.flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .n_addrs = 2};
+    in.addrs[0] = *ctl::parse_ip("10.192.0.12");
+    in.addrs[1] = *ctl::parse_ip("fd00:192::12");
+    const size_t n = encode_hello(in, b);
+    EXPECT_EQ(n, hello_size(2));
     Hello h;
-    ASSERT_TRUE(decode_hello(std::span<const uint8_t>(b, sizeof b), h));
+    ASSERT_TRUE(decode_hello(std::span<const uint8_t>(b, n), h));
     EXPECT_EQ(h.flags, kHelloStarting);
     EXPECT_EQ(h.flows, 123456u);
+    EXPECT_EQ(h.copied_for, 0x0102030405060708u);
+    ASSERT_EQ(h.n_addrs, 2);
+    EXPECT_EQ(ctl::format_ip(h.addrs[0]), "10.192.0.12");
+    EXPECT_EQ(ctl::format_ip(h.addrs[1]), "fd00:192::12");
+    EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, n - 1), h)) << "cut short";
+    b[kHelloFixed - 1] = kHelloAddresses + 1;
+    EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, hello_size(kHelloAddresses + 1)), h)) << "too many addresses";
 }
 
 TEST(Sync, TheKeyIs64HexDigits) {
@@ -207,7 +226,7 @@ TEST(Sync, ADatagramSealedElsewhereOpensAndItsFlowsImport) {
     ASSERT_TRUE(o.ok) << drop_name(o.why);
     EXPECT_EQ(o.h.records, 6u);
     auto t = test::tracer(test::kSyncFuzzConfig);
-    ctl::FlowImporter imp(t->snapshot(), t->slots().table(), t->flows(), &t->flows6());
+    ctl::FlowImporter imp(t->snapshot(), t->slots().table(), t->flows(), &t->flows6(), t->flows().owners());
     unsigned inserted = 0;
     uint32_t turn = 0;
     for_each_flow(o.body, [&](const dp::FlowRecord& r) {

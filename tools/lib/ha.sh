@@ -15,23 +15,29 @@
 # 32100, one endpoint on node "svcgate", the gateways' node name). Each gateway masquerades to its
 # own cluster-side address, so replies come back to the gateway that carries the connection.
 #
-# The router keeps an established connection on the gateway it started on (nftables: the next
-# hop ECMP chose for its first packet is saved in the connection's mark, later packets from the
-# client follow the mark), as a stateful router or L4 balancer in front of the gateways would:
-# new connections are spread by the kernel's multipath route, so a gateway leaving the ECMP set
-# (killed, or drained) moves only new connections, and a drained gateway keeps serving those it
-# has. Without the pinning (HA_PIN=0), Linux's hash-threshold multipath remaps part of the
-# survivors' connections whenever the set changes. Nothing here is reachable from the root
-# namespace; BGP and BFD run between namespaces of the lab only.
+# The gateways replicate their flows (svcgate's ha:) over a sync link of their own: lab-sync (br0),
+# gw1 10.193.0.11, gw2 .12, gw3 .13, UDP port 7400, the key in $LAB_RUN/ha.key (HA_SYNC=0: no
+# replication, as before issue 19).
+#
+# Without replication (HA_SYNC=0), the router keeps an established connection on the gateway it
+# started on (HA_PIN=1; nftables: the next hop ECMP chose for its first packet is saved in the
+# connection's mark, later packets from the client follow the mark), as a stateful router or L4
+# balancer in front of the gateways would: new connections are spread by the kernel's multipath
+# route, so a gateway leaving the ECMP set (killed, or drained) moves only new connections, and a
+# drained gateway keeps serving those it has. With replication the router does not pin (HA_PIN=0):
+# Linux's hash-threshold multipath remaps part of the connections whenever the set changes, and
+# the gateway they land on holds their replicas. Nothing here is reachable from the root
+# namespace; BGP, BFD and the sync link run between namespaces of the lab only.
 
 HA_MAX=8
-LAB_HA_NS=(router lab-lan)
+LAB_HA_NS=(router lab-lan lab-sync)
 for _i in $(seq 1 $HA_MAX); do LAB_HA_NS+=("gw$_i"); done
 unset _i
 
 ha_ext4() { echo "192.168.67.$((7 + $1))"; }
 ha_ext6() { printf 'fd00:67::%x\n' $((7 + $1)); }
 ha_cl4() { if [ "$1" = 1 ]; then echo 10.192.0.2; else echo "10.192.0.$((10 + $1))"; fi; }
+ha_sync4() { echo "10.193.0.$((10 + $1))"; }
 ha_cl6() { if [ "$1" = 1 ]; then echo fd00:192::2; else printf 'fd00:192::%x\n' $((16 + $1)); fi; }
 
 ha_up() {  # N: namespaces, links, addresses (no programs yet)
@@ -39,7 +45,7 @@ ha_up() {  # N: namespaces, links, addresses (no programs yet)
     lab_down
     mkdir -p "$LAB_RUN"
     echo "$n" > "$LAB_RUN/gateways"
-    local all=(client router lab-lan lab-switch kube-node-1 kube-node-2 coredns test-pod-1 test-pod-2 lab-sleeper test-pod-3)
+    local all=(client router lab-lan lab-sync lab-switch kube-node-1 kube-node-2 coredns test-pod-1 test-pod-2 lab-sleeper test-pod-3)
     for i in $(seq 1 "$n"); do all+=("gw$i"); done
     for ns in "${all[@]}"; do
         ip netns add "$ns"
@@ -73,8 +79,49 @@ ha_up() {  # N: namespaces, links, addresses (no programs yet)
         lab_x lab-switch ip link set "sw-gw$i" master br0
         lab_x "gw$i" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
     done
-    [ "${HA_PIN:-1}" = 1 ] && ha_pin "$n"
+    # The sync link: kernel interfaces (svcgate's sync thread uses a UDP socket), a bridge of
+    # their own, a fresh key for every lab.
+    lab_x lab-sync ip link add br0 type bridge mcast_snooping 0
+    lab_x lab-sync ip link set br0 up
+    for i in $(seq 1 "$n"); do
+        lab_link "gw$i" gw-sync lab-sync "sync-g$i"
+        lab_x lab-sync ip link set "sync-g$i" master br0
+        lab_x "gw$i" ip addr add "$(ha_sync4 "$i")/24" dev gw-sync
+    done
+    (umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$LAB_RUN/ha.key")
+    ha_node_pin "$n"
+    # Replicating gateways serve each other's connections: the router need not pin them (and must
+    # not: a pinned connection would follow a dead gateway).
+    [ "${HA_PIN:-$([ "${HA_SYNC:-1}" = 1 ] && echo 0 || echo 1)}" = 1 ] && ha_pin "$n"
     return 0
+}
+
+# The nodes send a connection's replies back to the gateway that brought it: its first packet's
+# source MAC (the gateway's cluster port) is saved in the connection's mark, and the pods' packets
+# of that connection are routed by the mark (table 300+i: default via gateway i), as a node behind
+# several gateways keeps a connection symmetric. Without it, the replies of connections that are
+# not masqueraded (policy Local, pods' ClusterIP connections) would all go to the nodes' default
+# gateway, gw1. When a gateway dies, the survivor that takes over its addresses gets its replies.
+ha_node_pin() {
+    local n=$1 i node map=""
+    for i in $(seq 1 "$n"); do map+="02:19:20:00:00:0$i : $i, "; done
+    for node in kube-node-1 kube-node-2; do
+        for i in $(seq 1 "$n"); do
+            lab_x "$node" ip rule add fwmark "$i" lookup $((300 + i)) pref 100
+            lab_x "$node" ip -6 rule add fwmark "$i" lookup $((300 + i)) pref 100
+            lab_x "$node" ip route add default via "$(ha_cl4 "$i")" table $((300 + i))
+            lab_x "$node" ip -6 route add default via "$(ha_cl6 "$i")" table $((300 + i))
+        done
+        lab_x "$node" nft -f - <<EOF
+table inet pin {
+    chain pre {
+        type filter hook prerouting priority mangle; policy accept;
+        iifname "eth0" ct state new ct mark set ether saddr map { ${map%, } }
+        iifname "cni0" ct mark != 0 meta mark set ct mark
+    }
+}
+EOF
+    done
 }
 
 # The router's connection pinning (see the top of this file): per gateway, mark i and table 200+i.
@@ -152,6 +199,23 @@ cluster:
   nodeport_range: 30000-32767
 
 EOF
+    if [ "${HA_SYNC:-1}" = 1 ]; then
+        local j peers=""
+        for j in $(seq 1 "$(cat "$LAB_RUN/gateways")"); do
+            [ "$j" = "$i" ] || peers+="${peers:+, }$(ha_sync4 "$j")"
+        done
+        cat >> "$out" <<EOF
+ha:                 # flow replication between the gateways, over the sync link
+  listen: $(ha_sync4 "$i"):7400
+  peers: [$peers]
+  key_file: $LAB_RUN/ha.key
+  takeover_ports: [cluster]   # a survivor answers for this gateway's cluster addresses when it dies
+  refresh_seconds: 3          # short, so that a lost datagram heals within the tests
+  hello_ms: 100
+  dead_after_ms: 600
+
+EOF
+    fi
     sed -n '/^services:/,$p' "$LAB_SRC/config/lab.yaml" >> "$out"
     cat >> "$out" <<EOF
   - name: default/test-lb

@@ -1,0 +1,285 @@
+// Flow replication between gateways (issue 19): what the workers hand to the sync thread, how a
+// replica is taken over, and two sync threads (control/sync.h) over loopback: events, the bulk
+// copy of a gateway that starts, the periodic refresh, and forged, replayed and unknown datagrams
+// as counted drops that create nothing.
+#include <chrono>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include <gtest/gtest.h>
+
+#include "flow_record.h"
+#include "flow_state.h"
+#include "sync.h"
+#include "sync_proto.h"
+#include "worker.h"
+#include "yaml_config.h"
+#include "../fuzz/sync_fuzz_config.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Ring {
+    rte_ring* r;
+    explicit Ring(const char* name)
+        : r(rte_ring_create_elem(name, sizeof(uint32_t), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ)) {}
+    ~Ring() { rte_ring_free(r); }
+    std::vector<uint32_t> drain() {
+        std::vector<uint32_t> out(1024);
+        out.resize(rte_ring_sc_dequeue_burst_elem(r, out.data(), sizeof(uint32_t), 1024, nullptr));
+        return out;
+    }
+};
+
+const std::string kClient = "tcp 192.168.67.100:41000 > 192.168.67.8:30001";
+
+std::unique_ptr<ctl::Tracer> gateway(uint16_t owners = 1) {
+    test::ensure_eal();
+    return std::make_unique<ctl::Tracer>(ctl::load_config_string(test::kSyncFuzzConfig, "test.yaml"),
+                                         ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = owners});
+}
+
+// The flow of `spec`'s tuple as the gateway holds it (original direction), or null.
+const dp::Flow* find(ctl::Tracer& t, const std::string& spec) {
+    const ctl::PacketSpec s = ctl::parse_packet_spec(spec);
+    const dp::FlowRef r = t.flows().lookup(s.key);
+    return r.hit() && r.dir == dp::Direction::original ? &t.flows().flow(r.id) : nullptr;
+}
+
+uint32_t id_of(ctl::Tracer& t, const std::string& spec) {
+    return t.flows().lookup(ctl::parse_packet_spec(spec).key).id;
+}
+
+// A TCP connection through the gateway, up to its first ACK: proven from then on.
+void handshake(ctl::Tracer& t, const std::string& client) {
+    t.forget_history();
+    ASSERT_TRUE(t.run_spec(client + " [S]").new_flow);
+    t.run_spec("reply 1 [S.]");
+    t.run_spec(client + " [.]");
+}
+
+}  // namespace
+
+TEST(SyncEvents, OnlyFlowsThatProvedThemselvesAreHandedOn) {
+    auto t = gateway();
+    Ring ring("sg_test_ev");
+    t->ctx().sync = ring.r;
+    for (int i = 1; i <= 50; ++i) t->run_spec(fmt::format("tcp 198.51.100.{}:40000 > 192.168.67.8:30001 [S]", i));
+    EXPECT_EQ(ring.drain().size(), 0u) << "a SYN flood proves nothing";
+    t->forget_history();
+    t->run_spec(kClient + " [S]");
+    t->run_spec("reply 1 [S.]");
+    EXPECT_EQ(ring.drain().size(), 0u) << "half open";
+    t->run_spec(kClient + " [.]");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, kClient)}) << "established: handed on once";
+    t->run_spec(kClient + " [P.]");
+    t->run_spec("reply 1 [.]");
+    EXPECT_EQ(ring.drain().size(), 0u) << "data changes nothing that matters";
+    t->run_spec(kClient + " [F.]");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, kClient)}) << "a FIN: the replica must learn it";
+    // A datagram flow once answered.
+    t->forget_history();
+    const std::string dns = "udp 192.168.67.100:5353 > 10.107.169.79:53";
+    t->run_spec(dns);
+    EXPECT_EQ(ring.drain().size(), 0u) << "unanswered";
+    t->run_spec("reply 1");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, dns)});
+    t->run_spec(dns);
+    EXPECT_EQ(ring.drain().size(), 0u) << "answered already";
+    const dp::WorkerCounters& c = t->ctx().counters;
+    EXPECT_EQ(c.sync_events, 3u);
+    EXPECT_EQ(c.sync_ring_full, 0u);
+    EXPECT_EQ(c.takeovers, 0u);
+}
+
+TEST(SyncEvents, AReplicaThatCarriesAPacketIsServedAndTakenOver) {
+    auto a = gateway(2), b = gateway(2);
+    handshake(*a, kClient);
+    const auto before = a->run_spec(kClient + " [P.]");
+    ASSERT_TRUE(before.out);
+    // a's flow as b receives it: a replica from peer 1, owned by b's sync thread (owner 1).
+    const dp::Flow* f = find(*a, kClient);
+    ASSERT_NE(f, nullptr);
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*f, a->ctx().now, rec);
+    dp::FlowRecord r;
+    ASSERT_EQ(dp::decode_flow(rec, sizeof rec, r), sizeof rec);
+    ctl::FlowImporter imp(b->snapshot(), b->slots().table(), b->flows(), &b->flows6(), 1);
+    ASSERT_EQ(imp.import_to(r, 1, 1, b->ctx().now, 0), ctl::FlowImporter::Outcome::inserted);
+    ASSERT_NE(find(*b, kClient), nullptr);
+    EXPECT_EQ(find(*b, kClient)->origin.load(), 1);
+    Ring ring("sg_test_take");
+    b->ctx().sync = ring.r;
+    const auto mid = b->run_spec(kClient + " [P.]");
+    EXPECT_FALSE(mid.new_flow);
+    EXPECT_EQ(mid.out, before.out) << "the same endpoint, masquerade address and port";
+    EXPECT_EQ(find(*b, kClient)->origin.load(), 0) << "b's own from now on";
+    EXPECT_EQ(b->ctx().counters.takeovers, 1u);
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*b, kClient)}) << "and b replicates it in turn";
+    b->run_spec(kClient + " [P.]");
+    EXPECT_EQ(b->ctx().counters.takeovers, 1u) << "taken over once";
+    // The pod's reply to a's masquerade address and port goes back to the client from the NodePort.
+    const auto reply = b->run_spec("reply 1 [.]");
+    EXPECT_EQ(reply.out.value_or(""), "tcp 192.168.67.8:30001 > 192.168.67.100:41000") << reply.text();
+}
+
+namespace {
+
+uint16_t free_udp_port() {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+ctl::HaConfig::Endpoint lo(uint16_t port) { return {*ctl::parse_ip("127.0.0.1"), port}; }
+
+ctl::HaConfig ha(uint16_t listen, std::vector<uint16_t> peers, uint32_t refresh_seconds) {
+    ctl::HaConfig c;
+    c.listen = lo(listen);
+    for (uint16_t p : peers) c.peers.push_back(lo(p));
+    c.key.fill(0x11);
+    c.refresh_seconds = refresh_seconds;
+    c.hello_ms = 10;
+    c.dead_after_ms = 100;
+    return c;
+}
+
+// A gateway with its sync thread: a tracer whose tables have the sync thread's owner (1).
+struct Node {
+    std::unique_ptr<ctl::Tracer> t = gateway(2);
+    Ring ring;
+    std::atomic<const dp::ServiceSnapshot*> snap{&t->snapshot()};
+    std::atomic<dp::StatsTable*> stats{const_cast<dp::StatsTable*>(&t->slots().table())};
+    std::unique_ptr<ctl::Syncer> sync;
+
+    Node(const char* ring_name, const ctl::HaConfig& cfg, bool events = true) : ring(ring_name) {
+        if (events) t->ctx().sync = ring.r;
+        sync = std::make_unique<ctl::Syncer>(
+            cfg, ctl::Syncer::Wiring{.flows = &t->flows(), .flows6 = &t->flows6(), .owner = 1, .workers = 1,
+                                     .rings = {ring.r}, .qsbr = nullptr, .qsbr_id = 0, .snapshot = &snap,
+                                     .stats = &stats});
+    }
+    ~Node() { sync->stop(); }
+};
+
+template <typename F>
+bool within(std::chrono::milliseconds limit, F&& f) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (f()) return true;
+        std::this_thread::sleep_for(5ms);
+    }
+    return f();
+}
+
+}  // namespace
+
+TEST(Syncer, AStartingGatewayGetsItsPeersFlowsBeforeItIsReadyThenEveryNewOne) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_a", ha(pa, {pb}, 3600));
+    ASSERT_EQ(a.sync->start(), "");
+    handshake(*a.t, kClient);  // before b runs: b gets it by the bulk copy
+    ASSERT_TRUE(within(2000ms, [&] { return a.sync->ready(); })) << "alone: ready once no peer is heard";
+    Node b("sg_test_b", ha(pb, {pa}, 3600));
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return b.sync->ready(); }));
+    const dp::Flow* f = find(*b.t, kClient);
+    ASSERT_NE(f, nullptr) << "b was ready without a's flow";
+    EXPECT_EQ(f->origin.load(), 1) << "a replica, from ha.peers[0]";
+    const auto s = b.sync->status();
+    ASSERT_EQ(s.peers.size(), 1u);
+    EXPECT_TRUE(s.peers[0].alive);
+    EXPECT_TRUE(s.peers[0].copied);
+    // A flow proven on a now reaches b by the workers' ring (the refresh takes an hour here).
+    const std::string c2 = "tcp 192.168.67.101:42000 > 192.168.67.8:30001";
+    handshake(*a.t, c2);
+    EXPECT_TRUE(within(1000ms, [&] { return find(*b.t, c2) != nullptr; }));
+    EXPECT_GE(a.sync->status().taken_events, 1u);
+    // Served by b as a would: the same endpoint and masquerade port.
+    const auto on_a = a.t->run_spec(c2 + " [P.]"), on_b = b.t->run_spec(c2 + " [P.]");
+    EXPECT_EQ(on_b.out, on_a.out);
+    EXPECT_FALSE(on_b.new_flow);
+    EXPECT_EQ(b.t->ctx().counters.takeovers, 1u);
+}
+
+TEST(Syncer, TheRefreshSendsWhatNoEventDid) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_ra", ha(pa, {pb}, 1), /*events=*/false);  // every event lost
+    Node b("sg_test_rb", ha(pb, {pa}, 1));
+    ASSERT_EQ(a.sync->start(), "");
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return a.sync->ready() && b.sync->ready(); }));
+    handshake(*a.t, kClient);
+    EXPECT_TRUE(within(2500ms, [&] { return find(*b.t, kClient) != nullptr; })) << "healed within a refresh period";
+    EXPECT_GE(a.sync->status().refreshed, 1u);
+    EXPECT_EQ(a.t->ctx().counters.sync_events, 0u);
+}
+
+TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
+    const uint16_t pb = free_udp_port(), px = free_udp_port();
+    Node b("sg_test_fb", ha(pb, {px}, 3600));
+    ASSERT_EQ(b.sync->start(), "");
+    // x: a peer of b's config, played by this test.
+    const int x = socket(AF_INET, SOCK_DGRAM, 0), stranger = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in xa{}, ba{};
+    xa.sin_family = ba.sin_family = AF_INET;
+    xa.sin_addr.s_addr = ba.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    xa.sin_port = htons(px);
+    ba.sin_port = htons(pb);
+    ASSERT_EQ(bind(x, reinterpret_cast<sockaddr*>(&xa), sizeof xa), 0);
+    auto send = [&](int fd, const std::vector<uint8_t>& d) {
+        sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&ba), sizeof ba);
+    };
+    // Records of a real flow, made on another gateway.
+    auto other = gateway();
+    handshake(*other, kClient);
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*find(*other, kClient), other->ctx().now, rec);
+    const std::vector<uint8_t> body(rec, rec + sizeof rec);
+    auto seal = [&](ctl::sync::Sealer& s) {
+        std::vector<uint8_t> d(ctl::sync::kMaxDatagram);
+        d.resize(s.seal(ctl::sync::Type::flows, 1, body, d.data()));
+        return d;
+    };
+    ctl::sync::Key wrong;
+    wrong.fill(0x22);
+    ctl::sync::Sealer forger(wrong, 5), right(ha(0, {}, 1).key, 5);
+    send(x, seal(forger));
+    send(stranger, seal(right));
+    ASSERT_TRUE(within(1000ms, [&] {
+        const auto s = b.sync->status();
+        return s.drops[static_cast<unsigned>(ctl::sync::Drop::bad_mac)] == 1 &&
+               s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1;
+    }));
+    EXPECT_EQ(find(*b.t, kClient), nullptr) << "nothing forged or foreign made a flow";
+    // Authentic, then the same datagram again.
+    const std::vector<uint8_t> good = seal(right);
+    send(x, good);
+    ASSERT_TRUE(within(1000ms, [&] { return find(*b.t, kClient) != nullptr; }));
+    send(x, good);
+    EXPECT_TRUE(within(1000ms, [&] {
+        return b.sync->status().drops[static_cast<unsigned>(ctl::sync::Drop::replayed)] == 1;
+    }));
+    const auto s = b.sync->status();
+    EXPECT_EQ(s.peers[0].datagrams_received, 1u) << "only the authentic one";
+    EXPECT_EQ(s.peers[0].flows_received, 1u);
+    close(x);
+    close(stranger);
+}
