@@ -412,8 +412,11 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
 
 // This gateway's TCP connections not yet closing, and its datagram flows that carried a packet in
 // the last 10 s: what a drain waits for (replicas of the peers' flows are theirs to wait for).
+// Replicating (`replicated`), a TCP connection counts only while it too carried a packet in the
+// last 10 s: its peers hold it, and once the drain withdrew this gateway its packets go to them
+// (each gateway then sees part of its close, so its state here may never reach the end).
 template <typename K>
-uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now) {
+uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool replicated) {
     const typename BasicFlowTable<K>::ScanGuard reading(table);
     uint32_t n = 0;
     for (uint32_t id = 0; id < table.capacity(); ++id) {
@@ -421,13 +424,15 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now) {
         if (!f.live.load(std::memory_order_acquire) || f.origin.load(std::memory_order_relaxed) != 0) continue;
         const uint8_t sv = f.state.load(std::memory_order_relaxed);
         if (sv & kStateGone) continue;
+        const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
+        const bool recent = seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
             const auto t = static_cast<TcpState>(sv & kStateMask);
-            n += t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
-                 t == TcpState::syn_sent2 || t == TcpState::close_wait;
+            n += (t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
+                  t == TcpState::syn_sent2 || t == TcpState::close_wait) &&
+                 (!replicated || recent);
         } else {
-            const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
-            n += seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
+            n += recent;
         }
     }
     return n;
@@ -483,7 +488,8 @@ public:
         if (draining && now >= next_count_) {
             next_count_ = now + std::chrono::seconds(1);
             const uint32_t t = flow_clock_now();
-            left = open_connections(*rt_.flows, t) + open_connections(*rt_.flows6, t);
+            const bool replicated = rt_.sync != nullptr;
+            left = open_connections(*rt_.flows, t, replicated) + open_connections(*rt_.flows6, t, replicated);
             counted = true;
         }
         std::vector<IpCidr> want;
@@ -856,6 +862,7 @@ int run_daemon(const DaemonOptions& opts) {
 
     serve(st, pub, rt);
     log("stopping");
+    if (rt.sync) rt.sync->stop();  // its peers take over this gateway's addresses now
     rt.stop_workers();
     if (!st.cfg.dataplane.state_file.empty()) save_flows(st, rt);
     print_summary(st);

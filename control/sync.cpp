@@ -74,6 +74,7 @@ struct Syncer::Peer {
     sync::ReplayWindow window;
     uint64_t last_heard_ms = 0;  // 0: never
     bool starting = false;       // its last hello asked for a bulk copy
+    bool leaving = false;        // its last hello said it stops
     uint64_t copied_for = 0;     // its epoch this gateway has copied its table to
     uint64_t us_copied = 0;      // this gateway's epoch it has copied to us (its hellos)
     uint32_t flows_held = 0;
@@ -89,7 +90,7 @@ struct Syncer::Peer {
     bool adopted = false;       // we hold its addresses
 
     bool alive(uint64_t now_ms, uint32_t dead_after_ms) const noexcept {
-        return last_heard_ms != 0 && now_ms - last_heard_ms < dead_after_ms;
+        return last_heard_ms != 0 && !leaving && now_ms - last_heard_ms < dead_after_ms;
     }
 };
 
@@ -144,8 +145,18 @@ std::string Syncer::start() {
 }
 
 void Syncer::stop() {
+    if (fd_ < 0) return;  // never started, or stopped
     stop_.store(true);
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+        thread_.join();
+        // An orderly stop: the peers take over this gateway's addresses now.
+        uint8_t body[sync::kHelloMax], d[sync::kMaxDatagram];
+        sync::Hello h{.flags = sync::kHelloLeaving,
+                      .n_addrs = static_cast<uint8_t>(std::min(w_.takeover.size(), sync::kHelloAddresses))};
+        std::copy_n(w_.takeover.begin(), h.n_addrs, h.addrs.begin());
+        const size_t n = sync::encode_hello(h, body);
+        for (auto& p : peers_) send(*p, d, sealer_.seal(sync::Type::hello, 0, std::span<const uint8_t>(body, n), d), 0);
+    }
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     if (w_.qsbr) (void)rte_rcu_qsbr_thread_unregister(w_.qsbr, w_.qsbr_id);
@@ -262,6 +273,7 @@ void Syncer::receive(uint64_t now_ms) {
             sync::Hello hello;
             (void)sync::decode_hello(body, hello);  // open() checked its size
             peer->starting = hello.flags & sync::kHelloStarting;
+            peer->leaving = hello.flags & sync::kHelloLeaving;
             peer->us_copied = hello.copied_for;
             peer->copied_us.store(hello.copied_for == sealer_.epoch(), std::memory_order_relaxed);
             peer->held.store(hello.flows, std::memory_order_relaxed);
@@ -285,6 +297,18 @@ void Syncer::receive(uint64_t now_ms) {
     }
 }
 
+namespace {
+
+// A TCP connection past its first FIN (or reset).
+template <typename K>
+bool closing(const BasicFlow<K>& f, uint8_t state) noexcept {
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return false;
+    const auto ts = static_cast<TcpState>(state & kStateMask);
+    return ts >= TcpState::fin_wait && ts <= TcpState::close;
+}
+
+}  // namespace
+
 template <typename K>
 void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
     auto& table = [this]() -> BasicFlowTable<K>& {
@@ -298,13 +322,13 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
         // its state and when (so a drained gateway learns that its connections closed).
         auto& f = table.flow(ref.id);
         if (ref.dir != Direction::original) return;
-        // Seconds are coarse: a replica takes what its owner sends from the same second on (a FIN
-        // right after the handshake), a flow of ours only what is newer.
+        // Seconds are coarse: a record of the same second is taken too (a FIN right after the last
+        // data), but does not take a closing TCP connection back to an earlier state.
         const uint32_t seen = now > idle ? now - idle : 1;
         const int32_t newer = static_cast<int32_t>(seen - f.last_seen.load(std::memory_order_relaxed));
-        if (newer < 0 || (newer == 0 && f.origin.load(std::memory_order_relaxed) == 0)) return;
-        f.last_seen.store(seen, std::memory_order_relaxed);
         const uint8_t cur = f.state.load(std::memory_order_relaxed);
+        if (newer < 0 || (newer == 0 && closing(f, cur) && !closing(f, in.state))) return;
+        if (newer > 0) f.last_seen.store(seen, std::memory_order_relaxed);
         if (!(cur & kStateGone) && f.kind == FlowKind::nat) f.state.store(in.state, std::memory_order_relaxed);
         return;
     }

@@ -49,7 +49,9 @@ inline constexpr size_t kMaxDatagram = 1440;
 inline constexpr size_t kMaxBody = kMaxDatagram - kHeaderBytes - kMacBytes;
 
 enum class Type : uint8_t { flows = 1, hello = 2 };
-enum HelloFlags : uint8_t { kHelloStarting = 0x1 };
+// kHelloStarting: the sender has just started and asks for a bulk copy; kHelloLeaving: it stops
+// now (an orderly stop: its peers take over its addresses at once instead of after dead_after_ms).
+enum HelloFlags : uint8_t { kHelloStarting = 0x1, kHelloLeaving = 0x2 };
 
 enum class Drop : uint8_t { unknown_peer, truncated, bad_magic, bad_version, bad_mac, replayed, malformed };
 inline constexpr unsigned kDrops = 7;

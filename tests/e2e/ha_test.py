@@ -35,8 +35,9 @@ EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
 
 
 def ha(script, timeout=120):
-    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; source {src}/tools/lib/ha.sh; {script}"],
-                          capture_output=True, text=True, timeout=timeout)
+    # Issue 18's lab: no flow replication (tests/e2e/sync_test.py has it), the router pins connections.
+    return subprocess.run(["bash", "-c", f"export HA_SYNC=0; source {src}/tools/lib/lab.sh; source {src}/tools/lib/ha.sh; "
+                                         f"{script}"], capture_output=True, text=True, timeout=timeout)
 
 
 def gwctl(i, *args):

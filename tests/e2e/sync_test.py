@@ -115,7 +115,7 @@ def main():
     adopted = adopted is not None and time.monotonic() - t0
     adopter = next((i for i in survivors if any(p.get("adopted") for p in sync_status(i).get("peers", []))), None)
     check(adopted is not False and adopter == min(survivors),
-          f"gw{adopter} took over gw{victim}'s addresses {adopted:.2f} s after the kill (dead after 0.6 s of silence)")
+          f"gw{adopter} took over gw{victim}'s addresses, within {adopted:.2f} s of the kill (dead after 0.6 s of silence)")
     time.sleep(5)
     states = [c for _, k in kas for c in k.read()]
     broken = [c for c in states if c["errors"]]
@@ -193,6 +193,36 @@ send(IP(src=peer, dst="{SYNC4[target]}") / UDP(sport=7400, dport=7400) / Raw(os.
           f"(replayed {grew('replayed')}, bad_mac {grew('bad_mac')}, unknown_peer {grew('unknown_peer')}, "
           f"bad_magic {grew('bad_magic')}) {r.stderr.decode()[-200:]}")
     check(len(held(target)) <= flows_before, f"and made no flow ({flows_before} before, {len(held(target))} after)")
+
+    # A drain hands the connections over: the router moves them to the peers, which hold them;
+    # the drained gateway exits once its own have been quiet for 10 s and its peers take over its
+    # addresses at once (it says it leaves).
+    ka = checks.KeepAlive(src, "client", LB4, 10)
+    ka.wait_ready(20)
+    kconns = [("192.168.66.100", c["port"]) for c in ka.read()]
+    wait(lambda: all(all(c in held(i) for c in kconns) for i in range(1, N + 1)), 5)
+    carrier = {}
+    for i in range(1, N + 1):
+        for c, kind in held(i).items():
+            if kind == "own" and c in kconns:
+                carrier[c] = i
+    per_gw = {i: sum(1 for g in carrier.values() if g == i) for i in range(1, N + 1)}
+    d = max(per_gw, key=per_gw.get)
+    out = subprocess.run([ctl, "--socket", f"{RUN}/gw{d}.sock", "drain", "--timeout", "60"], capture_output=True,
+                         text=True, timeout=30).stdout
+    gone = wait(lambda: EXT4[d] not in hops(LB4), 5)
+    time.sleep(3)
+    res = ka.stop()
+    t_closed = time.monotonic()
+    check("draining" in out and gone is not None and len(res) == 10 and not any(c["errors"] for c in res),
+          f"gw{d} drained while carrying {per_gw[d]} of 10 keep-alive connections: withdrawn after {gone} s, none broke")
+    exited = wait(lambda: not alive(d), 25, 0.2)
+    log = ha(f"cat $LAB_RUN/gw{d}.log").stdout
+    check(exited is not None and "drained: no connection left" in log,
+          f"gw{d} exited by itself {time.monotonic() - t_closed:.1f} s after its connections closed")
+    others = [i for i in range(1, N + 1) if i != d]
+    taken = wait(lambda: any(p.get("adopted") for i in others for p in sync_status(i).get("peers", [])), 2, 0.02)
+    check(taken is not None, f"its addresses taken over by a peer {taken} s after it left (it said it was leaving)")
 
 
 try:
