@@ -109,6 +109,18 @@ def main():
     bpf = micro_counter("BM_BytesPerFlow/10000000/iterations:1", "bytes_per_flow")
     bpf6 = micro_counter("BM_BytesPerFlow6/10000000/iterations:1", "bytes_per_flow")
     rss_1m = [m["result"].get("rss_kb") for m in macro if m["name"] == "svcgate" and m["params"].get("flows") == 1000000]
+    # Replication (bench/run section 9): rounds of BM_PipelineProvenFlows off (0) and on (1), each
+    # round's ratio, then the median.
+    sync_ratios, sync_bpf, sync_on, sync_off = [], [], [], []
+    for k in range(1, 20):
+        rows = load(f"{r}/sync-{k}.json", {}).get("benchmarks", [])
+        off = next((b for b in rows if b.get("name", "").startswith("BM_PipelineProvenFlows/0/")), None)
+        on = next((b for b in rows if b.get("name", "").startswith("BM_PipelineProvenFlows/1/")), None)
+        if off and on and off.get("items_per_second") and on.get("items_per_second") and not on.get("error_occurred"):
+            sync_off.append(off["items_per_second"] / 1e6)
+            sync_on.append(on["items_per_second"] / 1e6)
+            sync_ratios.append(on["items_per_second"] / off["items_per_second"])
+            sync_bpf.append(on.get("sync_bytes_per_flow"))
 
     summary = {
         "established_ratio_vs_testpmd": med(r4k),
@@ -124,6 +136,9 @@ def main():
         "reload_speedup_vs_iptables": (ipt[10000] / reload_ms[10000]) if 10000 in ipt and 10000 in reload_ms else None,
         "bytes_per_flow": bpf,
         "bytes_per_flow_v6": bpf6,
+        "new_flows_sync_ratio": med(sync_ratios),
+        "sync_bytes_per_flow": med([x for x in sync_bpf if x]),
+        "new_flows_sync_mpps": {"off": med(sync_off), "on": med(sync_on), "rounds": len(sync_ratios)},
         "two_worker_scaling": (med(two) / med(one)) if one and two else None,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
                              "testpmd_1m": med(tp1m), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6)},
@@ -209,6 +224,8 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | services flatness, new flows (slowest ÷ fastest) | {f(flat_new)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(new_svc.items()))} Mpps |
 | reload 10,000 Services, ms | {f(summary['reload_10k_ms'], '{:.1f}')} | < 50 | file read → published snapshot, median |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
+| new flows with replication on ÷ off | {f(summary['new_flows_sync_ratio'])} | ≥ 0.8 | connections proven (a client packet and the reply), in-process, the sync thread on the other core sending to a peer on loopback: {f(med(sync_on))} ÷ {f(med(sync_off))} M/s, median of {len(sync_ratios)} interleaved rounds |
+| replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |
 | bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions; IPv6 {f(bpf6, '{:.0f}')} |
 | two workers ÷ one | {f(summary['two_worker_scaling'])} | | see the caveat below |
 | svcgate resident size, 1M flows | {f(summary['svcgate_rss_kb_1m_flows'], '{:.0f}')} kB | | VmRSS (hugepage mbufs included) |

@@ -123,6 +123,8 @@ Syncer::Syncer(const HaConfig& cfg, Wiring w)
 Syncer::~Syncer() { stop(); }
 
 std::string Syncer::start() {
+    if (w_.owner >= w_.flows->owners() || (w_.flows6 && w_.owner >= w_.flows6->owners()))
+        return "ha: the flow tables have no owner for the sync thread";
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(cfg_.listen, ss);
     fd_ = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -164,8 +166,10 @@ void Syncer::stop() {
 
 void Syncer::run() {
     while (!stop_.load(std::memory_order_relaxed)) {
+        // A millisecond at most: the workers' rings are drained as often; not at all while they
+        // hold more than a tick takes.
         pollfd pfd{fd_, POLLIN, 0};
-        (void)poll(&pfd, 1, 1);  // a millisecond at most: the workers' rings are drained as often
+        (void)poll(&pfd, 1, backlog_ ? 0 : 1);
         const uint64_t now = steady_ms();
         if (w_.qsbr) rte_rcu_qsbr_thread_online(w_.qsbr, w_.qsbr_id);
         tick(now);
@@ -387,8 +391,10 @@ void Syncer::send(Peer& p, const uint8_t* d, size_t n, uint16_t records) {
 void Syncer::take_events() {
     uint32_t ids[256];
     uint64_t taken = 0;
+    bool more = false;
     for (rte_ring* ring : w_.rings) {
-        for (unsigned round = 0; round < 16; ++round) {
+        unsigned round = 0;
+        for (; round < 16; ++round) {
             const unsigned n = rte_ring_sc_dequeue_burst_elem(ring, ids, sizeof ids[0], 256, nullptr);
             taken += n;
             for (unsigned i = 0; i < n; ++i) {
@@ -405,7 +411,9 @@ void Syncer::take_events() {
             }
             if (n < 256) break;
         }
+        more = more || round == 16;
     }
+    backlog_ = more;
     if (taken) {
         std::lock_guard lk(mu_);
         counts_.taken_events += taken;

@@ -161,6 +161,7 @@ private:
     uint64_t refresh_pos_ = 0;
     uint64_t refresh_last_ms_ = 0;
     uint64_t hello_last_ms_ = 0;
+    bool backlog_ = false;  // the last tick left flows in a ring: no sleep before the next
     uint64_t count_last_ms_ = 0;
 
     // The importer for the current snapshot (rebuilt when the generation changes).

@@ -513,8 +513,12 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
         return;
     }
     if (auto s = r.str(listen, "ha.listen")) {
-        if (auto e = parse_endpoint(*s, 0)) c.listen = *e;
-        else r.error(listen, "ha.listen", fmt::format("\"{}\" is not ADDRESS:PORT or [IPv6]:PORT", *s));
+        if (auto e = parse_endpoint(*s, 0)) {
+            c.listen = *e;
+        } else {
+            r.error(listen, "ha.listen", fmt::format("\"{}\" is not ADDRESS:PORT or [IPv6]:PORT", *s));
+            return;  // the peers take its port and family
+        }
     }
     if (r.seq(peers, "ha.peers")) {
         if (peers.size() == 0 || peers.size() > 14)

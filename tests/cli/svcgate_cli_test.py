@@ -180,6 +180,50 @@ with tempfile.TemporaryDirectory() as d:
     r = state_check("state_file: flows.state, state_max_age: 0")
     check(r.returncode == 1 and "state_max_age" in r.stderr, f"state_max_age 0 refused ({r.stderr.strip()})")
 
+# Issue 19: flow replication between gateways (ha:).
+SYNC_BASE = """dataplane:
+  ports:
+    - {name: ext, device: net_null0, addresses: [192.0.2.8/24]}
+    - {name: cluster, device: net_null1, addresses: [10.192.0.12/24]}
+ha:
+%s
+services: []
+"""
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "ha.key"), "w") as f:
+        f.write("ab" * 32 + "\n")
+    with open(os.path.join(d, "short.key"), "w") as f:
+        f.write("ab" * 16)
+
+    def sync_check(ha):
+        p = os.path.join(d, "sync.yaml")
+        with open(p, "w") as f:
+            f.write(SYNC_BASE % ha)
+        return run("--config", p, "--check")
+    good = "  listen: 10.193.0.12:7400\n  peers: [10.193.0.11, '10.193.0.13:7401']\n  key_file: ha.key\n"
+    r = sync_check(good + "  takeover_ports: [cluster]\n  refresh_seconds: 5")
+    check(r.returncode == 0, f"ha: listen, peers, a key file beside the config, takeover ports: OK ({r.stderr.strip()})")
+    r = sync_check(good.replace("ha.key", "missing.key"))
+    check(r.returncode == 1 and "ha.key_file" in r.stderr and "cannot read" in r.stderr,
+          f"a missing key file: clear error ({r.stderr.strip()})")
+    r = sync_check(good.replace("ha.key", "short.key"))
+    check(r.returncode == 1 and "must be 64 hex digits" in r.stderr and "openssl rand -hex 32" in r.stderr,
+          f"a short key: clear error, and how to make one ({r.stderr.strip()})")
+    r = sync_check(good.replace("10.193.0.12:7400", "10.193.0.12"))
+    check(r.returncode == 1 and "is not ADDRESS:PORT" in r.stderr, f"listen without a port refused ({r.stderr.strip()})")
+    r = sync_check(good.replace("10.193.0.11", "10.193.0.12"))
+    check(r.returncode == 1 and "is this gateway's own ha.listen" in r.stderr, "a peer that is this gateway refused")
+    r = sync_check(good.replace("10.193.0.11", "'fd00::1'"))
+    check(r.returncode == 1 and "address family" in r.stderr, "a peer of the other family refused")
+    r = sync_check(good + "  takeover_ports: [clutser]")
+    check(r.returncode == 1 and 'no port is named "clutser"' in r.stderr, f"an unknown takeover port refused ({r.stderr.strip()})")
+    r = sync_check(good + "  hello_ms: 500\n  dead_after_ms: 1000")
+    check(r.returncode == 1 and "less than three hellos" in r.stderr, "dead_after_ms under three hellos refused")
+    r = sync_check(good + "  peer: [10.193.0.14]")
+    check(r.returncode == 1 and "ha.peer: unknown setting" in r.stderr, f"an unknown ha setting refused ({r.stderr.strip()})")
+    r = sync_check("  listen: 10.193.0.12:7400")
+    check(r.returncode == 1 and "ha needs listen" in r.stderr, "ha without peers or key refused")
+
 r = run("--config", "/nonexistent.yaml", "--check")
 check(r.returncode == 1 and "cannot open file" in r.stderr, "missing file: clear error")
 r = run("--bogus")
