@@ -102,7 +102,7 @@ Json sync_json(const DaemonState& st, const WorkerCounters& t) {
         drops[fmt::format("record_{}", record_drop_name(static_cast<RecordDrop>(d)))] = y.record_drops[d];
     return Json{{"listen", y.listen}, {"ready", y.ready}, {"peers", peers}, {"replicas", y.replicas},
                 {"takeovers", t.takeovers}, {"events", t.sync_events}, {"events_ring_full", t.sync_ring_full},
-                {"refreshed", y.refreshed}, {"send_errors", y.send_errors}, {"drops", drops}};
+                {"refreshed", y.refreshed}, {"queued", y.queued}, {"send_errors", y.send_errors}, {"drops", drops}};
 }
 
 std::string status(DaemonState& st, bool json) {
@@ -167,9 +167,9 @@ std::string status(DaemonState& st, bool json) {
     if (st.sync) {
         const SyncStatus y = st.sync->status();
         o += fmt::format("ha          listening on {}, {}; {} replicas held, {} taken over, {} flows handed by the "
-                         "workers ({} refused by a full ring), {} refreshed\n",
+                         "workers ({} refused by a full ring, {} waiting to be sent), {} refreshed\n",
                          y.listen, y.ready ? "ready" : "WAITING for the peers' flows", y.replicas, t.takeovers,
-                         t.sync_events, t.sync_ring_full, y.refreshed);
+                         t.sync_events, t.sync_ring_full, y.queued, y.refreshed);
         for (const SyncPeerStatus& p : y.peers)
             o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", p.address,
                              p.alive ? "alive" : "DEAD",

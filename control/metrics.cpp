@@ -105,6 +105,8 @@ std::string render_metrics(const DaemonState& st) {
             o += fmt::format("svcgate_sync_flows_total{{peer=\"{}\",direction=\"sent\"}} {}\n", p.address, p.flows_sent);
             o += fmt::format("svcgate_sync_flows_total{{peer=\"{}\",direction=\"received\"}} {}\n", p.address, p.flows_received);
         }
+        head("svcgate_sync_queued", "gauge", "The replication lag: flows the workers handed on, not yet sent.");
+        o += fmt::format("svcgate_sync_queued {}\n", y.queued);
         head("svcgate_sync_replicas", "gauge", "Replicas of the peers' flows held here (not taken over).");
         o += fmt::format("svcgate_sync_replicas {}\n", y.replicas);
         head("svcgate_sync_takeovers_total", "counter", "Replicas that carried a packet here and so became this gateway's.");

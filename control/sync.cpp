@@ -578,6 +578,7 @@ SyncStatus Syncer::status() const {
         s = counts_;
     }
     s.ready = ready();
+    for (rte_ring* r : w_.rings) s.queued += rte_ring_count(r);
     const uint64_t now = steady_ms();
     for (const auto& p : peers_) {
         SyncPeerStatus ps;

@@ -80,6 +80,7 @@ struct SyncStatus {
     std::vector<SyncPeerStatus> peers;
     uint32_t replicas = 0;      // live replicas held (not taken over)
     uint64_t taken_events = 0;  // flow ids taken from the workers' rings
+    uint32_t queued = 0;        // the lag: flows the workers handed on and the sync thread has not sent yet
     uint64_t refreshed = 0;     // flows sent by the periodic refresh
     uint64_t send_errors = 0;
     uint64_t drops[sync::kDrops] = {};
