@@ -431,7 +431,8 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
     sockaddr_in pa{}, ga{};
     ctl::sync::Key key;
     key.fill(0x42);
-    ctl::sync::Sealer hello_sealer(key, 1);
+    std::unique_ptr<ctl::sync::Sealer> hello_sealer;
+    uint32_t sync_id = 0;  // the sync thread's peer id: its hellos' `to`
     uint64_t bytes = 0, records = 0;
     auto take = [&] {  // what the peer received so far
         uint8_t d[2048];
@@ -440,8 +441,8 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
     };
     auto hello = [&] {
         uint8_t body[ctl::sync::kHelloMax], d[ctl::sync::kMaxDatagram];
-        const size_t n = ctl::sync::encode_hello(ctl::sync::Hello{}, body);
-        const size_t len = hello_sealer.seal(ctl::sync::Type::hello, 0, std::span<const uint8_t>(body, n), d);
+        const size_t n = ctl::sync::encode_hello(ctl::sync::Hello{.to = sync_id}, body);
+        const size_t len = hello_sealer->seal(ctl::sync::Type::hello, 0, std::span<const uint8_t>(body, n), d);
         sendto(peer, d, len, 0, reinterpret_cast<sockaddr*>(&ga), sizeof ga);
     };
     if (sync_on) {
@@ -461,6 +462,8 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
         cfg.peers.push_back({*ctl::parse_ip("127.0.0.1"), ntohs(pa.sin_port)});
         cfg.key = key;
         cfg.refresh_seconds = 3600;  // events only
+        hello_sealer = std::make_unique<ctl::sync::Sealer>(key, ctl::sync::peer_id(cfg.peers[0].addr.a.b, cfg.peers[0].port), 1);
+        sync_id = ctl::sync::peer_id(cfg.listen.addr.a.b, cfg.listen.port);
         syncer = std::make_unique<ctl::Syncer>(
             cfg, ctl::Syncer::Wiring{.flows = w.flows.get(), .flows6 = nullptr, .owner = 1, .workers = 1,
                                      .rings = {ring.get()}, .qsbr = nullptr, .qsbr_id = 0, .snapshot = &snap,

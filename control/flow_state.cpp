@@ -93,7 +93,8 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
     const InsertResult r = table.insert(owner, in, seen);
     switch (r.status) {
     case InsertStatus::inserted:
-        if (in.kind == FlowKind::nat) stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
+        // A replica counts as active once a worker takes it over (release_flow).
+        if (in.kind == FlowKind::nat && in.origin == 0) stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
         if ((in.flags & kFlowMasq) && in.origin == 0) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
         return Outcome::inserted;
     case InsertStatus::exists: return Outcome::exists;

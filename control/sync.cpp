@@ -71,6 +71,7 @@ struct Syncer::Peer {
     sockaddr_storage sa{};
     socklen_t salen = 0;
     uint8_t origin = 0;  // Flow::origin of what it sends: its index in ha.peers + 1
+    uint32_t id = 0;     // its peer id (sync::peer_id)
     sync::ReplayWindow window;
     uint64_t last_heard_ms = 0;  // 0: never
     bool starting = false;       // its last hello asked for a bulk copy
@@ -102,11 +103,14 @@ struct Syncer::Importer {
     std::unique_ptr<FlowImporter> imp;
 };
 
+uint32_t endpoint_id(const HaConfig::Endpoint& e) noexcept { return sync::peer_id(e.addr.a.b, e.port); }
+
 Syncer::Syncer(const HaConfig& cfg, Wiring w)
-    : cfg_(cfg), w_(std::move(w)),
-      sealer_(cfg.key, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch())
-                                                 .count())),
+    : cfg_(cfg), w_(std::move(w)), self_id_(endpoint_id(cfg.listen)),
+      sealer_(cfg.key, self_id_,
+              static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count())),
       importer_(std::make_unique<Importer>()) {
     counts_.enabled = true;
     counts_.listen = endpoint_name(cfg.listen);
@@ -116,6 +120,7 @@ Syncer::Syncer(const HaConfig& cfg, Wiring w)
         p->name = endpoint_name(p->ep);
         p->salen = to_sockaddr(p->ep, p->sa);
         p->origin = static_cast<uint8_t>(i + 1);
+        p->id = endpoint_id(p->ep);
         peers_.push_back(std::move(p));
     }
 }
@@ -156,8 +161,11 @@ void Syncer::stop() {
         sync::Hello h{.flags = sync::kHelloLeaving,
                       .n_addrs = static_cast<uint8_t>(std::min(w_.takeover.size(), sync::kHelloAddresses))};
         std::copy_n(w_.takeover.begin(), h.n_addrs, h.addrs.begin());
-        const size_t n = sync::encode_hello(h, body);
-        for (auto& p : peers_) send(*p, d, sealer_.seal(sync::Type::hello, 0, std::span<const uint8_t>(body, n), d), 0);
+        for (auto& p : peers_) {
+            h.to = p->id;
+            const size_t n = sync::encode_hello(h, body);
+            send(*p, d, sealer_.seal(sync::Type::hello, 0, std::span<const uint8_t>(body, n), d), 0);
+        }
     }
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
@@ -206,7 +214,9 @@ void Syncer::takeovers(uint64_t now_ms) {
     std::lock_guard lk(mu_);  // status() reads Peer::adopted
     for (auto& p : peers_) {
         const bool dead = p->last_heard_ms != 0 && !p->alive(now_ms, cfg_.dead_after_ms);
-        const bool adopt = !p->addrs.empty() && ((dead && lowest) || (p->adopted && !dead && p->starting));
+        // Once held, a dead peer's addresses stay here until it is back and ready: a lower peer
+        // that returns meanwhile may never have heard of them.
+        const bool adopt = !p->addrs.empty() && ((dead && (lowest || p->adopted)) || (p->adopted && !dead && p->starting));
         if (adopt != p->adopted) {
             changed = true;
             p->adopted = adopt;
@@ -266,16 +276,22 @@ void Syncer::receive(uint64_t now_ms) {
         sync::Header h;
         std::span<const uint8_t> body;
         sync::Drop why{};
-        if (!sync::open(d, static_cast<size_t>(n), cfg_.key, peer->window, h, body, why)) {
+        if (!sync::open(d, static_cast<size_t>(n), cfg_.key, peer->id, peer->window, h, body, why)) {
             ++counts_.drops[static_cast<unsigned>(why)];
             continue;
+        }
+        sync::Hello hello;
+        if (h.type == sync::Type::hello) {
+            (void)sync::decode_hello(body, hello);  // open() checked its size
+            if (hello.to != self_id_) {  // authentic, but meant for another gateway
+                ++counts_.drops[static_cast<unsigned>(sync::Drop::wrong_peer)];
+                continue;
+            }
         }
         peer->last_heard_ms = now_ms;
         peer->heard_ms.store(now_ms, std::memory_order_relaxed);
         peer->datagrams_received.fetch_add(1, std::memory_order_relaxed);
         if (h.type == sync::Type::hello) {
-            sync::Hello hello;
-            (void)sync::decode_hello(body, hello);  // open() checked its size
             peer->starting = hello.flags & sync::kHelloStarting;
             peer->leaving = hello.flags & sync::kHelloLeaving;
             peer->us_copied = hello.copied_for;
@@ -330,10 +346,17 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
         // data), but does not take a closing TCP connection back to an earlier state.
         const uint32_t seen = now > idle ? now - idle : 1;
         const int32_t newer = static_cast<int32_t>(seen - f.last_seen.load(std::memory_order_relaxed));
-        const uint8_t cur = f.state.load(std::memory_order_relaxed);
-        if (newer < 0 || (newer == 0 && closing(f, cur) && !closing(f, in.state))) return;
-        if (newer > 0) f.last_seen.store(seen, std::memory_order_relaxed);
-        if (!(cur & kStateGone) && f.kind == FlowKind::nat) f.state.store(in.state, std::memory_order_relaxed);
+        if (newer < 0) return;
+        // A replica's idle time is its owner's; a flow of ours keeps its own (a drain counts the
+        // packets that still reach this gateway).
+        if (newer > 0 && f.origin.load(std::memory_order_relaxed) != 0) f.last_seen.store(seen, std::memory_order_relaxed);
+        if (f.kind != FlowKind::nat) return;
+        // A worker may change the state meanwhile (CAS, as conntrack does), and a reload's mark
+        // of a removed endpoint stays.
+        uint8_t cur = f.state.load(std::memory_order_relaxed);
+        while (!(cur & kStateGone) && !(newer == 0 && closing(f, cur) && !closing(f, in.state)) && cur != in.state &&
+               !f.state.compare_exchange_weak(cur, in.state, std::memory_order_relaxed)) {
+        }
         return;
     }
     if (!importer_->imp) return;
@@ -386,6 +409,20 @@ void Syncer::send(Peer& p, const uint8_t* d, size_t n, uint16_t records) {
     p.flows_sent.fetch_add(records, std::memory_order_relaxed);
 }
 
+namespace {
+
+template <typename K>
+bool proven_record(const BasicFlow<K>& f) noexcept {
+    if (f.kind != FlowKind::nat) return true;  // an affinity pin: as long-lived as its flows
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (st & kStateGone) return false;
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
+    const auto ts = static_cast<TcpState>(st & kStateMask);
+    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
+}
+
+}  // namespace
+
 // The flows the workers proved or changed: this gateway's own (a replica a worker has just taken
 // over is, by then).
 void Syncer::take_events() {
@@ -402,11 +439,15 @@ void Syncer::take_events() {
                 if (ids[i] & kFlowIdV6) {
                     if (!w_.flows6 || id >= w_.flows6->capacity()) continue;
                     const Flow6& f = w_.flows6->flow(id);
-                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0) add(f);
+                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
+                        proven_record(f))
+                        add(f);
                 } else {
                     if (id >= w_.flows->capacity()) continue;
                     const Flow& f = w_.flows->flow(id);
-                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0) add(f);
+                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
+                        proven_record(f))
+                        add(f);
                 }
             }
             if (n < 256) break;
@@ -420,19 +461,6 @@ void Syncer::take_events() {
     }
 }
 
-namespace {
-
-template <typename K>
-bool proven_record(const BasicFlow<K>& f) noexcept {
-    if (f.kind != FlowKind::nat) return true;  // an affinity pin: as long-lived as its flows
-    const uint8_t st = f.state.load(std::memory_order_relaxed);
-    if (st & kStateGone) return false;
-    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
-    const auto ts = static_cast<TcpState>(st & kStateMask);
-    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
-}
-
-}  // namespace
 
 // A slice of the tables each millisecond, so that every proven flow of this gateway is sent once
 // per refresh_seconds.
@@ -487,7 +515,8 @@ void Syncer::bulk_copies() {
             encode_flow(f, flow_clock_now(), body + len);
             len += n, ++records;
         };
-        while (datagrams < kBulkPerTick && p.copy_pos < cap4 + cap6) {
+        for (uint32_t scanned = 0; datagrams < kBulkPerTick && scanned < kBulkScanPerTick && p.copy_pos < cap4 + cap6;
+             ++scanned) {
             const uint64_t pos = p.copy_pos++;
             if (pos < cap4) {
                 const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
@@ -515,6 +544,7 @@ void Syncer::hellos(uint64_t now_ms) {
         sync::Hello h{.flags = static_cast<uint8_t>(ready() ? 0 : sync::kHelloStarting),
                       .flows = held,
                       .copied_for = p->copying ? 0 : p->copied_for,
+                      .to = p->id,
                       .n_addrs = static_cast<uint8_t>(std::min(w_.takeover.size(), sync::kHelloAddresses))};
         std::copy_n(w_.takeover.begin(), h.n_addrs, h.addrs.begin());
         const size_t n = sync::encode_hello(h, body);

@@ -93,6 +93,8 @@ public:
     static constexpr double kStartWaitSeconds = 30;
     // Datagrams a bulk copy or the refresh sends per millisecond at most.
     static constexpr unsigned kBulkPerTick = 64;
+    // Records a bulk copy looks at per millisecond at most (a sparse table is not read at once).
+    static constexpr uint32_t kBulkScanPerTick = 65536;
 
     struct Wiring {
         dp::FlowTable* flows = nullptr;
@@ -145,6 +147,7 @@ private:
 
     HaConfig cfg_;
     Wiring w_;
+    uint32_t self_id_;  // sync::peer_id of ha.listen
     int fd_ = -1;
     std::thread thread_;
     std::atomic<bool> stop_{false};

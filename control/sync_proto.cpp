@@ -6,12 +6,14 @@
 
 #include <sodium.h>
 
+#include "static_hash.h"
+
 namespace svcgate::ctl::sync {
 
 namespace {
 
 constexpr uint8_t kMagic[4] = {'S', 'G', 'S', 'Y'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 
 // libsodium picks its implementations once, before first use (thread-safe here: a static).
 void sodium_ready() noexcept {
@@ -43,6 +45,7 @@ const char* drop_name(Drop d) noexcept {
     case Drop::bad_magic: return "bad_magic";
     case Drop::bad_version: return "bad_version";
     case Drop::bad_mac: return "bad_mac";
+    case Drop::wrong_peer: return "wrong_peer";
     case Drop::replayed: return "replayed";
     case Drop::malformed: return "malformed";
     }
@@ -68,8 +71,9 @@ size_t Sealer::seal(Type type, uint16_t records, std::span<const uint8_t> body, 
     out[4] = kVersion;
     out[5] = static_cast<uint8_t>(type);
     store_le(out + 6, records, 2);
-    store_le(out + 8, epoch_, 8);
-    store_le(out + 16, ++seq_, 8);
+    store_le(out + 8, sender_, 4);
+    store_le(out + 12, epoch_, 8);
+    store_le(out + 20, ++seq_, 8);
     if (!body.empty()) std::memcpy(out + kHeaderBytes, body.data(), body.size());
     const size_t n = kHeaderBytes + body.size();
     crypto_auth(out + n, out, n, key_.data());
@@ -100,8 +104,16 @@ void ReplayWindow::accept(uint64_t epoch, uint64_t seq) noexcept {
     }
 }
 
-bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Header& h, std::span<const uint8_t>& body,
-          Drop& why) noexcept {
+uint32_t peer_id(const uint8_t (&addr)[16], uint16_t port) noexcept {
+    uint8_t b[18];
+    std::memcpy(b, addr, 16);
+    b[16] = static_cast<uint8_t>(port >> 8);
+    b[17] = static_cast<uint8_t>(port);
+    return dp::crc32c_bytes(b, sizeof b, 0xffffffff);
+}
+
+bool open(const uint8_t* p, size_t n, const Key& key, uint32_t sender, ReplayWindow& window, Header& h,
+          std::span<const uint8_t>& body, Drop& why) noexcept {
     if (n < kHeaderBytes + kMacBytes || n > kMaxDatagram) {
         why = Drop::truncated;
         return false;
@@ -122,8 +134,13 @@ bool open(const uint8_t* p, size_t n, const Key& key, ReplayWindow& window, Head
     }
     h.type = static_cast<Type>(p[5]);
     h.records = static_cast<uint16_t>(load_le(p + 6, 2));
-    h.epoch = load_le(p + 8, 8);
-    h.seq = load_le(p + 16, 8);
+    h.sender = static_cast<uint32_t>(load_le(p + 8, 4));
+    h.epoch = load_le(p + 12, 8);
+    h.seq = load_le(p + 20, 8);
+    if (h.sender != sender) {
+        why = Drop::wrong_peer;
+        return false;
+    }
     if (!window.fresh(h.epoch, h.seq)) {
         why = Drop::replayed;
         return false;
@@ -145,6 +162,7 @@ bool decode_hello(std::span<const uint8_t> body, Hello& out) noexcept {
     out.flags = body[0];
     out.flows = static_cast<uint32_t>(load_le(body.data() + 1, 4));
     out.copied_for = load_le(body.data() + 5, 8);
+    out.to = static_cast<uint32_t>(load_le(body.data() + 13, 4));
     out.n_addrs = body[kHelloFixed - 1];
     for (size_t i = 0; i < out.n_addrs; ++i) std::memcpy(out.addrs[i].a.b, body.data() + kHelloFixed + 16 * i, 16);
     return true;
@@ -155,6 +173,7 @@ size_t encode_hello(const Hello& h, uint8_t* out) noexcept {
     out[0] = h.flags;
     store_le(out + 1, h.flows, 4);
     store_le(out + 5, h.copied_for, 8);
+    store_le(out + 13, h.to, 4);
     out[kHelloFixed - 1] = static_cast<uint8_t>(n);
     for (size_t i = 0; i < n; ++i) std::memcpy(out + kHelloFixed + 16 * i, h.addrs[i].a.b, 16);
     return hello_size(n);

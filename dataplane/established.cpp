@@ -71,7 +71,10 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
             // ECMP moved the connection): counted, and replicated in turn.
             const bool taken = f.origin.load(std::memory_order_relaxed) != 0 &&
                                f.origin.exchange(0, std::memory_order_relaxed) != 0;
-            if (taken) ++ctx.counters.takeovers;
+            if (taken) {
+                ++ctx.counters.takeovers;
+                if (f.kind == FlowKind::nat) ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
+            }
             if ((taken || tr == Track::changed) && proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }
         // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state

@@ -18,8 +18,9 @@
 
 namespace svcgate::dp {
 
-// CRC32c of `n` bytes (a multiple of 4) at any alignment: rte_hash_crc() loads 8-byte words
-// through a cast pointer, which an Ip6 inside a packet or a key (4-byte aligned) does not allow.
+// CRC32c of `n` bytes at any alignment: rte_hash_crc() loads 8-byte words through a cast
+// pointer, which an Ip6 inside a packet or a key (4-byte aligned) does not allow. Every byte counts
+// (the flow state file's length and a peer id's 18 bytes are no multiple of 4).
 inline uint32_t crc32c_bytes(const void* p, size_t n, uint32_t seed) noexcept {
     const auto* b = static_cast<const uint8_t*>(p);
     for (; n >= 8; b += 8, n -= 8) {
@@ -31,7 +32,15 @@ inline uint32_t crc32c_bytes(const void* p, size_t n, uint32_t seed) noexcept {
         uint32_t w;
         std::memcpy(&w, b, 4);
         seed = rte_hash_crc_4byte(w, seed);
+        b += 4, n -= 4;
     }
+    if (n >= 2) {
+        uint16_t w;
+        std::memcpy(&w, b, 2);
+        seed = rte_hash_crc_2byte(w, seed);
+        b += 2, n -= 2;
+    }
+    if (n) seed = rte_hash_crc_1byte(*b, seed);
     return seed;
 }
 

@@ -224,7 +224,7 @@ print(n)
     check(survivors and not broken, f"keep-alive connections through the survivors: {len(survivors)}, none broke "
                                     f"(longest gap {max((c['gap'] for c in survivors), default=0)} s) {broken[:2]}")
     print(f"info the killed gw{victim} carried {counts[victim]} of 30 keep-alive connections; {len(lost)} broke "
-          "(until flows are synchronised between gateways)")
+          "(this lab runs without flow replication: HA_SYNC=0; tests/e2e/sync_test.py has it)")
     r = ha(f"ha_start_gateway {victim}")
     back = wait(lambda: len(hops(LB4)) == N and len(hops(LB6)) == N, 30)
     check(r.returncode == 0 and back is not None, f"gw{victim} restarted and rejoined the ECMP set after {back} s")

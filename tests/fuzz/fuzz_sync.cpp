@@ -41,13 +41,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t n = size - 1;
     if (data[0] & 1) {
         if (n < 2) return 0;
-        sync::Sealer s(key, ++epoch);
+        sync::Sealer s(key, test::kSyncFuzzSender, ++epoch);
         const uint16_t records = static_cast<uint16_t>(p[0] | p[1] << 8);
         n = s.seal(data[0] & 2 ? sync::Type::hello : sync::Type::flows, records,
                    std::span<const uint8_t>(p + 2, std::min(n - 2, sync::kMaxBody)), dgram);
         p = dgram;
     }
-    if (!sync::open(p, n, key, window, h, body, why)) {
+    if (!sync::open(p, n, key, test::kSyncFuzzSender, window, h, body, why)) {
         if (window.epoch() != 0) std::abort();  // a refused datagram moved the window
         return 0;
     }

@@ -232,7 +232,7 @@ def affinity4(sid, client, pinned):
 
 
 def sealed(kind, count, body, epoch=7, seq=1):
-    head = b"SGSY" + bytes([1, kind]) + struct.pack("<HQQ", count, epoch, seq)
+    head = b"SGSY" + bytes([2, kind]) + struct.pack("<HIQQ", count, 0x01020304, epoch, seq)  # version 2, sender id
     mac = hmac.new(bytes([0x5A]) * 32, head + body, hashlib.sha512).digest()[:32]  # crypto_auth
     return head + body + mac
 
@@ -248,9 +248,9 @@ recs.append(affinity4(svc_id(web, 6), "192.168.67.100", (0x0AF40204 << 16) | 0x5
 body = b"".join(recs)
 sync_seeds = {
     "body-flows": b"\x01" + struct.pack("<H", len(recs)) + body,
-    "body-hello": b"\x03" + struct.pack("<H", 0) + bytes([1, 10, 0, 0, 0]) + struct.pack("<Q", 7) + bytes([1]) + bytes(10) + bytes([0xff, 0xff, 10, 192, 0, 12]),
+    "body-hello": b"\x03" + struct.pack("<H", 0) + bytes([1, 10, 0, 0, 0]) + struct.pack("<QI", 7, 9) + bytes([1]) + bytes(10) + bytes([0xff, 0xff, 10, 192, 0, 12]),
     "dgram-flows": b"\x00" + sealed(1, len(recs), body),
-    "dgram-hello": b"\x00" + sealed(2, 0, bytes([2, 0, 0, 0, 0]) + struct.pack("<Q", 0) + bytes([0]), seq=9),
+    "dgram-hello": b"\x00" + sealed(2, 0, bytes([2, 0, 0, 0, 0]) + struct.pack("<QI", 0, 9) + bytes([0]), seq=9),
     "dgram-forged": b"\x00" + sealed(1, len(recs), body)[:-1] + b"\x00",
 }
 sout = os.path.join(here, "corpus", "sync")

@@ -106,6 +106,20 @@ std::string save(ctl::Tracer& t, const TempFile& f, const std::string& identity,
 
 }  // namespace
 
+// The state file's checksum (and a sync peer id) covers every byte, whatever the length: a
+// file's identity makes its length any number.
+TEST(FlowState, TheChecksumCoversEveryByteOfAnyLength) {
+    for (size_t n = 1; n <= 19; ++n) {
+        std::vector<uint8_t> b(n, 0x5a);
+        const uint32_t before = crc32c_bytes(b.data(), n, 0xffffffff);
+        for (size_t i = 0; i < n; ++i) {
+            b[i] ^= 1;
+            EXPECT_NE(crc32c_bytes(b.data(), n, 0xffffffff), before) << "byte " << i << " of " << n;
+            b[i] ^= 1;
+        }
+    }
+}
+
 TEST(FlowRecord, EveryKindOfFlowRoundTrips) {
     test::ensure_eal();
     const auto cfg = ctl::load_config_string(config(), "a.yaml");

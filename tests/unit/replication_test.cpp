@@ -260,13 +260,16 @@ TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     };
     ctl::sync::Key wrong;
     wrong.fill(0x22);
-    ctl::sync::Sealer forger(wrong, 5), right(ha(0, {}, 1).key, 5);
+    const uint32_t x_id = ctl::sync::peer_id(lo(px).addr.a.b, px), b_id = ctl::sync::peer_id(lo(pb).addr.a.b, pb);
+    ctl::sync::Sealer forger(wrong, x_id, 5), right(ha(0, {}, 1).key, x_id, 5), as_b(ha(0, {}, 1).key, b_id, 50);
     send(x, seal(forger));
     send(stranger, seal(right));
+    send(x, seal(as_b));  // b's own datagram (right key) sent back to it from x's address
     ASSERT_TRUE(within(1000ms, [&] {
         const auto s = b.sync->status();
         return s.drops[static_cast<unsigned>(ctl::sync::Drop::bad_mac)] == 1 &&
-               s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1;
+               s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1 &&
+               s.drops[static_cast<unsigned>(ctl::sync::Drop::wrong_peer)] == 1;
     }));
     EXPECT_EQ(find(*b.t, kClient), nullptr) << "nothing forged or foreign made a flow";
     // Authentic, then the same datagram again.

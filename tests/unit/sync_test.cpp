@@ -19,6 +19,8 @@ using namespace svcgate::ctl::sync;
 
 namespace {
 
+constexpr uint32_t kSender = 0x11223344;  // the peer id the tests' datagrams come from
+
 Key key_of(uint8_t b) {
     Key k;
     k.fill(b);
@@ -34,7 +36,7 @@ struct Opened {
 
 Opened open_dgram(const std::vector<uint8_t>& d, const Key& k, ReplayWindow& w) {
     Opened o{};
-    o.ok = open(d.data(), d.size(), k, w, o.h, o.body, o.why);
+    o.ok = open(d.data(), d.size(), k, kSender, w, o.h, o.body, o.why);
     return o;
 }
 
@@ -85,7 +87,7 @@ TEST(Sync, FlowsGoThroughWhole) {
     unsigned n = 0;
     const auto body = some_records(n);
     ASSERT_EQ(n, 10u);
-    Sealer s(key_of(7), 1000);
+    Sealer s(key_of(7), kSender, 1000);
     const auto d = seal_dgram(s, Type::flows, static_cast<uint16_t>(n), body);
     ASSERT_EQ(d.size(), kHeaderBytes + body.size() + kMacBytes);
     ReplayWindow w;
@@ -113,7 +115,7 @@ TEST(Sync, AWrongKeyOrAnyChangedByteIsRefusedBeforeAnythingIsRead) {
     test::ensure_eal();
     unsigned n = 0;
     const auto body = some_records(n);
-    Sealer s(key_of(7), 1000);
+    Sealer s(key_of(7), kSender, 1000);
     const auto d = seal_dgram(s, Type::flows, static_cast<uint16_t>(n), body);
     ReplayWindow w;
     EXPECT_EQ(open_dgram(d, key_of(8), w).why, Drop::bad_mac);
@@ -138,7 +140,7 @@ TEST(Sync, AWrongKeyOrAnyChangedByteIsRefusedBeforeAnythingIsRead) {
 TEST(Sync, ReplayedDatagramsAreRefusedAndForgedOnesCannotMoveTheWindow) {
     test::ensure_eal();
     const Key k = key_of(1);
-    Sealer s(k, 5000);
+    Sealer s(k, kSender, 5000);
     std::vector<std::vector<uint8_t>> d;
     for (int i = 0; i < 100; ++i) d.push_back(seal_dgram(s, Type::hello, 0, hello_body()));
     ReplayWindow w;
@@ -151,16 +153,23 @@ TEST(Sync, ReplayedDatagramsAreRefusedAndForgedOnesCannotMoveTheWindow) {
     EXPECT_TRUE(open_dgram(d[40], k, w).ok) << "seq 41 is within 64 of 91";
     // A forged datagram claiming a far higher sequence number (and a later epoch) fails its MAC
     // and leaves the window where it was.
-    Sealer forger(key_of(2), 9000);
+    Sealer forger(key_of(2), kSender, 9000);
     for (int i = 0; i < 500; ++i) seal_dgram(forger, Type::hello, 0, hello_body());
     EXPECT_EQ(open_dgram(seal_dgram(forger, Type::hello, 0, hello_body()), k, w).why, Drop::bad_mac);
     EXPECT_TRUE(open_dgram(d[91], k, w).ok) << "the real sender goes on";
     // The sender restarts: a new, later epoch starts a new window; the old epoch is over.
-    Sealer again(k, 6000);
+    Sealer again(k, kSender, 6000);
     const auto fresh = seal_dgram(again, Type::hello, 0, hello_body());
     EXPECT_TRUE(open_dgram(fresh, k, w).ok);
     EXPECT_EQ(w.epoch(), 6000u);
     EXPECT_EQ(open_dgram(d[99], k, w).why, Drop::replayed) << "a datagram of the previous epoch";
+    // Another gateway of the group (same key) whose datagram is replayed from this peer's address:
+    // its sender id is not this peer's, and even a later epoch moves nothing.
+    Sealer other(k, kSender + 1, 99000);
+    EXPECT_EQ(open_dgram(seal_dgram(other, Type::hello, 0, hello_body()), k, w).why, Drop::wrong_peer);
+    EXPECT_EQ(w.epoch(), 6000u) << "the window did not move";
+    EXPECT_NE(peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7400), peer_id(ctl::parse_ip("10.193.0.12")->a.b, 7400));
+    EXPECT_NE(peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7400), peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7401));
 }
 
 TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
@@ -168,7 +177,7 @@ TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
     unsigned n = 0;
     auto body = some_records(n);
     const Key k = key_of(3);
-    Sealer s(k, 1);
+    Sealer s(k, kSender, 1);
     ReplayWindow w;
     EXPECT_EQ(open_dgram(seal_dgram(s, Type::flows, static_cast<uint16_t>(n + 1), body), k, w).why, Drop::malformed)
         << "a count the body does not hold";
@@ -185,7 +194,7 @@ TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
 
 TEST(Sync, HelloRoundTrips) {
     uint8_t b[kHelloMax];
-    Hello in{.flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .n_addrs = 2};
+    Hello in{.flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .to = 0xa1b2c3d4, .n_addrs = 2};
     in.addrs[0] = *ctl::parse_ip("10.192.0.12");
     in.addrs[1] = *ctl::parse_ip("fd00:192::12");
     const size_t n = encode_hello(in, b);
@@ -195,6 +204,7 @@ TEST(Sync, HelloRoundTrips) {
     EXPECT_EQ(h.flags, kHelloStarting);
     EXPECT_EQ(h.flows, 123456u);
     EXPECT_EQ(h.copied_for, 0x0102030405060708u);
+    EXPECT_EQ(h.to, 0xa1b2c3d4u);
     ASSERT_EQ(h.n_addrs, 2);
     EXPECT_EQ(ctl::format_ip(h.addrs[0]), "10.192.0.12");
     EXPECT_EQ(ctl::format_ip(h.addrs[1]), "fd00:192::12");
@@ -222,7 +232,8 @@ TEST(Sync, ADatagramSealedElsewhereOpensAndItsFlowsImport) {
     ASSERT_GT(d.size(), 1u);
     d.erase(d.begin());  // the fuzzer's mode byte
     ReplayWindow w;
-    const Opened o = open_dgram(d, key_of(test::kSyncFuzzKeyByte), w);
+    Opened o{};
+    o.ok = open(d.data(), d.size(), key_of(test::kSyncFuzzKeyByte), test::kSyncFuzzSender, w, o.h, o.body, o.why);
     ASSERT_TRUE(o.ok) << drop_name(o.why);
     EXPECT_EQ(o.h.records, 6u);
     auto t = test::tracer(test::kSyncFuzzConfig);
