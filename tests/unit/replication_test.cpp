@@ -148,12 +148,12 @@ uint16_t free_udp_port() {
     return ntohs(a.sin_port);
 }
 
-ctl::HaConfig::Endpoint lo(uint16_t port) { return {*ctl::parse_ip("127.0.0.1"), port}; }
+ctl::HaConfig::Endpoint lo(uint16_t port, bool v6 = false) { return {*ctl::parse_ip(v6 ? "::1" : "127.0.0.1"), port}; }
 
-ctl::HaConfig ha(uint16_t listen, std::vector<uint16_t> peers, uint32_t refresh_seconds) {
+ctl::HaConfig ha(uint16_t listen, std::vector<uint16_t> peers, uint32_t refresh_seconds, bool v6 = false) {
     ctl::HaConfig c;
-    c.listen = lo(listen);
-    for (uint16_t p : peers) c.peers.push_back(lo(p));
+    c.listen = lo(listen, v6);
+    for (uint16_t p : peers) c.peers.push_back(lo(p, v6));
     c.key.fill(0x11);
     c.refresh_seconds = refresh_seconds;
     c.hello_ms = 10;
@@ -217,6 +217,24 @@ TEST(Syncer, AStartingGatewayGetsItsPeersFlowsBeforeItIsReadyThenEveryNewOne) {
     EXPECT_EQ(on_b.out, on_a.out);
     EXPECT_FALSE(on_b.new_flow);
     EXPECT_EQ(b.t->ctx().counters.takeovers, 1u);
+}
+
+// The same over IPv6 (ha.listen [::1]:PORT): the sockets, the peers' addresses and their ids.
+TEST(Syncer, ReplicatesOverIpv6) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_6a", ha(pa, {pb}, 3600, true));
+    Node b("sg_test_6b", ha(pb, {pa}, 3600, true));
+    ASSERT_EQ(a.sync->start(), "");
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return a.sync->ready() && b.sync->ready(); }));
+    handshake(*a.t, kClient);
+    ASSERT_TRUE(within(1000ms, [&] { return find(*b.t, kClient) != nullptr; }));
+    const auto s = b.sync->status();
+    EXPECT_EQ(s.listen, fmt::format("[::1]:{}", pb));
+    ASSERT_EQ(s.peers.size(), 1u);
+    EXPECT_EQ(s.peers[0].address, fmt::format("[::1]:{}", pa));
+    EXPECT_TRUE(s.peers[0].alive);
+    EXPECT_GE(s.peers[0].flows_received, 1u);
 }
 
 TEST(Syncer, TheRefreshSendsWhatNoEventDid) {
