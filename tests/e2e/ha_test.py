@@ -27,36 +27,10 @@ from checks import check  # noqa: E402
 svcgate, src = sys.argv[1], sys.argv[2]
 ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 ns = checks.ns
-N = 3
-RUN = "/run/svcgate-lab"
-LB4, LB6, LOCAL4 = "192.168.100.10", "fd00:100::10", "192.168.100.11"
-EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
-EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
-
-
-def ha(script, timeout=120):
-    # Issue 18's lab: no flow replication (tests/e2e/sync_test.py has it), the router pins connections.
-    return subprocess.run(["bash", "-c", f"export HA_SYNC=0; source {src}/tools/lib/lab.sh; source {src}/tools/lib/ha.sh; "
-                                         f"{script}"], capture_output=True, text=True, timeout=timeout)
-
-
-def gwctl(i, *args):
-    r = subprocess.run([ctl, "--socket", f"{RUN}/gw{i}.sock", *args], capture_output=True, text=True, timeout=30)
-    return r.stdout
-
-
-def gwjson(i, *args):
-    try:
-        return json.loads(gwctl(i, *args, "--json"))
-    except ValueError:
-        return {}
-
-
-def hops(dst):
-    """The router's next hops towards dst."""
-    fam = "-6" if ":" in dst else "-4"
-    out = ns("router", "ip", fam, "route", "show", dst).stdout.decode()
-    return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
+# Issue 18's lab: no flow replication (tests/e2e/sync_test.py has it), the router pins connections.
+lab = checks.HaLab(src, ctl, sync=False)
+N, RUN, LB4, LB6, LOCAL4, EXT4, EXT6 = lab.N, lab.RUN, lab.LB4, lab.LB6, lab.LOCAL4, lab.EXT4, lab.EXT6
+ha, gwctl, gwjson, hops = lab.sh, lab.gwctl, lab.gwjson, lab.hops
 
 
 wait = checks.wait

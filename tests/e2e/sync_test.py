@@ -16,7 +16,6 @@ usage: sync_test.py SVCGATE SOURCE_DIR
     every gateway every connection;
   - forged, replayed and unknown datagrams on the sync link are counted drops that create nothing.
 """
-import json
 import os
 import subprocess
 import sys
@@ -30,26 +29,11 @@ svcgate, src = sys.argv[1], sys.argv[2]
 ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 ns = checks.ns
 wait = checks.wait
-N = 3
-RUN = "/run/svcgate-lab"
-LB4, LOCAL4, SVC4 = "192.168.100.10", "192.168.100.11", "10.107.169.79"
-EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
+lab = checks.HaLab(src, ctl, sync=True)
+N, RUN, LB4, LOCAL4, EXT4 = lab.N, lab.RUN, lab.LB4, lab.LOCAL4, lab.EXT4
+ha, gwjson, hops = lab.sh, lab.gwjson, lab.hops
+SVC4 = "10.107.169.79"
 SYNC4 = {i: f"10.193.0.{10 + i}" for i in range(1, N + 1)}
-CL4 = {1: "10.192.0.2", 2: "10.192.0.12", 3: "10.192.0.13"}
-
-
-def ha(script, timeout=120):
-    return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; source {src}/tools/lib/ha.sh; {script}"],
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def gwjson(i, *args):
-    r = subprocess.run([ctl, "--socket", f"{RUN}/gw{i}.sock", *args, "--json"], capture_output=True, text=True,
-                       timeout=30)
-    try:
-        return json.loads(r.stdout)
-    except ValueError:
-        return {}
 
 
 def sync_status(i):
@@ -59,6 +43,18 @@ def sync_status(i):
 def hops(dst):
     out = ns("router", "ip", "-4", "route", "show", dst).stdout.decode()
     return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
+
+
+def carried(conns, limit=5):
+    """Waits (bounded) until every gateway holds every connection of conns; returns how long that
+    took (None: not within limit) and how many of them each gateway carries (holds as its own)."""
+    everywhere = wait(lambda: all(all(c in held(i) for c in conns) for i in range(1, N + 1)), limit)
+    carrier = {}
+    for i in range(1, N + 1):
+        for c, kind in held(i).items():
+            if kind == "own" and c in conns:
+                carrier[c] = i
+    return everywhere, {i: sum(1 for g in carrier.values() if g == i) for i in range(1, N + 1)}
 
 
 def held(i):
@@ -96,13 +92,7 @@ def main():
         k.wait_ready(20)
     conns = ids(kas)
     check(len(conns) == 30 and all(k.ready() for _, k in kas), f"30 keep-alive connections answering ({len(conns)})")
-    everywhere = wait(lambda: all(all(c in held(i) for c in conns) for i in range(1, N + 1)), 5)
-    carrier = {}
-    for i in range(1, N + 1):
-        for c, kind in held(i).items():
-            if kind == "own" and c in conns:
-                carrier[c] = i
-    per_gw = {i: sum(1 for g in carrier.values() if g == i) for i in range(1, N + 1)}
+    everywhere, per_gw = carried(conns)
     check(everywhere is not None, f"every connection is held by every gateway after {everywhere} s "
                                   f"(carried by: {per_gw})")
 
@@ -200,13 +190,7 @@ send(IP(src=peer, dst="{SYNC4[target]}") / UDP(sport=7400, dport=7400) / Raw(os.
     ka = checks.KeepAlive(src, "client", LB4, 10)
     ka.wait_ready(20)
     kconns = [("192.168.66.100", c["port"]) for c in ka.read()]
-    wait(lambda: all(all(c in held(i) for c in kconns) for i in range(1, N + 1)), 5)
-    carrier = {}
-    for i in range(1, N + 1):
-        for c, kind in held(i).items():
-            if kind == "own" and c in kconns:
-                carrier[c] = i
-    per_gw = {i: sum(1 for g in carrier.values() if g == i) for i in range(1, N + 1)}
+    _, per_gw = carried(kconns)
     d = max(per_gw, key=per_gw.get)
     out = subprocess.run([ctl, "--socket", f"{RUN}/gw{d}.sock", "drain", "--timeout", "60"], capture_output=True,
                          text=True, timeout=30).stdout

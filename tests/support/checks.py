@@ -148,3 +148,38 @@ class KeepAlive:
         res = self.read()
         shutil.rmtree(self.dir, ignore_errors=True)
         return res
+
+
+class HaLab:
+    """The HA lab of tools/lib/ha.sh for the end-to-end tests: its scripts (sync: flow
+    replication on or off, HA_SYNC), each gateway's svcgatectl, the router's next hops."""
+    RUN = "/run/svcgate-lab"
+    N = 3
+    LB4, LB6, LOCAL4 = "192.168.100.10", "fd00:100::10", "192.168.100.11"
+    EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
+    EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
+
+    def __init__(self, src, ctl, sync):
+        self.src, self.ctl, self.sync = src, ctl, sync
+
+    def sh(self, script, timeout=120):
+        """bash with lab.sh and ha.sh sourced."""
+        return subprocess.run(["bash", "-c", f"export HA_SYNC={1 if self.sync else 0}; source {self.src}/tools/lib/lab.sh; "
+                                             f"source {self.src}/tools/lib/ha.sh; {script}"],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def gwctl(self, i, *args):
+        r = subprocess.run([self.ctl, "--socket", f"{self.RUN}/gw{i}.sock", *args], capture_output=True, text=True,
+                           timeout=30)
+        return r.stdout
+
+    def gwjson(self, i, *args):
+        try:
+            return json.loads(self.gwctl(i, *args, "--json"))
+        except ValueError:
+            return {}
+
+    def hops(self, dst):
+        """The router's next hops towards dst."""
+        out = ns("router", "ip", "-6" if ":" in dst else "-4", "route", "show", dst).stdout.decode()
+        return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
