@@ -10,13 +10,18 @@
       --family 6: the same flows over IPv6, 78-byte frames (74 in the capture: IPv6's header is
       20 bytes longer), clients in 2001:2::/48 (RFC 5180's benchmark range), ClusterIPs
       fd00:96:: + 1..S.
+      --nodeport: the same flows to the NodePorts instead (the node IP 10.0.0.1, port 30000 + i % S;
+      IPv4): kube-proxy masquerades them under externalTrafficPolicy Cluster, so each packet is
+      SNATed and DNATed.
 
   gen.py config --services S --device DEV --socket S --out F.yaml [--eal 'ARGS'] [--workers W]
                 [--flows N] [--mbufs M] [--family 4|6]
       One port (10.0.0.1/24, fd00::1/64), one-armed: clients via 10.0.0.254 / fd00::fe, pods
       (10.128.0.0/10, fd00:128::/64) via 10.0.0.2 / fd00::2, all pinned as neighbors; S Services x
       3 endpoints of the given family, the flow table of that family sized for N flows; no cluster
-      CIDR, so no masquerade (the OVN load balancer of the peer benchmark does DNAT only, too).
+      CIDR, so no masquerade of ClusterIP traffic (the OVN load balancer of the peer benchmark does
+      DNAT only, too). Up to 2,000 Services each get the NodePort 30000 + i (the --nodeport
+      capture's, masqueraded), so one config serves both paths.
 
   gen.py iptables|nft --services S --out F
       kube-proxy's own rule layout for the same Services (iptables: KUBE-SERVICES / KUBE-SVC-* /
@@ -91,9 +96,14 @@ def write_pcap(path, frames):
             out.write(f)
 
 
-def flows(n, services, family=4):
+NODE_IP = int(ipaddress.IPv4Address("10.0.0.1"))
+
+
+def flows(n, services, family=4, nodeport=False):
     for i in range(n):
-        if family == 4:
+        if nodeport:
+            yield frame(CLIENT_BASE + i // 50000, NODE_IP, 10000 + i % 50000, 30000 + i % services)
+        elif family == 4:
             yield frame(CLIENT_BASE + i // 50000, vip(i % services), 10000 + i % 50000, 80)
         else:
             yield frame6(CLIENT6_BASE + i // 50000, vip(i % services, 6), 10000 + i % 50000, 80)
@@ -101,9 +111,9 @@ def flows(n, services, family=4):
 
 def cmd_pcap(a):
     if a.queues == 1:
-        write_pcap(a.out, flows(a.flows, a.services, a.family))
+        write_pcap(a.out, flows(a.flows, a.services, a.family, a.nodeport))
         return
-    all_frames = list(flows(a.flows, a.services, a.family))
+    all_frames = list(flows(a.flows, a.services, a.family, a.nodeport))
     stem = a.out[:-5] if a.out.endswith(".pcap") else a.out
     for q in range(a.queues):
         write_pcap(f"{stem}.{q}.pcap", all_frames[q::a.queues])
@@ -142,8 +152,10 @@ def cmd_config(a):
     ]
     for i in range(a.services):
         eps = ", ".join(repr(ip(endpoint(i, k, a.family))) for k in range(3))
-        out.append(f"  - {{name: b{i % 100}/s{i}, cluster_ip: '{ip(vip(i, a.family))}', "
-                   f"ports: [{{name: http, port: 80, target_port: 8080}}], endpoints: [{eps}]}}")
+        np = a.services <= 2000
+        node_port = f", node_port: {30000 + i}" if np else ""
+        out.append(f"  - {{name: b{i % 100}/s{i},{' type: NodePort,' if np else ''} cluster_ip: '{ip(vip(i, a.family))}', "
+                   f"ports: [{{name: http, port: 80, target_port: 8080{node_port}}}], endpoints: [{eps}]}}")
     with open(a.out, "w") as f:
         f.write("\n".join(line for line in out if line) + "\n")
 
@@ -243,6 +255,7 @@ def main():
     pc.add_argument("--services", type=int, required=True)
     pc.add_argument("--queues", type=int, default=1)
     pc.add_argument("--family", type=int, choices=(4, 6), default=4)
+    pc.add_argument("--nodeport", action="store_true")
     pc.add_argument("--out", required=True)
     cf = sub.add_parser("config")
     cf.add_argument("--services", type=int, required=True)
