@@ -409,19 +409,6 @@ void Syncer::send(Peer& p, const uint8_t* d, size_t n, uint16_t records) {
     p.flows_sent.fetch_add(records, std::memory_order_relaxed);
 }
 
-namespace {
-
-template <typename K>
-bool proven_record(const BasicFlow<K>& f) noexcept {
-    if (f.kind != FlowKind::nat) return true;  // an affinity pin: as long-lived as its flows
-    const uint8_t st = f.state.load(std::memory_order_relaxed);
-    if (st & kStateGone) return false;
-    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
-    const auto ts = static_cast<TcpState>(st & kStateMask);
-    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
-}
-
-}  // namespace
 
 // The flows the workers proved or changed: this gateway's own (a replica a worker has just taken
 // over is, by then).
@@ -440,13 +427,13 @@ void Syncer::take_events() {
                     if (!w_.flows6 || id >= w_.flows6->capacity()) continue;
                     const Flow6& f = w_.flows6->flow(id);
                     if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                        proven_record(f))
+                        FlowTable6::proven(f))
                         add(f);
                 } else {
                     if (id >= w_.flows->capacity()) continue;
                     const Flow& f = w_.flows->flow(id);
                     if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                        proven_record(f))
+                        FlowTable::proven(f))
                         add(f);
                 }
             }
@@ -478,12 +465,12 @@ void Syncer::refresh_slice(uint64_t now_ms) {
         if (pos < cap4) {
             const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
             if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                proven_record(f))
+                FlowTable::proven(f))
                 add(f), ++sent;
         } else {
             const Flow6& f = w_.flows6->flow(static_cast<uint32_t>(pos - cap4));
             if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                proven_record(f))
+                FlowTable6::proven(f))
                 add(f), ++sent;
         }
     }
@@ -520,10 +507,10 @@ void Syncer::bulk_copies() {
             const uint64_t pos = p.copy_pos++;
             if (pos < cap4) {
                 const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
-                if (f.live.load(std::memory_order_acquire) && proven_record(f)) put(f);
+                if (f.live.load(std::memory_order_acquire) && FlowTable::proven(f)) put(f);
             } else {
                 const Flow6& f = w_.flows6->flow(static_cast<uint32_t>(pos - cap4));
-                if (f.live.load(std::memory_order_acquire) && proven_record(f)) put(f);
+                if (f.live.load(std::memory_order_acquire) && FlowTable6::proven(f)) put(f);
             }
         }
         out();

@@ -68,6 +68,9 @@ struct PacketState {
 
     PacketState() noexcept : out{}, next_hop{} {}
     L2Outcome l2 = L2Outcome::none;
+    // A routed packet's next-hop MAC when the route stage already had it, fresh (HopCache's
+    // form: the 6 bytes | kResolved; 0: the output stage resolves it).
+    uint64_t next_mac = 0;
 
     void set(Verdict v, DropReason r = DropReason::none) noexcept {
         verdict = v;

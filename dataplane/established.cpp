@@ -34,17 +34,6 @@ Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, 
     }
 }
 
-// Is the flow worth replicating as it now is (control/sync.h)? A connection that has proven
-// itself: TCP answered and past the handshake (its later states too: a replica must learn that it
-// closes), a datagram flow answered. A SYN flood or a scan proves nothing.
-template <typename K>
-bool proven(const BasicFlow<K>& f) noexcept {
-    const uint8_t st = f.state.load(std::memory_order_relaxed);
-    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
-    const auto ts = static_cast<TcpState>(st & kStateMask);
-    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
-}
-
 // Hands flow `id` to the sync thread at the burst's end (process_burst).
 inline void sync_push(WorkerCtx& ctx, uint32_t id) noexcept {
     if (ctx.n_sync < kBurst) ctx.sync_ids[ctx.n_sync++] = id;
@@ -75,7 +64,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
                 ++ctx.counters.takeovers;
                 if (f.kind == FlowKind::nat) ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
             }
-            if ((taken || tr == Track::changed) && proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
+            if ((taken || tr == Track::changed) && BasicFlowTable<typename F::Key>::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }
         // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
         // untouched.

@@ -137,13 +137,14 @@ template <typename K>
 FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
     for (uint32_t b : {h.b1, h.b2}) {
         const Bucket& bk = buckets_[b];
-        for (unsigned i = 0; i < kSlots; ++i) {
+        for (unsigned m = matches(b, h.sig); m; m &= m - 1) {
             // acquire: pairs with the release CAS in claim_slot, so the record's keys written
-            // before publication are visible to the compare below.
-            uint64_t v = bk.slot[i].load(std::memory_order_acquire);
-            if (v == 0 || (v & 0x7fffffffu) != h.sig) continue;
-            uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
-            auto d = static_cast<Direction>((v >> 31) & 1);
+            // before publication are visible to the compare below. The slot may have changed
+            // since matches() read it: checked again.
+            const uint64_t v = bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
+            if ((v & 0x7fffffffu) != h.sig) continue;
+            const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+            const auto d = static_cast<Direction>((v >> 31) & 1);
             if (flows_[id].key[static_cast<unsigned>(d)] == k) return FlowRef{id, d};
         }
     }
@@ -153,29 +154,33 @@ FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
 template <typename K>
 FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept { return probe(k, hash(k)); }
 
-// The first slot of bucket `b` whose signature is `sig`, as its value; 0 when none.
 template <typename K>
-uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
+unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
     const Bucket& bk = buckets_[b];
 #if defined(__AVX2__)
     // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
-    // read whole; the record the slot names is checked by key afterwards, as in probe().
+    // read whole; the record a slot names is checked by key afterwards. (A signature has bit 0
+    // set: an empty slot never matches.)
     const __m256i lo = _mm256_set1_epi64x(0x7fffffff), want = _mm256_set1_epi64x(sig);
     const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
     const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
     const unsigned m = static_cast<unsigned>(
         _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, lo), want))) |
         _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, lo), want))) << 4);
-    if (m == 0) return 0;
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
+    if (m) std::atomic_thread_fence(std::memory_order_acquire);
+    return m;
 #else
-    for (unsigned i = 0; i < kSlots; ++i) {
-        const uint64_t v = bk.slot[i].load(std::memory_order_acquire);
-        if ((v & 0x7fffffffu) == sig) return v;
-    }
-    return 0;
+    unsigned m = 0;
+    for (unsigned i = 0; i < kSlots; ++i)
+        if ((bk.slot[i].load(std::memory_order_acquire) & 0x7fffffffu) == sig) m |= 1u << i;
+    return m;
 #endif
+}
+
+template <typename K>
+uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
+    const unsigned m = matches(b, sig);
+    return m ? buckets_[b].slot[std::countr_zero(m)].load(std::memory_order_acquire) : 0;
 }
 
 // Every cache line of a record: an IPv4 record is one line, an IPv6 record two (its reply key

@@ -223,6 +223,11 @@ public:
         return o.live.load(std::memory_order_relaxed) + reserve_ > o.hi - o.lo;
     }
     static bool embryonic(const Flow& f) noexcept;
+    // Is the flow worth replicating as it now is (control/sync.h)? A connection that has proven
+    // itself: TCP answered and past the handshake (its later states too: a replica must learn
+    // that it closes), a datagram flow answered; an affinity pin (as long-lived as its flows).
+    // Never one a reload marked gone. A SYN flood or a scan proves nothing.
+    static bool proven(const Flow& f) noexcept;
     template <typename OnRemove>
     bool early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept;
 
@@ -267,6 +272,9 @@ private:
         return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
     }
     FlowRef probe(const K& k, const Hash& h) const noexcept;
+    // Bucket `bucket`'s slots whose signature is `sig`, as a bit mask (bit i: slot i).
+    unsigned matches(uint32_t bucket, uint32_t sig) const noexcept;
+    // The first of them (0: none).
     uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
     void clear_slot(const K& k, uint64_t value) noexcept;
@@ -361,6 +369,16 @@ inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
     default:
         return false;
     }
+}
+
+template <typename K>
+inline bool BasicFlowTable<K>::proven(const Flow& f) noexcept {
+    if (f.kind != FlowKind::nat) return true;
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (st & kStateGone) return false;
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
+    const auto ts = static_cast<TcpState>(st & kStateMask);
+    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
 }
 
 template <typename K>

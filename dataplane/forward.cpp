@@ -25,9 +25,13 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) n
     const PacketMeta& m = p.meta;
     uint8_t* frame = rte_pktmbuf_mtod(mb, uint8_t*);
     const typename F::Key& out = p.verdict == Verdict::forward ? F::key(m) : F::out(p);
-    const typename F::Hop* hop;
-    if constexpr (F::family == Family::v4) hop = s.route(out.dst);
-    else hop = s.routes6 ? ctx.routes6.lookup(*s.routes6, out.dst) : nullptr;
+    // The route and, once resolved, the next hop's MAC, from this worker's cache (hop_cache.h).
+    const typename F::Hop* hop = nullptr;
+    if constexpr (F::family == Family::v4) {
+        if (s.routes) hop = ctx.hops.lookup(*s.routes, *ctx.out.neighbors(), out.dst, ctx.now, p.next_mac);
+    } else {
+        if (s.routes6) hop = ctx.hops6.lookup(*s.routes6, *ctx.out.neighbors6(), out.dst, ctx.now, p.next_mac);
+    }
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
     if (!fits_egress(ctx, mb, p, hop->port, in_port)) return;
     if constexpr (F::family == Family::v4) {

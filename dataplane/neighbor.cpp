@@ -85,14 +85,23 @@ typename BasicNeighborTable<A>::Slot* BasicNeighborTable<A>::claim(const A& ip) 
 }
 
 template <typename A>
-typename BasicNeighborTable<A>::State BasicNeighborTable<A>::lookup(const A& ip, uint32_t now, rte_ether_addr& mac) const noexcept {
+bool BasicNeighborTable<A>::resolve(const A& ip, Resolved& r) const noexcept {
     const Slot* s = find(ip);
-    if (!s) return State::unknown;
-    uint64_t v = s->mac.load(std::memory_order_acquire);
-    if (!(v & kValid)) return State::unknown;
-    mac = unpack(v);
-    if (v & kPinned) return State::fresh;
-    return now - s->learned.load(std::memory_order_relaxed) < kStaleAfter ? State::fresh : State::stale;
+    if (!s) return false;
+    const uint64_t v = s->mac.load(std::memory_order_acquire);
+    if (!(v & kValid)) return false;
+    r.mac = unpack(v);
+    r.pinned = v & kPinned;
+    r.learned = s->learned.load(std::memory_order_relaxed);
+    return true;
+}
+
+template <typename A>
+typename BasicNeighborTable<A>::State BasicNeighborTable<A>::lookup(const A& ip, uint32_t now, rte_ether_addr& mac) const noexcept {
+    Resolved r;
+    if (!resolve(ip, r)) return State::unknown;
+    mac = r.mac;
+    return fresh(r, now) ? State::fresh : State::stale;
 }
 
 template <typename A>
@@ -102,7 +111,10 @@ void BasicNeighborTable<A>::learn(const A& ip, const rte_ether_addr& mac, uint32
     const uint64_t v = pack(mac);
     const uint64_t old = s->mac.load(std::memory_order_relaxed);
     if (old & kPinned) return;
-    if (old != v) s->mac.store(v, std::memory_order_release);
+    if (old != v) {
+        s->mac.store(v, std::memory_order_release);
+        version_.fetch_add(1, std::memory_order_release);
+    }
     if (s->learned.load(std::memory_order_relaxed) != now) s->learned.store(now, std::memory_order_relaxed);
 }
 
@@ -124,6 +136,7 @@ bool BasicNeighborTable<A>::pin(const A& ip, const rte_ether_addr& mac) noexcept
     Slot* s = claim(ip);
     if (!s) return false;
     s->mac.store(pack(mac) | kPinned, std::memory_order_release);
+    version_.fetch_add(1, std::memory_order_release);
     return true;
 }
 
@@ -135,6 +148,7 @@ void BasicNeighborTable<A>::unpin(const A& ip) noexcept {
     if (v & kPinned) {
         s->learned.store(0, std::memory_order_relaxed);  // stale at once: the next packet asks
         s->mac.store(v & ~kPinned, std::memory_order_release);
+        version_.fetch_add(1, std::memory_order_release);
     }
 }
 

@@ -5,7 +5,8 @@
 // release; a claimer that meets a slot being claimed waits the few cycles it takes), the MAC is
 // one 64-bit atomic (valid bit + 48-bit address), so a reader sees either the old or the new MAC.
 // Entries older than kStaleAfter are re-requested, not dropped: traffic keeps flowing while a
-// refresh is pending.
+// refresh is pending. version() changes whenever an address's MAC does (learned anew, pinned,
+// unpinned): what a worker's HopCache (hop_cache.h) checks its copies against.
 //
 // Runs on: workers. Owns: its array.
 #pragma once
@@ -47,6 +48,17 @@ public:
     // The MAC for `ip` when known (fresh or stale); stale entries still forward while the caller
     // asks want_request() whether to refresh them. One probe per packet.
     State lookup(const A& ip, uint32_t now, rte_ether_addr& mac) const noexcept;
+    // An address's MAC with when it was learned (pinned: never stale); false when unknown.
+    struct Resolved {
+        rte_ether_addr mac;
+        uint32_t learned;
+        bool pinned;
+    };
+    bool resolve(const A& ip, Resolved& r) const noexcept;
+    static bool fresh(const Resolved& r, uint32_t now) noexcept { return r.pinned || now - r.learned < kStaleAfter; }
+    // Changes after any MAC change (release; read with acquire): read it before resolve() to know
+    // whether a copy of the answer is still current.
+    uint32_t version() const noexcept { return version_.load(std::memory_order_acquire); }
     // Record what an ARP packet told us. Only with `create` may it take a slot for an address the
     // table does not hold yet (slots are never freed): the caller allows it for ARPs addressed to
     // the gateway from an on-link sender, so a storm of ARPs from spoofed senders cannot fill the
@@ -71,6 +83,7 @@ private:
     Slot* find(const A& ip) const noexcept;
     Slot* claim(const A& ip) noexcept;
     std::unique_ptr<Slot[]> slots_;
+    std::atomic<uint32_t> version_{0};
 };
 using NeighborTable = BasicNeighborTable<Ip4>;
 using NeighborTable6 = BasicNeighborTable<Ip6>;

@@ -37,6 +37,7 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         p.attributed = false;
         p.frag = FragRole::none;
         p.l2 = L2Outcome::none;
+        p.next_mac = 0;
         p.next_hop = Ip4{};
         if (b.trace) b.trace[i] = PacketTrace{};
         if (r != DropReason::none) {

@@ -38,6 +38,7 @@
 #include "burst.h"
 #include "flow_table.h"
 #include "fragment.h"
+#include "hop_cache.h"
 #include "output.h"
 #include "rng.h"
 #include "snapshot.h"
@@ -68,7 +69,8 @@ struct WorkerCtx {
     SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
     Output out;
-    RouteMemo6 routes6;  // this worker's IPv6 route answers (route.h)
+    HopCache<Ip4> hops;    // this worker's route and next-hop MAC answers (hop_cache.h)
+    HopCache<Ip6> hops6;
     FragTable* frags = nullptr;  // shared by all workers; null: later fragments are dropped
     uint32_t frag_cursor = 0;    // where this worker's timeout sweep goes on
     TokenBucket icmp;            // the ICMP errors this worker originates (too big)

@@ -51,11 +51,11 @@ public:
     // nullptr (and `err` set) when the LPM cannot be created (no EAL, no memory).
     static std::unique_ptr<BasicRouteTable> create(const std::vector<Route>& routes, std::string& err);
 
-    // A number no other table of this process has had or will have: what RouteMemo6 tags its
+    // A number no other table of this process has had or will have: what HopCache (hop_cache.h) tags its
     // answers with, so that a table built by a reload (even at a freed table's address) never
     // meets an answer of another.
     uint64_t serial() const noexcept { return serial_; }
-    // A hop as an index and back (RouteMemo6 keeps indices): kNoHop for "no route".
+    // A hop as an index and back (HopCache keeps indices): kNoHop for "no route".
     static constexpr uint32_t kNoHop = UINT32_MAX;
     uint32_t index_of(const Hop* h) const noexcept { return h ? static_cast<uint32_t>(h - hops_.data()) : kNoHop; }
     const Hop* hop_at(uint32_t idx) const noexcept { return idx == kNoHop ? nullptr : &hops_[idx]; }
@@ -83,34 +83,5 @@ using RouteTable = BasicRouteTable<Ip4>;
 using RouteTable6 = BasicRouteTable<Ip6>;
 extern template class BasicRouteTable<Ip4>;
 extern template class BasicRouteTable<Ip6>;
-
-// One worker's memo of IPv6 route lookups. rte_lpm6 walks a trie a byte at a time past its first
-// 24 bits (a /64 pod route: 6 dependent reads, about 10 ns a packet here, the largest single cost
-// of an established IPv6 packet after parsing); rte_lpm answers IPv4 in one or two reads and needs
-// none. Direct-mapped on the destination (1,024 entries of 32 bytes), each entry tagged with the
-// table's serial: a reload's new table misses every old entry. Owned by one worker, never shared.
-class RouteMemo6 {
-public:
-    const NextHop6* lookup(const RouteTable6& t, const Ip6& dst) noexcept {
-        uint64_t a, b;
-        std::memcpy(&a, dst.b, 8);
-        std::memcpy(&b, dst.b + 8, 8);
-        Entry& e = entries_[((a ^ b) * 0x9e3779b97f4a7c15ull) >> (64 - kBits)];
-        const uint64_t serial = t.serial();
-        if (e.serial == serial && e.dst == dst) return t.hop_at(e.hop);
-        const NextHop6* hop = t.lookup(dst);
-        e = Entry{.dst = dst, .serial = serial, .hop = t.index_of(hop)};
-        return hop;
-    }
-
-private:
-    static constexpr unsigned kBits = 10;
-    struct Entry {
-        Ip6 dst;
-        uint64_t serial = 0;  // the table's; 0: empty (tables count from 1)
-        uint32_t hop = 0;     // index into the table's hops, or kNoHop
-    };
-    Entry entries_[1u << kBits]{};
-};
 
 }  // namespace svcgate::dp

@@ -27,6 +27,8 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
     if (shared.hosts.size() && shared.host_of.size() == shared.port_macs.size())
         ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
     tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
+    const uint32_t span = std::max(flows.capacity(), flows6.capacity()) / std::max<uint16_t>(n_workers, 1);
+    age_budget_ = std::max<uint32_t>(64, span / kAgePassMs + 1);
 }
 
 int Worker::main(void* self) {
@@ -46,7 +48,8 @@ uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n
 void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
-    unsigned idle = 0, loops = 0;
+    unsigned idle = 0;
+    uint64_t aged_ms = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
         if (shared_.test_stall.load(std::memory_order_relaxed)) [[unlikely]] {
             rte_delay_us_sleep(1000);
@@ -68,8 +71,15 @@ void Worker::run() noexcept {
         if (ctx_.worker == 0) [[unlikely]] announce_addresses();
         if (ctx_.out.held()) output_retry_held(ctx_);
         remove_requested();
-        // Ageing works in seconds: under load every 64th loop is often enough.
-        if (!busy || (++loops & 63) == 0) worker_housekeeping(ctx_, busy ? 1024 : 256);
+        // Ageing works in seconds: idle, a step every loop; under load, one a millisecond sized
+        // to pass over the worker's records every kAgePassMs (a scan of a table larger than the
+        // caches costs a miss a record, and evicts the flows in use).
+        if (!busy) {
+            worker_housekeeping(ctx_, 256);
+        } else if (ctx_.now_ms != aged_ms) {
+            aged_ms = ctx_.now_ms;
+            worker_housekeeping(ctx_, age_budget_);
+        }
         rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
         // Idle: pause instead of spinning flat out (a lab on a 2-core box still has to run).
         if (busy) idle = 0;

@@ -395,37 +395,6 @@ TEST(Ipv6, AReversedTupleSwapsAddressesAndPortsAndKeepsTheProtocol) {
     EXPECT_FALSE(r == k);
 }
 
-// A worker's IPv6 route memo answers exactly as the table does, and a reload's new table (even
-// with the same prefixes) is never answered from the old one's entries.
-TEST(Ipv6, RouteMemoAnswersAsItsTableAndNeverFromAReplacedOne) {
-    auto t = test::tracer(kDualStack, 7);  // the EAL, for the LPM's memory
-    auto ip6 = [](const char* s) { return *ctl::parse_ip6(s); };
-    auto cidr6 = [&](const char* s, uint8_t len) { return Cidr6{ip6(s), len}; };
-    std::string err;
-    auto a = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::3"), .port = 1}},
-                                  {cidr6("::", 0), NextHop6{.gateway = ip6("fd00:67::1"), .port = 0}}}, err);
-    auto b = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::4"), .port = 1}}}, err);
-    ASSERT_TRUE(a && b) << err;
-    ASSERT_NE(a->serial(), b->serial());
-    RouteMemo6 memo;
-    std::vector<Ip6> dsts;
-    for (uint32_t i = 0; i < 2000; ++i) {  // more destinations than entries: collisions replace
-        Ip6 d = ip6(i % 3 ? "fd00:244:2::" : "2001:db8::");
-        d.b[12] = static_cast<uint8_t>(i >> 8), d.b[15] = static_cast<uint8_t>(i);
-        dsts.push_back(d);
-    }
-    // Each table twice in a row over every destination (the second pass answers from the memo
-    // where no other destination took the entry), then the other table, then back.
-    for (const RouteTable6* t : {a.get(), a.get(), b.get(), b.get(), a.get(), b.get()})
-        for (const Ip6& d : dsts) ASSERT_EQ(memo.lookup(*t, d), t->lookup(d)) << (t == b.get() ? "b" : "a");
-    for (int i = 0; i < 3; ++i) {  // one destination: a hit after the first lookup, for each table
-        ASSERT_EQ(memo.lookup(*a, dsts[1]), a->lookup(dsts[1]));
-        ASSERT_EQ(memo.lookup(*b, dsts[1]), b->lookup(dsts[1])) << "the new table's answer, not the old one's";
-    }
-    EXPECT_EQ(memo.lookup(*b, ip6("2001:db8::1")), nullptr) << "no route in b";
-    EXPECT_EQ(memo.lookup(*a, ip6("2001:db8::1"))->gateway, ip6("fd00:67::1")) << "a's default route";
-}
-
 TEST(Ipv6, FlowTableHoldsBothTuplesOfAnIpv6Flow) {
     auto t = FlowTable6::create(FlowTableParams{.capacity = 4096});
     ASSERT_TRUE(t);

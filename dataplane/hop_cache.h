@@ -1,0 +1,96 @@
+// One worker's cache of where a destination leaves: its route (egress port, next hop) and, once
+// resolved, the next hop's MAC. An established packet otherwise pays a route lookup (rte_lpm: one
+// or two dependent reads; rte_lpm6: a trie walk a byte at a time past its first 24 bits, about
+// 10 ns for a /64 pod route) and a neighbor lookup (a CRC and a shared slot) for an answer that
+// changes only on a reload or an ARP / ND change: about a fifth of an established IPv4 packet's
+// own cost here (bench/README.md, round six).
+//
+// Direct-mapped on the destination (1,024 entries a family), each entry tagged with
+// - the route table's serial (route.h): a reload's new table misses every old entry;
+// - the neighbor table's version (neighbor.h), read before the MAC: any MAC change (learned
+//   anew, pinned, unpinned) misses every copied MAC;
+// - when its MAC was learned: a copy is used only while the neighbor entry is fresh, so a stale
+//   one goes through the output stage as before (it still forwards, and one request refreshes it).
+// A destination whose next hop is unresolved keeps its route here and resolves in the output
+// stage (ARP / ND hold). The cache is keyed by the packet's final destination, not by flow: the
+// 64-byte IPv4 flow record has no room for a next hop and a MAC per direction, and the flows of
+// one endpoint (or one client) share an entry.
+//
+// Runs on: the worker that owns it. Never shared.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <rte_ether.h>
+
+#include "neighbor.h"
+#include "route.h"
+
+namespace svcgate::dp {
+
+template <typename A>
+class HopCache {
+public:
+    using Hop = BasicNextHop<A>;
+    // A MAC as `mac_out` carries it: the 6 bytes in memory order in the low bits, kResolved set.
+    // One 8-byte word: copied whole, never rebuilt from pieces (a 6-byte struct returned by value
+    // was stored in two parts and reloaded whole, a store-forwarding stall per packet).
+    static constexpr uint64_t kResolved = uint64_t{1} << 63;
+
+    // The route for `dst` (null: none); `mac_out` the next hop's MAC | kResolved when fresh, 0
+    // when the output stage has to resolve it.
+    const Hop* lookup(const BasicRouteTable<A>& routes, const BasicNeighborTable<A>& neighbors, const A& dst,
+                      uint32_t now, uint64_t& mac_out) noexcept {
+        Entry& e = entries_[slot(dst)];
+        const uint64_t serial = routes.serial();
+        const uint32_t version = neighbors.version();  // before the MAC (neighbor.h)
+        const Hop* hop;
+        if (e.serial == serial && e.dst == dst) [[likely]] {
+            hop = routes.hop_at(e.hop);
+            if (e.mac && e.version == version && (e.pinned || now - e.learned < BasicNeighborTable<A>::kStaleAfter)) {
+                mac_out = e.mac;
+                return hop;
+            }
+        } else {
+            hop = routes.lookup(dst);
+            e.dst = dst;
+            e.serial = serial;
+            e.hop = routes.index_of(hop);
+        }
+        e.mac = mac_out = 0;
+        if (!hop) return hop;
+        typename BasicNeighborTable<A>::Resolved r;
+        const A& next = hop->gateway.is_zero() ? dst : hop->gateway;
+        if (!neighbors.resolve(next, r) || !BasicNeighborTable<A>::fresh(r, now)) return hop;
+        uint64_t m = 0;
+        std::memcpy(&m, r.mac.addr_bytes, RTE_ETHER_ADDR_LEN);
+        e.mac = mac_out = m | kResolved;
+        e.learned = r.learned;
+        e.pinned = r.pinned;
+        e.version = version;
+        return hop;
+    }
+
+private:
+    static constexpr unsigned kBits = 10;
+    static uint32_t slot(const Ip4& a) noexcept { return (a.be * 0x9e3779b1u) >> (32 - kBits); }
+    static uint32_t slot(const Ip6& a) noexcept {
+        uint64_t x, y;
+        std::memcpy(&x, a.b, 8);
+        std::memcpy(&y, a.b + 8, 8);
+        return static_cast<uint32_t>(((x ^ y) * 0x9e3779b97f4a7c15ull) >> (64 - kBits));
+    }
+    struct Entry {
+        A dst{};
+        uint32_t hop = 0;      // index into the table's hops, or kNoHop
+        uint64_t serial = 0;   // the route table's; 0: empty (tables count from 1)
+        uint64_t mac = 0;      // as mac_out; 0: not resolved (version, learned, pinned unset)
+        uint32_t version = 0;  // the neighbor table's, when the MAC was copied
+        uint32_t learned = 0;  // when the neighbor entry learned it
+        bool pinned = false;
+    };
+    Entry entries_[1u << kBits]{};
+};
+
+}  // namespace svcgate::dp

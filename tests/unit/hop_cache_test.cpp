@@ -1,0 +1,140 @@
+// HopCache (dataplane/hop_cache.h): a worker's copy of route and next-hop MAC answers is only ever
+// the answer the route and neighbor tables would give now.
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "hop_cache.h"
+#include "test_support.h"
+#include "yaml_config.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+Ip4 ip4(const char* s) { return *ctl::parse_ip4(s); }
+Ip6 ip6(const char* s) { return *ctl::parse_ip6(s); }
+rte_ether_addr mac(uint8_t last) { return rte_ether_addr{{0x02, 0, 0, 0, 0, last}}; }
+
+// One lookup's answer, unpacked.
+template <typename A>
+struct Answer {
+    const BasicNextHop<A>* hop;
+    bool resolved;
+    uint8_t last;  // the MAC's last byte
+};
+template <typename A>
+Answer<A> ask(HopCache<A>& c, const BasicRouteTable<A>& t, const BasicNeighborTable<A>& nt, const A& dst, uint32_t now) {
+    uint64_t m = 0xdead;
+    const auto* hop = c.lookup(t, nt, dst, now, m);
+    EXPECT_TRUE(m == 0 || (m & HopCache<A>::kResolved)) << "a MAC or nothing";
+    return {hop, m != 0, static_cast<uint8_t>(m >> 40)};
+}
+
+std::unique_ptr<RouteTable> routes4(const char* pod_gateway) {
+    std::string err;
+    auto t = RouteTable::create({{Cidr4{ip4("10.244.0.0"), 16}, NextHop{.gateway = ip4(pod_gateway), .port = 1}},
+                                 {Cidr4{ip4("10.192.0.0"), 24}, NextHop{.gateway = Ip4{}, .port = 1}},
+                                 {Cidr4{ip4("0.0.0.0"), 0}, NextHop{.gateway = ip4("192.168.67.1"), .port = 0}}},
+                                err);
+    EXPECT_TRUE(t) << err;
+    return t;
+}
+
+}  // namespace
+
+// Route answers: exactly the table's, and a reload's new table (even with the same prefixes) is
+// never answered from the old one's entries; IPv6, many destinations colliding on entries.
+TEST(HopCache, RoutesAnswerAsTheirTableAndNeverFromAReplacedOne) {
+    test::ensure_eal();  // the LPM's memory
+    auto cidr6 = [](const char* s, uint8_t len) { return Cidr6{ip6(s), len}; };
+    std::string err;
+    auto a = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::3"), .port = 1}},
+                                  {cidr6("::", 0), NextHop6{.gateway = ip6("fd00:67::1"), .port = 0}}}, err);
+    auto b = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::4"), .port = 1}}}, err);
+    ASSERT_TRUE(a && b) << err;
+    ASSERT_NE(a->serial(), b->serial());
+    NeighborTable6 nt;
+    auto cache = std::make_unique<HopCache<Ip6>>();
+    std::vector<Ip6> dsts;
+    for (uint32_t i = 0; i < 2000; ++i) {  // more destinations than entries: collisions replace
+        Ip6 d = ip6(i % 3 ? "fd00:244:2::" : "2001:db8::");
+        d.b[12] = static_cast<uint8_t>(i >> 8), d.b[15] = static_cast<uint8_t>(i);
+        dsts.push_back(d);
+    }
+    // Each table twice in a row over every destination (the second pass answers from the cache
+    // where no other destination took the entry), then the other table, then back.
+    for (const RouteTable6* t : {a.get(), a.get(), b.get(), b.get(), a.get(), b.get()})
+        for (const Ip6& d : dsts) ASSERT_EQ(ask(*cache, *t, nt, d, 100).hop, t->lookup(d)) << (t == b.get() ? "b" : "a");
+    for (int i = 0; i < 3; ++i) {  // one destination: a hit after the first lookup, for each table
+        ASSERT_EQ(ask(*cache, *a, nt, dsts[1], 100).hop, a->lookup(dsts[1]));
+        ASSERT_EQ(ask(*cache, *b, nt, dsts[1], 100).hop, b->lookup(dsts[1])) << "the new table's answer, not the old one's";
+    }
+    EXPECT_EQ(ask(*cache, *b, nt, ip6("2001:db8::1"), 100).hop, nullptr) << "no route in b";
+    EXPECT_EQ(ask(*cache, *a, nt, ip6("2001:db8::1"), 100).hop->gateway, ip6("fd00:67::1")) << "a's default route";
+}
+
+// The MAC: resolved only while the neighbor entry is fresh, the new one as soon as it changes
+// (learned anew, pinned, unpinned), never one of an unknown next hop; a gateway route resolves
+// its gateway, an on-link route the destination itself.
+TEST(HopCache, MacIsTheNeighborTablesFreshAnswerAtEveryMoment) {
+    test::ensure_eal();
+    auto t = routes4("10.192.0.3");
+    NeighborTable nt;
+    auto cache = std::make_unique<HopCache<Ip4>>();
+    const Ip4 pod = ip4("10.244.2.4"), node = ip4("10.192.0.4");
+    uint32_t now = 100;
+
+    auto a = ask(*cache, *t, nt, pod, now);
+    ASSERT_NE(a.hop, nullptr);
+    EXPECT_EQ(a.hop->gateway, ip4("10.192.0.3"));
+    EXPECT_FALSE(a.resolved) << "the gateway's MAC is unknown";
+    EXPECT_FALSE(ask(*cache, *t, nt, pod, now).resolved) << "still unknown: nothing was copied";
+
+    nt.learn(ip4("10.192.0.3"), mac(3), now, true);
+    a = ask(*cache, *t, nt, pod, now);
+    ASSERT_TRUE(a.resolved) << "learned since";
+    EXPECT_EQ(a.last, 3);
+    a = ask(*cache, *t, nt, pod, now + 1);  // from the copy
+    ASSERT_TRUE(a.resolved);
+    EXPECT_EQ(a.last, 3);
+
+    // The gateway moved to another MAC (a gratuitous ARP): the next answer has it.
+    nt.learn(ip4("10.192.0.3"), mac(33), now + 2, false);
+    a = ask(*cache, *t, nt, pod, now + 2);
+    ASSERT_TRUE(a.resolved);
+    EXPECT_EQ(a.last, 33);
+
+    // Stale (no ARP answer for kStaleAfter): not answered from the copy, so the output stage
+    // forwards and asks again; fresh again once relearned.
+    const uint32_t later = now + 2 + NeighborTable::kStaleAfter;
+    EXPECT_FALSE(ask(*cache, *t, nt, pod, later).resolved);
+    rte_ether_addr m;
+    EXPECT_EQ(nt.lookup(ip4("10.192.0.3"), later, m), NeighborTable::State::stale);
+    nt.learn(ip4("10.192.0.3"), mac(33), later, false);
+    EXPECT_TRUE(ask(*cache, *t, nt, pod, later).resolved);
+
+    // Pinned: never stale, and the pinned MAC at once; unpinned: stale at once.
+    ASSERT_TRUE(nt.pin(ip4("10.192.0.3"), mac(44)));
+    a = ask(*cache, *t, nt, pod, later + 10 * NeighborTable::kStaleAfter);
+    ASSERT_TRUE(a.resolved);
+    EXPECT_EQ(a.last, 44);
+    nt.unpin(ip4("10.192.0.3"));
+    EXPECT_FALSE(ask(*cache, *t, nt, pod, later + 10 * NeighborTable::kStaleAfter).resolved);
+
+    // On-link: the destination's own MAC.
+    EXPECT_FALSE(ask(*cache, *t, nt, node, now).resolved);
+    nt.learn(node, mac(4), now, true);
+    a = ask(*cache, *t, nt, node, now);
+    ASSERT_TRUE(a.resolved);
+    EXPECT_EQ(a.last, 4);
+    EXPECT_TRUE(a.hop->gateway.is_zero());
+
+    // A reload whose route sends the pods elsewhere: the new gateway's MAC, not the old one's.
+    auto t2 = routes4("10.192.0.4");
+    a = ask(*cache, *t2, nt, pod, now);
+    ASSERT_TRUE(a.resolved);
+    EXPECT_EQ(a.hop->gateway, node);
+    EXPECT_EQ(a.last, 4);
+}
