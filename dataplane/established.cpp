@@ -70,6 +70,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
         // untouched.
         F::out(p) = f.key[dir == Direction::original ? 1 : 0].reversed();
         p.set(dir == Direction::original ? Verdict::dnat : Verdict::reply);
+        F::hops(ctx).prefetch(F::out(p).dst);
     }
     if (f.kind == FlowKind::nat) attribute(p, f, t);
 }

@@ -28,6 +28,7 @@ struct V4 {
     static const Key& out(const PacketState& p) noexcept { return p.out; }
     static Addr& next_hop(PacketState& p) noexcept { return p.next_hop; }
     static Table* table(const WorkerCtx& c) noexcept { return c.flows; }
+    static HopCache<Ip4>& hops(WorkerCtx& c) noexcept { return c.hops; }
     static IndexList& flows(Burst& b) noexcept { return b.flows; }
     static BasicNewFlow<Key>* new_flows(Burst& b) noexcept { return b.new_flow; }
     static const VipTable& vips(const ServiceSnapshot& s) noexcept { return s.vips; }
@@ -59,6 +60,7 @@ struct V6 {
     static const Key& out(const PacketState& p) noexcept { return p.out6; }
     static Addr& next_hop(PacketState& p) noexcept { return p.next_hop6; }
     static Table* table(const WorkerCtx& c) noexcept { return c.flows6; }
+    static HopCache<Ip6>& hops(WorkerCtx& c) noexcept { return c.hops6; }
     static IndexList& flows(Burst& b) noexcept { return b.flows6; }
     static BasicNewFlow<Key>* new_flows(Burst& b) noexcept { return b.new_flow6; }
     static const VipTable6& vips(const ServiceSnapshot& s) noexcept { return s.vips6; }
