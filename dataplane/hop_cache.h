@@ -34,7 +34,8 @@ template <typename A>
 class HopCache {
 public:
     using Hop = BasicNextHop<A>;
-    // A MAC as `mac_out` carries it: the 6 bytes in memory order in the low bits, kResolved set.
+    // A MAC as `mac_out` carries it: the 6 bytes in memory order in the low bits, kResolved set
+    // (bits 48-62 are the cache's own).
     // One 8-byte word: copied whole, never rebuilt from pieces (a 6-byte struct returned by value
     // was stored in two parts and reloaded whole, a store-forwarding stall per packet).
     static constexpr uint64_t kResolved = uint64_t{1} << 63;
@@ -49,7 +50,8 @@ public:
         const Hop* hop;
         if (e.serial == serial && e.dst == dst) [[likely]] {
             hop = routes.hop_at(e.hop);
-            if (e.mac && e.version == version && (e.pinned || now - e.learned < BasicNeighborTable<A>::kStaleAfter)) {
+            if (e.mac && e.version == version &&
+                ((e.mac & kPinned) || now - e.learned < BasicNeighborTable<A>::kStaleAfter)) {
                 mac_out = e.mac;
                 return hop;
             }
@@ -66,9 +68,8 @@ public:
         if (!neighbors.resolve(next, r) || !BasicNeighborTable<A>::fresh(r, now)) return hop;
         uint64_t m = 0;
         std::memcpy(&m, r.mac.addr_bytes, RTE_ETHER_ADDR_LEN);
-        e.mac = mac_out = m | kResolved;
+        e.mac = mac_out = m | kResolved | (r.pinned ? kPinned : 0);
         e.learned = r.learned;
-        e.pinned = r.pinned;
         e.version = version;
         return hop;
     }
@@ -86,15 +87,18 @@ private:
         std::memcpy(&y, a.b + 8, 8);
         return static_cast<uint32_t>(((x ^ y) * 0x9e3779b97f4a7c15ull) >> (64 - kBits));
     }
-    struct Entry {
+    static constexpr uint64_t kPinned = uint64_t{1} << 62;  // in Entry::mac: never stale
+    // One line at most: 32 bytes for IPv4, a line of its own for IPv6 (an entry across two lines
+    // would cost two misses).
+    struct alignas(sizeof(A) == 4 ? 32 : 64) Entry {
+        uint64_t serial = 0;   // the route table's; 0: empty (tables count from 1)
+        uint64_t mac = 0;      // as mac_out, | kPinned; 0: not resolved (version, learned unset)
         A dst{};
         uint32_t hop = 0;      // index into the table's hops, or kNoHop
-        uint64_t serial = 0;   // the route table's; 0: empty (tables count from 1)
-        uint64_t mac = 0;      // as mac_out; 0: not resolved (version, learned, pinned unset)
         uint32_t version = 0;  // the neighbor table's, when the MAC was copied
         uint32_t learned = 0;  // when the neighbor entry learned it
-        bool pinned = false;
     };
+    static_assert(sizeof(Entry) == (sizeof(A) == 4 ? 32 : 64));
     Entry entries_[1u << kBits]{};
 };
 
