@@ -409,6 +409,17 @@ void Syncer::send(Peer& p, const uint8_t* d, size_t n, uint16_t records) {
     p.flows_sent.fetch_add(records, std::memory_order_relaxed);
 }
 
+namespace {
+
+// A record the sync thread sends: published and proven (FlowTable::proven); with `own`, this
+// gateway's, not a replica.
+template <typename F>
+bool to_send(const F& f, bool own) noexcept {
+    return f.live.load(std::memory_order_acquire) && (!own || f.origin.load(std::memory_order_relaxed) == 0) &&
+           BasicFlowTable<typename F::Key>::proven(f);
+}
+
+}  // namespace
 
 // The flows the workers proved or changed: this gateway's own (a replica a worker has just taken
 // over is, by then).
@@ -426,14 +437,12 @@ void Syncer::take_events() {
                 if (ids[i] & kFlowIdV6) {
                     if (!w_.flows6 || id >= w_.flows6->capacity()) continue;
                     const Flow6& f = w_.flows6->flow(id);
-                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                        FlowTable6::proven(f))
+                    if (to_send(f, true))
                         add(f);
                 } else {
                     if (id >= w_.flows->capacity()) continue;
                     const Flow& f = w_.flows->flow(id);
-                    if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                        FlowTable::proven(f))
+                    if (to_send(f, true))
                         add(f);
                 }
             }
@@ -464,13 +473,11 @@ void Syncer::refresh_slice(uint64_t now_ms) {
         refresh_pos_ = refresh_pos_ + 1 == total ? 0 : refresh_pos_ + 1;
         if (pos < cap4) {
             const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
-            if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                FlowTable::proven(f))
+            if (to_send(f, true))
                 add(f), ++sent;
         } else {
             const Flow6& f = w_.flows6->flow(static_cast<uint32_t>(pos - cap4));
-            if (f.live.load(std::memory_order_acquire) && f.origin.load(std::memory_order_relaxed) == 0 &&
-                FlowTable6::proven(f))
+            if (to_send(f, true))
                 add(f), ++sent;
         }
     }
@@ -507,10 +514,10 @@ void Syncer::bulk_copies() {
             const uint64_t pos = p.copy_pos++;
             if (pos < cap4) {
                 const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
-                if (f.live.load(std::memory_order_acquire) && FlowTable::proven(f)) put(f);
+                if (to_send(f, false)) put(f);
             } else {
                 const Flow6& f = w_.flows6->flow(static_cast<uint32_t>(pos - cap4));
-                if (f.live.load(std::memory_order_acquire) && FlowTable6::proven(f)) put(f);
+                if (to_send(f, false)) put(f);
             }
         }
         out();

@@ -64,7 +64,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
                 ++ctx.counters.takeovers;
                 if (f.kind == FlowKind::nat) ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
             }
-            if ((taken || tr == Track::changed) && BasicFlowTable<typename F::Key>::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
+            if ((taken || tr == Track::changed) && F::Table::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }
         // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
         // untouched.

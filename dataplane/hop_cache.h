@@ -50,8 +50,7 @@ public:
         const Hop* hop;
         if (e.serial == serial && e.dst == dst) [[likely]] {
             hop = routes.hop_at(e.hop);
-            if (e.mac && e.version == version &&
-                ((e.mac & kPinned) || now - e.learned < BasicNeighborTable<A>::kStaleAfter)) {
+            if (e.mac && e.version == version && BasicNeighborTable<A>::fresh(e.mac & kPinned, e.learned, now)) {
                 mac_out = e.mac;
                 return hop;
             }

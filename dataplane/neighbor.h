@@ -55,7 +55,10 @@ public:
         bool pinned;
     };
     bool resolve(const A& ip, Resolved& r) const noexcept;
-    static bool fresh(const Resolved& r, uint32_t now) noexcept { return r.pinned || now - r.learned < kStaleAfter; }
+    static bool fresh(bool pinned, uint32_t learned, uint32_t now) noexcept {
+        return pinned || now - learned < kStaleAfter;
+    }
+    static bool fresh(const Resolved& r, uint32_t now) noexcept { return fresh(r.pinned, r.learned, now); }
     // Changes after any MAC change (release; read with acquire): read it before resolve() to know
     // whether a copy of the answer is still current.
     uint32_t version() const noexcept { return version_.load(std::memory_order_acquire); }

@@ -132,22 +132,15 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
                  PacketTrace* t) noexcept {
     Output& o = ctx.out;
     const rte_ether_addr& src = o.mac(p.out_port);
-    if (p.next_mac) [[likely]] {  // resolved and fresh when routed (hop_cache.h)
-        auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
-        std::memcpy(eth->dst_addr.addr_bytes, &p.next_mac, RTE_ETHER_ADDR_LEN);
-        eth->src_addr = src;
-        queue_routed(ctx, p.out_port, m);
-        p.l2 = L2Outcome::sent;
-        if (t) {
-            t->next_hop = IpAddr::of(hop);
-            t->mac = eth->dst_addr;
-            t->arp_requested = false;
-        }
-        return;
-    }
-    rte_ether_addr mac;
-    const auto ns = nt.lookup(hop, ctx.now, mac);
     using State = typename BasicNeighborTable<A>::State;
+    rte_ether_addr mac;
+    State ns;
+    if (p.next_mac) [[likely]] {  // resolved, fresh, when routed (hop_cache.h)
+        std::memcpy(mac.addr_bytes, &p.next_mac, RTE_ETHER_ADDR_LEN);
+        ns = State::fresh;
+    } else {
+        ns = nt.lookup(hop, ctx.now, mac);
+    }
     bool asked = false;
     if (ns != State::unknown) {
         set_macs(m, mac, src);

@@ -27,8 +27,9 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
     if (shared.hosts.size() && shared.host_of.size() == shared.port_macs.size())
         ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
     tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
-    const uint32_t span = std::max(flows.capacity(), flows6.capacity()) / std::max<uint16_t>(n_workers, 1);
-    age_budget_ = std::max<uint32_t>(64, span / kAgePassMs + 1);
+    const auto [lo4, hi4] = flows.owner_ids(index);
+    const auto [lo6, hi6] = flows6.owner_ids(index);
+    age_budget_ = std::max<uint32_t>(64, std::max(hi4 - lo4, hi6 - lo6) / kAgePassMs + 1);
 }
 
 int Worker::main(void* self) {

@@ -40,11 +40,6 @@ def sync_status(i):
     return gwjson(i, "status").get("ha") or {}
 
 
-def hops(dst):
-    out = ns("router", "ip", "-4", "route", "show", dst).stdout.decode()
-    return {w[w.index("via") + 1] for w in (line.split() for line in out.splitlines()) if "via" in w}
-
-
 def carried(conns, limit=5):
     """Waits (bounded) until every gateway holds every connection of conns; returns how long that
     took (None: not within limit) and how many of them each gateway carries (holds as its own)."""
