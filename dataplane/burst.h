@@ -129,6 +129,7 @@ struct Burst {
     IndexList vip_hits; // classify: of the misses, those to a service address
     IndexList fresh;    // select: new connections to insert, in packet order
     IndexList frags;    // parse: first fragments, whose results frag_resolve records
+    KeyHash miss_hash[kBurst];   // lookup: by packet, the hash of the tuple a miss looked up (the insert's key[0])
     NewFlow new_flow[kBurst];    // select: by position in `fresh` (IPv4)
     NewFlow6 new_flow6[kBurst];  // (IPv6)
 

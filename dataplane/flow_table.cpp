@@ -52,6 +52,7 @@ template <typename K>
 BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
     : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
       n_owners_(std::max<uint16_t>(p.owners, 1)),
+      single_writer_(n_owners_ == 1),
       qsbr_(p.qsbr),
       scanner_(p.scanner),
       timeouts_(p.timeouts),
@@ -200,11 +201,12 @@ inline void prefetch_record(const Flow* f, bool for_write = false) noexcept {
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out) const noexcept {
+unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
     // lookup does the same): hash and prefetch both buckets; find the candidate slot and
     // prefetch its record; compare keys.
-    Hash h[kBurst];
+    Hash local[kBurst];
+    Hash* const h = hashes ? hashes : local;  // the caller's array, when it wants them
     uint64_t cand[kBurst];
     n = std::min<unsigned>(n, kBurst);
     for (unsigned i = 0; i < n; ++i) {
@@ -236,23 +238,38 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
 }
 
 template <typename K>
+unsigned BasicFlowTable<K>::slots_equal(uint32_t b, uint64_t v) const noexcept {
+    const Bucket& bk = buckets_[b];
+#if defined(__AVX2__)
+    const __m256i want = _mm256_set1_epi64x(static_cast<long long>(v));
+    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
+    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
+    return static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(s0, want))) |
+                                 _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(s1, want))) << 4);
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned{bk.slot[i].load(std::memory_order_relaxed) == v} << i;
+    return m;
+#endif
+}
+
+template <typename K>
 bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
     // Place the entry in the emptier of its two buckets (two-choice hashing).
-    auto empties = [&](uint32_t b) {
-        unsigned n = 0;
-        for (auto& s : buckets_[b].slot) n += s.load(std::memory_order_relaxed) == 0;
-        return n;
-    };
-    uint32_t first = h.b1, second = h.b2;
-    if (empties(second) > empties(first)) std::swap(first, second);
-    for (uint32_t b : {first, second}) {
-        for (auto& s : buckets_[b].slot) {
+    std::pair<uint32_t, unsigned> first{h.b1, slots_equal(h.b1, 0)}, second{h.b2, slots_equal(h.b2, 0)};
+    if (std::popcount(second.second) > std::popcount(first.second)) std::swap(first, second);
+    for (auto [b, empty] : {first, second}) {
+        for (; empty; empty &= empty - 1) {
+            auto& s = buckets_[b].slot[std::countr_zero(empty)];
+            // release: the record written before this store is visible to any reader that
+            // acquires the slot. A lone writer stores; writers that share the index claim by CAS
+            // (another may have taken the slot since it was read empty).
+            if (single_writer_) {
+                s.store(value, std::memory_order_release);
+                return true;
+            }
             uint64_t expected = 0;
-            // release: the record written before this CAS is visible to any reader that
-            // acquires the slot.
-            if (s.load(std::memory_order_relaxed) == 0 &&
-                s.compare_exchange_strong(expected, value, std::memory_order_release,
-                                          std::memory_order_relaxed))
+            if (s.compare_exchange_strong(expected, value, std::memory_order_release, std::memory_order_relaxed))
                 return true;
         }
     }
@@ -260,14 +277,13 @@ bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
 }
 
 template <typename K>
-void BasicFlowTable<K>::clear_slot(const K& k, uint64_t value) noexcept {
-    Hash h = hash(k);
+void BasicFlowTable<K>::clear_slot(const Hash& h, uint64_t value) noexcept {
+    // A plain store: only the record's owner ever changes a slot that names it (other writers
+    // only claim empty slots).
     for (uint32_t b : {h.b1, h.b2}) {
-        for (auto& s : buckets_[b].slot) {
-            uint64_t expected = value;
-            if (s.compare_exchange_strong(expected, 0, std::memory_order_release,
-                                          std::memory_order_relaxed))
-                return;
+        if (const unsigned m = slots_equal(b, value)) {
+            buckets_[b].slot[std::countr_zero(m)].store(0, std::memory_order_release);
+            return;
         }
     }
 }
@@ -330,9 +346,10 @@ void BasicFlowTable<K>::reclaim(Owner& o) noexcept {
 }
 
 template <typename K>
-InsertHint BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept {
+InsertHint BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth,
+                                             const KeyHash* h0) const noexcept {
     const bool two = !(init.flags & kFlowOneKey);
-    InsertHint h{.h0 = hash(init.key[0]), .h1 = {}};
+    InsertHint h{.h0 = h0 ? *h0 : hash(init.key[0]), .h1 = {}};
     h.h1 = two ? hash(init.key[1]) : h.h0;
     // key[0]'s buckets: the lookup that missed has just read them.
     if (two) {
@@ -353,8 +370,10 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
     const bool two = !(init.flags & kFlowOneKey);
     const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
     const Hash h1 = hint ? hint->h1 : two ? hash(init.key[1]) : h0;
+    // Inserts of one tuple by two writers serialise on its stripes; a lone writer has no one to
+    // serialise with (rte_hash takes its writer lock only with RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD).
     uint32_t s0 = h0.b1 & stripe_mask_, s1 = h1.b1 & stripe_mask_;
-    lock_stripes(s0, s1);
+    if (!single_writer_) lock_stripes(s0, s1);
 
     InsertResult r{InsertStatus::inserted, FlowRef::kMiss};
     if (FlowRef e = probe(init.key[0], h0); e.hit()) {
@@ -381,7 +400,7 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
         f.live.store(1, std::memory_order_release);
         bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));
         if (ok && two && !claim_slot(h1, encode(r.id, Direction::reply, h1.sig))) {
-            clear_slot(init.key[0], encode(r.id, Direction::original, h0.sig));
+            clear_slot(h0, encode(r.id, Direction::original, h0.sig));
             ok = false;
         }
         if (ok) {
@@ -392,7 +411,7 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
             r = {InsertStatus::full, FlowRef::kMiss};
         }
     }
-    unlock_stripes(s0, s1);
+    if (!single_writer_) unlock_stripes(s0, s1);
     return r;
 }
 
@@ -400,11 +419,11 @@ template <typename K>
 void BasicFlowTable<K>::remove(uint32_t id) noexcept {
     Flow& f = flows_[id];
     if (!f.live.load(std::memory_order_relaxed)) return;
-    Hash h0 = hash(f.key[0]);
-    clear_slot(f.key[0], encode(id, Direction::original, h0.sig));
+    const Hash h0 = hash(f.key[0]);
+    clear_slot(h0, encode(id, Direction::original, h0.sig));
     if (!(f.flags & kFlowOneKey)) {
-        Hash h1 = hash(f.key[1]);
-        clear_slot(f.key[1], encode(id, Direction::reply, h1.sig));
+        const Hash h1 = hash(f.key[1]);
+        clear_slot(h1, encode(id, Direction::reply, h1.sig));
     }
     f.live.store(0, std::memory_order_relaxed);
     Owner& o = owners_[f.owner];

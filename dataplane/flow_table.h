@@ -19,8 +19,10 @@
 //   the same tuple from different workers serialise on a spin bit of the tuple's stripe, so two
 //   workers that race on the first packets of one new flow (the DNS A/AAAA race) converge on one
 //   record: the loser gets the winner's id. Slot claims are CAS, so unrelated inserts never
-//   clash.
-// - remove / expire_step: the owning worker only. Slots are cleared with CAS; the id goes to a
+//   clash. A table of one owner (one worker, no flow replication) has a single writer: no
+//   stripe locks, and slots are claimed by plain release stores.
+// - remove / expire_step: the owning worker only. A slot naming a record changes only by its
+//   owner, so it is cleared by a plain release store; the id goes to a
 //   limbo FIFO tagged with an RCU token and is reused only after the grace period. Without a
 //   QSBR variable (single-threaded tools and tests) ids are reused at once.
 // - Flow::last_seen and Flow::state are atomics any worker may update; everything else in a
@@ -193,7 +195,8 @@ public:
     [[nodiscard]] FlowRef lookup(const K& k) const noexcept;
     // Bulk lookup in three passes (hash and prefetch the buckets; match signatures and prefetch
     // the records; compare keys), so a burst's misses overlap. Returns the number of misses.
-    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out) const noexcept;
+    // `hashes` (optional): each key's hash, for prepare_insert() of a key that missed.
+    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes = nullptr) const noexcept;
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
     // `hint`: from prepare_insert() for this very init (its keys unchanged since).
@@ -201,8 +204,9 @@ public:
                                       const InsertHint* hint = nullptr) noexcept;
     // Hashes `init` and prefetches its reply key's buckets, both keys' lock stripes and the record
     // the owner's `nth` next insert will take. Reads only, but the owner's free stack among them:
-    // the owning worker only, as insert().
-    InsertHint prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth) const noexcept;
+    // the owning worker only, as insert(). `h0`: key[0]'s hash when the lookup that missed has it.
+    InsertHint prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth,
+                              const KeyHash* h0 = nullptr) const noexcept;
     void remove(uint32_t id) noexcept;
 
     // Owner's incremental ageing: visits up to `budget` of its records and removes the expired
@@ -276,8 +280,10 @@ private:
     unsigned matches(uint32_t bucket, uint32_t sig) const noexcept;
     // The first of them (0: none).
     uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
+    // Bucket `bucket`'s slots holding exactly `v`, as a bit mask (bit i: slot i).
+    unsigned slots_equal(uint32_t bucket, uint64_t v) const noexcept;
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
-    void clear_slot(const K& k, uint64_t value) noexcept;
+    void clear_slot(const Hash& h, uint64_t value) noexcept;
     void lock_stripes(uint32_t a, uint32_t b) noexcept;
     void unlock_stripes(uint32_t a, uint32_t b) noexcept;
     uint32_t alloc_id(Owner& o) noexcept;
@@ -286,6 +292,7 @@ private:
 
     uint32_t capacity_;
     uint16_t n_owners_;
+    bool single_writer_;  // one owner: no one to race with on slots and stripes
     uint32_t n_buckets_;
     uint32_t stripe_mask_;
     uint32_t reserve_ = 0;  // ids per owner kept free for new flows under pressure

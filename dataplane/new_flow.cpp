@@ -109,7 +109,7 @@ bool one_armed(const ServiceSnapshot& s, const A& client, const A& ep) noexcept 
 // One packet to a VIP: its refusal, or its connection selected into `nf`.
 template <typename F>
 [[gnu::cold]] [[gnu::noinline]] void select_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf,
-                                                unsigned nth, PacketTrace* t) noexcept {
+                                                unsigned nth, const KeyHash& h0, PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const uint32_t svc = p.vip.service();
     const AddrRole role = p.vip.role();
@@ -164,7 +164,7 @@ template <typename F>
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
-    nf.hint = F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth);
+    nf.hint = F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth, &h0);
     p.set(Verdict::dnat);
 }
 
@@ -233,7 +233,7 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     }
     for (const uint16_t i : b.vip_hits) {
         PacketState& p = b.pkt[i];
-        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.fresh.n, b.trace_of(i));
+        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.fresh.n, b.miss_hash[i], b.trace_of(i));
         if (p.verdict == Verdict::dnat) b.fresh.push(i);
     }
 }

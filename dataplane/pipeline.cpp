@@ -66,13 +66,14 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
     const IndexList& flows = F::flows(b);
     const typename F::Key* keys[kBurst];
     FlowRef refs[kBurst];
+    KeyHash hashes[kBurst];
     b.misses.n = 0;
     for (uint16_t j = 0; j < flows.n; ++j) {
         const PacketMeta& m = b.pkt[flows.at[j]].meta;
         keys[j] = m.inner_off ? &F::err_key(m) : &F::key(m);
     }
     const auto* table = F::table(ctx);
-    const unsigned misses = table->lookup_bulk(keys, flows.n, refs);
+    const unsigned misses = table->lookup_bulk(keys, flows.n, refs, hashes);
     const StatsTable& st = *ctx.stats;
     // The counters each packet of a flow is added to: with many Services (over 16k counters,
     // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the
@@ -82,7 +83,7 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
         const uint16_t i = flows.at[j];
         b.pkt[i].ref = refs[j];
         if (!refs[j].hit()) {
-            if (!b.pkt[i].meta.inner_off) b.misses.push(i);
+            if (!b.pkt[i].meta.inner_off) b.misses.push(i), b.miss_hash[i] = hashes[j];
             continue;
         }
         if (!prefetch) continue;
