@@ -346,22 +346,25 @@ void BasicFlowTable<K>::reclaim(Owner& o) noexcept {
 }
 
 template <typename K>
-InsertHint BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth,
-                                             const KeyHash* h0) const noexcept {
+void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth, InsertHint& h,
+                                       const KeyHash* h0) const noexcept {
+    // Written in place: a hint built on the stack and copied was read back whole over its
+    // narrower stores (a store-forwarding stall, a seventh of the selection's samples).
     const bool two = !(init.flags & kFlowOneKey);
-    InsertHint h{.h0 = h0 ? *h0 : hash(init.key[0]), .h1 = {}};
+    h.h0 = h0 ? *h0 : hash(init.key[0]);
     h.h1 = two ? hash(init.key[1]) : h.h0;
     // key[0]'s buckets: the lookup that missed has just read them.
     if (two) {
         rte_prefetch0(&buckets_[h.h1.b1]);
         rte_prefetch0(&buckets_[h.h1.b2]);
     }
-    rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
-    rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
+    if (!single_writer_) {
+        rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
+        rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
+    }
     // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
     const Owner& o = owners_[owner];
     if (nth < o.n_free) prefetch_record(&flows_[o.free[o.n_free - 1 - nth]], true);
-    return h;
 }
 
 template <typename K>

@@ -202,11 +202,12 @@ public:
     // `hint`: from prepare_insert() for this very init (its keys unchanged since).
     [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now,
                                       const InsertHint* hint = nullptr) noexcept;
-    // Hashes `init` and prefetches its reply key's buckets, both keys' lock stripes and the record
-    // the owner's `nth` next insert will take. Reads only, but the owner's free stack among them:
-    // the owning worker only, as insert(). `h0`: key[0]'s hash when the lookup that missed has it.
-    InsertHint prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth,
-                              const KeyHash* h0 = nullptr) const noexcept;
+    // Hashes `init` into `hint` and prefetches its reply key's buckets, both keys' lock stripes
+    // and the record the owner's `nth` next insert will take. Reads only, but the owner's free
+    // stack among them: the owning worker only, as insert(). `h0`: key[0]'s hash when the lookup
+    // that missed has it.
+    void prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth, InsertHint& hint,
+                        const KeyHash* h0 = nullptr) const noexcept;
     void remove(uint32_t id) noexcept;
 
     // Owner's incremental ageing: visits up to `budget` of its records and removes the expired

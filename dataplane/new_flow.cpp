@@ -164,7 +164,7 @@ template <typename F>
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
-    nf.hint = F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth, &h0);
+    F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth, nf.hint, &h0);
     p.set(Verdict::dnat);
 }
 
