@@ -5,6 +5,7 @@
 // families. Speeds are reported as items (packets) per second.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -559,6 +561,47 @@ void BM_BytesPerFlow6(benchmark::State& st) {
     st.counters["bytes_per_flow"] = per_flow;
 }
 BENCHMARK(BM_BytesPerFlow6)->Arg(10000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The host's own floor for a table larger than the caches: the cost of one random cache line in
+// a 1M-flow table's span (128 MiB, advised for huge pages as the flow table is), taken one after
+// another (a chain of dependent loads: a lookup that waits on each miss) and in batches of
+// range(0) independent loads (a burst's misses overlapping, the most a pass over a burst can
+// get). ns_per_line is what each line costs; a new flow touches about five such lines (its
+// tuple's two buckets, its reply tuple's two, its record).
+void BM_MemoryLine(benchmark::State& st) {
+    constexpr size_t kBytes = size_t{128} << 20, kLines = kBytes / 64;
+    const unsigned batch = static_cast<unsigned>(st.range(0));
+    auto* mem = static_cast<uint64_t*>(std::aligned_alloc(size_t{2} << 20, kBytes));
+    if (!mem) return st.SkipWithError("memory");
+    madvise(mem, kBytes, MADV_HUGEPAGE);
+    std::mt19937_64 rng(7);
+    // Each line holds the index of the next one in a random cycle through all of them.
+    std::vector<uint32_t> order(kLines);
+    for (uint32_t i = 0; i < kLines; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < kLines; ++i) mem[size_t{order[i]} * 8] = order[(i + 1) % kLines];
+    std::vector<uint32_t> random(1u << 16);
+    for (auto& r : random) r = static_cast<uint32_t>(rng() % kLines);
+    uint64_t at = order[0], sum = 0, lines = 0;
+    size_t next = 0;
+    for (auto _ : st) {
+        if (batch == 1) {
+            for (int i = 0; i < 256; ++i) at = mem[at * 8];
+            lines += 256;
+        } else {
+            for (unsigned r = 0; r < 256 / batch; ++r, next = (next + batch) % random.size()) {
+                for (unsigned j = 0; j < batch; ++j) sum += mem[size_t{random[next + j]} * 8];
+                lines += batch;
+            }
+        }
+    }
+    benchmark::DoNotOptimize(at + sum);
+    std::free(mem);
+    // A rate of lines per nanosecond, inverted: nanoseconds per line.
+    st.counters["ns_per_line"] =
+        benchmark::Counter(static_cast<double>(lines) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_MemoryLine)->Arg(1)->Arg(32);
 
 // The state file (control/flow_state.h) with n IPv4 flows: the time to write it on a stop, and to
 // read, check and decode it at the next start (its flows then go through FlowImporter; the

@@ -14,7 +14,15 @@
 // - when its MAC was learned: a copy is used only while the neighbor entry is fresh, so a stale
 //   one goes through the output stage as before (it still forwards, and one request refreshes it).
 // A destination whose next hop is unresolved keeps its route here and resolves in the output
-// stage (ARP / ND hold). The cache is keyed by the packet's final destination, not by flow: the
+// stage (ARP / ND hold).
+//
+// More destinations in use than entries (thousands of endpoints) make every lookup a miss that
+// pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 7-11%
+// slower than no cache at 1,000 to 100,000 Services (`BM_PipelineEstablished`, bench/README.md
+// round seven). So the cache watches itself: a window of lookups more than half of them misses
+// turns it off (each packet then goes to the tables as before the cache, writing and prefetching
+// nothing), and one lookup in kSample, at random, still goes through it, so a working set that
+// fits again shows as hits and turns it back on (under a quarter of misses). The cache is keyed by the packet's final destination, not by flow: the
 // 64-byte IPv4 flow record has no room for a next hop and a MAC per direction, and the flows of
 // one endpoint (or one client) share an entry.
 //
@@ -46,11 +54,26 @@ public:
     // when the output stage has to resolve it.
     const Hop* lookup(const BasicRouteTable<A>& routes, const BasicNeighborTable<A>& neighbors, const A& dst,
                       uint32_t now, uint64_t& mac_out) noexcept {
+        // While off, a random one in kSample (a fixed stride could sample a subset of a round
+        // robin that fits and read it as the whole working set).
+        if (bypass_ && (sample_ = sample_ * 1664525u + 1013904223u) >> (32 - kSampleBits)) {
+            mac_out = 0;  // the output stage resolves it
+            return routes.lookup(dst);
+        }
         Entry& e = entries_[slot(dst)];
         const uint64_t serial = routes.serial();
         const uint32_t version = neighbors.version();  // before the MAC (neighbor.h)
         const Hop* hop;
-        if (e.serial == serial && e.dst == dst) [[likely]] {
+        const bool hit = e.serial == serial && e.dst == dst;
+        if (++looked_ == (bypass_ ? kWindow / kSample : kWindow)) {
+            // Off above half misses, back on below a quarter: no flapping in between.
+            missed_ += !hit;
+            bypass_ = bypass_ ? 4 * missed_ >= looked_ : 2 * missed_ > looked_;
+            looked_ = missed_ = 0;
+        } else {
+            missed_ += !hit;
+        }
+        if (hit) [[likely]] {
             hop = routes.hop_at(e.hop);
             if (e.mac && e.version == version && BasicNeighborTable<A>::fresh(e.mac & kPinned, e.learned, now)) {
                 mac_out = e.mac;
@@ -77,7 +100,15 @@ public:
 
     // The entry for `dst`, ahead of its lookup (the established stage asks as it sets a packet's
     // tuple: the entries compete with the burst's mbufs for the cache).
-    void prefetch(const A& dst) const noexcept { rte_prefetch0(&entries_[slot(dst)]); }
+    void prefetch(const A& dst) const noexcept {
+        if (!bypass_) rte_prefetch0(&entries_[slot(dst)]);
+    }
+    // Off: thrashing (more destinations in use than entries).
+    bool bypassing() const noexcept { return bypass_; }
+
+    static constexpr uint32_t kWindow = 4096;  // lookups a decision is made over
+    static constexpr unsigned kSampleBits = 4;
+    static constexpr uint32_t kSample = 1u << kSampleBits;  // while off, one lookup in kSample goes through
 
 private:
     static constexpr unsigned kBits = 10;
@@ -101,6 +132,9 @@ private:
     };
     static_assert(sizeof(Entry) == (sizeof(A) == 4 ? 32 : 64));
     Entry entries_[1u << kBits]{};
+    uint32_t looked_ = 0, missed_ = 0;  // this window's lookups through the entries, and misses
+    uint32_t sample_ = 1;               // LCG state: which lookups go through while off
+    bool bypass_ = false;
 };
 
 }  // namespace svcgate::dp

@@ -138,3 +138,42 @@ TEST(HopCache, MacIsTheNeighborTablesFreshAnswerAtEveryMoment) {
     EXPECT_EQ(a.hop->gateway, node);
     EXPECT_EQ(a.last, 4);
 }
+
+// More destinations in use than entries: the cache turns itself off (the tables answer each
+// packet, as before the cache), answers stay the tables' own throughout, and once the working set
+// fits again the sampled lookups hit and turn it back on, MACs copied again.
+TEST(HopCache, ThrashingTurnsItOffAndAWorkingSetThatFitsTurnsItBackOn) {
+    test::ensure_eal();
+    auto t = routes4("10.192.0.3");
+    NeighborTable nt;
+    nt.learn(ip4("10.192.0.3"), mac(3), 100, true);
+    auto cache = std::make_unique<HopCache<Ip4>>();
+    using C = HopCache<Ip4>;
+    auto pod = [](uint32_t i) { return Ip4::from_host((10u << 24) | (244u << 16) | i); };
+
+    // 8,000 pods, round robin: nearly every lookup misses.
+    bool off = false;
+    for (uint32_t n = 0; n < 4 * C::kWindow; ++n) {
+        const Ip4 d = pod(n % 8000);
+        const auto a = ask(*cache, *t, nt, d, 100);
+        ASSERT_EQ(a.hop, t->lookup(d));
+        if (a.resolved) {
+            ASSERT_EQ(a.last, 3) << "a MAC given is the gateway's";
+        }
+        off = off || cache->bypassing();
+    }
+    EXPECT_TRUE(off) << "thrashing";
+    EXPECT_TRUE(cache->bypassing());
+
+    // 100 pods: the sampled lookups hit, and the cache comes back.
+    for (uint32_t n = 0; n < 2 * C::kWindow * C::kSample && cache->bypassing(); ++n) {
+        const Ip4 d = pod(n % 100);
+        ASSERT_EQ(ask(*cache, *t, nt, d, 100).hop, t->lookup(d));
+    }
+    EXPECT_FALSE(cache->bypassing()) << "a working set that fits";
+    for (int i = 0; i < 2; ++i) {
+        const auto a = ask(*cache, *t, nt, pod(7), 100);
+        EXPECT_TRUE(a.resolved) << "MACs are copied again";
+        EXPECT_EQ(a.last, 3);
+    }
+}
