@@ -16,15 +16,17 @@
 // A destination whose next hop is unresolved keeps its route here and resolves in the output
 // stage (ARP / ND hold).
 //
+// The cache is keyed by the packet's final destination, not by flow: the 64-byte IPv4 flow
+// record has no room for a next hop and a MAC per direction, and the flows of one endpoint (or
+// one client) share an entry.
+//
 // More destinations in use than entries (thousands of endpoints) make every lookup a miss that
 // pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 7-11%
 // slower than no cache at 1,000 to 100,000 Services (`BM_PipelineEstablished`, bench/README.md
 // round seven). So the cache watches itself: a window of lookups more than half of them misses
 // turns it off (each packet then goes to the tables as before the cache, writing and prefetching
 // nothing), and one lookup in kSample, at random, still goes through it, so a working set that
-// fits again shows as hits and turns it back on (under a quarter of misses). The cache is keyed by the packet's final destination, not by flow: the
-// 64-byte IPv4 flow record has no room for a next hop and a MAC per direction, and the flows of
-// one endpoint (or one client) share an entry.
+// fits again shows as hits and turns it back on (under a quarter of misses).
 //
 // Runs on: the worker that owns it. Never shared.
 #pragma once
