@@ -161,26 +161,31 @@ template <typename K>
 FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept { return probe(k, hash(k)); }
 
 template <typename K>
-unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
+unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want) const noexcept {
     const Bucket& bk = buckets_[b];
 #if defined(__AVX2__)
     // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
-    // read whole; the record a slot names is checked by key afterwards. (A signature has bit 0
-    // set: an empty slot never matches.)
-    const __m256i lo = _mm256_set1_epi64x(0x7fffffff), want = _mm256_set1_epi64x(sig);
+    // read whole (relaxed: callers that go on to a record fence or load the slot with acquire).
+    const __m256i k = _mm256_set1_epi64x(static_cast<long long>(keep)), w = _mm256_set1_epi64x(static_cast<long long>(want));
     const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
     const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
-    const unsigned m = static_cast<unsigned>(
-        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, lo), want))) |
-        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, lo), want))) << 4);
-    if (m) std::atomic_thread_fence(std::memory_order_acquire);
-    return m;
+    return static_cast<unsigned>(
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, k), w))) |
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4);
 #else
     unsigned m = 0;
-    for (unsigned i = 0; i < kSlots; ++i)
-        if ((bk.slot[i].load(std::memory_order_acquire) & 0x7fffffffu) == sig) m |= 1u << i;
+    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned{(bk.slot[i].load(std::memory_order_relaxed) & keep) == want} << i;
     return m;
 #endif
+}
+
+template <typename K>
+unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
+    // The record a slot names is checked by key afterwards. (A signature has bit 0 set: an empty
+    // slot never matches.)
+    const unsigned m = slots_where(b, 0x7fffffff, sig);
+    if (m) std::atomic_thread_fence(std::memory_order_acquire);
+    return m;
 }
 
 template <typename K>
@@ -238,26 +243,13 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::slots_equal(uint32_t b, uint64_t v) const noexcept {
-    const Bucket& bk = buckets_[b];
-#if defined(__AVX2__)
-    const __m256i want = _mm256_set1_epi64x(static_cast<long long>(v));
-    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
-    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
-    return static_cast<unsigned>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(s0, want))) |
-                                 _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(s1, want))) << 4);
-#else
-    unsigned m = 0;
-    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned{bk.slot[i].load(std::memory_order_relaxed) == v} << i;
-    return m;
-#endif
-}
-
-template <typename K>
 bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
     // Place the entry in the emptier of its two buckets (two-choice hashing).
-    std::pair<uint32_t, unsigned> first{h.b1, slots_equal(h.b1, 0)}, second{h.b2, slots_equal(h.b2, 0)};
-    if (std::popcount(second.second) > std::popcount(first.second)) std::swap(first, second);
+    struct Choice {
+        uint32_t bucket;
+        unsigned empty;  // its empty slots
+    } first{h.b1, slots_where(h.b1, ~uint64_t{0}, 0)}, second{h.b2, slots_where(h.b2, ~uint64_t{0}, 0)};
+    if (std::popcount(second.empty) > std::popcount(first.empty)) std::swap(first, second);
     for (auto [b, empty] : {first, second}) {
         for (; empty; empty &= empty - 1) {
             auto& s = buckets_[b].slot[std::countr_zero(empty)];
@@ -281,7 +273,7 @@ void BasicFlowTable<K>::clear_slot(const Hash& h, uint64_t value) noexcept {
     // A plain store: only the record's owner ever changes a slot that names it (other writers
     // only claim empty slots).
     for (uint32_t b : {h.b1, h.b2}) {
-        if (const unsigned m = slots_equal(b, value)) {
+        if (const unsigned m = slots_where(b, ~uint64_t{0}, value)) {
             buckets_[b].slot[std::countr_zero(m)].store(0, std::memory_order_release);
             return;
         }

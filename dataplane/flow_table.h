@@ -281,8 +281,8 @@ private:
     unsigned matches(uint32_t bucket, uint32_t sig) const noexcept;
     // The first of them (0: none).
     uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
-    // Bucket `bucket`'s slots holding exactly `v`, as a bit mask (bit i: slot i).
-    unsigned slots_equal(uint32_t bucket, uint64_t v) const noexcept;
+    // Bucket `bucket`'s slots whose bits under `keep` equal `want`, as a bit mask (bit i: slot i).
+    unsigned slots_where(uint32_t bucket, uint64_t keep, uint64_t want) const noexcept;
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
     void clear_slot(const Hash& h, uint64_t value) noexcept;
     void lock_stripes(uint32_t a, uint32_t b) noexcept;

@@ -21,9 +21,9 @@
 // one client) share an entry.
 //
 // More destinations in use than entries (thousands of endpoints) make every lookup a miss that
-// pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 7-11%
-// slower than no cache at 1,000 to 100,000 Services (`BM_PipelineEstablished`, bench/README.md
-// round seven). So the cache watches itself: a window of lookups more than half of them misses
+// pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 11-14%
+// slower than no cache at 1,000 to 100,000 Services in process (`BM_PipelineEstablished`), 7-10%
+// through net_pcap (bench/README.md, round seven). So the cache watches itself: a window of lookups more than half of them misses
 // turns it off (each packet then goes to the tables as before the cache, writing and prefetching
 // nothing), and one lookup in kSample, at random, still goes through it, so a working set that
 // fits again shows as hits and turns it back on (under a quarter of misses).
@@ -67,13 +67,11 @@ public:
         const uint32_t version = neighbors.version();  // before the MAC (neighbor.h)
         const Hop* hop;
         const bool hit = e.serial == serial && e.dst == dst;
+        missed_ += !hit;
         if (++looked_ == (bypass_ ? kWindow / kSample : kWindow)) {
             // Off above half misses, back on below a quarter: no flapping in between.
-            missed_ += !hit;
             bypass_ = bypass_ ? 4 * missed_ >= looked_ : 2 * missed_ > looked_;
             looked_ = missed_ = 0;
-        } else {
-            missed_ += !hit;
         }
         if (hit) [[likely]] {
             hop = routes.hop_at(e.hop);
