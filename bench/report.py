@@ -128,6 +128,18 @@ def main():
             sync_ratios.append(on["items_per_second"] / off["items_per_second"])
             sync_bpf.append(on.get("sync_bytes_per_flow"))
 
+    # The floor under the established path (BM_EstablishedFloor, layers 0-4, in process) against
+    # what the port leaves for svcgate's own work at the target: the target's time per packet
+    # through the port (target × 5tswap) less the port's own (testpmd io), both from this run.
+    def floor(flows, target, sw, tp):
+        ns = [1000 / x if x else None for x in (micro_rate(f"BM_EstablishedFloor/{k}/{flows}") for k in range(5))]
+        if ns[0] is None or None in ns:
+            return None
+        own = [x - ns[0] for x in ns[1:]]  # the harness's own frame copy taken off
+        budget = 1000 / (target * med(sw)) - 1000 / med(tp) if sw and tp else None
+        return {"parse_ns": own[0], "lookup_ns": own[1], "nat_ns": own[2], "pipeline_ns": own[3], "budget_ns": budget}
+    floor4k, floor1m = floor(4096, 0.5, sw4k, tp4k), floor(1 << 20, 0.4, sw1m, tp1m)
+
     summary = {
         "established_ratio_vs_testpmd": med(r4k),
         "established_ratio_vs_testpmd_1m": med(r1m),
@@ -153,6 +165,7 @@ def main():
                              "testpmd_1m": med(tp1m), "testpmd_5tswap_4k": med(sw4k), "testpmd_5tswap_1m": med(sw1m),
                              "svcgate_4k_masq": med(masq4k), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6)},
         "svcgate_rss_kb_1m_flows": med([x for x in rss_1m if x]),
+        "established_floor": {"4k": floor4k, "1m": floor1m},
         "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": bool(a.quick),
@@ -260,6 +273,21 @@ flows; each flow is DNATed to one of 3 endpoints of one of 100 Services and forw
 next hop. The masqueraded path: the same flows to the Services' NodePorts on the gateway's node IP,
 which kube-proxy masquerades under policy Cluster (SNAT to the gateway's address and a port of its
 own, and DNAT), with the same config. Inputs: `bench/gen.py pcap` and `bench/gen.py config`.
+
+### The floor under it
+
+What svcgate's own work may cost at the targets, against what it costs, per packet: the target's
+time through the port (0.5 × 5tswap at 4,096 flows, 0.4 × at 1M) less the port's own time
+(testpmd io), both from the runs above; then `BM_EstablishedFloor` (in process, the harness's
+frame copy taken off), built up in layers: the parse with every check the pipeline makes, + the
+bulk flow lookup, + the translation (the flow's other tuple, TTL, checksums) and the MACs; and
+the whole pipeline, which adds conntrack, counters, the route and next hop, verdicts and the
+transmit queue. Cumulative ns a packet:
+
+| flows | budget at the target | parse | + lookup | + NAT, TTL, MACs | whole pipeline |
+|---|---|---|---|---|---|
+""" + "\n".join(f"| {n} | {f(x['budget_ns'], '{:.1f}')} | {x['parse_ns']:.1f} | {x['lookup_ns']:.1f} | {x['nat_ns']:.1f} | {x['pipeline_ns']:.1f} |"
+                for n, x in (("4,096", floor4k), ("1M", floor1m)) if x) + f"""
 
 ## 2. The peer
 
