@@ -133,7 +133,7 @@ def main():
     # through the port (target × 5tswap) less the port's own (testpmd io), both from this run.
     def floor(flows, target, sw, tp):
         ns = [1000 / x if x else None for x in (micro_rate(f"BM_EstablishedFloor/{k}/{flows}") for k in range(5))]
-        if ns[0] is None or None in ns:
+        if None in ns:
             return None
         own = [x - ns[0] for x in ns[1:]]  # the harness's own frame copy taken off
         budget = 1000 / (target * med(sw)) - 1000 / med(tp) if sw and tp else None

@@ -23,10 +23,11 @@
 // More destinations in use than entries (thousands of endpoints) make every lookup a miss that
 // pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 11-14%
 // slower than no cache at 1,000 to 100,000 Services in process (`BM_PipelineEstablished`), 7-10%
-// through net_pcap (bench/README.md, round seven). So the cache watches itself: a window of lookups more than half of them misses
-// turns it off (each packet then goes to the tables as before the cache, writing and prefetching
-// nothing), and one lookup in kSample, at random, still goes through it, so a working set that
-// fits again shows as hits and turns it back on (under a quarter of misses).
+// through net_pcap (bench/README.md, round seven). So the cache watches itself: when more than
+// half of a window's lookups miss, it turns off (each packet then goes to the tables as before
+// the cache, writing and prefetching nothing); one lookup in kSample, at random, still goes
+// through it, so a working set that fits again shows as hits and turns it back on (under a
+// quarter of misses).
 //
 // Runs on: the worker that owns it. Never shared.
 #pragma once
