@@ -60,8 +60,9 @@ lab_down() {
         [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
     done
     for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
-    # The lab gateway's hugepage files (--file-prefix=svcgate-lab): DPDK leaves them behind a
-    # primary that was killed, and their pages stay taken until they are removed.
+    # The lab gateway's hugepage files (--file-prefix=svcgate-lab): DPDK's multi-process primary
+    # leaves them behind (svcgate-labmap_0 stayed after tools/test), and a file in
+    # hugetlbfs holds its pages until it is removed.
     rm -f /dev/hugepages/svcgate-labmap_* 2>/dev/null || true
     rm -rf "$LAB_RUN"
 }
