@@ -30,19 +30,19 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "flow_record.h"
-#include "flow_state.h"
-#include "flow_table.h"
-#include "maglev.h"
-#include "nat.h"
-#include "parse.h"
-#include "pipeline.h"
-#include "publisher.h"
-#include "snapshot_builder.h"
-#include "sync.h"
-#include "sync_proto.h"
-#include "tool_eal.h"
-#include "yaml_config.h"
+#include "dataplane/flow/flow_record.h"
+#include "control/ha/state_file.h"
+#include "dataplane/flow/flow_table.h"
+#include "dataplane/lb/maglev.h"
+#include "dataplane/lb/nat.h"
+#include "dataplane/pipeline/parse.h"
+#include "dataplane/pipeline/pipeline.h"
+#include "control/snapshot/publisher.h"
+#include "control/snapshot/snapshot_builder.h"
+#include "control/ha/sync.h"
+#include "control/ha/sync_proto.h"
+#include "control/base/tool_eal.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 using namespace svcgate::dp;
@@ -480,10 +480,10 @@ BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 
 // Flows that prove themselves, with replication off (0) and on (1): each iteration, 32 new
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,
-// which prove them (control/sync.h): both bursts timed, so the figure is connections per second
+// which prove them (control/ha/sync.h): both bursts timed, so the figure is connections per second
 // through their first two packets. The flows stay (2M records, 30,000 iterations: ids are never
 // reused within a run, as a grace period keeps them in the daemon). With replication on, a sync
-// thread (control/sync.h, on the other core as in the daemon) takes the worker's ring, packs the
+// thread (control/ha/sync.h, on the other core as in the daemon) takes the worker's ring, packs the
 // records into datagrams and sends them over loopback to a peer played here, which counts their
 // bytes: sync_bytes_per_flow. A full ring fails the run.
 void BM_PipelineProvenFlows(benchmark::State& st) {
@@ -677,7 +677,7 @@ void BM_MemoryLine(benchmark::State& st) {
 }
 BENCHMARK(BM_MemoryLine)->Arg(1)->Arg(32);
 
-// The state file (control/flow_state.h) with n IPv4 flows: the time to write it on a stop, and to
+// The state file (control/ha/state_file.h) with n IPv4 flows: the time to write it on a stop, and to
 // read, check and decode it at the next start (its flows then go through FlowImporter; the
 // inserts themselves are BM_FlowInsert's cost). One iteration: a single run.
 void BM_StateFile(benchmark::State& st) {

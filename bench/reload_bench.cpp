@@ -9,10 +9,10 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
-#include "slot_registry.h"
-#include "snapshot_builder.h"
-#include "tool_eal.h"
-#include "yaml_config.h"
+#include "control/snapshot/slot_registry.h"
+#include "control/snapshot/snapshot_builder.h"
+#include "control/base/tool_eal.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 

@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "snapshot_builder.h"
-#include "tool_eal.h"
-#include "yaml_config.h"
+#include "control/snapshot/snapshot_builder.h"
+#include "control/base/tool_eal.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 

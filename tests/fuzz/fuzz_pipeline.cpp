@@ -16,10 +16,10 @@
 
 #include <rte_mempool.h>
 
-#include "packet_spec.h"
-#include "tool_eal.h"
-#include "trace.h"
-#include "yaml_config.h"
+#include "control/trace/packet_spec.h"
+#include "control/base/tool_eal.h"
+#include "control/trace/trace.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the replication decoder (control/sync_proto.h) and the import of what it
+// libFuzzer target: the replication decoder (control/ha/sync_proto.h) and the import of what it
 // accepts. The first byte picks the way in:
 //   even: the rest is a datagram as it comes off the wire, opened with the shared key (forged,
 //         cut, replayed: every one must be a counted drop);
@@ -11,12 +11,12 @@
 #include <memory>
 #include <span>
 
-#include "flow_state.h"
+#include "control/ha/state_file.h"
 #include "sync_fuzz_config.h"
-#include "sync_proto.h"
-#include "tool_eal.h"
-#include "trace.h"
-#include "yaml_config.h"
+#include "control/ha/sync_proto.h"
+#include "control/base/tool_eal.h"
+#include "control/trace/trace.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 using namespace svcgate::ctl;

@@ -2,7 +2,7 @@
 
 #include <rte_ip.h>
 
-#include "checksum.h"
+#include "dataplane/base/checksum.h"
 
 namespace svcgate::test {
 

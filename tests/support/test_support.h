@@ -7,12 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "config_model.h"
-#include "packet_spec.h"
-#include "parse.h"
-#include "tool_eal.h"
-#include "trace.h"
-#include "yaml_config.h"
+#include "control/config/config_model.h"
+#include "control/trace/packet_spec.h"
+#include "dataplane/pipeline/parse.h"
+#include "control/base/tool_eal.h"
+#include "control/trace/trace.h"
+#include "control/config/yaml_config.h"
 
 namespace svcgate::test {
 

@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <rte_ip.h>
 
-#include "checksum.h"
-#include "nat.h"
-#include "packet_spec.h"
+#include "dataplane/base/checksum.h"
+#include "dataplane/lb/nat.h"
+#include "control/trace/packet_spec.h"
 #include "test_support.h"
 
 using namespace svcgate;

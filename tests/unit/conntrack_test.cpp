@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "conntrack.h"
-#include "parse.h"
+#include "dataplane/flow/conntrack.h"
+#include "dataplane/pipeline/parse.h"
 
 using namespace svcgate::dp;
 using S = TcpState;

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "flow_table.h"
+#include "dataplane/flow/flow_table.h"
 
 using namespace svcgate::dp;
 

@@ -1,12 +1,12 @@
-// HopCache (dataplane/hop_cache.h): a worker's copy of route and next-hop MAC answers is only ever
+// HopCache (dataplane/l3/hop_cache.h): a worker's copy of route and next-hop MAC answers is only ever
 // the answer the route and neighbor tables would give now.
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "hop_cache.h"
+#include "dataplane/l3/hop_cache.h"
 #include "test_support.h"
-#include "yaml_config.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 using namespace svcgate::dp;

@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include "announce.h"
-#include "checksum.h"
-#include "health.h"
-#include "parse.h"
+#include "control/routing/announce.h"
+#include "dataplane/base/checksum.h"
+#include "control/routing/health.h"
+#include "dataplane/pipeline/parse.h"
 #include "test_support.h"
 
 using namespace svcgate;

@@ -11,10 +11,10 @@
 
 #include <gtest/gtest.h>
 
-#include "checksum.h"
-#include "packet_spec.h"
+#include "dataplane/base/checksum.h"
+#include "control/trace/packet_spec.h"
 #include "test_support.h"
-#include "yaml_config.h"
+#include "control/config/yaml_config.h"
 
 using namespace svcgate;
 using namespace svcgate::dp;

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kube_objects.h"
-#include "snapshot_builder.h"
+#include "control/config/kube_objects.h"
+#include "control/snapshot/snapshot_builder.h"
 #include "test_support.h"
 
 using namespace svcgate;

@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "checksum.h"
-#include "local.h"
+#include "dataplane/base/checksum.h"
+#include "dataplane/l3/local.h"
 #include "test_support.h"
 
 using namespace svcgate;

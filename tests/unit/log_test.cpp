@@ -1,10 +1,10 @@
-// The daemon's log (control/log.h): levels filter, and a rate limit lets a burst through and
+// The daemon's log (control/base/log.h): levels filter, and a rate limit lets a burst through and
 // counts the rest.
 #include <algorithm>
 
 #include <gtest/gtest.h>
 
-#include "log.h"
+#include "control/base/log.h"
 
 using namespace svcgate::ctl;
 

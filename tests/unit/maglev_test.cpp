@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <rte_hash_crc.h>
 
-#include "maglev.h"
+#include "dataplane/lb/maglev.h"
 
 using namespace svcgate::dp;
 

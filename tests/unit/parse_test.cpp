@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <rte_ip.h>
 
-#include "checksum.h"
-#include "packet_spec.h"
-#include "parse.h"
+#include "dataplane/base/checksum.h"
+#include "control/trace/packet_spec.h"
+#include "dataplane/pipeline/parse.h"
 
 using namespace svcgate;
 using namespace svcgate::dp;

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "checksum.h"
+#include "dataplane/base/checksum.h"
 #include "test_support.h"
 
 using namespace svcgate;

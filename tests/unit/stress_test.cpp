@@ -20,10 +20,10 @@
 
 #include <gtest/gtest.h>
 
-#include "flow_sweep.h"
-#include "publisher.h"
-#include "rcu.h"
-#include "snapshot_builder.h"
+#include "control/snapshot/flow_sweep.h"
+#include "control/snapshot/publisher.h"
+#include "dataplane/base/rcu.h"
+#include "control/snapshot/snapshot_builder.h"
 #include "test_support.h"
 
 using namespace svcgate;

@@ -1,251 +1,306 @@
-// The replication protocol between gateways (issue 19): datagrams sealed with the shared key,
-// opened only when the MAC verifies and the sequence number is new; everything else a counted drop
-// that moves nothing.
-#include <fstream>
+// Flow replication between gateways (issue 19): what the workers hand to the sync thread, how a
+// replica is taken over, and two sync threads (control/ha/sync.h) over loopback: events, the bulk
+// copy of a gateway that starts, the periodic refresh, and forged, replayed and unknown datagrams
+// as counted drops that create nothing.
+#include <chrono>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
 
 #include <gtest/gtest.h>
 
-#include "flow_record.h"
-#include "flow_state.h"
-#include "sync_proto.h"
-#include "yaml_config.h"
+#include "dataplane/flow/flow_record.h"
+#include "control/ha/state_file.h"
+#include "control/ha/sync.h"
+#include "control/ha/sync_proto.h"
+#include "dataplane/pipeline/worker.h"
+#include "control/config/yaml_config.h"
 #include "../fuzz/sync_fuzz_config.h"
 #include "test_support.h"
 
 using namespace svcgate;
-using namespace svcgate::ctl::sync;
+using namespace std::chrono_literals;
 
 namespace {
 
-constexpr uint32_t kSender = 0x11223344;  // the peer id the tests' datagrams come from
-
-Key key_of(uint8_t b) {
-    Key k;
-    k.fill(b);
-    return k;
-}
-
-struct Opened {
-    bool ok;
-    Drop why;
-    Header h;
-    std::span<const uint8_t> body;
+struct Ring {
+    rte_ring* r;
+    explicit Ring(const char* name)
+        : r(rte_ring_create_elem(name, sizeof(uint32_t), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ)) {}
+    ~Ring() { rte_ring_free(r); }
+    std::vector<uint32_t> drain() {
+        std::vector<uint32_t> out(1024);
+        out.resize(rte_ring_sc_dequeue_burst_elem(r, out.data(), sizeof(uint32_t), 1024, nullptr));
+        return out;
+    }
 };
 
-Opened open_dgram(const std::vector<uint8_t>& d, const Key& k, ReplayWindow& w) {
-    Opened o{};
-    o.ok = open(d.data(), d.size(), k, kSender, w, o.h, o.body, o.why);
-    return o;
+const std::string kClient = "tcp 192.168.67.100:41000 > 192.168.67.8:30001";
+
+std::unique_ptr<ctl::Tracer> gateway(uint16_t owners = 1) {
+    test::ensure_eal();
+    return std::make_unique<ctl::Tracer>(ctl::load_config_string(test::kSyncFuzzConfig, "test.yaml"),
+                                         ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = owners});
 }
 
-std::vector<uint8_t> seal_dgram(Sealer& s, Type t, uint16_t n, const std::vector<uint8_t>& body) {
-    std::vector<uint8_t> out(kMaxDatagram);
-    out.resize(s.seal(t, n, body, out.data()));
-    return out;
+// The flow of `spec`'s tuple as the gateway holds it (original direction), or null.
+const dp::Flow* find(ctl::Tracer& t, const std::string& spec) {
+    const ctl::PacketSpec s = ctl::parse_packet_spec(spec);
+    const dp::FlowRef r = t.flows().lookup(s.key);
+    return r.hit() && r.dir == dp::Direction::original ? &t.flows().flow(r.id) : nullptr;
 }
 
-std::vector<uint8_t> hello_body(uint8_t n_addrs = 0) {
-    Hello h{.flags = 0, .flows = 1, .n_addrs = n_addrs};
-    std::vector<uint8_t> b(kHelloMax);
-    b.resize(encode_hello(h, b.data()));
-    return b;
+uint32_t id_of(ctl::Tracer& t, const std::string& spec) {
+    return t.flows().lookup(ctl::parse_packet_spec(spec).key).id;
 }
 
-// Flow records of a few real flows (a tracer's), concatenated.
-std::vector<uint8_t> some_records(unsigned& count) {
-    auto t = test::tracer(test::gateway_config(R"(
-  - name: default/web
-    type: NodePort
-    cluster_ip: 10.107.169.79
-    ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}]
-    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.3.6}]
-)"), 3);
-    for (int port = 40000; port < 40010; ++port) {
-        t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", port));
-        t->run_spec("reply 1 [S.]");
-        t->forget_history();
-    }
-    std::vector<uint8_t> out;
-    count = 0;
-    for (uint32_t id = 0; id < t->flows().capacity(); ++id) {
-        const auto& f = t->flows().flow(id);
-        if (!f.live.load()) continue;
-        uint8_t rec[dp::kFlowRecordV4];
-        dp::encode_flow(f, t->ctx().now, rec);
-        out.insert(out.end(), rec, rec + sizeof rec);
-        ++count;
-    }
-    return out;
+// A TCP connection through the gateway, up to its first ACK: proven from then on.
+void handshake(ctl::Tracer& t, const std::string& client) {
+    t.forget_history();
+    ASSERT_TRUE(t.run_spec(client + " [S]").new_flow);
+    t.run_spec("reply 1 [S.]");
+    t.run_spec(client + " [.]");
 }
 
 }  // namespace
 
-TEST(Sync, FlowsGoThroughWhole) {
-    test::ensure_eal();
-    unsigned n = 0;
-    const auto body = some_records(n);
-    ASSERT_EQ(n, 10u);
-    Sealer s(key_of(7), kSender, 1000);
-    const auto d = seal_dgram(s, Type::flows, static_cast<uint16_t>(n), body);
-    ASSERT_EQ(d.size(), kHeaderBytes + body.size() + kMacBytes);
-    ReplayWindow w;
-    const Opened o = open_dgram(d, key_of(7), w);
-    ASSERT_TRUE(o.ok) << drop_name(o.why);
-    EXPECT_EQ(o.h.type, Type::flows);
-    EXPECT_EQ(o.h.epoch, 1000u);
-    EXPECT_EQ(o.h.seq, 1u);
-    unsigned seen = 0;
-    for_each_flow(o.body, [&](const dp::FlowRecord& r) {
-        // The record as it was sent.
-        dp::FlowRecord sent;
-        ASSERT_EQ(dp::decode_flow(body.data() + seen * dp::kFlowRecordV4, dp::kFlowRecordV4, sent), dp::kFlowRecordV4);
-        EXPECT_EQ(r.family, dp::Family::v4);
-        EXPECT_TRUE(r.v4.key[0] == sent.v4.key[0]);
-        EXPECT_TRUE(r.v4.key[1] == sent.v4.key[1]);
-        EXPECT_EQ(r.v4.state, sent.v4.state);
-        EXPECT_EQ(r.v4.svc_id, sent.v4.svc_id);
-        ++seen;
-    });
-    EXPECT_EQ(seen, n);
+TEST(SyncEvents, OnlyFlowsThatProvedThemselvesAreHandedOn) {
+    auto t = gateway();
+    Ring ring("sg_test_ev");
+    t->ctx().sync = ring.r;
+    for (int i = 1; i <= 50; ++i) t->run_spec(fmt::format("tcp 198.51.100.{}:40000 > 192.168.67.8:30001 [S]", i));
+    EXPECT_EQ(ring.drain().size(), 0u) << "a SYN flood proves nothing";
+    t->forget_history();
+    t->run_spec(kClient + " [S]");
+    t->run_spec("reply 1 [S.]");
+    EXPECT_EQ(ring.drain().size(), 0u) << "half open";
+    t->run_spec(kClient + " [.]");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, kClient)}) << "established: handed on once";
+    t->run_spec(kClient + " [P.]");
+    t->run_spec("reply 1 [.]");
+    EXPECT_EQ(ring.drain().size(), 0u) << "data changes nothing that matters";
+    t->run_spec(kClient + " [F.]");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, kClient)}) << "a FIN: the replica must learn it";
+    // A datagram flow once answered.
+    t->forget_history();
+    const std::string dns = "udp 192.168.67.100:5353 > 10.107.169.79:53";
+    t->run_spec(dns);
+    EXPECT_EQ(ring.drain().size(), 0u) << "unanswered";
+    t->run_spec("reply 1");
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*t, dns)});
+    t->run_spec(dns);
+    EXPECT_EQ(ring.drain().size(), 0u) << "answered already";
+    const dp::WorkerCounters& c = t->ctx().counters;
+    EXPECT_EQ(c.sync_events, 3u);
+    EXPECT_EQ(c.sync_ring_full, 0u);
+    EXPECT_EQ(c.takeovers, 0u);
 }
 
-TEST(Sync, AWrongKeyOrAnyChangedByteIsRefusedBeforeAnythingIsRead) {
-    test::ensure_eal();
-    unsigned n = 0;
-    const auto body = some_records(n);
-    Sealer s(key_of(7), kSender, 1000);
-    const auto d = seal_dgram(s, Type::flows, static_cast<uint16_t>(n), body);
-    ReplayWindow w;
-    EXPECT_EQ(open_dgram(d, key_of(8), w).why, Drop::bad_mac);
-    for (size_t i = 0; i < d.size(); ++i) {
-        auto x = d;
-        x[i] ^= 0x40;
-        const Opened o = open_dgram(x, key_of(7), w);
-        EXPECT_FALSE(o.ok) << "byte " << i;
-        const Drop want = i < 4 ? Drop::bad_magic : i == 4 ? Drop::bad_version : Drop::bad_mac;
-        EXPECT_EQ(o.why, want) << "byte " << i;
+TEST(SyncEvents, AReplicaThatCarriesAPacketIsServedAndTakenOver) {
+    auto a = gateway(2), b = gateway(2);
+    handshake(*a, kClient);
+    const auto before = a->run_spec(kClient + " [P.]");
+    ASSERT_TRUE(before.out);
+    // a's flow as b receives it: a replica from peer 1, owned by b's sync thread (owner 1).
+    const dp::Flow* f = find(*a, kClient);
+    ASSERT_NE(f, nullptr);
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*f, a->ctx().now, rec);
+    dp::FlowRecord r;
+    ASSERT_EQ(dp::decode_flow(rec, sizeof rec, r), sizeof rec);
+    ctl::FlowImporter imp(b->snapshot(), b->slots().table(), b->flows(), &b->flows6(), 1);
+    ASSERT_EQ(imp.import_to(r, 1, 1, b->ctx().now, 0), ctl::FlowImporter::Outcome::inserted);
+    ASSERT_NE(find(*b, kClient), nullptr);
+    EXPECT_EQ(find(*b, kClient)->origin.load(), 1);
+    Ring ring("sg_test_take");
+    b->ctx().sync = ring.r;
+    const auto mid = b->run_spec(kClient + " [P.]");
+    EXPECT_FALSE(mid.new_flow);
+    EXPECT_EQ(mid.out, before.out) << "the same endpoint, masquerade address and port";
+    EXPECT_EQ(find(*b, kClient)->origin.load(), 0) << "b's own from now on";
+    EXPECT_EQ(b->ctx().counters.takeovers, 1u);
+    EXPECT_EQ(ring.drain(), std::vector<uint32_t>{id_of(*b, kClient)}) << "and b replicates it in turn";
+    b->run_spec(kClient + " [P.]");
+    EXPECT_EQ(b->ctx().counters.takeovers, 1u) << "taken over once";
+    // The pod's reply to a's masquerade address and port goes back to the client from the NodePort.
+    const auto reply = b->run_spec("reply 1 [.]");
+    EXPECT_EQ(reply.out.value_or(""), "tcp 192.168.67.8:30001 > 192.168.67.100:41000") << reply.text();
+}
+
+namespace {
+
+uint16_t free_udp_port() {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+ctl::HaConfig::Endpoint lo(uint16_t port, bool v6 = false) { return {*ctl::parse_ip(v6 ? "::1" : "127.0.0.1"), port}; }
+
+ctl::HaConfig ha(uint16_t listen, std::vector<uint16_t> peers, uint32_t refresh_seconds, bool v6 = false) {
+    ctl::HaConfig c;
+    c.listen = lo(listen, v6);
+    for (uint16_t p : peers) c.peers.push_back(lo(p, v6));
+    c.key.fill(0x11);
+    c.refresh_seconds = refresh_seconds;
+    c.hello_ms = 10;
+    c.dead_after_ms = 100;
+    return c;
+}
+
+// A gateway with its sync thread: a tracer whose tables have the sync thread's owner (1).
+struct Node {
+    std::unique_ptr<ctl::Tracer> t = gateway(2);
+    Ring ring;
+    std::atomic<const dp::ServiceSnapshot*> snap{&t->snapshot()};
+    std::atomic<dp::StatsTable*> stats{const_cast<dp::StatsTable*>(&t->slots().table())};
+    std::unique_ptr<ctl::Syncer> sync;
+
+    Node(const char* ring_name, const ctl::HaConfig& cfg, bool events = true) : ring(ring_name) {
+        if (events) t->ctx().sync = ring.r;
+        sync = std::make_unique<ctl::Syncer>(
+            cfg, ctl::Syncer::Wiring{.flows = &t->flows(), .flows6 = &t->flows6(), .owner = 1, .workers = 1,
+                                     .rings = {ring.r}, .qsbr = nullptr, .qsbr_id = 0, .snapshot = &snap,
+                                     .stats = &stats});
     }
-    for (size_t len = 0; len < d.size(); ++len) {
-        std::vector<uint8_t> x(d.begin(), d.begin() + static_cast<long>(len));
-        const Opened o = open_dgram(x, key_of(7), w);
-        EXPECT_FALSE(o.ok) << len;
-        EXPECT_TRUE(o.why == Drop::truncated || o.why == Drop::bad_mac) << len << ": " << drop_name(o.why);
+    ~Node() { sync->stop(); }
+};
+
+template <typename F>
+bool within(std::chrono::milliseconds limit, F&& f) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+        if (f()) return true;
+        std::this_thread::sleep_for(5ms);
     }
-    EXPECT_EQ(w.epoch(), 0u) << "nothing refused moved the window";
-    EXPECT_TRUE(open_dgram(d, key_of(7), w).ok) << "and the untouched datagram still goes through";
+    return f();
 }
 
-TEST(Sync, ReplayedDatagramsAreRefusedAndForgedOnesCannotMoveTheWindow) {
-    test::ensure_eal();
-    const Key k = key_of(1);
-    Sealer s(k, kSender, 5000);
-    std::vector<std::vector<uint8_t>> d;
-    for (int i = 0; i < 100; ++i) d.push_back(seal_dgram(s, Type::hello, 0, hello_body()));
-    ReplayWindow w;
-    EXPECT_TRUE(open_dgram(d[9], k, w).ok);
-    EXPECT_EQ(open_dgram(d[9], k, w).why, Drop::replayed) << "the same datagram again";
-    EXPECT_TRUE(open_dgram(d[3], k, w).ok) << "late, within the window: taken once";
-    EXPECT_EQ(open_dgram(d[3], k, w).why, Drop::replayed);
-    EXPECT_TRUE(open_dgram(d[90], k, w).ok);
-    EXPECT_EQ(open_dgram(d[20], k, w).why, Drop::replayed) << "older than the window (seq 21 against 91)";
-    EXPECT_TRUE(open_dgram(d[40], k, w).ok) << "seq 41 is within 64 of 91";
-    // A forged datagram claiming a far higher sequence number (and a later epoch) fails its MAC
-    // and leaves the window where it was.
-    Sealer forger(key_of(2), kSender, 9000);
-    for (int i = 0; i < 500; ++i) seal_dgram(forger, Type::hello, 0, hello_body());
-    EXPECT_EQ(open_dgram(seal_dgram(forger, Type::hello, 0, hello_body()), k, w).why, Drop::bad_mac);
-    EXPECT_TRUE(open_dgram(d[91], k, w).ok) << "the real sender goes on";
-    // The sender restarts: a new, later epoch starts a new window; the old epoch is over.
-    Sealer again(k, kSender, 6000);
-    const auto fresh = seal_dgram(again, Type::hello, 0, hello_body());
-    EXPECT_TRUE(open_dgram(fresh, k, w).ok);
-    EXPECT_EQ(w.epoch(), 6000u);
-    EXPECT_EQ(open_dgram(d[99], k, w).why, Drop::replayed) << "a datagram of the previous epoch";
-    // Another gateway of the group (same key) whose datagram is replayed from this peer's address:
-    // its sender id is not this peer's, and even a later epoch moves nothing.
-    Sealer other(k, kSender + 1, 99000);
-    EXPECT_EQ(open_dgram(seal_dgram(other, Type::hello, 0, hello_body()), k, w).why, Drop::wrong_peer);
-    EXPECT_EQ(w.epoch(), 6000u) << "the window did not move";
-    EXPECT_NE(peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7400), peer_id(ctl::parse_ip("10.193.0.12")->a.b, 7400));
-    EXPECT_NE(peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7400), peer_id(ctl::parse_ip("10.193.0.11")->a.b, 7401));
+}  // namespace
+
+TEST(Syncer, AStartingGatewayGetsItsPeersFlowsBeforeItIsReadyThenEveryNewOne) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_a", ha(pa, {pb}, 3600));
+    ASSERT_EQ(a.sync->start(), "");
+    handshake(*a.t, kClient);  // before b runs: b gets it by the bulk copy
+    ASSERT_TRUE(within(2000ms, [&] { return a.sync->ready(); })) << "alone: ready once no peer is heard";
+    Node b("sg_test_b", ha(pb, {pa}, 3600));
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return b.sync->ready(); }));
+    const dp::Flow* f = find(*b.t, kClient);
+    ASSERT_NE(f, nullptr) << "b was ready without a's flow";
+    EXPECT_EQ(f->origin.load(), 1) << "a replica, from ha.peers[0]";
+    const auto s = b.sync->status();
+    ASSERT_EQ(s.peers.size(), 1u);
+    EXPECT_TRUE(s.peers[0].alive);
+    EXPECT_TRUE(s.peers[0].copied);
+    // A flow proven on a now reaches b by the workers' ring (the refresh takes an hour here).
+    const std::string c2 = "tcp 192.168.67.101:42000 > 192.168.67.8:30001";
+    handshake(*a.t, c2);
+    EXPECT_TRUE(within(1000ms, [&] { return find(*b.t, c2) != nullptr; }));
+    EXPECT_GE(a.sync->status().taken_events, 1u);
+    // Served by b as a would: the same endpoint and masquerade port.
+    const auto on_a = a.t->run_spec(c2 + " [P.]"), on_b = b.t->run_spec(c2 + " [P.]");
+    EXPECT_EQ(on_b.out, on_a.out);
+    EXPECT_FALSE(on_b.new_flow);
+    EXPECT_EQ(b.t->ctx().counters.takeovers, 1u);
 }
 
-TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
-    test::ensure_eal();
-    unsigned n = 0;
-    auto body = some_records(n);
-    const Key k = key_of(3);
-    Sealer s(k, kSender, 1);
-    ReplayWindow w;
-    EXPECT_EQ(open_dgram(seal_dgram(s, Type::flows, static_cast<uint16_t>(n + 1), body), k, w).why, Drop::malformed)
-        << "a count the body does not hold";
-    auto bad = body;
-    bad[dp::kFlowRecordV4 * 3] = 9;  // the fourth record's family
-    EXPECT_EQ(open_dgram(seal_dgram(s, Type::flows, static_cast<uint16_t>(n), bad), k, w).why, Drop::malformed);
-    body.pop_back();
-    EXPECT_EQ(open_dgram(seal_dgram(s, Type::flows, static_cast<uint16_t>(n), body), k, w).why, Drop::malformed)
-        << "a record cut short";
-    EXPECT_EQ(open_dgram(seal_dgram(s, static_cast<Type>(9), 0, {}), k, w).why, Drop::malformed) << "an unknown type";
-    EXPECT_EQ(open_dgram(seal_dgram(s, Type::hello, 0, {1, 2}), k, w).why, Drop::malformed) << "a short hello";
-    EXPECT_EQ(w.epoch(), 0u) << "refused: the window did not move";
+// The same over IPv6 (ha.listen [::1]:PORT): the sockets, the peers' addresses and their ids.
+TEST(Syncer, ReplicatesOverIpv6) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_6a", ha(pa, {pb}, 3600, true));
+    Node b("sg_test_6b", ha(pb, {pa}, 3600, true));
+    ASSERT_EQ(a.sync->start(), "");
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return a.sync->ready() && b.sync->ready(); }));
+    handshake(*a.t, kClient);
+    ASSERT_TRUE(within(1000ms, [&] { return find(*b.t, kClient) != nullptr; }));
+    const auto s = b.sync->status();
+    EXPECT_EQ(s.listen, fmt::format("[::1]:{}", pb));
+    ASSERT_EQ(s.peers.size(), 1u);
+    EXPECT_EQ(s.peers[0].address, fmt::format("[::1]:{}", pa));
+    EXPECT_TRUE(s.peers[0].alive);
+    EXPECT_GE(s.peers[0].flows_received, 1u);
 }
 
-TEST(Sync, HelloRoundTrips) {
-    uint8_t b[kHelloMax];
-    Hello in{.flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .to = 0xa1b2c3d4, .n_addrs = 2};
-    in.addrs[0] = *ctl::parse_ip("10.192.0.12");
-    in.addrs[1] = *ctl::parse_ip("fd00:192::12");
-    const size_t n = encode_hello(in, b);
-    EXPECT_EQ(n, hello_size(2));
-    Hello h;
-    ASSERT_TRUE(decode_hello(std::span<const uint8_t>(b, n), h));
-    EXPECT_EQ(h.flags, kHelloStarting);
-    EXPECT_EQ(h.flows, 123456u);
-    EXPECT_EQ(h.copied_for, 0x0102030405060708u);
-    EXPECT_EQ(h.to, 0xa1b2c3d4u);
-    ASSERT_EQ(h.n_addrs, 2);
-    EXPECT_EQ(ctl::format_ip(h.addrs[0]), "10.192.0.12");
-    EXPECT_EQ(ctl::format_ip(h.addrs[1]), "fd00:192::12");
-    EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, n - 1), h)) << "cut short";
-    b[kHelloFixed - 1] = kHelloAddresses + 1;
-    EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, hello_size(kHelloAddresses + 1)), h)) << "too many addresses";
+TEST(Syncer, TheRefreshSendsWhatNoEventDid) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_ra", ha(pa, {pb}, 1), /*events=*/false);  // every event lost
+    Node b("sg_test_rb", ha(pb, {pa}, 1));
+    ASSERT_EQ(a.sync->start(), "");
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(3000ms, [&] { return a.sync->ready() && b.sync->ready(); }));
+    handshake(*a.t, kClient);
+    EXPECT_TRUE(within(2500ms, [&] { return find(*b.t, kClient) != nullptr; })) << "healed within a refresh period";
+    EXPECT_GE(a.sync->status().refreshed, 1u);
+    EXPECT_EQ(a.t->ctx().counters.sync_events, 0u);
 }
 
-TEST(Sync, TheKeyIs64HexDigits) {
-    Key k{};
-    EXPECT_EQ(parse_key(std::string(64, 'a') + "\n", k), "");
-    EXPECT_EQ(k[0], 0xaa);
-    EXPECT_NE(parse_key(std::string(62, 'a'), k), "");
-    EXPECT_NE(parse_key(std::string(63, 'a') + "g", k), "");
-    EXPECT_NE(parse_key("", k), "");
-}
-
-// The fuzzer's seeds are sealed in Python (tests/fuzz/make_corpus.py: HMAC-SHA-512 cut to 256
-// bits): libsodium's crypto_auth must agree, and the records must import into the fuzzer's
-// Service (their svc_id computed there as the snapshot builder does).
-TEST(Sync, ADatagramSealedElsewhereOpensAndItsFlowsImport) {
-    test::ensure_eal();
-    std::ifstream f(std::string(SVCGATE_SOURCE_DIR) + "/tests/fuzz/corpus/sync/dgram-flows", std::ios::binary);
-    std::vector<uint8_t> d{std::istreambuf_iterator<char>(f), {}};
-    ASSERT_GT(d.size(), 1u);
-    d.erase(d.begin());  // the fuzzer's mode byte
-    ReplayWindow w;
-    Opened o{};
-    o.ok = open(d.data(), d.size(), key_of(test::kSyncFuzzKeyByte), test::kSyncFuzzSender, w, o.h, o.body, o.why);
-    ASSERT_TRUE(o.ok) << drop_name(o.why);
-    EXPECT_EQ(o.h.records, 6u);
-    auto t = test::tracer(test::kSyncFuzzConfig);
-    ctl::FlowImporter imp(t->snapshot(), t->slots().table(), t->flows(), &t->flows6(), t->flows().owners());
-    unsigned inserted = 0;
-    uint32_t turn = 0;
-    for_each_flow(o.body, [&](const dp::FlowRecord& r) {
-        dp::FlowRecord c = r;
-        inserted += imp.import(c, turn++, t->ctx().now, 0) == ctl::FlowImporter::Outcome::inserted;
-    });
-    EXPECT_EQ(inserted, 6u);
-    auto mid = t->run_spec("tcp 192.168.67.100:40001 > 192.168.67.8:30001 [.]");
-    EXPECT_FALSE(mid.new_flow) << mid.text();
-    EXPECT_EQ(mid.out.value_or(""), "tcp 10.192.0.2:1025 > 10.244.2.4:80") << "the replica's endpoint and port";
+TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
+    const uint16_t pb = free_udp_port(), px = free_udp_port();
+    Node b("sg_test_fb", ha(pb, {px}, 3600));
+    ASSERT_EQ(b.sync->start(), "");
+    // x: a peer of b's config, played by this test.
+    const int x = socket(AF_INET, SOCK_DGRAM, 0), stranger = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in xa{}, ba{};
+    xa.sin_family = ba.sin_family = AF_INET;
+    xa.sin_addr.s_addr = ba.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    xa.sin_port = htons(px);
+    ba.sin_port = htons(pb);
+    ASSERT_EQ(bind(x, reinterpret_cast<sockaddr*>(&xa), sizeof xa), 0);
+    auto send = [&](int fd, const std::vector<uint8_t>& d) {
+        sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&ba), sizeof ba);
+    };
+    // Records of a real flow, made on another gateway.
+    auto other = gateway();
+    handshake(*other, kClient);
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*find(*other, kClient), other->ctx().now, rec);
+    const std::vector<uint8_t> body(rec, rec + sizeof rec);
+    auto seal = [&](ctl::sync::Sealer& s) {
+        std::vector<uint8_t> d(ctl::sync::kMaxDatagram);
+        d.resize(s.seal(ctl::sync::Type::flows, 1, body, d.data()));
+        return d;
+    };
+    ctl::sync::Key wrong;
+    wrong.fill(0x22);
+    const uint32_t x_id = ctl::sync::peer_id(lo(px).addr.a.b, px), b_id = ctl::sync::peer_id(lo(pb).addr.a.b, pb);
+    ctl::sync::Sealer forger(wrong, x_id, 5), right(ha(0, {}, 1).key, x_id, 5), as_b(ha(0, {}, 1).key, b_id, 50);
+    send(x, seal(forger));
+    send(stranger, seal(right));
+    send(x, seal(as_b));  // b's own datagram (right key) sent back to it from x's address
+    ASSERT_TRUE(within(1000ms, [&] {
+        const auto s = b.sync->status();
+        return s.drops[static_cast<unsigned>(ctl::sync::Drop::bad_mac)] == 1 &&
+               s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1 &&
+               s.drops[static_cast<unsigned>(ctl::sync::Drop::wrong_peer)] == 1;
+    }));
+    EXPECT_EQ(find(*b.t, kClient), nullptr) << "nothing forged or foreign made a flow";
+    // Authentic, then the same datagram again.
+    const std::vector<uint8_t> good = seal(right);
+    send(x, good);
+    ASSERT_TRUE(within(1000ms, [&] { return find(*b.t, kClient) != nullptr; }));
+    send(x, good);
+    EXPECT_TRUE(within(1000ms, [&] {
+        return b.sync->status().drops[static_cast<unsigned>(ctl::sync::Drop::replayed)] == 1;
+    }));
+    const auto s = b.sync->status();
+    EXPECT_EQ(s.peers[0].datagrams_received, 1u) << "only the authentic one";
+    EXPECT_EQ(s.peers[0].flows_received, 1u);
+    close(x);
+    close(stranger);
 }

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include "yaml_tree.h"
+#include "control/config/yaml_tree.h"
 
 using namespace svcgate::ctl;
 

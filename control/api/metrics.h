@@ -1,0 +1,40 @@
+// Prometheus: the text exposition of the daemon's counters, served over HTTP by cpp-httplib on
+// its own threads (control.metrics, 127.0.0.1:9477 by default). A slow or silent client holds one
+// of the server's threads until its read timeout, never the control thread and never a worker;
+// rendering takes the daemon's lock only while it reads the counters.
+//
+// Runs on: the metrics server's threads; render_metrics() on any thread holding the daemon's lock.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "control/daemon/daemon_state.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace svcgate::ctl {
+
+// The Prometheus text exposition format (caller holds st.mu).
+std::string render_metrics(const DaemonState& st);
+
+class MetricsServer {
+public:
+    MetricsServer();
+    ~MetricsServer();  // stops the server and joins its thread
+    MetricsServer(const MetricsServer&) = delete;
+    MetricsServer& operator=(const MetricsServer&) = delete;
+
+    // Listens on "IPv4:PORT" and serves GET /metrics from `st`. "" = off. Returns "" or what
+    // went wrong (the gateway runs on without metrics).
+    std::string start(const std::string& host_port, DaemonState& st);
+
+private:
+    std::unique_ptr<httplib::Server> server_;
+    std::thread thread_;
+};
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,41 @@
+// rtnetlink, the little of it svcgate needs: addresses on its host interfaces and the routes of
+// its announcement table (announce.h). Requests are acknowledged one by one, so every failure
+// comes back as a message naming what failed.
+//
+// Runs on: the control thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/base/types.h"
+
+namespace svcgate::ctl {
+
+class Netlink {
+public:
+    Netlink();
+    ~Netlink();
+    Netlink(const Netlink&) = delete;
+    Netlink& operator=(const Netlink&) = delete;
+
+    // Each returns "" or what went wrong.
+    std::string add_address(int ifindex, const dp::IpCidr& a);
+    std::string del_address(int ifindex, const dp::IpCidr& a);  // one already gone is no failure
+    // A route of table `table` to `prefix` through interface `ifindex` (a link route, proto
+    // static), added (replacing one to the same prefix) or deleted.
+    std::string add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex);
+    std::string del_route(uint32_t table, const dp::IpCidr& prefix);
+    // The prefixes of every route in `table` (both families).
+    std::vector<dp::IpCidr> routes(uint32_t table, std::string& err);
+
+private:
+    // 0 or the kernel's errno for the request.
+    int request(void* msg, std::string& err);
+    std::string request(void* msg, const char* what);
+    int fd_ = -1;
+    uint32_t seq_ = 0;
+};
+
+}  // namespace svcgate::ctl

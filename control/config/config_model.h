@@ -1,0 +1,272 @@
+// The configuration as plain structs: what the YAML says, already typed, with the position of
+// every item so later checks can report file:line:column. No DPDK here.
+//
+// Runs on: the control thread, `svcgatectl`, `svcgate --check`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dataplane/fragment/fragment.h"
+#include "dataplane/lb/snapshot.h"
+#include "dataplane/base/types.h"
+
+namespace svcgate::ctl {
+
+using dp::Cidr4;
+using dp::Cidr6;
+using dp::Family;
+using dp::Ip4;
+using dp::Ip6;
+using dp::IpAddr;
+using dp::IpCidr;
+using dp::Proto;
+
+// A file name that every Mark of one file shares (a config has tens of thousands of marks).
+class FileName {
+public:
+    FileName() : p_(std::make_shared<const std::string>()) {}
+    FileName(std::string s) : p_(std::make_shared<const std::string>(std::move(s))) {}
+    FileName(const char* s) : FileName(std::string(s)) {}
+    operator const std::string&() const { return *p_; }
+    const std::string& str() const { return *p_; }
+    friend bool operator==(const FileName& a, const std::string& b) { return *a.p_ == b; }
+    friend bool operator==(const FileName& a, const char* b) { return *a.p_ == b; }
+
+private:
+    std::shared_ptr<const std::string> p_;
+};
+
+struct Mark {
+    FileName file;
+    int line = 0;    // 1-based; 0 = unknown
+    int column = 0;  // 1-based
+};
+
+struct ConfigIssue {
+    Mark mark;
+    std::string path;     // e.g. services[3].ports[0].targetPort
+    std::string message;
+    std::string str() const;  // "file:line:col: path: message"
+};
+
+// Thrown by the loaders and the builder with every error found (up to a cap), not only the first.
+struct ConfigError : std::runtime_error {
+    std::vector<ConfigIssue> issues;
+    std::vector<ConfigIssue> warnings;  // found on the way; shown with the errors
+    explicit ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w = {});
+};
+
+// The largest port MTU: a frame must fit one mbuf (RTE_MBUF_DEFAULT_DATAROOM, 2048 bytes, less
+// an Ethernet header and a VLAN tag); a jumbo frame would arrive chained (mbuf_chained).
+inline constexpr uint16_t kMaxMtu = 2030;
+
+struct PortConfig {
+    std::string name;
+    std::string device;           // DPDK device arguments
+    std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
+    uint16_t mtu = 1500;           // the largest IP packet it sends (fragment.h)
+    // The port's kernel interface (a TAP device with the port's MAC and addresses): what the
+    // dataplane does not answer for the gateway's own addresses goes there, what the kernel
+    // sends on it leaves through the port. "" = none (host_path.h).
+    std::string host_interface;
+    // The port's MAC, set on the device; none: the device's own (gateways on one LAN whose
+    // virtual devices all start with the same MAC).
+    std::optional<std::array<uint8_t, 6>> mac;
+    Mark mark;
+};
+
+struct RouteConfig {
+    IpCidr prefix;
+    IpAddr via;  // of the prefix's family
+    Mark mark;
+};
+
+// A neighbor whose MAC is configured, not learned (a next hop that does not answer ARP; a
+// benchmark port with nothing behind it).
+struct NeighborConfig {
+    IpAddr ip;
+    std::array<uint8_t, 6> mac{};
+    Mark mark;
+};
+
+struct DataplaneConfig {
+    std::vector<std::string> eal;
+    uint16_t workers = 1;
+    std::vector<PortConfig> ports;
+    std::vector<RouteConfig> routes;
+    std::vector<NeighborConfig> neighbors;
+    uint32_t mbufs = 0;  // the packet pool; 0 = what the ports and workers need
+    uint32_t flow_capacity = 1u << 20;
+    uint32_t flow_capacity_v6 = 1u << 18;  // the IPv6 table (flow_table.capacity_v6)
+    // Masquerade when client and endpoint are reached through the same next hop, so that the
+    // reply comes back through the gateway. Off where the network already sends such replies
+    // through it (kube-proxy's own node, with br_netfilter; policy routing).
+    bool one_arm_masquerade = true;
+    dp::Timeouts timeouts{};
+    uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap
+    // Where the flows are written on an orderly stop and read back at the next start (control/ha/state_file.h);
+    // "" = off. A file older than state_max_age seconds is refused.
+    std::string state_file;
+    uint32_t state_max_age = 600;
+    dp::FragParams fragments{};         // the fragment hold (dataplane.fragments)
+    uint32_t icmp_errors_per_second = 1000;  // per worker: too-big errors; 0 = no limit
+    // Packets per second and worker handed to the host interfaces (dataplane.host_path): ARP,
+    // ND and packets from on-link senders (TTL or hop limit 255: BGP with GTSM, BFD) have their
+    // own budget, so a flood of anything else cannot starve the routing daemon.
+    uint32_t punt_control_per_second = 2000;
+    uint32_t punt_other_per_second = 1000;
+};
+
+// What the box announces and how (routing:, announce.h). svcgate writes the addresses to
+// announce as routes into a kernel table of its own, which a routing daemon (BIRD, FRR) exports.
+struct RoutingConfig {
+    uint32_t table = 0;  // 0 = off
+    bool load_balancer_ips = true;
+    bool external_ips = true;
+    bool node_ips = true;
+    bool cluster_ips = false;
+    bool service_cidrs = false;
+    Mark mark;
+};
+
+// Flow replication between gateways (ha:, sync.h): where this gateway listens, its peers, the
+// shared key (ha.key_file, read at load), and the protocol's periods.
+struct HaConfig {
+    struct Endpoint {
+        IpAddr addr;
+        uint16_t port = 0;
+        bool operator==(const Endpoint&) const = default;
+    };
+    Endpoint listen;               // listen: ADDRESS:PORT (UDP)
+    std::vector<Endpoint> peers;   // peers: [ADDRESS or ADDRESS:PORT] (the listen port by default)
+    std::string key_file;
+    std::array<uint8_t, 32> key{};
+    // Ports whose addresses a survivor takes over when this gateway dies (its masquerade
+    // addresses, where the pods' replies come back): usually the cluster-facing ones.
+    std::vector<std::string> takeover_ports;
+    uint32_t refresh_seconds = 10;  // every flow sent again this often (heals lost datagrams)
+    uint32_t hello_ms = 100;        // liveness
+    uint32_t dead_after_ms = 1000;  // a peer not heard from this long is dead
+    bool enabled() const noexcept { return !peers.empty(); }
+    bool operator==(const HaConfig&) const = default;
+};
+
+// The daemon's operator endpoints.
+struct ControlConfig {
+    std::string socket = "/run/svcgate.sock";  // "" = off
+    unsigned socket_mode = 0600;
+    std::string metrics = "127.0.0.1:9477";    // Prometheus; "" = off
+    bool watch = true;                         // reload when the config or a manifest changes
+    uint32_t drain_timeout = 300;              // seconds: svcgatectl drain without --timeout
+};
+
+struct ClusterConfig {
+    std::string node_name;
+    // Both families in each list. The first of a family is that family's primary node IP (LB
+    // source ranges); each family's detector is its own CIDRs (empty = none), as each of
+    // kube-proxy's two proxiers has.
+    std::vector<IpAddr> node_ips;
+    std::vector<IpCidr> nodeport_addresses;  // empty = every node IP
+    std::vector<IpCidr> cluster_cidrs;
+    std::vector<IpCidr> service_cidrs;
+    bool masquerade_all = false;
+    bool reject_unknown_port = true;
+    uint16_t nodeport_min = 30000;
+    uint16_t nodeport_max = 32767;
+    // The source ports masquerade hands out (cluster.masquerade_ports): gateways behind one ECMP
+    // group take ranges that do not overlap, so a flow taken over from another keeps a port that no
+    // local flow holds.
+    uint16_t masquerade_port_min = 1024;
+    uint16_t masquerade_port_max = 65535;
+    // Maglev's seed and table size (cluster.maglev_seed, maglev_table_size; 0 = by endpoint count):
+    // gateways that share them choose alike for a connection none of them has seen.
+    uint32_t maglev_seed = 0;
+    uint32_t maglev_table_size = 0;
+};
+
+struct ServicePortConfig {
+    std::string name;
+    Proto proto = Proto::tcp;
+    uint16_t port = 0;
+    std::optional<uint16_t> target_port;   // compact form: the endpoints' port
+    uint16_t node_port = 0;
+    Mark mark;
+    std::string path;  // where the loader found it, e.g. items[3].spec.ports[0]
+};
+
+struct EndpointConfig {
+    IpAddr ip;
+    std::string node;
+    bool ready = true;
+    bool serving = true;
+    bool terminating = false;
+    Mark mark;
+};
+
+// Endpoints that share a port list (one EndpointSlice; or the compact form's single group).
+struct EndpointGroup {
+    struct Port {
+        std::string name;
+        Proto proto = Proto::tcp;
+        uint16_t port = 0;
+    };
+    std::vector<Port> ports;
+    std::vector<EndpointConfig> endpoints;
+};
+
+enum class ServiceType : uint8_t { cluster_ip, node_port, load_balancer, external_name };
+
+// sessionAffinity ClientIP's timeout when none is given (the Kubernetes API default).
+inline constexpr uint32_t kDefaultAffinityTimeout = 10800;
+
+struct ServiceConfig {
+    std::string ns, name;
+    ServiceType type = ServiceType::cluster_ip;
+    // One ClusterIP per family (clusterIPs); none: headless. A family the Service has a ClusterIP
+    // of is served with that family's external IPs, LB IPs, endpoints and node IPs, as
+    // kube-proxy's proxier of that family does.
+    std::vector<IpAddr> cluster_ips;
+    std::vector<IpAddr> external_ips;
+    std::vector<IpAddr> lb_ips;
+    std::vector<IpCidr> lb_source_ranges;
+    std::vector<ServicePortConfig> ports;
+    dp::Scheduler scheduler = dp::Scheduler::random;
+    uint32_t affinity_timeout = 0;  // 0 = None
+    bool external_local = false;
+    bool internal_local = false;
+    // kube-proxy's per-Service health check for policy Local LoadBalancers (health.h); 0 = none.
+    uint16_t health_check_node_port = 0;
+    std::vector<EndpointGroup> groups;
+    Mark mark;
+    std::string full_name() const { return ns + "/" + name; }
+};
+
+// What the Kubernetes-object loader read and what it set aside, as kube-proxy would.
+struct KubeStats {
+    unsigned services = 0;        // v1 Service objects read
+    unsigned slices = 0;          // EndpointSlices attached to a Service
+    unsigned headless = 0;        // clusterIP None: no dataplane rule
+    unsigned external_name = 0;   // type ExternalName: no dataplane rule
+    unsigned ignored_objects = 0; // other kinds
+};
+
+struct Config {
+    std::string file;
+    DataplaneConfig dataplane;
+    ClusterConfig cluster;
+    ControlConfig control;
+    RoutingConfig routing;
+    HaConfig ha;
+    std::vector<ServiceConfig> services;
+    std::vector<std::string> manifests;  // Kubernetes object files, as resolved
+    KubeStats kube;
+    std::vector<ConfigIssue> warnings;  // unknown fields and the like
+};
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,306 @@
+#include "control/config/kube_objects.h"
+
+#include <algorithm>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "control/config/yaml_reader.h"
+
+namespace svcgate::ctl {
+
+namespace {
+
+constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
+constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
+
+struct PendingSlice {
+    std::string ns, service, name;
+    Family family = Family::v4;  // addressType
+    EndpointGroup group;
+    Mark mark;
+};
+
+struct KubeLoader {
+    Config& cfg;
+    std::vector<ConfigIssue>& errors;
+    std::vector<PendingSlice> slices;
+
+    std::vector<IpAddr> addrs(Reader& r, const ytree::Node& n, const Path& path) { return r.ips(n, path); }
+
+    // metadata.name / metadata.namespace (default "default").
+    bool meta(Reader& r, const ytree::Node& obj, const std::string& path, std::string& ns, std::string& name) {
+        const ytree::Node m = obj["metadata"];
+        if (!m || !r.open_map(m, {path, ".metadata"})) {
+            if (!m) r.error(obj, path, "an object needs metadata.name");
+            return false;
+        }
+        name = r.str_or_empty(m, "name", {path, ".metadata"});
+        ns = r.str_or_empty(m, "namespace", {path, ".metadata"});
+        if (ns.empty()) ns = "default";
+        if (name.empty()) {
+            r.error(m, path + ".metadata", "an object needs metadata.name");
+            return false;
+        }
+        return true;
+    }
+
+    void service(Reader& r, const ytree::Node& obj, const std::string& path) {
+        ServiceConfig s{.mark = r.mark(obj)};
+        if (!meta(r, obj, path, s.ns, s.name)) return;
+        ++cfg.kube.services;
+        const ytree::Node spec = obj["spec"];
+        if (!spec || !r.open_map(spec, {path, ".spec"})) {
+            if (!spec) r.error(obj, path, "a Service needs a spec");
+            return;
+        }
+        const std::string sp = path + ".spec";
+
+        const std::string type = r.str_or_empty(spec, "type", sp);
+        if (type.empty() || type == "ClusterIP") s.type = ServiceType::cluster_ip;
+        else if (type == "NodePort") s.type = ServiceType::node_port;
+        else if (type == "LoadBalancer") s.type = ServiceType::load_balancer;
+        else if (type == "ExternalName") s.type = ServiceType::external_name;
+        else {
+            r.error(spec["type"], sp + ".type",
+                    fmt::format("\"{}\" is not ClusterIP, NodePort, LoadBalancer or ExternalName", type));
+        }
+
+        // Families: clusterIPs holds one ClusterIP per family (spec.ipFamilies, in its order;
+        // clusterIP is its first). Each family is served as kube-proxy's proxier of that family
+        // serves it: its ClusterIP, its external and LB IPs, its EndpointSlices.
+        if (s.type == ServiceType::external_name) {
+            ++cfg.kube.external_name;
+        } else {
+            const std::string cip = r.str_or_empty(spec, "clusterIP", sp);
+            if (cip == "None") {
+                ++cfg.kube.headless;
+            } else if (cip.empty()) {
+                r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
+            } else {
+                if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"})) s.cluster_ips.push_back(*a);  // on error: reading goes on
+                if (const ytree::Node ips = spec["clusterIPs"]; ips && !ips.IsNull())
+                    for (const IpAddr& a : r.ips(ips, {sp, ".clusterIPs"})) {
+                        bool have = false;
+                        for (const IpAddr& b : s.cluster_ips) have = have || b.family() == a.family();
+                        if (!have) s.cluster_ips.push_back(a);
+                        else if (std::find(s.cluster_ips.begin(), s.cluster_ips.end(), a) == s.cluster_ips.end())
+                            r.error(ips, sp + ".clusterIPs", fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
+                    }
+            }
+        }
+        s.external_ips = addrs(r, spec["externalIPs"], {sp, ".externalIPs"});
+        if (const ytree::Node st = obj["status"]; st && st.IsMap())
+            if (const ytree::Node lb = st["loadBalancer"]; lb && lb.IsMap())
+                if (const ytree::Node ing = lb["ingress"]; ing && r.seq(ing, {path, ".status.loadBalancer.ingress"}))
+                    for (size_t i = 0; i < ing.size(); ++i) {
+                        const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
+                        if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
+                        // ipMode Proxy: the load balancer proxies, traffic arrives for the node.
+                        if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
+                        if (auto a = r.ip(ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
+                    }
+        s.lb_source_ranges = r.cidrs(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges");  // trims, as kube-proxy does
+
+        if (r.client_ip_affinity(spec["sessionAffinity"], {sp, ".sessionAffinity"})) {
+            s.affinity_timeout = kDefaultAffinityTimeout;
+            if (const ytree::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
+                                                                   t["clientIP"].IsMap() &&
+                                                                   t["clientIP"]["timeoutSeconds"])
+                if (auto v = r.uint<uint32_t>(t["clientIP"]["timeoutSeconds"],
+                                              sp + ".sessionAffinityConfig.clientIP.timeoutSeconds", 1, 86400))
+                    s.affinity_timeout = *v;
+        }
+        s.external_local = r.local_policy(spec["externalTrafficPolicy"], {sp, ".externalTrafficPolicy"});
+        s.internal_local = r.local_policy(spec["internalTrafficPolicy"], {sp, ".internalTrafficPolicy"});
+        if (const ytree::Node h = spec["healthCheckNodePort"])
+            s.health_check_node_port = r.uint<uint16_t>(h, {sp, ".healthCheckNodePort"}, 1, 65535).value_or(0);
+
+        // svcgate's own knob, as an annotation so that kubectl output can carry it.
+        s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
+                                  fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
+                          .value_or(dp::Scheduler::random);
+
+        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"})) {
+            for (size_t i = 0; i < ports.size(); ++i) {
+                const ytree::Node p = ports[i];
+                const std::string pp = fmt::format("{}.ports[{}]", sp, i);
+                if (!r.open_map(p, pp)) continue;
+                ServicePortConfig pc{.mark = r.mark(p), .path = pp};
+                pc.name = r.str_or_empty(p, "name", pp);
+                auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
+                if (!p["port"]) {
+                    r.error(p, pp, "a Service port needs port");
+                    continue;
+                }
+                auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
+                if (p["nodePort"] && !p["nodePort"].IsNull())
+                    pc.node_port = r.uint<uint16_t>(p["nodePort"], pp + ".nodePort", 0, 65535).value_or(0);
+                if (!pr || !port) continue;
+                pc.proto = *pr;
+                pc.port = *port;
+                s.ports.push_back(std::move(pc));
+            }
+        }
+        cfg.services.push_back(std::move(s));
+    }
+
+    void endpoint_slice(Reader& r, const ytree::Node& obj, const std::string& path) {
+        PendingSlice ps{.mark = r.mark(obj)};
+        if (!meta(r, obj, path, ps.ns, ps.name)) return;
+        const std::string at = r.str_or_empty(obj, "addressType", path);
+        if (at != "IPv4" && at != "IPv6") {
+            r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is neither IPv4 nor IPv6: ignored",
+                                          ps.ns, ps.name, at));
+            return;
+        }
+        ps.family = at == "IPv6" ? Family::v6 : Family::v4;
+        const ytree::Node labels = obj["metadata"]["labels"];
+        if (labels && labels.IsMap() && labels[kServiceNameLabel])
+            ps.service = r.str(labels[kServiceNameLabel], {path, ".metadata.labels"}).value_or("");
+        if (ps.service.empty()) {
+            r.warn(obj, path, fmt::format("EndpointSlice {}/{} has no {} label: no Service uses it", ps.ns, ps.name,
+                                          kServiceNameLabel));
+            return;
+        }
+        if (const ytree::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, {path, ".ports"})) {
+            for (size_t i = 0; i < ports.size(); ++i) {
+                const ytree::Node p = ports[i];
+                const std::string pp = fmt::format("{}.ports[{}]", path, i);
+                if (!r.open_map(p, pp)) continue;
+                EndpointGroup::Port gp{.name = r.str_or_empty(p, "name", pp)};
+                auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
+                if (!p["port"] || p["port"].IsNull()) continue;  // "all ports": not a Service's
+                auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
+                if (!pr || !port) continue;
+                gp.proto = *pr;
+                gp.port = *port;
+                ps.group.ports.push_back(std::move(gp));
+            }
+        }
+        const Path eps_path(path, ".endpoints");
+        if (const ytree::Node eps = obj["endpoints"]; eps && !eps.IsNull() && r.seq(eps, eps_path)) {
+            for (size_t i = 0; i < eps.size(); ++i) {
+                const ytree::Node e = eps[i];
+                const Path ep(eps_path, i);
+                if (!r.open_map(e, ep)) continue;
+                const ytree::Node a = e["addresses"];
+                if (!a || !a.IsSequence() || a.size() == 0) {
+                    r.error(e, ep, "an endpoint needs addresses");
+                    continue;
+                }
+                EndpointConfig ec{.mark = r.mark(e)};
+                auto ip = r.ip(a[0], {ep, ".addresses[0]"});
+                if (ip && ip->family() != ps.family) {
+                    r.error(a[0], {ep, ".addresses[0]"}, fmt::format("{} is not of the slice's addressType", format_ip(*ip)));
+                    ip.reset();
+                }
+                ec.node = r.str_or_empty(e, "nodeName", ep);
+                if (const ytree::Node c = e["conditions"]; c && c.IsMap()) {
+                    const Path cp(ep, ".conditions.");
+                    auto cond = [&](const char* key, bool dflt) {
+                        const ytree::Node v = c[key];
+                        if (!v || v.IsNull()) return dflt;
+                        return r.boolean(v, Path(cp, key)).value_or(dflt);
+                    };
+                    ec.ready = cond("ready", true);
+                    ec.serving = cond("serving", true);
+                    ec.terminating = cond("terminating", false);
+                }
+                if (ip) ec.ip = *ip, ps.group.endpoints.push_back(std::move(ec));
+            }
+        }
+        slices.push_back(std::move(ps));
+    }
+
+    void object(Reader& r, const ytree::Node& obj, const std::string& path) {
+        if (!obj || obj.IsNull()) return;  // an empty document
+        if (!r.open_map(obj, path)) return;
+        const std::string kind = r.str_or_empty(obj, "kind", path);
+        const std::string api = r.str_or_empty(obj, "apiVersion", path);
+        const std::string prefix = path.empty() ? "" : path + ".";
+        if (const ytree::Node items = obj["items"]; items && kind.ends_with("List")) {
+            if (!items.IsNull() && r.seq(items, prefix + "items"))
+                for (size_t i = 0; i < items.size(); ++i) object(r, items[i], fmt::format("{}items[{}]", prefix, i));
+            return;
+        }
+        const std::string where = path.empty() ? kind : path;
+        if (kind == "Service" && api == "v1") {
+            service(r, obj, where);
+        } else if (kind == "EndpointSlice" && api.starts_with("discovery.k8s.io/")) {
+            endpoint_slice(r, obj, where);
+        } else if (kind.empty()) {
+            r.error(obj, path, "not a Kubernetes object (no kind)");
+        } else {
+            ++cfg.kube.ignored_objects;
+            r.warn(obj, where, fmt::format("{} {}: not a Service or an EndpointSlice: ignored",
+                                          api.empty() ? "?" : api, kind));
+        }
+    }
+
+    void stream(const std::string& text, const std::string& name) {
+        Reader r(name, errors, cfg.warnings);
+        try {
+            const ytree::Stream stream = ytree::Stream::parse(text);
+            const std::vector<ytree::Node> docs = stream.documents();
+            for (size_t d = 0; d < docs.size(); ++d)
+                object(r, docs[d], docs.size() == 1 ? std::string{} : fmt::format("document[{}]", d));
+        } catch (const ytree::ParseError& e) {
+            errors.push_back(ConfigIssue{Mark{name, e.mark.is_null() ? 0 : e.mark.line + 1,
+                                              e.mark.is_null() ? 0 : e.mark.column + 1},
+                                         "", e.msg});
+        }
+    }
+
+    // Every slice joins its Service; all slices of one Service are merged by the builder.
+    void attach() {
+        std::map<std::string, ServiceConfig*> by_name;
+        for (ServiceConfig& s : cfg.services) by_name.emplace(s.full_name(), &s);
+        for (PendingSlice& ps : slices) {
+            auto it = by_name.find(ps.ns + "/" + ps.service);
+            if (it == by_name.end()) {
+                errors.push_back(ConfigIssue{ps.mark, "", fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
+                                                                      ps.ns, ps.name, ps.ns, ps.service)});
+                continue;
+            }
+            it->second->groups.push_back(std::move(ps.group));
+            ++cfg.kube.slices;
+        }
+        slices.clear();
+    }
+};
+
+}  // namespace
+
+void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors) {
+    KubeLoader l{cfg, errors, {}};
+    for (const ManifestRef& f : files) {
+        std::ifstream in(f.path);
+        if (!in) {
+            errors.push_back(ConfigIssue{f.from, "kubernetes.manifests", fmt::format("cannot open \"{}\"", f.path)});
+            continue;
+        }
+        std::stringstream ss;
+        ss << in.rdbuf();
+        cfg.manifests.push_back(f.path);
+        l.stream(ss.str(), f.path);
+    }
+    l.attach();
+}
+
+std::string kube_summary(const KubeStats& k) {
+    return fmt::format("{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
+                       "{} other objects ignored",
+                       k.services, k.slices, k.headless, k.external_name, k.ignored_objects);
+}
+
+void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {
+    KubeLoader l{cfg, errors, {}};
+    l.stream(yaml, name);
+    l.attach();
+}
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,38 @@
+// Kubernetes `v1 Service` and `discovery.k8s.io/v1 EndpointSlice` objects → ServiceConfig, read
+// the way kube-proxy reads them (pkg/proxy/serviceport.go, endpointslicecache.go):
+//   - a `kind: List` (or any *List with items) or a multi-document stream, as kubectl prints;
+//   - Service ports are matched to EndpointSlice ports by name and protocol; targetPort is
+//     informational (the EndpointController already resolved it into the slices);
+//   - conditions: missing ready = true, missing serving = true, missing terminating = false;
+//     the endpoint's first address is the one used;
+//   - all slices of a Service (label kubernetes.io/service-name, same namespace) are merged;
+//   - headless (clusterIP None) and ExternalName Services are kept but get no dataplane rule;
+//     IPv6-only Services, IPv6 slices and IPv6 addresses are skipped and counted.
+// Errors and warnings carry the manifest's file:line:column.
+//
+// Runs on: the control thread and the command-line tools.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/config/config_model.h"
+
+namespace svcgate::ctl {
+
+struct ManifestRef {
+    std::string path;  // resolved (relative paths are relative to the config file)
+    Mark from;         // where the config names it
+};
+
+// Appends the manifests' Services (with their slices) to cfg.services and fills cfg.kube.
+void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors);
+
+// "2 Services, 2 EndpointSlices; no rule for 0 headless and 0 ExternalName Services; ...".
+std::string kube_summary(const KubeStats& k);
+
+// The same for objects already in memory (one YAML stream), named `name` in messages.
+void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg,
+                      std::vector<ConfigIssue>& errors);
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,775 @@
+#include "control/config/yaml_config.h"
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+#include "control/config/kube_objects.h"
+#include "control/config/yaml_reader.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <functional>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <span>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dataplane/lb/maglev.h"
+#include "dataplane/flow/source_limit.h"
+#include "control/ha/sync_proto.h"
+
+namespace svcgate::ctl {
+
+std::string ConfigIssue::str() const {
+    std::string where = mark.file.str();
+    if (mark.line > 0) where += fmt::format(":{}:{}", mark.line, mark.column);
+    return path.empty() ? fmt::format("{}: {}", where, message) : fmt::format("{}: {}: {}", where, path, message);
+}
+
+namespace {
+std::string join_issues(const std::vector<ConfigIssue>& v) {
+    std::string s;
+    for (const auto& i : v) s += (s.empty() ? "" : "\n") + i.str();
+    return s;
+}
+}  // namespace
+
+ConfigError::ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w)
+    : std::runtime_error(join_issues(v)), issues(std::move(v)), warnings(std::move(w)) {}
+
+std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view s) {
+    std::array<uint8_t, 6> m{};
+    if (s.size() != 17) return std::nullopt;
+    for (size_t i = 0; i < 6; ++i) {
+        const char* p = s.data() + 3 * i;
+        if (i > 0 && p[-1] != ':' && p[-1] != '-') return std::nullopt;
+        auto [q, ec] = std::from_chars(p, p + 2, m[i], 16);
+        if (ec != std::errc{} || q != p + 2) return std::nullopt;
+    }
+    return m;
+}
+
+std::optional<Ip4> parse_ip4(std::string_view s) {
+    uint32_t v = 0;
+    int parts = 0;
+    const char* p = s.data();
+    const char* end = s.data() + s.size();
+    while (parts < 4) {
+        unsigned octet = 0;
+        auto [q, ec] = std::from_chars(p, end, octet);
+        if (ec != std::errc{} || octet > 255 || q - p > 3 || q == p) return std::nullopt;
+        v = v << 8 | octet;
+        ++parts;
+        p = q;
+        if (parts < 4) {
+            if (p == end || *p != '.') return std::nullopt;
+            ++p;
+        }
+    }
+    if (p != end) return std::nullopt;
+    return Ip4::from_host(v);
+}
+
+std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits) {
+    auto c = parse_cidr(s, keep_host_bits);
+    if (!c || !c->addr.is_v4()) return std::nullopt;
+    return c->v4();
+}
+
+std::string format_ip4(Ip4 a) {
+    uint32_t h = a.host();
+    return fmt::format("{}.{}.{}.{}", h >> 24, (h >> 16) & 0xff, (h >> 8) & 0xff, h & 0xff);
+}
+
+std::string format_cidr4(const Cidr4& c) { return fmt::format("{}/{}", format_ip4(c.addr), c.len); }
+
+std::optional<Ip6> parse_ip6(std::string_view s) {
+    // inet_pton takes RFC 4291 2.2's forms (with an embedded dotted quad); no zone, no brackets.
+    if (s.empty() || s.size() >= INET6_ADDRSTRLEN || s.find(':') == std::string_view::npos) return std::nullopt;
+    char buf[INET6_ADDRSTRLEN];
+    std::memcpy(buf, s.data(), s.size());
+    buf[s.size()] = 0;
+    Ip6 a;
+    if (inet_pton(AF_INET6, buf, a.b) != 1) return std::nullopt;
+    return a;
+}
+
+std::optional<IpAddr> parse_ip(std::string_view s) {
+    if (auto a = parse_ip4(s)) return IpAddr::of(*a);
+    if (auto a = parse_ip6(s)) {
+        if (a->is_v4_mapped()) return std::nullopt;  // ::ffff:a.b.c.d is no IPv6 address of a host
+        return IpAddr::of(*a);
+    }
+    return std::nullopt;
+}
+
+std::optional<IpCidr> parse_cidr(std::string_view s, bool keep_host_bits) {
+    auto slash = s.find('/');
+    if (slash == std::string_view::npos) return std::nullopt;
+    auto ip = parse_ip(s.substr(0, slash));
+    unsigned len = 0;
+    auto lens = s.substr(slash + 1);
+    auto [q, ec] = std::from_chars(lens.data(), lens.data() + lens.size(), len);
+    if (!ip || ec != std::errc{} || q != lens.data() + lens.size() || lens.empty()) return std::nullopt;
+    if (len > (ip->is_v4() ? 32u : 128u)) return std::nullopt;
+    IpCidr c{*ip, static_cast<uint8_t>(len)};
+    if (!keep_host_bits) c = mask_cidr(c);
+    return c;
+}
+
+IpCidr mask_cidr(const IpCidr& c) {
+    IpCidr r = c;
+    const unsigned bits = (c.addr.is_v4() ? 96u : 0u) + c.len;  // over the mapped form's 128 bits
+    for (unsigned i = 0; i < 16; ++i) {
+        const unsigned keep = bits > i * 8 ? std::min(8u, bits - i * 8) : 0u;
+        r.addr.a.b[i] &= static_cast<uint8_t>(0xff00u >> keep);
+    }
+    return r;
+}
+
+std::string format_ip6(const Ip6& a) {
+    // glibc's inet_ntop writes RFC 5952's canonical form: lower case, leading zeros dropped, the
+    // longest run of two or more zero groups (the first of equals) as "::".
+    char buf[INET6_ADDRSTRLEN];
+    if (!inet_ntop(AF_INET6, a.b, buf, sizeof buf)) return "?";
+    return buf;
+}
+
+std::string format_ip(const IpAddr& a) { return a.is_v4() ? format_ip4(a.v4()) : format_ip6(a.v6()); }
+
+std::string format_cidr(const IpCidr& c) { return fmt::format("{}/{}", format_ip(c.addr), c.len); }
+
+std::string format_endpoint(const IpAddr& a, uint16_t port) {
+    return a.is_v4() ? fmt::format("{}:{}", format_ip4(a.v4()), port) : fmt::format("[{}]:{}", format_ip6(a.v6()), port);
+}
+
+namespace {
+constexpr std::pair<Proto, std::string_view> kProtos[] = {
+    {Proto::tcp, "TCP"}, {Proto::udp, "UDP"}, {Proto::sctp, "SCTP"}, {Proto::icmp, "ICMP"}, {Proto::icmp6, "ICMP6"}};
+}  // namespace
+
+std::optional<Proto> parse_proto(std::string_view s) {
+    for (auto [p, name] : kProtos)
+        if (s.size() == name.size() && std::equal(s.begin(), s.end(), name.begin(),
+                                                  [](char a, char b) { return std::toupper(a) == b; }))
+            return p;
+    return std::nullopt;
+}
+
+std::string proto_name(Proto p, bool lowercase) {
+    for (auto [q, name] : kProtos) {
+        if (q != p) continue;
+        std::string s(name);
+        if (lowercase)
+            for (char& c : s) c = static_cast<char>(std::tolower(c));
+        return s;
+    }
+    return lowercase ? "ip" : "IP";
+}
+
+namespace {
+
+void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
+    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "neighbors", "mbufs", "flow_table",
+                                "one_arm_masquerade", "fragments", "icmp_errors_per_second", "host_path"}))
+        return;
+    if (const ytree::Node hp = n["host_path"];
+        hp && r.map(hp, "dataplane.host_path", {"control_per_second", "other_per_second"})) {
+        if (hp["control_per_second"])
+            if (auto x = r.uint<uint32_t>(hp["control_per_second"], "dataplane.host_path.control_per_second", 0, 1u << 24))
+                d.punt_control_per_second = *x;
+        if (hp["other_per_second"])
+            if (auto x = r.uint<uint32_t>(hp["other_per_second"], "dataplane.host_path.other_per_second", 0, 1u << 24))
+                d.punt_other_per_second = *x;
+    }
+    if (const ytree::Node v = n["icmp_errors_per_second"])
+        if (auto x = r.uint<uint32_t>(v, "dataplane.icmp_errors_per_second", 0, 1u << 24)) d.icmp_errors_per_second = *x;
+    if (const ytree::Node fr = n["fragments"];
+        fr && r.map(fr, "dataplane.fragments", {"timeout_ms", "max_datagrams", "max_held", "max_per_datagram"})) {
+        if (fr["timeout_ms"])
+            if (auto x = r.uint<uint32_t>(fr["timeout_ms"], "dataplane.fragments.timeout_ms", 100, 60000))
+                d.fragments.timeout_ms = *x;
+        if (fr["max_datagrams"])
+            if (auto x = r.uint<uint32_t>(fr["max_datagrams"], "dataplane.fragments.max_datagrams", 8, 1u << 20))
+                d.fragments.max_datagrams = *x;
+        if (fr["max_held"])
+            if (auto x = r.uint<uint32_t>(fr["max_held"], "dataplane.fragments.max_held", 0, 1u << 20))
+                d.fragments.max_held = *x;
+        if (fr["max_per_datagram"])
+            if (auto x = r.uint<uint16_t>(fr["max_per_datagram"], "dataplane.fragments.max_per_datagram", 2,
+                                          dp::FragTable::kMaxPerDatagram))
+                d.fragments.max_per_datagram = *x;
+    }
+    if (const ytree::Node v = n["mbufs"])
+        if (auto m = r.uint<uint32_t>(v, "dataplane.mbufs", 1024, 1u << 26)) d.mbufs = *m;
+    if (n["one_arm_masquerade"])
+        if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
+    if (n["eal"])
+        d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
+                                    [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
+    if (n["workers"])
+        if (auto w = r.uint<uint16_t>(n["workers"], "dataplane.workers", 1, 128)) d.workers = *w;
+    if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
+        for (size_t i = 0; i < n["ports"].size(); ++i) {
+            const ytree::Node p = n["ports"][i];
+            std::string path = fmt::format("dataplane.ports[{}]", i);
+            if (!r.map(p, path, {"name", "device", "addresses", "mtu", "host_interface", "mac"})) continue;
+            PortConfig pc{.mark = r.mark(p)};
+            if (!p["name"]) r.error(p, path, "a port needs a name");
+            else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
+            if (p["device"])
+                if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
+            // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
+            if (p["mtu"])
+                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, 1280, kMaxMtu)) pc.mtu = *m;
+            if (const ytree::Node m = p["mac"]) {
+                const auto text = r.view(m, {path, ".mac"}).value_or("");
+                pc.mac = parse_mac(text);
+                if (!pc.mac || ((*pc.mac)[0] & 1) || *pc.mac == std::array<uint8_t, 6>{})
+                    r.error(m, {path, ".mac"}, fmt::format("\"{}\" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)", text)), pc.mac.reset();
+            }
+            if (const ytree::Node h = p["host_interface"]) {
+                // A Linux interface name (IFNAMSIZ less the NUL), of the characters that are safe in
+                // net_tap's device arguments and a /proc path: letters, digits, '_', '.', '-'.
+                const std::string v = r.str(h, {path, ".host_interface"}).value_or("");
+                const bool ok = !v.empty() && v.size() <= 15 && v != "." && v != ".." &&
+                                v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                                    std::string::npos;
+                if (!ok) r.error(h, {path, ".host_interface"},
+                                 fmt::format("\"{}\" is not an interface name (1 to 15 of A-Z a-z 0-9 _ . -)", v));
+                else pc.host_interface = v;
+                for (const PortConfig& o : d.ports)
+                    if (ok && o.host_interface == v)
+                        r.error(h, {path, ".host_interface"}, fmt::format("port {} has host interface {} already", o.name, v));
+            }
+            pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
+                                         [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
+            d.ports.push_back(std::move(pc));
+        }
+    }
+    if (n["routes"] && r.seq(n["routes"], "dataplane.routes")) {
+        for (size_t i = 0; i < n["routes"].size(); ++i) {
+            const ytree::Node p = n["routes"][i];
+            std::string path = fmt::format("dataplane.routes[{}]", i);
+            if (!r.map(p, path, {"prefix", "via"})) continue;
+            if (!p["prefix"] || !p["via"]) {
+                r.error(p, path, "a route needs prefix and via");
+                continue;
+            }
+            auto pre = r.cidr(p["prefix"], {path, ".prefix"});
+            auto via = r.ip(p["via"], {path, ".via"});
+            if (pre && via && pre->family() != via->family())
+                r.error(p["via"], {path, ".via"}, fmt::format("{} is not of the family of prefix {}", format_ip(*via),
+                                                              format_cidr(*pre)));
+            else if (pre && via)
+                d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
+        }
+    }
+    if (const ytree::Node nb = n["neighbors"]; nb && r.seq(nb, "dataplane.neighbors")) {
+        const Path list("dataplane.neighbors");
+        for (size_t i = 0; i < nb.size(); ++i) {
+            const Path path(list, i);
+            const ytree::Node e = nb[i];
+            if (!r.map(e, path, {"ip", "mac"})) continue;
+            if (!e["ip"] || !e["mac"]) {
+                r.error(e, path, "a neighbor needs ip and mac");
+                continue;
+            }
+            auto ip = r.ip(e["ip"], {path, ".ip"});
+            auto text = r.view(e["mac"], {path, ".mac"});
+            if (!text) continue;
+            auto mac = parse_mac(*text);
+            if (!mac) r.error(e["mac"], {path, ".mac"}, fmt::format("\"{}\" is not a MAC address (02:00:00:00:00:01)", *text));
+            if (ip && mac) d.neighbors.push_back(NeighborConfig{*ip, *mac, r.mark(e)});
+        }
+    }
+    if (const ytree::Node ft = n["flow_table"]) {
+        if (r.map(ft, "dataplane.flow_table", {"capacity", "capacity_v6", "timeouts", "new_flows_per_source",
+                                                      "state_file", "state_max_age"})) {
+            if (ft["capacity"])
+                if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
+                    d.flow_capacity = *c;
+            // IPv6 flows live in a table of their own (180 bytes a flow against 116): a quarter of
+            // the IPv4 capacity unless set.
+            d.flow_capacity_v6 = std::max<uint32_t>(d.flow_capacity / 4, 1024);
+            if (ft["capacity_v6"])
+                if (auto c = r.uint<uint32_t>(ft["capacity_v6"], "dataplane.flow_table.capacity_v6", 1024, 1u << 30))
+                    d.flow_capacity_v6 = *c;
+            if (ft["new_flows_per_source"])
+                if (auto c = r.uint<uint32_t>(ft["new_flows_per_source"], "dataplane.flow_table.new_flows_per_source", 0,
+                                              dp::SourceLimiter::kMaxLimit))
+                    d.new_flows_per_source = *c;
+            if (const ytree::Node f = ft["state_file"]) {
+                const std::string v = r.str(f, "dataplane.flow_table.state_file").value_or("");
+                if (v.empty() || v.back() == '/')
+                    r.error(f, "dataplane.flow_table.state_file", "a file name, not \"" + v + "\"");
+                else
+                    d.state_file = v;
+            }
+            if (ft["state_max_age"])
+                if (auto c = r.uint<uint32_t>(ft["state_max_age"], "dataplane.flow_table.state_max_age", 1, 30 * 86400))
+                    d.state_max_age = *c;
+            if (const ytree::Node t = ft["timeouts"]) {
+                // The TCP keys in TcpState order, then the datagram ones: one list for the
+                // known-field check and for reading.
+                static constexpr std::string_view kKeys[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
+                    "tcp_established", "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack", "tcp_time_wait",
+                    "tcp_close", "tcp_syn_sent2", "udp_unreplied", "udp_replied", "icmp", "other"};
+                static_assert(std::size(kKeys) == dp::kTcpStates + 4);
+                uint32_t* const slots[] = {&d.timeouts.tcp[0], &d.timeouts.tcp[1], &d.timeouts.tcp[2],
+                    &d.timeouts.tcp[3], &d.timeouts.tcp[4], &d.timeouts.tcp[5], &d.timeouts.tcp[6],
+                    &d.timeouts.tcp[7], &d.timeouts.tcp[8], &d.timeouts.tcp[9], &d.timeouts.udp_unreplied,
+                    &d.timeouts.udp_replied, &d.timeouts.icmp, &d.timeouts.other};
+                if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
+                    for (size_t i = 0; i < std::size(kKeys); ++i) {
+                        const std::string key(kKeys[i]);
+                        if (t[key])
+                            if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key, 1, 30 * 86400))
+                                *slots[i] = *v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
+    if (!r.map(n, "cluster", {"node_name", "node_ips", "nodeport_addresses", "cluster_cidrs", "service_cidrs",
+                              "masquerade_all", "nodeport_range", "reject_unknown_port", "masquerade_ports",
+                              "maglev_seed", "maglev_table_size"}))
+        return;
+    if (n["node_name"])
+        if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
+    c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
+    // kube-proxy's --nodeport-addresses, per family: a family with no CIDR in the list serves
+    // NodePorts on all its node IPs; "primary" is each family's primary node IP.
+    const ytree::Node npa = n["nodeport_addresses"];
+    for (size_t i = 0; npa && !npa.IsNull() && r.seq(npa, "cluster.nodeport_addresses") && i < npa.size(); ++i) {
+        const ytree::Node x = npa[i];
+        const Path p("cluster.nodeport_addresses", i);
+        if (x.IsScalar() && x.Scalar() == "primary") {
+            if (c.node_ips.empty()) r.error(x, p, "\"primary\" needs node_ips");
+            for (Family f : {Family::v4, Family::v6})
+                for (const IpAddr& a : c.node_ips)
+                    if (a.family() == f) {
+                        c.nodeport_addresses.push_back(IpCidr{a, static_cast<uint8_t>(f == Family::v4 ? 32 : 128)});
+                        break;
+                    }
+        } else if (auto cidr = r.cidr(x, p)) {
+            c.nodeport_addresses.push_back(*cidr);
+        }
+    }
+    c.cluster_cidrs = r.cidrs(n["cluster_cidrs"], "cluster.cluster_cidrs");
+    c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
+    if (n["masquerade_all"])
+        if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
+    if (n["reject_unknown_port"])
+        if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
+    // "LOW-HIGH" within [min, 65535], at least `span` ports.
+    auto range = [&](const char* key, unsigned min, unsigned span, uint16_t& lo_out, uint16_t& hi_out) {
+        const ytree::Node nr = n[key];
+        if (!nr) return;
+        const std::string path = std::string("cluster.") + key;
+        auto s = r.str(nr, path);
+        unsigned lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream is(s.value_or(""));
+        if (s && (is >> lo >> dash >> hi) && dash == '-' && is.eof() && lo >= min && lo <= hi && hi <= 65535 &&
+            hi - lo + 1 >= span) {
+            lo_out = static_cast<uint16_t>(lo);
+            hi_out = static_cast<uint16_t>(hi);
+        } else if (s) {
+            r.error(nr, path, fmt::format("\"{}\" is not a port range LOW-HIGH within {}-65535{}", *s, min,
+                                          span > 1 ? fmt::format(" of at least {} ports", span) : ""));
+        }
+    };
+    range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
+    range("masquerade_ports", 1024, 256, c.masquerade_port_min, c.masquerade_port_max);
+    if (n["maglev_seed"])
+        if (auto v = r.uint<uint32_t>(n["maglev_seed"], "cluster.maglev_seed", 0, UINT32_MAX)) c.maglev_seed = *v;
+    if (const ytree::Node m = n["maglev_table_size"])
+        if (auto v = r.uint<uint32_t>(m, "cluster.maglev_table_size", dp::kMaglevMinTable, dp::kMaglevMaxTable)) {
+            if (dp::next_prime(*v) != *v)
+                r.error(m, "cluster.maglev_table_size", fmt::format("{} is not a prime (next: {})", *v, dp::next_prime(*v)));
+            else
+                c.maglev_table_size = *v;
+        }
+}
+
+void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
+    if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch", "drain_timeout"})) return;
+    if (n["drain_timeout"])
+        if (auto x = r.uint<uint32_t>(n["drain_timeout"], "control.drain_timeout", 1, 86400)) c.drain_timeout = *x;
+    auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
+    if (n["socket"]) {
+        auto s = r.str(n["socket"], "control.socket").value_or("");
+        c.socket = off(s) ? "" : s;
+    }
+    if (n["socket_mode"]) {
+        auto s = r.str(n["socket_mode"], "control.socket_mode").value_or("");
+        unsigned m = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), m, 8);
+        if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || m > 0777)
+            r.error(n["socket_mode"], "control.socket_mode", fmt::format("\"{}\" is not an octal mode such as 0600", s));
+        else
+            c.socket_mode = m;
+    }
+    if (n["metrics"]) {
+        auto s = r.str(n["metrics"], "control.metrics").value_or("");
+        if (off(s)) {
+            c.metrics.clear();
+        } else {
+            const auto colon = s.rfind(':');
+            unsigned port = 0;
+            const std::string ps = colon == std::string::npos ? "" : s.substr(colon + 1);
+            auto [p, ec] = std::from_chars(ps.data(), ps.data() + ps.size(), port);
+            std::string host = colon == std::string::npos ? "" : s.substr(0, colon);
+            if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+            if (colon == std::string::npos || !parse_ip(host) || ec != std::errc{} ||
+                p != ps.data() + ps.size() || port == 0 || port > 65535)
+                r.error(n["metrics"], "control.metrics", fmt::format("\"{}\" is not IPv4:PORT, [IPv6]:PORT or off", s));
+            else
+                c.metrics = s;
+        }
+    }
+    if (n["watch"])
+        if (auto b = r.boolean(n["watch"], "control.watch")) c.watch = *b;
+}
+
+// routing: the kernel table the addresses to announce go to, and which addresses.
+void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
+    c.mark = r.mark(n);
+    if (!r.strict_map(n, "routing", {"table", "announce"})) return;
+    if (const ytree::Node t = n["table"]) {
+        if (auto x = r.uint<uint32_t>(t, "routing.table", 1, 0xfffffffe)) {
+            // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
+            if (*x >= 253 && *x <= 255) r.error(t, "routing.table", fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
+            else c.table = *x;
+        }
+    } else {
+        r.error(n, "routing", "routing needs table (the kernel table the addresses to announce are written to)");
+    }
+    if (const ytree::Node a = n["announce"]; a && r.seq(a, "routing.announce")) {
+        c.load_balancer_ips = c.external_ips = c.node_ips = c.cluster_ips = c.service_cidrs = false;
+        for (size_t i = 0; i < a.size(); ++i) {
+            const std::string v = r.str(a[i], fmt::format("routing.announce[{}]", i)).value_or("");
+            if (v == "load_balancer_ips") c.load_balancer_ips = true;
+            else if (v == "external_ips") c.external_ips = true;
+            else if (v == "node_ips") c.node_ips = true;
+            else if (v == "cluster_ips") c.cluster_ips = true;
+            else if (v == "service_cidrs") c.service_cidrs = true;
+            else r.error(a[i], fmt::format("routing.announce[{}]", i),
+                         fmt::format("\"{}\" is not load_balancer_ips, external_ips, node_ips, cluster_ips or service_cidrs", v));
+        }
+    }
+}
+
+// "ADDRESS:PORT", "[IPv6]:PORT", or with default_port an address alone.
+std::optional<HaConfig::Endpoint> parse_endpoint(std::string_view s, uint16_t default_port) {
+    std::string_view host = s, port;
+    if (!s.empty() && s.front() == '[') {
+        const auto close = s.find(']');
+        if (close == std::string_view::npos) return std::nullopt;
+        host = s.substr(1, close - 1);
+        if (close + 1 < s.size()) {
+            if (s[close + 1] != ':') return std::nullopt;
+            port = s.substr(close + 2);
+            if (port.empty()) return std::nullopt;
+        }
+    } else if (const auto colon = s.rfind(':'); colon != std::string_view::npos && s.find(':') == colon) {
+        host = s.substr(0, colon);  // one colon: IPv4:PORT (an IPv6 address alone has several)
+        port = s.substr(colon + 1);
+        if (port.empty()) return std::nullopt;
+    }
+    const auto a = parse_ip(host);
+    if (!a) return std::nullopt;
+    HaConfig::Endpoint e{*a, default_port};
+    if (!port.empty()) {
+        unsigned v = 0;
+        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
+        if (ec != std::errc{} || p != port.data() + port.size() || v == 0 || v > 65535) return std::nullopt;
+        e.port = static_cast<uint16_t>(v);
+    }
+    return e.port ? std::optional(e) : std::nullopt;
+}
+
+// ha: flow replication between gateways (sync.h). The key file is read here, so --check finds a
+// missing or malformed one.
+void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<PortConfig>& ports,
+             const std::function<std::string(const std::string&)>& beside) {
+    if (!r.strict_map(n, "ha", {"listen", "peers", "key_file", "takeover_ports", "refresh_seconds", "hello_ms",
+                                "dead_after_ms"}))
+        return;
+    const ytree::Node listen = n["listen"], peers = n["peers"], key = n["key_file"];
+    if (!listen || !peers || !key) {
+        r.error(n, "ha", "ha needs listen (ADDRESS:PORT), peers and key_file");
+        return;
+    }
+    if (auto s = r.str(listen, "ha.listen")) {
+        if (auto e = parse_endpoint(*s, 0)) {
+            c.listen = *e;
+        } else {
+            r.error(listen, "ha.listen", fmt::format("\"{}\" is not ADDRESS:PORT or [IPv6]:PORT", *s));
+            return;  // the peers take its port and family
+        }
+    }
+    if (r.seq(peers, "ha.peers")) {
+        if (peers.size() == 0 || peers.size() > 14)
+            r.error(peers, "ha.peers", fmt::format("{} peers; 1 to 14 are served", peers.size()));
+        for (size_t i = 0; i < peers.size(); ++i) {
+            const std::string what = fmt::format("ha.peers[{}]", i);
+            auto s = r.str(peers[i], what);
+            if (!s) continue;
+            auto e = parse_endpoint(*s, c.listen.port);
+            if (!e) {
+                r.error(peers[i], what, fmt::format("\"{}\" is not an address, ADDRESS:PORT or [IPv6]:PORT", *s));
+            } else if (*e == c.listen) {
+                r.error(peers[i], what, "is this gateway's own ha.listen");
+            } else if (std::find(c.peers.begin(), c.peers.end(), *e) != c.peers.end()) {
+                r.error(peers[i], what, fmt::format("{} is listed twice", *s));
+            } else if (e->addr.is_v4() != c.listen.addr.is_v4()) {
+                r.error(peers[i], what, "is not of ha.listen's address family");
+            } else {
+                c.peers.push_back(*e);
+            }
+        }
+    }
+    if (auto s = r.str(key, "ha.key_file")) {
+        c.key_file = beside(*s);
+        std::ifstream in(c.key_file);
+        std::stringstream text;
+        if (in) text << in.rdbuf();
+        if (!in) {
+            r.error(key, "ha.key_file", fmt::format("cannot read {}: {}", c.key_file, std::strerror(errno)));
+        } else if (std::string e = sync::parse_key(text.str(), c.key); !e.empty()) {
+            r.error(key, "ha.key_file", fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, e));
+        }
+    }
+    if (const ytree::Node t = n["takeover_ports"]; t && r.seq(t, "ha.takeover_ports")) {
+        for (size_t i = 0; i < t.size(); ++i) {
+            const std::string what = fmt::format("ha.takeover_ports[{}]", i);
+            auto name = r.str(t[i], what);
+            if (!name) continue;
+            const auto it = std::find_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.name == *name; });
+            if (it == ports.end()) r.error(t[i], what, fmt::format("no port is named \"{}\"", *name));
+            else if (std::count(c.takeover_ports.begin(), c.takeover_ports.end(), *name)) r.error(t[i], what, "listed twice");
+            else c.takeover_ports.push_back(*name);
+        }
+    }
+    if (const ytree::Node v = n["refresh_seconds"])
+        if (auto x = r.uint<uint32_t>(v, "ha.refresh_seconds", 1, 3600)) c.refresh_seconds = *x;
+    if (const ytree::Node v = n["hello_ms"])
+        if (auto x = r.uint<uint32_t>(v, "ha.hello_ms", 10, 10000)) c.hello_ms = *x;
+    if (const ytree::Node v = n["dead_after_ms"])
+        if (auto x = r.uint<uint32_t>(v, "ha.dead_after_ms", 30, 60000)) c.dead_after_ms = *x;
+    if (c.dead_after_ms < 3 * c.hello_ms)
+        r.error(n, "ha.dead_after_ms", fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
+                                                   "would declare a peer dead", c.dead_after_ms, c.hello_ms));
+}
+
+// healthCheckNodePorts that are served (health.h): answered on the node IPs by the host path's
+// kernel, so each must be free: one Service per port, no NodePort or metrics port on it.
+void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
+    std::map<uint16_t, const ServiceConfig*> used;
+    uint16_t metrics_port = 0;
+    if (const auto colon = cfg.control.metrics.rfind(':'); colon != std::string::npos)
+        std::from_chars(cfg.control.metrics.data() + colon + 1, cfg.control.metrics.data() + cfg.control.metrics.size(),
+                        metrics_port);
+    for (const ServiceConfig& s : cfg.services) {
+        const uint16_t h = s.health_check_node_port;
+        // kube-proxy serves it for LoadBalancers under policy Local only, and ignores it elsewhere
+        // (its own test objects carry one on other Services).
+        if (!h || s.type != ServiceType::load_balancer || !s.external_local) continue;
+        auto err = [&](std::string m) {
+            errors.push_back(ConfigIssue{s.mark, s.full_name(), "healthCheckNodePort " + std::to_string(h) + ": " + m});
+        };
+        if (h == metrics_port) err("clashes with control.metrics (" + cfg.control.metrics + ")");
+        if (auto [it, fresh] = used.emplace(h, &s); !fresh) err("Service " + it->second->full_name() + " uses it too");
+        for (const ServiceConfig& o : cfg.services)
+            for (const ServicePortConfig& p : o.ports)
+                if (p.node_port == h && p.proto == Proto::tcp)
+                    err("clashes with the TCP NodePort of Service " + o.full_name() + " port " + std::to_string(p.port));
+    }
+}
+
+// The compact `services:` form.
+void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
+    if (!r.map(n, path, {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
+                         "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
+                         "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
+                         "health_check_node_port", "endpoints"}))
+        return;
+    ServiceConfig s{.mark = r.mark(n)};
+    if (const ytree::Node name = n["name"]; !name) {
+        r.error(n, path, "a service needs a name (namespace/name)");
+    } else if (auto nm = r.view(name, {path, ".name"})) {
+        auto slash = nm->find('/');
+        if (slash == std::string::npos || slash == 0 || slash + 1 == nm->size())
+            r.error(name, {path, ".name"}, fmt::format("\"{}\" is not namespace/name", *nm));
+        else
+            s.ns = nm->substr(0, slash), s.name = nm->substr(slash + 1);
+    }
+    if (const ytree::Node type = n["type"]) {
+        auto t = r.view(type, {path, ".type"}).value_or("");
+        if (t == "ClusterIP") s.type = ServiceType::cluster_ip;
+        else if (t == "NodePort") s.type = ServiceType::node_port;
+        else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
+        else r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
+    }
+    // cluster_ip: one address; cluster_ips: one per family (dual-stack), as clusterIPs.
+    if (const ytree::Node ip = n["cluster_ip"]) {
+        if (auto a = r.ip(ip, {path, ".cluster_ip"})) s.cluster_ips.push_back(*a);
+    }
+    if (const ytree::Node ips = n["cluster_ips"]) {
+        for (const IpAddr& a : r.ips(ips, {path, ".cluster_ips"})) {
+            bool dup = false;
+            for (const IpAddr& b : s.cluster_ips) dup = dup || b.family() == a.family();
+            if (dup) r.error(ips, {path, ".cluster_ips"}, "at most one ClusterIP per family");
+            else s.cluster_ips.push_back(a);
+        }
+    }
+    if (!n["cluster_ip"] && !n["cluster_ips"]) r.error(n, path, "a service needs a cluster_ip (or cluster_ips)");
+    s.external_ips = r.ips(n["external_ips"], {path, ".external_ips"});
+    s.lb_ips = r.ips(n["load_balancer_ips"], {path, ".load_balancer_ips"});
+    s.lb_source_ranges = r.cidrs(n["load_balancer_source_ranges"], {path, ".load_balancer_source_ranges"});
+    s.scheduler = r.scheduler(n["scheduler"], {path, ".scheduler"}).value_or(dp::Scheduler::random);
+    if (r.client_ip_affinity(n["session_affinity"], {path, ".session_affinity"})) {
+        s.affinity_timeout = kDefaultAffinityTimeout;
+        if (const ytree::Node t = n["session_affinity_timeout"])
+            if (auto v = r.uint<uint32_t>(t, {path, ".session_affinity_timeout"}, 1, 86400)) s.affinity_timeout = *v;
+    }
+    s.external_local = r.local_policy(n["external_traffic_policy"], {path, ".external_traffic_policy"});
+    s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
+    if (const ytree::Node h = n["health_check_node_port"])
+        s.health_check_node_port = r.uint<uint16_t>(h, {path, ".health_check_node_port"}, 1, 65535).value_or(0);
+
+    EndpointGroup g;
+    if (const ytree::Node ports = n["ports"]; ports && r.seq(ports, {path, ".ports"})) {
+        const Path ports_path(path, ".ports");
+        for (size_t i = 0; i < ports.size(); ++i) {
+            const ytree::Node p = ports[i];
+            const Path pp(ports_path, i);
+            if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
+            ServicePortConfig sp{.mark = r.mark(p)};
+            if (const ytree::Node v = p["name"]) sp.name = r.view(v, {pp, ".name"}).value_or("");
+            sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
+            if (const ytree::Node v = p["port"]) sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
+            else r.error(p, pp, "a service port needs port");
+            sp.target_port = sp.port;
+            if (const ytree::Node v = p["target_port"]) sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
+            if (const ytree::Node v = p["node_port"]) sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
+            g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
+            s.ports.push_back(std::move(sp));
+        }
+    }
+    if (const ytree::Node eps = n["endpoints"]; eps && r.seq(eps, {path, ".endpoints"})) {
+        const Path eps_path(path, ".endpoints");
+        g.endpoints.reserve(eps.size());
+        for (size_t i = 0; i < eps.size(); ++i) {
+            const ytree::Node e = eps[i];
+            const Path ep(eps_path, i);
+            EndpointConfig ec{.mark = r.mark(e)};
+            if (e.IsScalar()) {  // a bare address
+                if (auto a = r.ip(e, ep)) ec.ip = *a, g.endpoints.push_back(ec);
+                continue;
+            }
+            if (!r.map(e, ep, {"ip", "node", "ready", "serving", "terminating"})) continue;
+            const ytree::Node ip = e["ip"];
+            if (!ip) {
+                r.error(e, ep, "an endpoint needs ip");
+                continue;
+            }
+            auto a = r.ip(ip, {ep, ".ip"});
+            if (const ytree::Node v = e["node"]) ec.node = r.view(v, {ep, ".node"}).value_or("");
+            if (const ytree::Node v = e["ready"]) ec.ready = r.boolean(v, {ep, ".ready"}).value_or(true);
+            if (const ytree::Node v = e["serving"]) ec.serving = r.boolean(v, {ep, ".serving"}).value_or(true);
+            if (const ytree::Node v = e["terminating"]) ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
+            if (a) ec.ip = *a, g.endpoints.push_back(ec);
+        }
+    }
+    s.groups.push_back(std::move(g));
+    cfg.services.push_back(std::move(s));
+}
+
+Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
+    Config cfg;
+    cfg.file = file;
+    Reader r(file, errors, cfg.warnings);
+    if (!root || root.IsNull()) {
+        errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
+        return cfg;
+    }
+    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "ha", "services", "kubernetes"})) return cfg;
+    if (root["routing"]) read_routing(r, root["routing"], cfg.routing);
+    if (root["control"]) read_control(r, root["control"], cfg.control);
+    if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
+    if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
+    if (const ytree::Node svcs = root["services"]; svcs && r.seq(svcs, "services")) {
+        const Path services_path("services");
+        cfg.services.reserve(cfg.services.size() + svcs.size());
+        for (size_t i = 0; i < svcs.size(); ++i) read_service(r, svcs[i], Path(services_path, i), cfg);
+    }
+    // Relative paths (manifests, the state file) are relative to the config file's directory.
+    const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
+    auto beside = [&dir](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + p; };
+    if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
+        std::vector<ManifestRef> refs;
+        const ytree::Node m = k["manifests"];
+        if (m && r.seq(m, "kubernetes.manifests"))
+            for (size_t i = 0; i < m.size(); ++i)
+                if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
+                    refs.push_back({beside(*p), r.mark(m[i])});
+        load_kube_manifests(refs, cfg, errors);
+    }
+    cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
+    if (root["ha"]) read_ha(r, root["ha"], cfg.ha, cfg.dataplane.ports, beside);
+    check_health_ports(cfg, errors);
+    // One name, one Service: the compact form and the manifests share the namespace.
+    std::map<std::string, const ServiceConfig*> seen;
+    for (const ServiceConfig& s : cfg.services) {
+        auto [it, fresh] = seen.emplace(s.full_name(), &s);
+        if (!fresh)
+            errors.push_back(ConfigIssue{s.mark, "", fmt::format("Service {} is defined twice (first at {}:{}:{})",
+                                                                 s.full_name(), it->second->mark.file.str(),
+                                                                 it->second->mark.line, it->second->mark.column)});
+    }
+    return cfg;
+}
+
+Config load_guarded(const std::string& text, const std::string& file) {
+    std::vector<ConfigIssue> errors;
+    Config cfg;
+    try {
+        // The first document is the config (as yaml-cpp's Load would take it).
+        const ytree::Stream stream = ytree::Stream::parse(text);
+        const std::vector<ytree::Node> docs = stream.documents();
+        cfg = load(docs.empty() ? ytree::Node() : docs[0], file, errors);
+    } catch (const ytree::ParseError& e) {
+        errors.push_back(ConfigIssue{Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1,
+                                          e.mark.is_null() ? 0 : e.mark.column + 1},
+                                     "", e.msg});
+    }
+    if (!errors.empty()) throw ConfigError(std::move(errors), std::move(cfg.warnings));
+    return cfg;
+}
+
+}  // namespace
+
+Config load_config_string(const std::string& yaml, const std::string& name) { return load_guarded(yaml, name); }
+
+Config load_config_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw ConfigError({ConfigIssue{Mark{path, 0, 0}, "", "cannot open file"}});
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return load_guarded(ss.str(), path);
+}
+
+}  // namespace svcgate::ctl

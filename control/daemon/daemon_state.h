@@ -1,0 +1,85 @@
+// What the running daemon holds, for its control loop and for the views (svcgatectl replies,
+// Prometheus text, telemetry). The DPDK resources themselves are owned by the daemon's Runtime
+// (daemon.cpp); this names them. Internal to the daemon.
+//
+// Runs on: the control thread; the telemetry and metrics threads read it under `mu`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <rte_mempool.h>
+
+#include "control/config/config_model.h"
+#include "dataplane/flow/flow_table.h"
+#include "control/routing/health.h"
+#include "control/snapshot/publisher.h"
+#include "dataplane/pipeline/worker.h"
+
+namespace svcgate::ctl {
+
+class Syncer;
+
+struct PortView {
+    std::string name, device;
+    uint16_t id = 0;
+    uint16_t rxq = 1, txq = 1;
+};
+
+struct ReloadStatus {
+    uint64_t ok = 0, failed = 0;
+    bool last_ok = true;
+    std::string last_error;    // the refused config's errors
+    double last_seconds = 0;   // last successful reload: read → published
+    std::string last_trigger;  // SIGHUP, file change, svcgatectl
+    double last_ok_unix = 0;   // when the config in service was published (the first one too), Unix seconds
+    // Durations of successful reloads, kube-proxy's buckets (sync_proxy_rules_duration_seconds:
+    // 1 ms doubling, 15 buckets): bucket[i] counts those ≤ kBucket0 · 2^i; sum and count beside.
+    static constexpr double kBucket0 = 0.001;
+    static constexpr unsigned kBuckets = 15;
+    uint64_t bucket[kBuckets] = {};
+    double sum_seconds = 0;
+    uint64_t count = 0;
+
+    void observe(double seconds, double now_unix) noexcept {
+        double le = kBucket0;
+        for (unsigned i = 0; i < kBuckets; ++i, le *= 2)
+            if (seconds <= le) ++bucket[i];  // cumulative, as Prometheus exposes them
+        sum_seconds += seconds;
+        ++count;
+        last_ok_unix = now_unix;
+    }
+};
+
+struct DaemonState {
+    // Held by the publisher while it swaps snapshots and gives back slots, by the control thread
+    // while it swaps the config and the reload status, and by every view on another thread.
+    std::mutex mu;
+    std::string config_path;
+    Config cfg;  // the running config
+    std::vector<PortView> ports;
+    rte_mempool* pool = nullptr;
+    dp::FlowTable* flows = nullptr;
+    dp::FlowTable6* flows6 = nullptr;
+    dp::FragTable* frags = nullptr;
+    // Both families' tables together.
+    uint32_t flows_live() const { return flows->live_total() + (flows6 ? flows6->live_total() : 0); }
+    uint32_t flows_capacity() const { return flows->capacity() + (flows6 ? flows6->capacity() : 0); }
+    std::vector<const dp::Worker*> workers;
+    const Publisher* publisher = nullptr;
+    const Syncer* sync = nullptr;  // flow replication (ha:), null when off
+    ReloadStatus reload;
+    HealthState health;  // the control loop's view (health.h)
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+    const dp::ServiceSnapshot& snap() const { return *publisher->current(); }
+    const SlotRegistry& slots() const { return publisher->slots(); }
+    uint32_t generation() const { return publisher->generation(); }
+};
+
+dp::WorkerCounters sum_counters(const DaemonState& st);
+
+}  // namespace svcgate::ctl

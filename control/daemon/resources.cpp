@@ -1,0 +1,166 @@
+#include "control/daemon/resources.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_pdump.h>
+
+#include "control/base/log.h"
+#include "control/trace/trace.h"
+#include "dataplane/pipeline/output.h"
+
+namespace svcgate::ctl {
+
+namespace {
+void log(const std::string& s) { log_info(s); }
+
+// "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
+bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
+std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
+
+bool has_lcore_arg(const std::vector<std::string>& v) {
+    for (const auto& a : v)
+        if (a == "-c" || a.rfind("-l", 0) == 0 || a.rfind("--lcores", 0) == 0) return true;
+    return false;
+}
+}  // namespace
+
+std::string Eal::init(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0)
+        return fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno));
+    up_ = true;
+    pdump_ = rte_pdump_init() == 0;
+    if (!pdump_) log_warning("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
+    return {};
+}
+
+Eal::~Eal() {
+    if (pdump_) rte_pdump_uninit();
+    if (up_) rte_eal_cleanup();
+}
+
+void RteFree::operator()(void* p) const noexcept { rte_free(p); }
+
+Port::~Port() {
+    if (started_) rte_eth_dev_stop(id_);
+    if (configured_) rte_eth_dev_close(id_);
+}
+
+std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
+    const std::string name = dev_name(pc.device);
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &id_) != 0)
+        return fmt::format("port {}: no DPDK device \"{}\" (is it bound / is the vdev right?)", pc.name, name);
+    rte_eth_dev_info info{};
+    if (rte_eth_dev_info_get(id_, &info) != 0) return fmt::format("port {}: cannot read device info", pc.name);
+    rte_eth_conf conf{};
+    // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
+    // way: fragment.h).
+    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu) conf.rxmode.mtu = pc.mtu;
+    else log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
+                         info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
+    // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
+    // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
+    // socket). The flow table is shared, so a flow may arrive on any queue either way.
+    const bool rss = workers > 1 && info.max_rx_queues >= workers && info.flow_type_rss_offloads != 0;
+    rxq_ = static_cast<uint16_t>(std::clamp<uint32_t>(info.max_rx_queues, 1, workers));
+    txq_ = static_cast<uint16_t>(std::min<uint32_t>(workers, std::max<uint16_t>(info.max_tx_queues, 1)));
+    if (rss) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf =
+            (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP) & info.flow_type_rss_offloads;
+    } else if (workers > 1) {
+        log(fmt::format("port {}: {} has no RSS; {} receive queue(s) fed by the device itself", pc.name,
+                        info.driver_name, rxq_));
+    }
+    int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
+    if (rc != 0) return fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc));
+    configured_ = true;
+    uint16_t nrx = kRxDesc, ntx = kTxDesc;
+    rte_eth_dev_adjust_nb_rx_tx_desc(id_, &nrx, &ntx);
+    const int socket = rte_eth_dev_socket_id(id_);
+    for (uint16_t q = 0; q < rxq_; ++q)
+        if ((rc = rte_eth_rx_queue_setup(id_, q, nrx, socket, nullptr, pool)) != 0)
+            return fmt::format("port {}: rx queue {}: {}", pc.name, q, rte_strerror(-rc));
+    for (uint16_t q = 0; q < txq_; ++q)
+        if ((rc = rte_eth_tx_queue_setup(id_, q, ntx, socket, nullptr)) != 0)
+            return fmt::format("port {}: tx queue {}: {}", pc.name, q, rte_strerror(-rc));
+    if (pc.mac) {
+        rte_ether_addr m;
+        std::memcpy(m.addr_bytes, pc.mac->data(), 6);
+        // A device that cannot take it (net_pcap) still receives every frame (promiscuous
+        // below): svcgate sends and answers with the configured MAC all the same.
+        if ((rc = rte_eth_dev_default_mac_addr_set(id_, &m)) != 0) {
+            if (rc != -ENOTSUP)
+                return fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name, format_mac(m),
+                                   rte_strerror(-rc));
+            log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers",
+                            pc.name, info.driver_name, format_mac(m)));
+        }
+        mac_ = m;
+        have_mac_ = true;
+    }
+    if ((rc = rte_eth_dev_start(id_)) != 0) return fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc));
+    started_ = true;
+    rte_eth_promiscuous_enable(id_);  // best effort: ARP for VIPs uses our own MAC anyway
+    const rte_ether_addr m = mac();
+    const uint8_t* b = m.addr_bytes;
+    log(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.name,
+                    name, info.driver_name, rxq_, txq_, b[0], b[1], b[2], b[3], b[4], b[5]));
+    return {};
+}
+
+rte_ether_addr Port::mac() const {
+    if (have_mac_) return mac_;
+    rte_ether_addr m{};
+    rte_eth_macaddr_get(id_, &m);
+    return m;
+}
+
+std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::string& err) {
+    std::vector<std::string> args = {"svcgate"};
+    args.insert(args.end(), dpc.eal.begin(), dpc.eal.end());
+    for (const PortConfig& p : dpc.ports) {
+        if (p.device.empty()) {
+            err = fmt::format("port {} has no device", p.name);
+            return {};
+        }
+        if (is_vdev(p.device)) args.push_back("--vdev=" + p.device);
+        else args.insert(args.end(), {"-a", p.device});
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    if (!has_lcore_arg(args)) args.insert(args.begin() + 1, {"-l", fmt::format("0-{}", dpc.workers)});
+    return args;
+}
+
+MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
+    const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
+    uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
+                          dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) +
+                          dpc.fragments.max_held + 4096;
+    for (const PortConfig& p : dpc.ports)  // a host interface: one queue each way, batches per worker
+        if (!p.host_interface.empty()) need += kRxDesc + kTxDesc + dpc.workers * dp::Output::kBatch;
+    uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best
+    while (n < need) n <<= 1;
+    if (dpc.mbufs >= n) n = dpc.mbufs + 1;  // as configured, when more
+    MempoolPtr pool(rte_pktmbuf_pool_create("svcgate_mbufs", n - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                            static_cast<int>(rte_socket_id())));
+    if (!pool) err = fmt::format("mempool of {} mbufs: {}", n - 1, rte_strerror(rte_errno));
+    return pool;
+}
+
+QsbrPtr create_qsbr(uint32_t readers) {
+    const size_t sz = rte_rcu_qsbr_get_memsize(readers);
+    QsbrPtr q(static_cast<rte_rcu_qsbr*>(rte_zmalloc("svcgate_qsbr", sz, RTE_CACHE_LINE_SIZE)));
+    if (q && rte_rcu_qsbr_init(q.get(), readers) != 0) q.reset();
+    return q;
+}
+
+}  // namespace svcgate::ctl

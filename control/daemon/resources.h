@@ -1,0 +1,92 @@
+// The daemon's DPDK resources, each owned by an object that gives it back on every exit path,
+// an early failure included: the EAL, the packet pool, the ports, the RCU state, the flow-removal
+// rings. Destroyed in reverse order of construction, so a port is closed before the pool its
+// queues point into is freed, and the EAL goes last.
+//
+// Runs on: the control thread, before the workers start and after they stop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <rte_ether.h>
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+
+#include "control/config/config_model.h"
+
+namespace svcgate::ctl {
+
+// rte_eal_init / rte_eal_cleanup (and the packet-capture server in between).
+class Eal {
+public:
+    // Empty string: up; otherwise what failed.
+    std::string init(std::vector<std::string> args);
+    ~Eal();
+    bool up() const { return up_; }
+
+private:
+    bool up_ = false;
+    bool pdump_ = false;
+};
+
+struct MempoolDeleter {
+    void operator()(rte_mempool* p) const noexcept { rte_mempool_free(p); }
+};
+using MempoolPtr = std::unique_ptr<rte_mempool, MempoolDeleter>;
+
+struct RingDeleter {
+    void operator()(rte_ring* r) const noexcept { rte_ring_free(r); }
+};
+using RingPtr = std::unique_ptr<rte_ring, RingDeleter>;
+
+struct RteFree {
+    void operator()(void* p) const noexcept;
+};
+using QsbrPtr = std::unique_ptr<rte_rcu_qsbr, RteFree>;
+
+// One started DPDK port; stopped and closed when destroyed.
+class Port {
+public:
+    Port() = default;
+    Port(Port&& o) noexcept
+        : id_(o.id_), rxq_(o.rxq_), txq_(o.txq_), configured_(std::exchange(o.configured_, false)),
+          started_(std::exchange(o.started_, false)), have_mac_(o.have_mac_), mac_(o.mac_) {}
+    Port& operator=(Port&&) = delete;
+    ~Port();
+
+    // Configures and starts the port: RSS over `workers` queues when the device can, else one
+    // receive queue per worker the device has. Empty string: up; otherwise what failed.
+    std::string open(const PortConfig& pc, uint16_t workers, rte_mempool* pool);
+    uint16_t id() const { return id_; }
+    uint16_t rx_queues() const { return rxq_; }
+    uint16_t tx_queues() const { return txq_; }
+    rte_ether_addr mac() const;
+
+private:
+    uint16_t id_ = 0;
+    uint16_t rxq_ = 1, txq_ = 1;
+    bool configured_ = false;  // closed when destroyed (its queues point into the pool)
+    bool started_ = false;     // stopped first
+    bool have_mac_ = false;    // ports[].mac, kept even where the device could not take it
+    rte_ether_addr mac_{};
+};
+
+inline constexpr uint16_t kRxDesc = 1024;
+inline constexpr uint16_t kTxDesc = 1024;
+
+// The EAL's arguments for a config: its own, one --vdev / -a per port, the command line's extras,
+// and lcores 0-WORKERS unless given. Empty on a port without a device (`err` says which).
+std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::string& err);
+
+// The packet pool: every descriptor, every worker's bursts and held packets, and slack.
+MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err);
+
+// The RCU variable for `readers` reader threads.
+QsbrPtr create_qsbr(uint32_t readers);
+
+}  // namespace svcgate::ctl

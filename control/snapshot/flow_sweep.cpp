@@ -1,0 +1,57 @@
+#include "control/snapshot/flow_sweep.h"
+
+#include <unordered_set>
+
+#include "dataplane/pipeline/pipeline.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+// (service id, endpoint word): which endpoints each Service still lists.
+struct Key {
+    uint32_t svc;
+    uint64_t ep;  // EndpointKey::word()
+    bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+    size_t operator()(const Key& k) const noexcept { return std::hash<uint64_t>()(k.ep * 0x9e3779b97f4a7c15ull ^ k.svc); }
+};
+using Alive = std::unordered_set<Key, KeyHash>;
+
+template <typename K>
+void sweep(BasicFlowTable<K>& flows, const Alive& alive, uint32_t generation, uint32_t id_bit,
+           const std::function<void(uint32_t, uint8_t)>& remove_dgram, SweepResult& r) {
+    const typename BasicFlowTable<K>::ScanGuard reading(flows);  // no record is reused while we read it
+    for (uint32_t id = 0; id < flows.capacity(); ++id) {
+        auto& f = flows.flow(id);
+        if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat || f.gen == generation) continue;
+        ++r.scanned;
+        // key[1] is the reply tuple: its source is the endpoint.
+        if (alive.count(Key{f.svc_id, EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport}.word()})) continue;
+        if (f.state.fetch_or(kStateGone, std::memory_order_relaxed) & kStateGone) continue;  // marked before
+        if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
+            ++r.tcp_closed;
+        } else {
+            ++r.dgram_removed;
+            remove_dgram(id | id_bit, f.owner);
+        }
+    }
+}
+}  // namespace
+
+SweepResult sweep_removed_endpoints(FlowTable& flows, FlowTable6* flows6, const ServiceSnapshot& fresh,
+                                    const std::function<void(uint32_t, uint8_t)>& remove_dgram) {
+    Alive alive;
+    alive.reserve(fresh.endpoints.size());
+    for (const ServicePort& sp : fresh.services)
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+            alive.insert(Key{sp.id, fresh.endpoints[i].key().word()});
+    SweepResult r;
+    sweep(flows, alive, fresh.generation, 0, remove_dgram, r);
+    if (flows6) sweep(*flows6, alive, fresh.generation, kFlowIdV6, remove_dgram, r);
+    return r;
+}
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,397 @@
+#include "control/snapshot/snapshot_builder.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "dataplane/flow/flow_table.h"
+#include "dataplane/lb/maglev.h"
+#include "control/config/yaml_config.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+
+struct Builder {
+    const Config& cfg;
+    ServiceSnapshot& s;
+    const ServiceSnapshot* prev;
+    BuildMode mode;
+    // The tables workers index, while they grow; moved into the snapshot's FixedArrays at the end.
+    struct Tables {
+        std::vector<ServicePort> services;
+        std::vector<Endpoint> endpoints;
+        std::vector<uint32_t> members;
+        std::vector<EndpointSet> sets;
+        std::vector<uint16_t> rings;
+        std::vector<Cidr4> cidrs;
+        std::vector<Cidr6> cidrs6;
+    } t;
+    std::vector<ConfigIssue> errors;
+    // Where each snapshot service port came from, (service, port) indices into cfg.services: a
+    // duplicate VIP names the port that took it first.
+    std::vector<std::pair<uint32_t, uint32_t>> origin;
+    // Scratch reused for every service port.
+    std::vector<uint64_t> seen, ids;
+    std::vector<uint32_t> cluster, local;
+
+    void error(const Mark& m, std::string path, std::string msg) {
+        errors.push_back(ConfigIssue{m, std::move(path), std::move(msg)});
+    }
+
+    uint32_t add_set(const std::vector<uint32_t>& eps, Scheduler sch) {
+        EndpointSet set{.first = static_cast<uint32_t>(t.members.size()), .count = static_cast<uint32_t>(eps.size())};
+        t.members.insert(t.members.end(), eps.begin(), eps.end());
+        if (scheduler_uses_ring(sch) && !eps.empty()) {
+            ids.clear();
+            for (uint32_t e : eps) ids.push_back(t.endpoints[e].key().word());
+            const uint32_t m = cfg.cluster.maglev_table_size ? cfg.cluster.maglev_table_size
+                                                             : maglev_table_size(static_cast<uint32_t>(eps.size()));
+            auto ring = maglev_build(ids, m, cfg.cluster.maglev_seed);
+            set.ring_off = static_cast<uint32_t>(t.rings.size());
+            set.ring_len = static_cast<uint32_t>(ring.size());
+            t.rings.insert(t.rings.end(), ring.begin(), ring.end());
+        }
+        t.sets.push_back(set);
+        return static_cast<uint32_t>(t.sets.size() - 1);
+    }
+
+    // Where a service port stands in the config, for its error messages.
+    static std::string port_path(const ServicePortConfig& pc, size_t si, size_t pi) {
+        return pc.path.empty() ? fmt::format("services[{}].ports[{}]", si, pi) : pc.path;
+    }
+    std::string owner_name(std::pair<uint32_t, uint32_t> o) const {
+        const ServiceConfig& sc = cfg.services[o.first];
+        const ServicePortConfig& pc = sc.ports[o.second];
+        return fmt::format("{} port {}", sc.full_name(), pc.name.empty() ? std::to_string(pc.port) : pc.name);
+    }
+
+    // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
+    template <typename Table, typename Key, typename What>
+    void add_vip(Table& table, const Key& key, VipEntry value, size_t si, size_t pi, const char* field, What&& what) {
+        if (table.insert(key, value)) return;
+        const ServicePortConfig& pc = cfg.services[si].ports[pi];
+        error(pc.mark, port_path(pc, si, pi) + field,
+              fmt::format("{} is already used by {}", what(), owner_name(origin[table.find(key).service()])));
+    }
+
+    // The CIDRs of family `f` among `v`, into that family's CIDR table.
+    CidrRange add_cidrs(const std::vector<IpCidr>& v, Family f) {
+        if (f == Family::v4) {
+            CidrRange r{.first = static_cast<uint32_t>(t.cidrs.size())};
+            for (const IpCidr& c : v)
+                if (c.family() == f) t.cidrs.push_back(c.v4());
+            r.count = static_cast<uint32_t>(t.cidrs.size()) - r.first;
+            return r;
+        }
+        CidrRange r{.first = static_cast<uint32_t>(t.cidrs6.size())};
+        for (const IpCidr& c : v)
+            if (c.family() == f) t.cidrs6.push_back(c.v6());
+        r.count = static_cast<uint32_t>(t.cidrs6.size()) - r.first;
+        return r;
+    }
+
+    // The family's primary node IP: the first of cluster.node_ips of that family.
+    std::optional<IpAddr> primary_node_ip(Family f) const {
+        for (const IpAddr& a : cfg.cluster.node_ips)
+            if (a.family() == f) return a;
+        return std::nullopt;
+    }
+
+    static std::vector<IpAddr> of_family(const std::vector<IpAddr>& v, Family f) {
+        std::vector<IpAddr> out;
+        for (const IpAddr& a : v)
+            if (a.family() == f) out.push_back(a);
+        return out;
+    }
+
+    // One service port of one family (the family of `cluster_ip`).
+    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi, const IpAddr& cluster_ip) {
+        const Family fam = cluster_ip.family();
+        ServicePort sp;
+        ServiceInfo info;
+        info.name = fmt::format("{}:{}", sc.full_name(), pc.name);
+        info.family = fam;
+        sp.id = service_port_id(info.name, pc.proto, fam);
+        sp.proto = pc.proto;
+        sp.family = fam;
+        info.cluster_ip = cluster_ip;
+        info.port = rte_cpu_to_be_16(pc.port);
+        const bool np_type = sc.type == ServiceType::node_port || sc.type == ServiceType::load_balancer;
+        info.node_port = np_type ? pc.node_port : 0;
+        info.external_ips = of_family(sc.external_ips, fam);
+        if (sc.type == ServiceType::load_balancer) info.lb_ips = of_family(sc.lb_ips, fam);
+        std::vector<IpCidr> ranges = sc.lb_source_ranges;
+        // kube-proxy: when a range holds the primary node IP, the node may reach its own load
+        // balancer, whose traffic can loop back with the LB IP as source: allow the LB IPs too.
+        const std::optional<IpAddr> primary = primary_node_ip(fam);
+        bool from_node = false;
+        for (const IpCidr& c : sc.lb_source_ranges) from_node = from_node || (primary && c.contains(*primary));
+        if (from_node)
+            for (const IpAddr& a : info.lb_ips) ranges.push_back(IpCidr{a, static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)});
+        // This family's ranges only: as in kube-proxy's service change tracker, the other family's
+        // are ignored, and a family left with none is not restricted.
+        sp.lb_source_ranges = add_cidrs(ranges, fam);
+        sp.scheduler = sc.scheduler;
+        sp.affinity_timeout = sc.affinity_timeout;
+        const bool external = np_type || !info.external_ips.empty();
+        sp.external_local = external && sc.external_local;
+        sp.internal_local = sc.internal_local;
+
+        // Endpoints: every group (EndpointSlice) port with this port's name and protocol;
+        // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
+        sp.ep_first = static_cast<uint32_t>(t.endpoints.size());
+        seen.clear();
+        for (const EndpointGroup& g : sc.groups) {
+            for (const EndpointGroup::Port& gp : g.ports) {
+                if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
+                for (const EndpointConfig& e : g.endpoints) {
+                    if (e.ip.family() != fam) continue;  // the other family's slice
+                    Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0};
+                    seen.push_back(ep.key().word());
+                    ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
+                              (e.terminating ? kTerminating : 0) |
+                              (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
+                    t.endpoints.push_back(ep);
+                    s.catalogue.endpoints.push_back(EndpointInfo{e.node});
+                }
+            }
+        }
+        drop_duplicate_endpoints(sp.ep_first);
+        sp.ep_count = static_cast<uint32_t>(t.endpoints.size()) - sp.ep_first;
+
+        // CategorizeEndpoints.
+        auto pick = [&](std::vector<uint32_t>& v, auto&& pred) {
+            v.clear();
+            for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+                if (pred(t.endpoints[i].cond)) v.push_back(i);
+        };
+        auto ready = [](uint8_t c) { return (c & kReady) != 0; };
+        auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
+        pick(cluster, ready);
+        if (cluster.empty()) pick(cluster, serving_term);
+        bool has_any = false;
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+            has_any = has_any || ready(t.endpoints[i].cond) || serving_term(t.endpoints[i].cond);
+
+        sp.cluster_set = add_set(cluster, sp.scheduler);
+        // Most Services use no Local policy: skip the set (and its Maglev table) for them.
+        const bool uses_local = sp.internal_local || sp.external_local;
+        if (uses_local) {
+            pick(local, [&](uint8_t c) { return ready(c) && (c & kLocal); });
+            if (local.empty()) pick(local, [&](uint8_t c) { return serving_term(c) && (c & kLocal); });
+        }
+        const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
+        sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
+        sp.external_set = sp.external_local ? local_set : sp.cluster_set;
+        sp.no_endpoints = has_any ? NoEndpoints::drop : NoEndpoints::reject;
+
+        const uint32_t idx = static_cast<uint32_t>(t.services.size());
+        const uint8_t proto = static_cast<uint8_t>(pc.proto);
+        auto add = [&](const IpAddr& ip, rte_be16_t port, AddrRole role, const char* field, auto&& what) {
+            if (fam == Family::v4)
+                add_vip(s.vips, VipTable::key(ip.v4(), port, proto), VipEntry::make(idx, role), si, pi, field, what);
+            else
+                add_vip(s.vips6, VipTable6::key(ip.v6(), port, proto), VipEntry::make(idx, role), si, pi, field, what);
+        };
+        auto vip = [&](const IpAddr& ip, AddrRole role, const char* what) {
+            add(ip, info.port, role, "",
+                [&] { return fmt::format("{} {}/{}", what, format_endpoint(ip, pc.port), proto_name(pc.proto)); });
+        };
+        vip(info.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
+        for (const IpAddr& a : info.external_ips) vip(a, AddrRole::external_ip, "external IP");
+        for (const IpAddr& a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
+        if (info.node_port) {
+            const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
+            if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
+                error(pc.mark, port_path(pc, si, pi) + np_key,
+                      fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
+                                  cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
+            add(fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}), rte_cpu_to_be_16(info.node_port),
+                AddrRole::node_port, np_key,
+                [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
+        }
+        t.services.push_back(sp);
+        s.catalogue.services.push_back(std::move(info));
+        origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
+    }
+
+    // Endpoints from t.endpoints[first] on, keyed by seen[]: duplicates across slices count once
+    // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
+    void drop_duplicate_endpoints(uint32_t first) {
+        if (seen.size() < 2) return;
+        ids.assign(seen.begin(), seen.end());
+        std::sort(ids.begin(), ids.end());
+        if (std::adjacent_find(ids.begin(), ids.end()) == ids.end()) return;  // the usual case
+        std::unordered_set<uint64_t> kept;
+        size_t out = first;
+        for (size_t i = 0; i < seen.size(); ++i)
+            if (kept.insert(seen[i]).second) {
+                t.endpoints[out] = t.endpoints[first + i];
+                s.catalogue.endpoints[out++] = std::move(s.catalogue.endpoints[first + i]);
+            }
+        t.endpoints.resize(out);
+        s.catalogue.endpoints.resize(out);
+    }
+
+    void ports_and_routes() {
+        std::vector<RouteTable::Route> routes;
+        std::vector<RouteTable6::Route> routes6;
+        for (size_t i = 0; i < cfg.dataplane.ports.size(); ++i) {
+            const PortConfig& p = cfg.dataplane.ports[i];
+            s.catalogue.ports.push_back(PortInfo{p.name, p.addresses});
+            const auto port = static_cast<uint16_t>(i);
+            for (const IpCidr& a : p.addresses) {
+                // A host address on the subnet of another of the port's addresses (one taken over
+                // from a dead peer, sync.h) is answered for, but adds no route of its own.
+                const bool host = a.len == (a.family() == Family::v4 ? 32 : 128);
+                if (host && std::any_of(p.addresses.begin(), p.addresses.end(),
+                                        [&](const IpCidr& o) { return o.len < a.len && o.contains(a.addr); }))
+                    continue;
+                const IpCidr net = mask_cidr(a);
+                if (a.family() == Family::v4)
+                    routes.push_back({net.v4(), NextHop{.gateway = Ip4{}, .port = port, .source = a.addr.v4()}});
+                else
+                    routes6.push_back({net.v6(), NextHop6{.gateway = Ip6{}, .port = port, .source = a.addr.v6()}});
+            }
+        }
+        // The connected route (the port's subnet) that reaches `a`: next hops and neighbors must
+        // have one.
+        const size_t connected = routes.size(), connected6 = routes6.size();
+        auto on_link = [&](const IpAddr& a) -> std::optional<std::pair<uint16_t, IpAddr>> {  // port, source
+            if (a.is_v4()) {
+                for (size_t c = 0; c < connected; ++c)
+                    if (routes[c].prefix.contains(a.v4())) return std::pair{routes[c].hop.port, IpAddr::of(routes[c].hop.source)};
+            } else {
+                for (size_t c = 0; c < connected6; ++c)
+                    if (routes6[c].prefix.contains(a.v6())) return std::pair{routes6[c].hop.port, IpAddr::of(routes6[c].hop.source)};
+            }
+            return std::nullopt;
+        };
+        auto off_link = [&](const Mark& m, std::string path, const IpAddr& a) {
+            error(m, std::move(path), fmt::format("{} is not on the subnet of any port", format_ip(a)));
+        };
+        for (size_t i = 0; i < cfg.dataplane.routes.size(); ++i) {
+            const RouteConfig& rc = cfg.dataplane.routes[i];
+            if (const auto c = on_link(rc.via)) {
+                if (rc.via.is_v4())
+                    routes.push_back({rc.prefix.v4(), NextHop{.gateway = rc.via.v4(), .port = c->first, .source = c->second.v4()}});
+                else
+                    routes6.push_back({rc.prefix.v6(), NextHop6{.gateway = rc.via.v6(), .port = c->first, .source = c->second.v6()}});
+            } else {
+                off_link(rc.mark, fmt::format("dataplane.routes[{}].via", i), rc.via);
+            }
+        }
+        for (size_t i = 0; i < cfg.dataplane.neighbors.size(); ++i)
+            if (!on_link(cfg.dataplane.neighbors[i].ip))
+                off_link(cfg.dataplane.neighbors[i].mark, fmt::format("dataplane.neighbors[{}].ip", i),
+                         cfg.dataplane.neighbors[i].ip);
+        build_routes(routes, s.catalogue.route_list, s.catalogue.routes, prev ? &prev->catalogue.route_list : nullptr,
+                     prev ? prev->catalogue.routes : nullptr);
+        build_routes(routes6, s.catalogue.route_list6, s.catalogue.routes6, prev ? &prev->catalogue.route_list6 : nullptr,
+                     prev ? prev->catalogue.routes6 : nullptr);
+        s.routes = s.catalogue.routes.get();
+        s.routes6 = s.catalogue.routes6.get();
+    }
+
+    // One family's LPM: the previous snapshot's when the routes are the same (an LPM is large to
+    // build), none without an EAL (validate: the routes were checked above).
+    template <typename Route, typename Table>
+    void build_routes(const std::vector<Route>& routes, std::vector<Route>& list, std::shared_ptr<const Table>& out,
+                      const std::vector<Route>* prev_list, const std::shared_ptr<const Table>& prev_table) {
+        if (routes.empty()) return;
+        list = routes;
+        if (prev_table && *prev_list == routes) {
+            out = prev_table;
+        } else if (mode != BuildMode::validate) {
+            std::string err;
+            out = Table::create(routes, err);
+            if (!out) error(Mark{cfg.file, 0, 0}, "dataplane.routes", "cannot build the route table: " + err);
+        }
+    }
+
+    void local_addresses() {
+        std::map<IpAddr, uint32_t> flags;  // LocalAddr bits, both families
+        for (const PortInfo& p : s.catalogue.ports)
+            for (const IpCidr& c : p.addrs) flags[c.addr] |= kPortAddr;
+        for (const IpAddr& a : cfg.cluster.node_ips) {
+            // --nodeport-addresses per family: a family none of whose CIDRs is listed serves
+            // NodePorts on every node IP of that family.
+            bool listed = false, np = false;
+            for (const IpCidr& c : cfg.cluster.nodeport_addresses) {
+                listed = listed || c.family() == a.family();
+                np = np || c.contains(a);
+            }
+            flags[a] |= kNodeAddr | (np || !listed ? uint32_t{kNodePortAddr} : 0u);
+        }
+        for (const ServiceInfo& sp : s.catalogue.services) {
+            flags[sp.cluster_ip] |= kClusterIp;
+            for (const IpAddr& a : sp.external_ips) flags[a] |= kServiceAddr;
+            for (const IpAddr& a : sp.lb_ips) flags[a] |= kServiceAddr;
+        }
+        s.local_addrs.reserve(flags.size());
+        s.local_addrs6.reserve(flags.size());
+        for (const auto& [ip, f] : flags) {
+            if (ip.is_v4()) s.local_addrs.insert(ip.v4().be, f);
+            else s.local_addrs6.insert(StaticHash6::Key{ip.v6(), 0}, f);
+        }
+    }
+};
+
+}  // namespace
+
+uint32_t service_port_id(const std::string& name, Proto proto, Family family) {
+    uint32_t h = 2166136261u;
+    auto mix = [&](unsigned char c) { h = (h ^ c) * 16777619u; };
+    for (unsigned char c : name) mix(c);
+    mix('/');
+    mix(static_cast<unsigned char>(proto));
+    if (family == Family::v6) mix('6');
+    return h;
+}
+
+std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation, const ServiceSnapshot* prev,
+                                                BuildMode mode) {
+    auto snap = std::make_unique<ServiceSnapshot>();
+    ServiceSnapshot& s = *snap;
+    s.generation = generation;
+    s.workers = cfg.dataplane.workers;
+    Builder b{cfg, s, prev, mode, {}, {}, {}};
+    s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v4),
+                                .cluster_cidrs6 = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v6),
+                                .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs, Family::v4),
+                                .service_cidrs6 = b.add_cidrs(cfg.cluster.service_cidrs, Family::v6),
+                                .masquerade_all = cfg.cluster.masquerade_all,
+                                .reject_unknown_port = cfg.cluster.reject_unknown_port,
+                                .one_arm_masquerade = cfg.dataplane.one_arm_masquerade,
+                                .snat_port_min = cfg.cluster.masquerade_port_min,
+                                .snat_port_max = cfg.cluster.masquerade_port_max,
+                                .maglev_seed = cfg.cluster.maglev_seed};
+    b.ports_and_routes();
+    for (size_t si = 0; si < cfg.services.size(); ++si) {
+        const ServiceConfig& sc = cfg.services[si];
+        // Headless and ExternalName Services get no dataplane rule, as in kube-proxy.
+        if (sc.cluster_ips.empty() || sc.type == ServiceType::external_name) continue;
+        for (const IpAddr& cip : sc.cluster_ips)
+            for (size_t pi = 0; pi < sc.ports.size(); ++pi) b.service_port(sc, si, sc.ports[pi], pi, cip);
+    }
+    b.local_addresses();
+    if (!b.errors.empty()) throw ConfigError(std::move(b.errors));
+    s.services = FixedArray<ServicePort>(std::move(b.t.services));
+    s.endpoints = FixedArray<Endpoint>(std::move(b.t.endpoints));
+    s.members = FixedArray<uint32_t>(std::move(b.t.members));
+    s.sets = FixedArray<EndpointSet>(std::move(b.t.sets));
+    s.rings = FixedArray<uint16_t>(std::move(b.t.rings));
+    s.cidrs = FixedArray<Cidr4>(std::move(b.t.cidrs));
+    s.cidrs6 = FixedArray<Cidr6>(std::move(b.t.cidrs6));
+
+    const size_t nsets = s.sets.size();
+    s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);
+    return snap;
+}
+
+}  // namespace svcgate::ctl

@@ -1,0 +1,432 @@
+#include "dataplane/flow/flow_table.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include <sys/mman.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include <rte_hash_crc.h>
+#include <rte_pause.h>
+#include <rte_prefetch.h>
+
+#include "dataplane/base/rcu.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+template <typename T>
+T* alloc_zeroed(size_t n) noexcept {
+    // Large tables want transparent huge pages: a random lookup in a 1M-flow table otherwise
+    // misses the TLB for its buckets and its record. So: 2 MiB aligned, and advised before the
+    // memset touches it (advised afterwards, the pages are 4 KiB ones already and only
+    // khugepaged's slow scan would ever merge them).
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t align = n * sizeof(T) >= kHuge ? kHuge : 64;
+    const size_t bytes = (n * sizeof(T) + align - 1) & ~(align - 1);
+    void* p = std::aligned_alloc(align, bytes);
+    if (!p) return nullptr;
+    if (align == kHuge) madvise(p, bytes, MADV_HUGEPAGE);
+    std::memset(p, 0, bytes);
+    return static_cast<T*>(p);
+}
+
+constexpr uint32_t kSeed1 = 0x9747b28c;
+
+}  // namespace
+
+template <typename K>
+std::unique_ptr<BasicFlowTable<K>> BasicFlowTable<K>::create(const Params& p) noexcept {
+    std::unique_ptr<BasicFlowTable> t(new (std::nothrow) BasicFlowTable(p));
+    if (!t || !t->init()) return nullptr;
+    return t;
+}
+
+template <typename K>
+BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
+    : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
+      n_owners_(std::max<uint16_t>(p.owners, 1)),
+      single_writer_(n_owners_ == 1),
+      qsbr_(p.qsbr),
+      scanner_(p.scanner),
+      timeouts_(p.timeouts),
+      new_flows_per_source_(p.new_flows_per_source) {}
+
+template <typename K>
+bool BasicFlowTable<K>::init() noexcept {
+    // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (8 / 2).
+    // Any count, not a power of two: a hash maps onto it by multiply-shift (Lemire's fast
+    // range), so 10M flows take 5M buckets, not 8M (51 B of index per flow instead of 32).
+    const uint32_t nb = std::max<uint32_t>((capacity_ + 1) / 2, 2);
+    n_buckets_ = nb;
+    uint32_t ns = std::bit_ceil(std::max<uint32_t>(nb / 16, 64));
+    stripe_mask_ = ns - 1;
+    flows_ = alloc_zeroed<Flow>(capacity_);
+    buckets_ = alloc_zeroed<Bucket>(nb);
+    stripes_ = alloc_zeroed<std::atomic<uint32_t>>(ns);
+    owners_ = alloc_zeroed<Owner>(n_owners_);
+    free_mem_ = alloc_zeroed<uint32_t>(capacity_);
+    limbo_mem_ = alloc_zeroed<typename Owner::Limbo>(capacity_);
+    if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
+    if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
+    for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
+    uint32_t per = capacity_ / n_owners_;
+    reserve_ = std::min(std::max(per / 64, 256u), per / 4);
+    for (uint16_t w = 0; w < n_owners_; ++w) {
+        Owner& o = *new (&owners_[w]) Owner{};
+        o.lo = w * per;
+        o.hi = (w + 1 == n_owners_) ? capacity_ : o.lo + per;
+        o.free = free_mem_ + o.lo;
+        o.limbo = limbo_mem_ + o.lo;
+        // Stack with the lowest id on top: a fresh table fills from the start of the range.
+        for (uint32_t id = o.hi; id > o.lo; --id) o.free[o.n_free++] = id - 1;
+    }
+    return true;
+}
+
+template <typename K>
+BasicFlowTable<K>::~BasicFlowTable() {
+    std::free(flows_);
+    std::free(buckets_);
+    std::free(stripes_);
+    std::free(owners_);
+    std::free(free_mem_);
+    std::free(limbo_mem_);
+}
+
+template <typename K>
+uint32_t BasicFlowTable<K>::live_total() const noexcept {
+    uint32_t n = 0;
+    for (uint16_t w = 0; w < n_owners_; ++w) n += owners_[w].live.load(std::memory_order_relaxed);
+    return n;
+}
+
+template <typename K>
+typename BasicFlowTable<K>::Hash BasicFlowTable<K>::hash(const K& k) const noexcept {
+    static_assert(sizeof(K) % 8 == 0);
+    uint64_t a, b;
+    std::memcpy(&a, &k, 8);
+    std::memcpy(&b, reinterpret_cast<const uint8_t*>(&k) + 8, 8);
+    uint32_t c = rte_hash_crc_8byte(a, kSeed1);
+    // Longer keys (IPv6) fold their further words into both: a chain of CRCs for the first
+    // bucket, a multiply-xor into `a` for the mix below. A 16-byte key does exactly what it did.
+    for (size_t off = 16; off < sizeof(K); off += 8) {
+        uint64_t w;
+        std::memcpy(&w, reinterpret_cast<const uint8_t*>(&k) + off, 8);
+        c = rte_hash_crc_8byte(w, c);
+        a = (a ^ w) * 0x9e3779b97f4a7c15ull + off;
+    }
+    // First bucket: CRC32c. The second bucket and the signature come from a multiplicative mix
+    // (a second CRC with another seed differs from the first by a constant, as CRC is affine in
+    // its seed: every bucket would have the same partner and two-choice hashing would be lost).
+    const uint32_t h1 = rte_hash_crc_8byte(b, c);
+    uint64_t x = a ^ (b * 0x9e3779b97f4a7c15ull);
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 29;
+    // The signature's bit 0 is set: an empty slot (0) never matches.
+    auto range = [this](uint32_t v) { return static_cast<uint32_t>((uint64_t{v} * n_buckets_) >> 32); };
+    Hash h{.b1 = range(h1), .b2 = range(static_cast<uint32_t>(x)), .sig = static_cast<uint32_t>(x >> 33) | 1u};
+    if (h.b2 == h.b1) h.b2 = h.b1 + 1 == n_buckets_ ? 0 : h.b1 + 1;
+    return h;
+}
+
+template <typename K>
+FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
+    for (uint32_t b : {h.b1, h.b2}) {
+        const Bucket& bk = buckets_[b];
+        for (unsigned m = matches(b, h.sig); m; m &= m - 1) {
+            // acquire: pairs with the release CAS in claim_slot, so the record's keys written
+            // before publication are visible to the compare below. The slot may have changed
+            // since matches() read it: checked again.
+            const uint64_t v = bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
+            if ((v & 0x7fffffffu) != h.sig) continue;
+            const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+            const auto d = static_cast<Direction>((v >> 31) & 1);
+            if (flows_[id].key[static_cast<unsigned>(d)] == k) return FlowRef{id, d};
+        }
+    }
+    return FlowRef{};
+}
+
+template <typename K>
+FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept { return probe(k, hash(k)); }
+
+template <typename K>
+unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want) const noexcept {
+    const Bucket& bk = buckets_[b];
+#if defined(__AVX2__)
+    // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
+    // read whole (relaxed: callers that go on to a record fence or load the slot with acquire).
+    const __m256i k = _mm256_set1_epi64x(static_cast<long long>(keep)), w = _mm256_set1_epi64x(static_cast<long long>(want));
+    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
+    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
+    return static_cast<unsigned>(
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, k), w))) |
+        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4);
+#else
+    unsigned m = 0;
+    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned{(bk.slot[i].load(std::memory_order_relaxed) & keep) == want} << i;
+    return m;
+#endif
+}
+
+template <typename K>
+unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
+    // The record a slot names is checked by key afterwards. (A signature has bit 0 set: an empty
+    // slot never matches.)
+    const unsigned m = slots_where(b, 0x7fffffff, sig);
+    if (m) std::atomic_thread_fence(std::memory_order_acquire);
+    return m;
+}
+
+template <typename K>
+uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
+    const unsigned m = matches(b, sig);
+    return m ? buckets_[b].slot[std::countr_zero(m)].load(std::memory_order_acquire) : 0;
+}
+
+// Every cache line of a record: an IPv4 record is one line, an IPv6 record two (its reply key
+// straddles them, and the state the established stage reads is in the second).
+template <typename Flow>
+inline void prefetch_record(const Flow* f, bool for_write = false) noexcept {
+    const auto* p = reinterpret_cast<const char*>(f);
+    for (size_t off = 0; off < sizeof(Flow); off += RTE_CACHE_LINE_SIZE) {
+        if (for_write) __builtin_prefetch(p + off, 1, 3);
+        else rte_prefetch0(p + off);
+    }
+}
+
+template <typename K>
+unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes) const noexcept {
+    // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
+    // lookup does the same): hash and prefetch both buckets; find the candidate slot and
+    // prefetch its record; compare keys.
+    Hash local[kBurst];
+    Hash* const h = hashes ? hashes : local;  // the caller's array, when it wants them
+    uint64_t cand[kBurst];
+    n = std::min<unsigned>(n, kBurst);
+    for (unsigned i = 0; i < n; ++i) {
+        h[i] = hash(*keys[i]);
+        rte_prefetch0(&buckets_[h[i].b1]);
+        rte_prefetch0(&buckets_[h[i].b2]);
+    }
+    for (unsigned i = 0; i < n; ++i) {
+        uint64_t v = candidate(h[i].b1, h[i].sig);
+        if (v == 0) v = candidate(h[i].b2, h[i].sig);
+        cand[i] = v;
+        if (v) prefetch_record(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
+    }
+    unsigned misses = 0;
+    for (unsigned i = 0; i < n; ++i) {
+        const uint64_t v = cand[i];
+        if (v == 0) {
+            out[i] = FlowRef{};
+            ++misses;
+            continue;
+        }
+        const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+        const auto d = static_cast<Direction>((v >> 31) & 1);
+        // A signature collision (or a slot that changed meanwhile): the full probe decides.
+        out[i] = flows_[id].key[static_cast<unsigned>(d)] == *keys[i] ? FlowRef{id, d} : probe(*keys[i], h[i]);
+        misses += !out[i].hit();
+    }
+    return misses;
+}
+
+template <typename K>
+bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
+    // Place the entry in the emptier of its two buckets (two-choice hashing).
+    struct Choice {
+        uint32_t bucket;
+        unsigned empty;  // its empty slots
+    } first{h.b1, slots_where(h.b1, ~uint64_t{0}, 0)}, second{h.b2, slots_where(h.b2, ~uint64_t{0}, 0)};
+    if (std::popcount(second.empty) > std::popcount(first.empty)) std::swap(first, second);
+    for (auto [b, empty] : {first, second}) {
+        for (; empty; empty &= empty - 1) {
+            auto& s = buckets_[b].slot[std::countr_zero(empty)];
+            // release: the record written before this store is visible to any reader that
+            // acquires the slot. A lone writer stores; writers that share the index claim by CAS
+            // (another may have taken the slot since it was read empty).
+            if (single_writer_) {
+                s.store(value, std::memory_order_release);
+                return true;
+            }
+            uint64_t expected = 0;
+            if (s.compare_exchange_strong(expected, value, std::memory_order_release, std::memory_order_relaxed))
+                return true;
+        }
+    }
+    return false;
+}
+
+template <typename K>
+void BasicFlowTable<K>::clear_slot(const Hash& h, uint64_t value) noexcept {
+    // A plain store: only the record's owner ever changes a slot that names it (other writers
+    // only claim empty slots).
+    for (uint32_t b : {h.b1, h.b2}) {
+        if (const unsigned m = slots_where(b, ~uint64_t{0}, value)) {
+            buckets_[b].slot[std::countr_zero(m)].store(0, std::memory_order_release);
+            return;
+        }
+    }
+}
+
+template <typename K>
+void BasicFlowTable<K>::lock_stripes(uint32_t a, uint32_t b) noexcept {
+    auto spin = [this](uint32_t s) {
+        uint32_t expected = 0;
+        // acquire: the critical section's probes see every insert that released this stripe.
+        while (!stripes_[s].compare_exchange_weak(expected, 1, std::memory_order_acquire,
+                                                  std::memory_order_relaxed)) {
+            expected = 0;
+            rte_pause();
+        }
+    };
+    if (a > b) std::swap(a, b);  // one global order: two inserting workers never deadlock
+    spin(a);
+    if (b != a) spin(b);
+}
+
+template <typename K>
+void BasicFlowTable<K>::unlock_stripes(uint32_t a, uint32_t b) noexcept {
+    stripes_[a].store(0, std::memory_order_release);
+    if (b != a) stripes_[b].store(0, std::memory_order_release);
+}
+
+template <typename K>
+uint32_t BasicFlowTable<K>::alloc_id(Owner& o) noexcept {
+    if (o.n_free == 0) reclaim(o);
+    if (o.n_free == 0) return FlowRef::kMiss;
+    return o.free[--o.n_free];
+}
+
+template <typename K>
+void BasicFlowTable<K>::retire_id(Owner& o, uint32_t id) noexcept {
+    if (!qsbr_) {
+        o.free[o.n_free++] = id;
+        return;
+    }
+    uint32_t span = o.hi - o.lo;
+    uint32_t tail = (o.limbo_head + o.limbo_len) % span;
+    // rte_rcu_qsbr_start: readers that may still hold `id` have all passed a quiescent state
+    // once the token is reached.
+    o.limbo[tail] = typename Owner::Limbo{id, rte_rcu_qsbr_start(qsbr_)};
+    ++o.limbo_len;
+}
+
+template <typename K>
+void BasicFlowTable<K>::reclaim(Owner& o) noexcept {
+    if (o.limbo_len == 0) return;
+    uint32_t span = o.hi - o.lo;
+    const uint64_t done = rcu_acknowledged(qsbr_);  // one look at the readers for the batch
+    while (o.limbo_len > 0) {
+        const auto& l = o.limbo[o.limbo_head];
+        if (l.token > done) break;  // FIFO: later ones are newer
+        o.free[o.n_free++] = l.id;
+        o.limbo_head = (o.limbo_head + 1) % span;
+        --o.limbo_len;
+    }
+}
+
+template <typename K>
+void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth, InsertHint& h,
+                                       const KeyHash* h0) const noexcept {
+    // Written in place: a hint built on the stack and copied was read back whole over its
+    // narrower stores (a store-forwarding stall, a seventh of the selection's samples).
+    const bool two = !(init.flags & kFlowOneKey);
+    h.h0 = h0 ? *h0 : hash(init.key[0]);
+    h.h1 = two ? hash(init.key[1]) : h.h0;
+    // key[0]'s buckets: the lookup that missed has just read them.
+    if (two) {
+        rte_prefetch0(&buckets_[h.h1.b1]);
+        rte_prefetch0(&buckets_[h.h1.b2]);
+    }
+    if (!single_writer_) {
+        rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
+        rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
+    }
+    // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
+    const Owner& o = owners_[owner];
+    if (nth < o.n_free) prefetch_record(&flows_[o.free[o.n_free - 1 - nth]], true);
+}
+
+template <typename K>
+InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uint32_t now,
+                               const InsertHint* hint) noexcept {
+    const bool two = !(init.flags & kFlowOneKey);
+    const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
+    const Hash h1 = hint ? hint->h1 : two ? hash(init.key[1]) : h0;
+    // Inserts of one tuple by two writers serialise on its stripes; a lone writer has no one to
+    // serialise with (rte_hash takes its writer lock only with RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD).
+    uint32_t s0 = h0.b1 & stripe_mask_, s1 = h1.b1 & stripe_mask_;
+    if (!single_writer_) lock_stripes(s0, s1);
+
+    InsertResult r{InsertStatus::inserted, FlowRef::kMiss};
+    if (FlowRef e = probe(init.key[0], h0); e.hit()) {
+        r = {InsertStatus::exists, e.id};
+    } else if (two && probe(init.key[1], h1).hit()) {
+        r = {InsertStatus::reply_clash, FlowRef::kMiss};
+    } else if (Owner& o = owners_[owner]; (r.id = alloc_id(o)) == FlowRef::kMiss) {
+        r.status = InsertStatus::full;
+    } else {
+        Flow& f = flows_[r.id];
+        f.key[0] = init.key[0];
+        f.key[1] = init.key[1];
+        f.target.store(init.target, std::memory_order_relaxed);
+        f.svc_id = init.svc_id;
+        f.gen = init.gen;
+        f.aux = init.aux;
+        f.kind = init.kind;
+        f.flags = init.flags;
+        f.owner = static_cast<uint8_t>(owner);
+        f.origin.store(init.origin, std::memory_order_relaxed);
+        f.state.store(init.state, std::memory_order_relaxed);
+        f.last_seen.store(now, std::memory_order_relaxed);
+        // release: a scan by id that sees live == 1 (acquire) sees the fields above.
+        f.live.store(1, std::memory_order_release);
+        bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));
+        if (ok && two && !claim_slot(h1, encode(r.id, Direction::reply, h1.sig))) {
+            clear_slot(h0, encode(r.id, Direction::original, h0.sig));
+            ok = false;
+        }
+        if (ok) {
+            o.live.store(o.live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        } else {
+            f.live.store(0, std::memory_order_relaxed);
+            o.free[o.n_free++] = r.id;  // never published: no grace period needed
+            r = {InsertStatus::full, FlowRef::kMiss};
+        }
+    }
+    if (!single_writer_) unlock_stripes(s0, s1);
+    return r;
+}
+
+template <typename K>
+void BasicFlowTable<K>::remove(uint32_t id) noexcept {
+    Flow& f = flows_[id];
+    if (!f.live.load(std::memory_order_relaxed)) return;
+    const Hash h0 = hash(f.key[0]);
+    clear_slot(h0, encode(id, Direction::original, h0.sig));
+    if (!(f.flags & kFlowOneKey)) {
+        const Hash h1 = hash(f.key[1]);
+        clear_slot(h1, encode(id, Direction::reply, h1.sig));
+    }
+    f.live.store(0, std::memory_order_relaxed);
+    Owner& o = owners_[f.owner];
+    o.live.store(o.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    retire_id(o, id);
+}
+
+template class BasicFlowTable<FlowKey>;
+template class BasicFlowTable<FlowKey6>;
+
+}  // namespace svcgate::dp

@@ -1,0 +1,414 @@
+// The flow table: per-connection sticky state shared by all workers (conntrack's job).
+//
+// Layout. A flow is one record holding both tuples (original and reply) and its state: one cache
+// line for IPv4 (FlowTable), two for IPv6 (FlowTable6: 40-byte tuples), each family a table of
+// its own so IPv4 keeps its size and speed (VPP's bihash 16_8 / 48_8, Katran's v4 and v6 maps);
+// records live in one array whose id space is split evenly between owners (workers). An index
+// of 64-byte buckets, eight 8-byte slots each, maps a tuple to (record id, direction); every
+// tuple has two candidate buckets (two-choice hashing), so at the index's 50% load overflow is
+// vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) + the owner's free-id stack
+// (4 B) and RCU limbo FIFO (16 B) = 116 B for IPv4, 180 B for IPv6 (bench/micro_bench
+// BM_BytesPerFlow measures both).
+//
+// Concurrency contract.
+// - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
+//   names was fully written before the slot was published (release CAS), and it is not reused
+//   until every reader has passed a quiescent state (rte_rcu_qsbr), so the key compare that
+//   follows reads a stable record.
+// - insert(owner, ...): the owning worker only (it allocates from its own id range). Inserts of
+//   the same tuple from different workers serialise on a spin bit of the tuple's stripe, so two
+//   workers that race on the first packets of one new flow (the DNS A/AAAA race) converge on one
+//   record: the loser gets the winner's id. Slot claims are CAS, so unrelated inserts never
+//   clash. A table of one owner (one worker, no flow replication) has a single writer: no
+//   stripe locks, and slots are claimed by plain release stores.
+// - remove / expire_step: the owning worker only. A slot naming a record changes only by its
+//   owner, so it is cleared by a plain release store; the id goes to a
+//   limbo FIFO tagged with an RCU token and is reused only after the grace period. Without a
+//   QSBR variable (single-threaded tools and tests) ids are reused at once.
+// - Flow::last_seen and Flow::state are atomics any worker may update; everything else in a
+//   record is immutable while the record is published.
+// - Scans by id (the reload sweep, `svcgatectl flows`): the control thread reads records that a
+//   worker may remove and reuse meanwhile. It does so inside a ScanGuard, which puts its own
+//   QSBR thread id (Params::scanner) online: no id is reused while it reads. Flow::live is
+//   stored with release after the record's fields, so a scan that loads it with acquire sees
+//   them whole.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include <rte_prefetch.h>
+#include <rte_rcu_qsbr.h>
+
+#include "dataplane/flow/conntrack.h"
+#include "dataplane/base/types.h"
+
+namespace svcgate::dp {
+
+enum class FlowKind : uint8_t { nat = 0, affinity = 1 };
+
+enum FlowFlag : uint8_t {
+    kFlowMasq = 0x01,     // the source was masqueraded (SNAT)
+    kFlowOneKey = 0x02,   // only key[0] is indexed (affinity records)
+};
+
+// What a NAT flow counts under: the stable slots of its service port and endpoint (StatsTable),
+// which survive reloads, so the flow keeps its attribution and its place in the active counts for
+// as long as its endpoint exists.
+struct NatTarget {
+    uint32_t service = 0;
+    uint32_t endpoint = 0;
+
+    constexpr uint64_t encode() const noexcept { return uint64_t{service} << 32 | endpoint; }
+    static constexpr NatTarget decode(uint64_t v) noexcept {
+        return NatTarget{static_cast<uint32_t>(v >> 32), static_cast<uint32_t>(v)};
+    }
+};
+
+template <typename K>
+struct alignas(64) BasicFlow {
+    using Key = K;
+    K key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
+    // One word whose meaning is the kind's: a NatTarget (immutable) for nat records, the pinned
+    // EndpointKey for affinity records (updated in place when that endpoint has left the
+    // Service). Read it through nat() / pinned().
+    std::atomic<uint64_t> target{0};
+    uint32_t svc_id = 0;     // ServicePort::id: stable across reloads
+    uint32_t gen = 0;        // snapshot generation the flow was created under
+    uint32_t aux = 0;        // affinity: timeout in seconds
+    std::atomic<uint32_t> last_seen{0};  // seconds, the table's clock
+    std::atomic<uint8_t> state{0};       // TcpState or DgramState
+    FlowKind kind = FlowKind::nat;
+    uint8_t flags = 0;
+    uint8_t owner = 0;
+    std::atomic<uint8_t> live{0};  // 1 while published; written by the owner only
+    // Flow replication (control/ha/sync.h): 0 for a flow of this gateway, k for a replica that came
+    // from ha.peers[k - 1]. A worker that serves a packet of a replica makes it this gateway's
+    // (stores 0: a takeover) and replicates it in turn.
+    std::atomic<uint8_t> origin{0};
+
+    NatTarget nat() const noexcept { return NatTarget::decode(target.load(std::memory_order_relaxed)); }
+    // EndpointKey::word() of the pinned endpoint.
+    uint64_t pinned() const noexcept { return target.load(std::memory_order_relaxed); }
+    void pin(const EndpointKey& e) noexcept { target.store(e.word(), std::memory_order_relaxed); }
+};
+using Flow = BasicFlow<FlowKey>;
+using Flow6 = BasicFlow<FlowKey6>;
+static_assert(sizeof(Flow) == 64, "an IPv4 flow record is one cache line");
+static_assert(sizeof(Flow6) == 128, "an IPv6 flow record is two cache lines");
+
+// Flow::state holds the conntrack state (TcpState or DgramState) in its low bits and two flags:
+// kStateGone, set by the control thread when a reload removed the flow's endpoint (TCP packets of
+// the flow are answered with RST, datagram flows are removed by their owner); kStateReplied, set
+// by the first TCP packet seen in the reply direction (conntrack's SEEN_REPLY): a connection
+// picked up from a mid-stream ACK is ESTABLISHED but, like a half-open one, evictable until then.
+inline constexpr uint8_t kStateGone = 0x80;
+inline constexpr uint8_t kStateReplied = 0x40;
+inline constexpr uint8_t kStateMask = 0x3f;
+
+// What a new flow starts with (a plain value: Flow itself holds atomics).
+template <typename K>
+struct BasicFlowInit {
+    K key[2];
+    uint64_t target = 0;  // NatTarget or EndpointKey, encoded
+    uint32_t svc_id = 0;
+    uint32_t gen = 0;
+    uint32_t aux = 0;
+    uint8_t state = 0;
+    FlowKind kind = FlowKind::nat;
+    uint8_t flags = 0;
+    uint8_t origin = 0;  // 0: this gateway's; k: a replica from ha.peers[k - 1]
+};
+using FlowInit = BasicFlowInit<FlowKey>;
+using FlowInit6 = BasicFlowInit<FlowKey6>;
+
+struct FlowRef {
+    static constexpr uint32_t kMiss = UINT32_MAX;
+    uint32_t id = kMiss;
+    Direction dir = Direction::original;
+    bool hit() const noexcept { return id != kMiss; }
+};
+
+enum class InsertStatus : uint8_t { inserted, exists, reply_clash, full };
+struct InsertResult {
+    InsertStatus status;
+    uint32_t id;  // inserted or existing record
+};
+
+// Where a key lives in the index: its two candidate buckets and its signature.
+struct KeyHash {
+    uint32_t b1, b2, sig;
+};
+
+// A flow's hashes, computed ahead of insert() by prepare_insert(), which also prefetches what the
+// insert will touch: a burst's inserts then overlap their cache misses instead of taking them
+// one after another.
+struct InsertHint {
+    KeyHash h0, h1;
+};
+
+// Sizes and policies of a flow table (both families take the same).
+struct FlowTableParams {
+    static constexpr uint32_t kNoScanner = UINT32_MAX;
+    uint32_t capacity = 1u << 20;  // flow records (each holds both directions)
+    uint16_t owners = 1;           // workers that insert; ids are split evenly
+    rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
+    Timeouts timeouts{};
+    uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
+    uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
+};
+
+template <typename K>
+class BasicFlowTable {
+public:
+    using Key = K;
+    using Flow = BasicFlow<K>;
+    using FlowInit = BasicFlowInit<K>;
+
+    using Params = FlowTableParams;
+    static constexpr uint32_t kNoScanner = FlowTableParams::kNoScanner;
+
+    // RAII: the calling thread reads records by id (not through a lookup) for its lifetime.
+    class ScanGuard {
+    public:
+        explicit ScanGuard(const BasicFlowTable& t) noexcept : t_(t) {
+            if (t_.qsbr_ && t_.scanner_ != kNoScanner) rte_rcu_qsbr_thread_online(t_.qsbr_, t_.scanner_);
+        }
+        ~ScanGuard() {
+            if (t_.qsbr_ && t_.scanner_ != kNoScanner) rte_rcu_qsbr_thread_offline(t_.qsbr_, t_.scanner_);
+        }
+        ScanGuard(const ScanGuard&) = delete;
+        ScanGuard& operator=(const ScanGuard&) = delete;
+
+    private:
+        const BasicFlowTable& t_;
+    };
+
+    // nullptr when memory for `capacity` flows cannot be had.
+    static std::unique_ptr<BasicFlowTable> create(const Params& p) noexcept;
+    ~BasicFlowTable();
+    BasicFlowTable(const BasicFlowTable&) = delete;
+    BasicFlowTable& operator=(const BasicFlowTable&) = delete;
+
+    [[nodiscard]] FlowRef lookup(const K& k) const noexcept;
+    // Bulk lookup in three passes (hash and prefetch the buckets; match signatures and prefetch
+    // the records; compare keys), so a burst's misses overlap. Returns the number of misses.
+    // `hashes` (optional): each key's hash, for prepare_insert() of a key that missed.
+    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes = nullptr) const noexcept;
+
+    // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
+    // `hint`: from prepare_insert() for this very init (its keys unchanged since).
+    [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now,
+                                      const InsertHint* hint = nullptr) noexcept;
+    // Hashes `init` into `hint` and prefetches its reply key's buckets, both keys' lock stripes
+    // and the record the owner's `nth` next insert will take. Reads only, but the owner's free
+    // stack among them: the owning worker only, as insert(). `h0`: key[0]'s hash when the lookup
+    // that missed has it.
+    void prepare_insert(uint16_t owner, const FlowInit& init, unsigned nth, InsertHint& hint,
+                        const KeyHash* h0 = nullptr) const noexcept;
+    void remove(uint32_t id) noexcept;
+
+    // Owner's incremental ageing: visits up to `budget` of its records and removes the expired
+    // ones, calling on_remove(const Flow&) first. Never blocks.
+    template <typename OnRemove>
+    unsigned expire_step(uint16_t owner, uint32_t now, unsigned budget, OnRemove&& on_remove) noexcept;
+
+    // Early drop (conntrack's early_drop, for floods of new connections). An owner whose live
+    // records leave fewer than its reserve of ids (1/64 of its range, at least 256, at most a
+    // quarter) is under pressure; then each new flow first evicts one embryonic record of the
+    // same owner, looking at `probes` live records from its own cursor: a TCP connection never
+    // established (SYN_SENT, SYN_RECV, SYN_SENT2) or never answered (picked up from a stray ACK),
+    // or a datagram flow never answered. An established or answered flow is never evicted: a
+    // SYN flood from random sources fills the table only up to the reserve, and a legitimate new
+    // connection still finds an id.
+    bool under_pressure(uint16_t owner) const noexcept {
+        const Owner& o = owners_[owner];
+        return o.live.load(std::memory_order_relaxed) + reserve_ > o.hi - o.lo;
+    }
+    static bool embryonic(const Flow& f) noexcept;
+    // Is the flow worth replicating as it now is (control/ha/sync.h)? A connection that has proven
+    // itself: TCP answered and past the handshake (its later states too: a replica must learn
+    // that it closes), a datagram flow answered; an affinity pin (as long-lived as its flows).
+    // Never one a reload marked gone. A SYN flood or a scan proves nothing.
+    static bool proven(const Flow& f) noexcept;
+    template <typename OnRemove>
+    bool early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept;
+
+    Flow& flow(uint32_t id) noexcept { return flows_[id]; }
+    const Flow& flow(uint32_t id) const noexcept { return flows_[id]; }
+    uint32_t timeout_of(const Flow& f) const noexcept;
+
+    uint32_t capacity() const noexcept { return capacity_; }
+    uint16_t owners() const noexcept { return n_owners_; }
+    uint32_t new_flows_per_source() const noexcept { return new_flows_per_source_; }
+    uint32_t live_total() const noexcept;
+    // Owner `owner`'s ids, [first, second).
+    std::pair<uint32_t, uint32_t> owner_ids(uint16_t owner) const noexcept { return {owners_[owner].lo, owners_[owner].hi}; }
+    uint32_t owner_live(uint16_t owner) const noexcept { return owners_[owner].live.load(std::memory_order_relaxed); }
+
+private:
+    explicit BasicFlowTable(const Params& p) noexcept;
+    bool init() noexcept;
+
+    static constexpr unsigned kSlots = 8;
+    static constexpr uint32_t kAgePrefetch = 8;  // records the expiry scan prefetches ahead
+    struct alignas(64) Bucket {
+        std::atomic<uint64_t> slot[kSlots];
+    };
+    static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
+
+    using Hash = KeyHash;
+    struct alignas(64) Owner {
+        uint32_t lo = 0, hi = 0;       // id range [lo, hi)
+        uint32_t* free = nullptr;      // stack of free ids
+        uint32_t n_free = 0;
+        struct Limbo { uint32_t id; uint64_t token; };
+        Limbo* limbo = nullptr;        // FIFO ring of retired ids waiting for a grace period
+        uint32_t limbo_head = 0, limbo_len = 0;
+        uint32_t cursor = 0;           // expiry scan position
+        uint32_t drop_cursor = 0;      // early-drop scan position
+        std::atomic<uint32_t> live{0};  // written by the owner only; read by the control thread
+    };
+
+    Hash hash(const K& k) const noexcept;
+    static uint64_t encode(uint32_t id, Direction d, uint32_t sig) noexcept {
+        return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
+    }
+    FlowRef probe(const K& k, const Hash& h) const noexcept;
+    // Bucket `bucket`'s slots whose signature is `sig`, as a bit mask (bit i: slot i).
+    unsigned matches(uint32_t bucket, uint32_t sig) const noexcept;
+    // The first of them (0: none).
+    uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
+    // Bucket `bucket`'s slots whose bits under `keep` equal `want`, as a bit mask (bit i: slot i).
+    unsigned slots_where(uint32_t bucket, uint64_t keep, uint64_t want) const noexcept;
+    bool claim_slot(const Hash& h, uint64_t value) noexcept;
+    void clear_slot(const Hash& h, uint64_t value) noexcept;
+    void lock_stripes(uint32_t a, uint32_t b) noexcept;
+    void unlock_stripes(uint32_t a, uint32_t b) noexcept;
+    uint32_t alloc_id(Owner& o) noexcept;
+    void retire_id(Owner& o, uint32_t id) noexcept;
+    void reclaim(Owner& o) noexcept;
+
+    uint32_t capacity_;
+    uint16_t n_owners_;
+    bool single_writer_;  // one owner: no one to race with on slots and stripes
+    uint32_t n_buckets_;
+    uint32_t stripe_mask_;
+    uint32_t reserve_ = 0;  // ids per owner kept free for new flows under pressure
+    rte_rcu_qsbr* qsbr_;
+    uint32_t scanner_;
+    Timeouts timeouts_;
+    uint32_t new_flows_per_source_ = 0;
+    Flow* flows_ = nullptr;
+    Bucket* buckets_ = nullptr;
+    std::atomic<uint32_t>* stripes_ = nullptr;
+    Owner* owners_ = nullptr;
+    uint32_t* free_mem_ = nullptr;
+    typename Owner::Limbo* limbo_mem_ = nullptr;
+};
+using FlowTable = BasicFlowTable<FlowKey>;
+using FlowTable6 = BasicFlowTable<FlowKey6>;
+extern template class BasicFlowTable<FlowKey>;
+extern template class BasicFlowTable<FlowKey6>;
+
+template <typename K>
+inline uint32_t BasicFlowTable<K>::timeout_of(const Flow& f) const noexcept {
+    if (f.kind == FlowKind::affinity) return f.aux;
+    uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (st & kStateGone) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
+    switch (static_cast<Proto>(f.key[0].proto)) {
+    case Proto::tcp:
+        st &= kStateMask;
+        return st < kTcpStates ? timeouts_.tcp[st] : timeouts_.tcp[0];
+    case Proto::udp:
+    case Proto::sctp:
+        return st == static_cast<uint8_t>(DgramState::replied) ? timeouts_.udp_replied
+                                                              : timeouts_.udp_unreplied;
+    case Proto::icmp:
+    case Proto::icmp6:
+        return timeouts_.icmp;
+    }
+    return timeouts_.other;
+}
+
+template <typename K>
+template <typename OnRemove>
+unsigned BasicFlowTable<K>::expire_step(uint16_t owner, uint32_t now, unsigned budget,
+                                OnRemove&& on_remove) noexcept {
+    Owner& o = owners_[owner];
+    reclaim(o);
+    unsigned removed = 0;
+    uint32_t span = o.hi - o.lo;
+    if (span == 0) return 0;
+    for (unsigned i = 0; i < budget && o.live.load(std::memory_order_relaxed) > 0; ++i) {
+        uint32_t id = o.lo + o.cursor;
+        o.cursor = (o.cursor + 1 == span) ? 0 : o.cursor + 1;
+        // The line holding `live` of a record some steps ahead: a scan of a table larger than
+        // the caches otherwise waits on every record (an IPv6 record's is its second line).
+        rte_prefetch0(&flows_[o.lo + (o.cursor + kAgePrefetch) % span].live);
+        Flow& f = flows_[id];
+        if (!f.live.load(std::memory_order_relaxed)) continue;
+        uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
+        // Unsigned difference: a record touched "after" now by another worker's clock is young.
+        if (static_cast<int32_t>(now - seen) > static_cast<int32_t>(timeout_of(f))) {
+            on_remove(static_cast<const Flow&>(f));
+            remove(id);
+            ++removed;
+        }
+    }
+    return removed;
+}
+
+template <typename K>
+inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
+    if (f.kind != FlowKind::nat) return false;
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    switch (static_cast<Proto>(f.key[0].proto)) {
+    case Proto::tcp: {
+        const auto ts = static_cast<TcpState>(st & kStateMask);
+        return !(st & kStateReplied) || ts == TcpState::syn_sent || ts == TcpState::syn_recv ||
+               ts == TcpState::syn_sent2;
+    }
+    case Proto::udp:
+    case Proto::sctp:
+        return st == static_cast<uint8_t>(DgramState::unreplied);
+    default:
+        return false;
+    }
+}
+
+template <typename K>
+inline bool BasicFlowTable<K>::proven(const Flow& f) noexcept {
+    if (f.kind != FlowKind::nat) return true;
+    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    if (st & kStateGone) return false;
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
+    const auto ts = static_cast<TcpState>(st & kStateMask);
+    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
+}
+
+template <typename K>
+template <typename OnRemove>
+bool BasicFlowTable<K>::early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept {
+    Owner& o = owners_[owner];
+    const uint32_t span = o.hi - o.lo;
+    // `probes` live records at most, and four times as many visits: free ids (the reserve) are
+    // passed over without using up the probes, but never at unbounded cost.
+    for (unsigned visits = 0, live = 0; live < probes && visits < 4 * probes && span; ++visits) {
+        const uint32_t id = o.lo + o.drop_cursor;
+        o.drop_cursor = (o.drop_cursor + 1 == span) ? 0 : o.drop_cursor + 1;
+        const Flow& f = flows_[id];
+        if (!f.live.load(std::memory_order_relaxed)) continue;
+        ++live;
+        if (embryonic(f)) {
+            on_remove(f);
+            remove(id);
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace svcgate::dp

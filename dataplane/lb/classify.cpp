@@ -1,0 +1,60 @@
+#include "dataplane/lb/classify.h"
+
+#include <rte_prefetch.h>
+
+#include "dataplane/base/family.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// What a packet of no flow is when it hit no VIP.
+template <typename F>
+void classify_other(const ServiceSnapshot& s, PacketState& p) noexcept {
+    if ((p.local & kClusterIp) && s.cluster.reject_unknown_port)
+        p.set(Verdict::reject, DropReason::reject_unknown_port);
+    else if (p.local & (kPortAddr | kNodeAddr))
+        p.set(Verdict::local);
+    else if (s.in(F::service_cidrs(s.cluster), F::key(p.meta).dst))
+        p.set(Verdict::drop, DropReason::service_cidr_unallocated);
+    else
+        p.set(Verdict::forward);
+}
+
+}  // namespace
+
+template <typename F>
+void classify_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    const auto& vips = F::vips(s);
+    // With many Services the VIP table is far larger than the cache: the burst's slots first.
+    for (const uint16_t i : b.misses) {
+        const auto& k = F::key(b.pkt[i].meta);
+        vips.prefetch(F::vip_key(k.dst, k.dport, k.proto));
+        F::prefetch_local(s, k.dst);
+    }
+    for (const uint16_t i : b.misses) {
+        PacketState& p = b.pkt[i];
+        const auto& k = F::key(p.meta);
+        // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
+        p.vip = vips.find(F::vip_key(k.dst, k.dport, k.proto));
+        p.local = s.local_flags(k.dst);
+        if (!p.vip.hit() && (p.local & kNodePortAddr)) p.vip = vips.find(F::vip_key({}, k.dport, k.proto));
+        if (!p.vip.hit()) {
+            classify_other<F>(s, p);
+            continue;
+        }
+        // RFC 1812 5.3.1 / RFC 8200 3 before conntrack: a packet that cannot be forwarded starts no flow.
+        if (F::hop_limit(rte_pktmbuf_mtod(b.mbufs[i], const uint8_t*) + p.meta.l3_off) <= 1) {
+            p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+            continue;
+        }
+        b.vip_hits.push(i);
+        rte_prefetch0(&s.services[p.vip.service()]);
+    }
+}
+
+template void classify_burst<V4>(Burst&, WorkerCtx&) noexcept;
+template void classify_burst<V6>(Burst&, WorkerCtx&) noexcept;
+
+}  // namespace svcgate::dp

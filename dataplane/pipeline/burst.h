@@ -1,0 +1,146 @@
+// A burst's state on its way through the pipeline: one PacketState per packet (indexed by the
+// packet's position in the burst) and the index lists each stage hands to the next, all in that
+// one index space. Filled by process_burst()'s stages in turn; read afterwards by trace and tests.
+//
+// Runs on: the worker that owns it (or trace, tests). Never shared.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include "dataplane/flow/flow_table.h"
+#include "dataplane/pipeline/parse.h"
+#include "dataplane/lb/snapshot.h"
+#include "dataplane/pipeline/verdict.h"
+
+namespace svcgate::dp {
+
+// Packet positions in a burst, in packet order.
+struct IndexList {
+    uint16_t at[kBurst];
+    uint16_t n = 0;
+
+    void push(uint16_t i) noexcept { at[n++] = i; }
+    const uint16_t* begin() const noexcept { return at; }
+    const uint16_t* end() const noexcept { return at + n; }
+};
+
+// What the output stage did with a packet.
+enum class L2Outcome : uint8_t {
+    none,     // not reached (a drop verdict)
+    sent,     // queued for transmission (the queue may still refuse it: tx_full)
+    held,     // waits for its next hop's MAC
+    dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
+    frag_held,  // a later fragment waiting for its first in the fragment hold (fragment.h)
+    punted,     // handed to the port's host interface (the kernel's routing daemon, health ports)
+};
+
+// A fragment's part in the pipeline (fragment.h).
+enum class FragRole : uint8_t {
+    none,
+    first,   // a first fragment: its result is recorded for the rest of its datagram
+    follow,  // a later fragment: leaves as its first fragment did (out, out_port, next hop)
+};
+const char* l2_outcome_name(L2Outcome o) noexcept;
+
+struct PacketState {
+    PacketMeta meta;        // parse
+    FlowRef ref;            // flow lookup, in the table of the packet's family
+    union {                 // the tuple as it leaves, for dnat and reply (forward: meta.key)
+        FlowKey out;
+        FlowKey6 out6;
+    };
+    VipEntry vip;           // classify, packets of no flow
+    uint32_t local = 0;     // classify: LocalAddr flags of the destination
+    NatTarget attr;         // what the packet counts under, when `attributed`
+    bool attributed = false;
+    FragRole frag = FragRole::none;
+    Verdict verdict = Verdict::drop;
+    DropReason reason = DropReason::none;
+    uint16_t out_port = 0;  // egress port index
+    union {                 // dnat/reply/forward: where to resolve L2 (IPv4: ARP, IPv6: ND)
+        Ip4 next_hop;
+        Ip6 next_hop6;
+    };
+
+    PacketState() noexcept : out{}, next_hop{} {}
+    L2Outcome l2 = L2Outcome::none;
+    // A routed packet's next-hop MAC when the route stage already had it, fresh (HopCache's
+    // form: the 6 bytes | kResolved; 0: the output stage resolves it).
+    uint64_t next_mac = 0;
+
+    void set(Verdict v, DropReason r = DropReason::none) noexcept {
+        verdict = v;
+        reason = r;
+    }
+};
+
+// Optional per-packet record for trace and tests (null in the workers' loop).
+struct PacketTrace {
+    static constexpr uint32_t kNone = UINT32_MAX;
+    uint32_t service_slot = kNone;   // the service port it was classified to or counts under
+    std::optional<EndpointKey> endpoint;
+    std::optional<AddrRole> role;    // set when the packet was classified as a new connection
+    bool masquerade = false;
+    bool new_flow = false;
+    // L2, from the output stage.
+    std::optional<IpAddr> next_hop;
+    std::optional<rte_ether_addr> mac;  // the next hop's, when known
+    bool arp_requested = false;         // the packet made the worker ask for its next hop
+};
+
+// The packet belongs to NAT flow `f`: it counts under the flow's slots, and a trace names them.
+template <typename K>
+inline void attribute(PacketState& p, const BasicFlow<K>& f, PacketTrace* t) noexcept {
+    p.attr = f.nat();
+    p.attributed = true;
+    if (t) {
+        t->service_slot = p.attr.service;
+        t->endpoint = EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport};  // the reply tuple's source
+        t->masquerade = f.flags & kFlowMasq;
+    }
+}
+
+// A new connection between selection and insertion (new_flow.h).
+template <typename K>
+struct BasicNewFlow {
+    BasicFlowInit<K> init;
+    InsertHint hint;
+    bool masq = false;
+};
+using NewFlow = BasicNewFlow<FlowKey>;
+using NewFlow6 = BasicNewFlow<FlowKey6>;
+
+struct Burst {
+    uint16_t n = 0;
+    uint16_t in_port = 0;  // port index the burst came from
+    rte_mbuf* mbufs[kBurst];
+    PacketState pkt[kBurst];
+    PacketTrace* trace = nullptr;  // kBurst records, or null
+
+    // Handed from stage to stage. The stages from lookup to insert run once per family, over
+    // that family's packets (pipeline.cpp); misses, vip_hits and fresh are the current family's.
+    IndexList flows;    // parse: IPv4 packets, looked up in the IPv4 flow table
+    IndexList flows6;   // parse: IPv6 packets, looked up in the IPv6 flow table
+    IndexList misses;   // lookup: of those, no flow and no ICMP error
+    IndexList vip_hits; // classify: of the misses, those to a service address
+    IndexList fresh;    // select: new connections to insert, in packet order
+    IndexList frags;    // parse: first fragments, whose results frag_resolve records
+    KeyHash miss_hash[kBurst];   // lookup: by packet, the hash of the tuple a miss looked up (the insert's key[0])
+    NewFlow new_flow[kBurst];    // select: by position in `fresh` (IPv4)
+    NewFlow6 new_flow6[kBurst];  // (IPv6)
+
+    // Starts a burst of the n mbufs already in `mbufs`.
+    void start(uint16_t count, uint16_t port, PacketTrace* t = nullptr) noexcept {
+        n = count > kBurst ? kBurst : count;
+        in_port = port;
+        trace = t;
+        flows.n = flows6.n = misses.n = vip_hits.n = fresh.n = frags.n = 0;
+    }
+    PacketTrace* trace_of(uint16_t i) noexcept { return trace ? &trace[i] : nullptr; }
+};
+
+}  // namespace svcgate::dp

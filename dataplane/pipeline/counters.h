@@ -1,0 +1,164 @@
+// Counters: per worker (WorkerCounters), and per service port and endpoint (StatsTable), the
+// latter indexed by slots that stay the same across reloads, so a long-lived flow keeps counting
+// for its own service and endpoint whatever the number of reloads since it started.
+//
+// Runs on: workers write their own WorkerCounters and their own row of each CounterMatrix (plain
+// stores: one writer per cell); the control thread sums them (relaxed reads; a 64-bit counter is
+// never torn on the 64-bit targets DPDK supports). StatsTable::active is shared by all workers
+// (atomics). A StatsTable is owned by the control plane's SlotRegistry, named by every snapshot
+// built while it is current, and freed only after a grace period once a larger one replaced it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "dataplane/pipeline/verdict.h"
+
+namespace svcgate::dp {
+
+struct alignas(64) WorkerCounters {
+    uint64_t rx_packets = 0;
+    uint64_t rx_bytes = 0;
+    uint64_t tx_packets = 0;   // taken by a transmit queue
+    uint64_t generated = 0;    // built here: ARP requests
+    uint64_t held = 0;         // now waiting for a next hop's MAC (a gauge)
+    uint64_t verdicts[kVerdicts] = {};
+    uint64_t drops[kDropReasons] = {};    // packets freed, by reason
+    uint64_t rejects[kDropReasons] = {};  // packets answered with RST / port unreachable, by reason
+    uint64_t flows_created = 0;
+    uint64_t flows_joined = 0;       // a racing worker (or packet) created the same flow first
+    uint64_t flows_expired = 0;
+    uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
+    uint64_t affinity_hits = 0;
+    // Flow replication (control/ha/sync.h): flows this worker handed to the sync thread (proven, or a
+    // state change that matters), those its full ring refused (the periodic refresh sends them),
+    // and replicas it served and so took over.
+    uint64_t sync_events = 0;
+    uint64_t sync_ring_full = 0;
+    uint64_t takeovers = 0;
+    // Fragments (fragment.h). The hold is shared: a fragment one worker stores may be taken out
+    // (released, timed out, dropped with its datagram) by another, so each counts its side.
+    uint64_t frag_stored = 0;    // later fragments this worker put in the hold
+    uint64_t frag_taken = 0;     // fragments this worker took out of the hold
+    uint64_t frag_released = 0;  // of those, sent on translated once their first fragment came
+    uint64_t frag_out_packets = 0;    // IPv4 packets fragmented to the egress MTU
+    uint64_t frag_out_fragments = 0;  // the fragments they became (the extra ones count as generated)
+    // The host path (output.cpp, worker.cpp): packets handed to the ports' host interfaces (also
+    // in tx_packets; counted when queued for it, so one its full queue then refuses is counted
+    // here and as a tx_full drop), and frames the kernel sent out through the ports (outside the balance:
+    // they never were received) and those a full queue refused.
+    uint64_t punted = 0;
+    uint64_t host_out = 0;
+    uint64_t host_out_dropped = 0;
+
+    WorkerCounters& operator+=(const WorkerCounters& o) noexcept;
+    uint64_t dropped() const noexcept;
+    uint64_t rejected() const noexcept;
+    // The balance every packet keeps (README, Reliability): what came in, was made here or was
+    // taken from the fragment hold has left, was freed under a reason, waits for a next hop or
+    // was put in the fragment hold. 0 when the worker is idle; read while it runs, it is off by
+    // the packets of the burst in hand.
+    int64_t unaccounted() const noexcept {
+        return static_cast<int64_t>(rx_packets + generated + frag_taken) -
+               static_cast<int64_t>(tx_packets + dropped() + held + frag_stored);
+    }
+};
+
+inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexcept {
+    rx_packets += o.rx_packets;
+    rx_bytes += o.rx_bytes;
+    tx_packets += o.tx_packets;
+    generated += o.generated;
+    held += o.held;
+    for (unsigned i = 0; i < kVerdicts; ++i) verdicts[i] += o.verdicts[i];
+    for (unsigned i = 0; i < kDropReasons; ++i) drops[i] += o.drops[i], rejects[i] += o.rejects[i];
+    flows_created += o.flows_created;
+    flows_joined += o.flows_joined;
+    flows_expired += o.flows_expired;
+    flows_early_dropped += o.flows_early_dropped;
+    affinity_hits += o.affinity_hits;
+    sync_events += o.sync_events;
+    sync_ring_full += o.sync_ring_full;
+    takeovers += o.takeovers;
+    frag_stored += o.frag_stored;
+    frag_taken += o.frag_taken;
+    frag_released += o.frag_released;
+    frag_out_packets += o.frag_out_packets;
+    frag_out_fragments += o.frag_out_fragments;
+    punted += o.punted;
+    host_out += o.host_out;
+    host_out_dropped += o.host_out_dropped;
+    return *this;
+}
+
+inline uint64_t WorkerCounters::dropped() const noexcept {
+    uint64_t n = 0;
+    for (unsigned i = 1; i < kDropReasons; ++i) n += drops[i];
+    return n;
+}
+
+inline uint64_t WorkerCounters::rejected() const noexcept {
+    uint64_t n = 0;
+    for (unsigned i = 1; i < kDropReasons; ++i) n += rejects[i];
+    return n;
+}
+
+struct alignas(16) PacketCounter {
+    uint64_t packets = 0;
+    uint64_t bytes = 0;
+
+    void add(uint32_t len) noexcept {
+        ++packets;
+        bytes += len;
+    }
+    PacketCounter& operator+=(const PacketCounter& o) noexcept {
+        packets += o.packets;
+        bytes += o.bytes;
+        return *this;
+    }
+};
+
+// One PacketCounter per (worker, slot): each worker writes its own row only, the control thread
+// sums a slot's column.
+class CounterMatrix {
+public:
+    CounterMatrix() = default;
+    CounterMatrix(uint16_t workers, uint32_t slots)
+        : cells_(std::make_unique<PacketCounter[]>(size_t{workers} * slots)), slots_(slots), workers_(workers) {}
+
+    PacketCounter* row(uint16_t worker) const noexcept { return &cells_[size_t{worker} * slots_]; }
+    PacketCounter total(uint32_t slot) const noexcept {
+        PacketCounter t;
+        for (uint16_t w = 0; w < workers_; ++w) t += cells_[size_t{w} * slots_ + slot];
+        return t;
+    }
+    // Control thread, for a slot no worker can write any more (after a grace period).
+    void clear(uint32_t slot) noexcept {
+        for (uint16_t w = 0; w < workers_; ++w) cells_[size_t{w} * slots_ + slot] = PacketCounter{};
+    }
+    uint32_t slots() const noexcept { return slots_; }
+
+private:
+    std::unique_ptr<PacketCounter[]> cells_;
+    uint32_t slots_ = 0;
+    uint16_t workers_ = 0;
+};
+
+// What a flow is attributed to, by stable slot: packets and bytes per service port and per
+// endpoint, and the live flows per endpoint (what lc, sed and nq read). A flow record names its
+// two slots (NatTarget), so neither a reload nor a reordering of the Services changes where it
+// counts; a slot is reused only once no snapshot names it and no flow holds it (SlotRegistry).
+struct StatsTable {
+    StatsTable(uint16_t workers, uint32_t service_slots, uint32_t endpoint_slots)
+        : services(workers, service_slots),
+          endpoints(workers, endpoint_slots),
+          active(std::make_unique<std::atomic<int32_t>[]>(endpoint_slots)) {}
+
+    CounterMatrix services;   // [worker][service slot]
+    CounterMatrix endpoints;  // [worker][endpoint slot]
+    std::unique_ptr<std::atomic<int32_t>[]> active;  // [endpoint slot]: live flows
+};
+
+}  // namespace svcgate::dp

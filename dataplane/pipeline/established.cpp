@@ -1,0 +1,97 @@
+#include "dataplane/pipeline/established.h"
+
+#include "dataplane/base/family.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// What a packet did to its flow's conntrack state.
+enum class Track : uint8_t { invalid, same, changed };
+
+// conntrack for a packet of a known flow.
+template <typename K>
+Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, uint32_t now) noexcept {
+    if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
+    if (static_cast<Proto>(proto) != Proto::tcp) {
+        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0) {
+            f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
+            return Track::changed;
+        }
+        return Track::same;
+    }
+    TcpFlagClass c = tcp_flag_class(m.tcp_flags);
+    const uint8_t seen = dir == Direction::reply ? kStateReplied : 0;
+    uint8_t cur = f.state.load(std::memory_order_relaxed);
+    for (;;) {
+        if (cur & kStateGone) return Track::same;  // marked by a reload meanwhile: the next packet sees it
+        TcpState nx = tcp_transition(static_cast<TcpState>(cur & kStateMask), dir, c);
+        if (nx == TcpState::invalid) return Track::invalid;
+        const uint8_t want = (nx == TcpState::ignore ? cur : static_cast<uint8_t>(nx) | (cur & ~kStateMask)) | seen;
+        if (want == cur) return Track::same;
+        // Both directions may update the state from different workers: CAS, retry on change.
+        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return Track::changed;
+    }
+}
+
+// Hands flow `id` to the sync thread at the burst's end (process_burst).
+inline void sync_push(WorkerCtx& ctx, uint32_t id) noexcept {
+    if (ctx.n_sync < kBurst) ctx.sync_ids[ctx.n_sync++] = id;
+}
+
+template <typename F>
+void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
+    const PacketMeta& m = p.meta;
+    auto& f = F::table(ctx)->flow(p.ref.id);
+    const Direction dir = p.ref.dir;
+    const uint8_t proto = F::key(m).proto;
+    if (f.state.load(std::memory_order_relaxed) & kStateGone) [[unlikely]] {
+        // A reload removed the endpoint: TCP gets an RST (each side, on its next packet: the RST
+        // takes its sequence number from that packet); datagrams are dropped until the owner
+        // removes the entry, and then select again.
+        const bool tcp = static_cast<Proto>(proto) == Proto::tcp;
+        if (tcp && !(m.tcp_flags & kRst)) p.set(Verdict::reject, DropReason::reject_endpoint_gone);
+        else p.set(Verdict::drop, DropReason::endpoint_gone);
+    } else if (const Track tr = m.inner_off ? Track::same : track(f, dir, m, proto, ctx.now); tr == Track::invalid) {
+        p.set(Verdict::drop, DropReason::conntrack_invalid);
+    } else {
+        if (ctx.sync) {
+            // A replica that carries a packet here is ours from now on (its owner is gone, or
+            // ECMP moved the connection): counted, and replicated in turn.
+            const bool taken = f.origin.load(std::memory_order_relaxed) != 0 &&
+                               f.origin.exchange(0, std::memory_order_relaxed) != 0;
+            if (taken) {
+                ++ctx.counters.takeovers;
+                if (f.kind == FlowKind::nat) ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
+            }
+            if ((taken || tr == Track::changed) && F::Table::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
+        }
+        // Translated by the other tuple; an ICMP error (RELATED) likewise, its flow's state
+        // untouched.
+        F::out(p) = f.key[dir == Direction::original ? 1 : 0].reversed();
+        p.set(dir == Direction::original ? Verdict::dnat : Verdict::reply);
+        F::hops(ctx).prefetch(F::out(p).dst);
+    }
+    if (f.kind == FlowKind::nat) attribute(p, f, t);
+}
+
+}  // namespace
+
+template <typename F>
+void track_established(Burst& b, WorkerCtx& ctx) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    for (const uint16_t i : F::flows(b)) {
+        PacketState& p = b.pkt[i];
+        if (p.ref.hit()) {
+            established_one<F>(ctx, p, b.trace_of(i));
+        } else if (p.meta.inner_off) {
+            // An error about no flow of ours: routed as it is, never a new connection.
+            if (s.local_flags(F::key(p.meta).dst) & (kPortAddr | kNodeAddr)) p.set(Verdict::local);
+        }
+    }
+}
+
+template void track_established<V4>(Burst&, WorkerCtx&) noexcept;
+template void track_established<V6>(Burst&, WorkerCtx&) noexcept;
+
+}  // namespace svcgate::dp

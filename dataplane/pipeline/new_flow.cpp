@@ -1,0 +1,254 @@
+#include "dataplane/pipeline/new_flow.h"
+
+#include <rte_prefetch.h>
+
+#include "dataplane/base/family.h"
+#include "dataplane/lb/scheduler.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// Which endpoints a new connection may use and whether it is masqueraded: kube-proxy's nftables
+// chains for one service port, from the address role the packet hit.
+struct Decision {
+    uint32_t set = 0;
+    bool masq = false;
+};
+
+template <typename F>
+Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, const typename F::Key& k) noexcept {
+    const CidrRange cluster_cidrs = F::cluster_cidrs(s.cluster);
+    const bool detector = !cluster_cidrs.empty();
+    const bool from_pod = detector && s.in(cluster_cidrs, k.src);
+    if (role == AddrRole::cluster_ip) {
+        // The internal chain's masquerade rule (daddr == ClusterIP): everything with
+        // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
+        return {sp.internal_set, s.cluster.masquerade_all || (detector && !from_pod)};
+    }
+    if (!sp.external_local) {
+        // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ.
+        return {sp.external_set, true};
+    }
+    // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
+    // gone out to the load balancer and come back: the Cluster set, source kept.
+    if (from_pod) return {sp.cluster_set, false};
+    // The node itself (fib saddr type local): its source is a node address, so masquerade, and
+    // use the Cluster set.
+    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, true};
+    return {sp.external_set, false};
+}
+
+uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
+    // Each worker owns the ports ≡ worker (mod workers) of the range: two workers never hand
+    // out the same port, so uniqueness only has to be checked against this worker's flows
+    // (the insert does that under the tuple's stripe).
+    uint32_t span = uint32_t{c.snat_port_max} - c.snat_port_min + 1;
+    uint32_t per = span / ctx.n_workers;
+    uint32_t slot = ctx.snat_cursor++ % (per ? per : 1);
+    return static_cast<uint16_t>(c.snat_port_min + slot * ctx.n_workers + ctx.worker);
+}
+
+int32_t find_in_set(const ServiceSnapshot& s, const EndpointSet& set, uint64_t pinned) noexcept {
+    for (uint32_t i = 0; i < set.count; ++i) {
+        const uint32_t e = s.members[set.first + i];
+        if (s.endpoints[e].key().word() == pinned) return static_cast<int32_t>(e);
+    }
+    return -1;
+}
+
+// sessionAffinity ClientIP: one record per (client address, service port) in the flow table,
+// pinning the endpoint by address (so the pin survives reloads).
+template <typename F>
+uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const SelectCtx& sc,
+                              const typename F::Addr& client) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    auto* table = F::table(ctx);
+    const typename F::Key ak = F::affinity_key(client, sp.id, kAffinityProto);
+    FlowRef ref = table->lookup(ak);
+    if (ref.hit()) {
+        auto& f = table->flow(ref.id);
+        int32_t ep = find_in_set(s, sc.set, f.pinned());
+        f.last_seen.store(ctx.now, std::memory_order_relaxed);
+        if (ep >= 0) {
+            ++ctx.counters.affinity_hits;
+            return static_cast<uint32_t>(ep);
+        }
+        const uint32_t chosen = select_endpoint(sp.scheduler, sc);
+        f.pin(s.endpoints[chosen].key());
+        return chosen;
+    }
+    const uint32_t chosen = select_endpoint(sp.scheduler, sc);
+    typename F::Init init{.key = {ak, typename F::Key{}},
+                  .target = s.endpoints[chosen].key().word(),
+                  .svc_id = sp.id,
+                  .gen = s.generation,
+                  .aux = sp.affinity_timeout,
+                  .kind = FlowKind::affinity,
+                  .flags = kFlowOneKey};
+    InsertResult r = table->insert(ctx.worker, init, ctx.now);
+    if (r.status == InsertStatus::exists) {
+        // Another worker pinned this client a moment ago: follow it.
+        int32_t ep = find_in_set(s, sc.set, table->flow(r.id).pinned());
+        if (ep >= 0) return static_cast<uint32_t>(ep);
+    }
+    return chosen;  // table full: the connection still goes through, unpinned
+}
+
+// The reply's path would not cross the gateway when client and endpoint sit behind the same
+// next hop (or on the same link): masquerade so that it does. Beyond kube-proxy (a node always
+// sees its own replies); needs routes, so it is off when none are configured.
+template <typename A>
+bool one_armed(const ServiceSnapshot& s, const A& client, const A& ep) noexcept {
+    const auto* a = s.route(client);
+    const auto* b = s.route(ep);
+    if (!a || !b || a->port != b->port) return false;
+    return a->gateway == b->gateway;  // same router, or both directly on the same link
+}
+
+// One packet to a VIP: its refusal, or its connection selected into `nf`.
+template <typename F>
+[[gnu::cold]] [[gnu::noinline]] void select_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf,
+                                                unsigned nth, const KeyHash& h0, PacketTrace* t) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    const uint32_t svc = p.vip.service();
+    const AddrRole role = p.vip.role();
+    const ServicePort& sp = s.services[svc];
+    const auto& k = F::key(p.meta);
+    if (t) t->service_slot = sp.slot, t->role = role;
+
+    // filter-prerouting: loadBalancerSourceRanges guard the LB IPs (the builder adds the LB IPs
+    // themselves when the node may reach its own load balancer).
+    if (role == AddrRole::lb_ip && !sp.lb_source_ranges.empty() && !s.in(sp.lb_source_ranges, k.src))
+        return p.set(Verdict::drop, DropReason::lb_source_range);
+
+    const Decision d = decide<F>(s, sp, role, k);
+    const EndpointSet& set = s.sets[d.set];
+    if (set.count == 0) [[unlikely]] {
+        if (sp.no_endpoints == NoEndpoints::drop) return p.set(Verdict::drop, DropReason::no_local_endpoints);
+        return p.set(Verdict::reject, DropReason::reject_no_endpoints);
+    }
+
+    // conntrack: the first packet must be able to start (or pick up) a connection.
+    uint8_t state = static_cast<uint8_t>(DgramState::unreplied);
+    if (static_cast<Proto>(k.proto) == Proto::tcp) {
+        TcpState ts = tcp_transition(TcpState::none, Direction::original, tcp_flag_class(p.meta.tcp_flags));
+        if (ts == TcpState::invalid || ts == TcpState::ignore) return p.set(Verdict::drop, DropReason::conntrack_invalid);
+        state = static_cast<uint8_t>(ts);
+    }
+    // A source over its share of new flows this second (flow_table.new_flows_per_source), refused
+    // before selection touches the scheduler's or the affinity's state.
+    if (!ctx.sources.admit(k.src, ctx.now, ctx.flows->new_flows_per_source()))
+        return p.set(Verdict::drop, DropReason::source_new_flow_limit);
+
+    SelectCtx sc{.snap = s, .stats = *ctx.stats, .set = set, .set_index = d.set, .rng = ctx.rng};
+    if constexpr (F::family == Family::v4) sc.key = &k;
+    else sc.key6 = &k;
+    const uint32_t e = sp.affinity_timeout ? select_with_affinity<F>(ctx, sp, sc, k.src) : select_endpoint(sp.scheduler, sc);
+    const Endpoint& ep = s.endpoints[e];
+    const typename F::Addr ep_ip = F::addr(ep.ip);
+
+    nf.masq = d.masq || ep_ip == k.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
+              (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip));
+    nf.init = typename F::Init{.key = {k, typename F::Key{}},
+                       .target = NatTarget{.service = sp.slot, .endpoint = ep.slot}.encode(),
+                       .svc_id = sp.id,
+                       .gen = s.generation,
+                       .state = state,
+                       .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
+    nf.init.key[1] = typename F::Key{.src = ep_ip, .dst = k.src, .sport = ep.port, .dport = k.sport, .proto = k.proto};
+    if (nf.masq) {
+        const auto* hop = s.route(ep_ip);
+        if (!hop) return p.set(Verdict::drop, DropReason::no_route);
+        nf.init.key[1].dst = hop->source;
+        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+    }
+    ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
+    F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth, nf.hint, &h0);
+    p.set(Verdict::dnat);
+}
+
+// Creates the flow select_one() prepared; sets the packet's verdict, out tuple and attribution.
+template <typename F>
+void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf, PacketTrace* t) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    auto* table = F::table(ctx);
+    const uint32_t picked = NatTarget::decode(nf.init.target).endpoint;
+    // One in, one out under pressure: a flood of new connections evicts its own kind.
+    if (table->under_pressure(ctx.worker) &&
+        table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, f); }))
+        ++ctx.counters.flows_early_dropped;
+    InsertResult r = table->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
+    // Masquerade: another port of this worker's share when the reply tuple is taken.
+    for (unsigned i = 1; nf.masq && i < 64 && r.status == InsertStatus::reply_clash; ++i) {
+        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+        r = table->insert(ctx.worker, nf.init, ctx.now);
+    }
+    if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
+    switch (r.status) {
+    case InsertStatus::inserted:
+        ++ctx.counters.flows_created;
+        break;
+    case InsertStatus::exists:
+        // Two packets (of one burst, or on two workers) raced on this flow: the winner's record.
+        ++ctx.counters.flows_joined;
+        break;
+    case InsertStatus::reply_clash:
+        return p.set(Verdict::drop, nf.masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash);
+    case InsertStatus::full:
+        return p.set(Verdict::drop, DropReason::flow_table_full);
+    }
+    const auto& f = table->flow(r.id);
+    F::out(p) = f.key[1].reversed();
+    attribute(p, f, t);
+    if (t) t->new_flow = r.status == InsertStatus::inserted;
+}
+
+}  // namespace
+
+template <typename F>
+void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
+    const ServiceSnapshot& s = *ctx.snap;
+    // With many Services the service ports, their endpoint sets and members are far larger than
+    // the cache, and each one's address comes from the one before: one pass per link of that
+    // chain, each prefetching the next link for the whole burst, so the misses of a pass overlap
+    // instead of following each other. (classify_burst prefetched the service ports.)
+    for (const uint16_t i : b.vip_hits) {
+        const ServicePort& sp = s.services[b.pkt[i].vip.service()];
+        rte_prefetch0(&s.sets[sp.internal_set]);
+        rte_prefetch0(&s.sets[sp.external_set]);
+        rte_prefetch0(&ctx.stats->services.row(ctx.worker)[sp.slot]);
+        if (sp.ep_count == 0) continue;  // a Service without endpoints: nothing more to read
+        rte_prefetch0(&s.endpoints[sp.ep_first]);
+        rte_prefetch0(&s.endpoints[sp.ep_first + sp.ep_count - 1]);  // a few endpoints: 1-2 lines
+    }
+    for (const uint16_t i : b.vip_hits) {
+        const ServicePort& sp = s.services[b.pkt[i].vip.service()];
+        for (const uint32_t set : {sp.internal_set, sp.external_set})
+            if (s.sets[set].count) rte_prefetch0(&s.members[s.sets[set].first]);
+        if (sp.ep_count == 0) continue;
+        const uint32_t slot = s.endpoints[sp.ep_first].slot;  // a port's endpoints get neighbouring slots
+        rte_prefetch0(&ctx.stats->active[slot]);
+        rte_prefetch0(&ctx.stats->endpoints.row(ctx.worker)[slot]);
+    }
+    for (const uint16_t i : b.vip_hits) {
+        PacketState& p = b.pkt[i];
+        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.fresh.n, b.miss_hash[i], b.trace_of(i));
+        if (p.verdict == Verdict::dnat) b.fresh.push(i);
+    }
+}
+
+template <typename F>
+void insert_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
+    for (uint16_t x = 0; x < b.fresh.n; ++x) {
+        const uint16_t i = b.fresh.at[x];
+        insert_one<F>(ctx, b.pkt[i], F::new_flows(b)[x], b.trace_of(i));
+    }
+}
+
+template void select_new_flows<V4>(Burst&, WorkerCtx&) noexcept;
+template void select_new_flows<V6>(Burst&, WorkerCtx&) noexcept;
+template void insert_new_flows<V4>(Burst&, WorkerCtx&) noexcept;
+template void insert_new_flows<V6>(Burst&, WorkerCtx&) noexcept;
+
+}  // namespace svcgate::dp

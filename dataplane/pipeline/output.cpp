@@ -1,0 +1,318 @@
+#include "dataplane/pipeline/output.h"
+
+#include <cstring>
+
+#include <rte_arp.h>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/l3/local.h"
+#include "dataplane/pipeline/pipeline.h"
+
+namespace svcgate::dp {
+
+const char* l2_outcome_name(L2Outcome o) noexcept {
+    switch (o) {
+    case L2Outcome::none: return "none";
+    case L2Outcome::sent: return "sent";
+    case L2Outcome::held: return "held";
+    case L2Outcome::dropped: return "dropped";
+    case L2Outcome::frag_held: return "fragment held";
+    case L2Outcome::punted: return "to host interface";
+    }
+    return "?";
+}
+
+void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool,
+                  const rte_ether_addr* macs, uint16_t ports, TxSink sink) {
+    neighbors_ = &neighbors;
+    neighbors6_ = &neighbors6;
+    pool_ = pool;
+    macs_ = macs;
+    n_ports_ = ports;
+    n_outputs_ = ports;
+    sink_ = sink;
+    batches_ = std::make_unique<TxBatch[]>(ports ? ports : 1);
+}
+
+namespace {
+
+// Per packet: internal, so that every caller in this file inlines it (the exported
+// output_queue() was a call per packet, 3% of BM_PipelineEstablished).
+void queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+    Output::TxBatch& tb = ctx.out.batch(port);
+    if (tb.n == Output::kBatch) output_flush(ctx);
+    tb.pkts[tb.n++] = m;
+}
+
+// Asks for `hop`'s MAC on `port` (ARP, or an IPv6 neighbor solicitation), from the port's
+// address on the hop's subnet.
+template <typename A>
+bool request(WorkerCtx& ctx, rte_mempool* pool, const rte_ether_addr& mac, uint16_t port, const A& hop) noexcept {
+    const auto* nh = ctx.snap ? ctx.snap->route(hop) : nullptr;
+    if (!nh || !pool) return false;
+    rte_mbuf* m = rte_pktmbuf_alloc(pool);
+    if (!m) return false;
+    bool built;
+    if constexpr (std::is_same_v<A, Ip4>) built = build_arp_request(m, mac, nh->source, hop);
+    else built = build_nd_solicit(m, mac, nh->source, hop);
+    if (!built) {
+        rte_pktmbuf_free(m);
+        return false;
+    }
+    ++ctx.counters.generated;
+    queue(ctx, port, m);
+    return true;
+}
+
+void set_macs(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src) noexcept {
+    auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+    eth->dst_addr = dst;
+    eth->src_addr = src;
+}
+
+// An IPv4 packet without DF larger than the port's MTU (mtu_check let it through): its fragments
+// go out instead (the extra ones count as generated).
+[[gnu::cold]] void queue_fragmented(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, uint16_t mtu) noexcept {
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    const uint16_t l2 = f[12] == 0x81 && f[13] == 0x00 ? 18 : 14;
+    if (m->pkt_len <= l2 + mtu) return queue(ctx, port, m);
+    rte_mbuf* frags[FragTable::kMaxPerDatagram];
+    const unsigned n = fragment_ipv4(m, l2, mtu, ctx.out.pool(), frags, FragTable::kMaxPerDatagram);
+    if (n == 0) return output_drop(ctx, m, DropReason::frag_out_failed);
+    rte_pktmbuf_free(m);
+    ctx.counters.generated += n - 1;
+    ctx.counters.frag_out_packets++;
+    ctx.counters.frag_out_fragments += n;
+    for (unsigned k = 0; k < n; ++k) queue(ctx, port, frags[k]);
+}
+
+// A routed packet with its MACs set: queued, or fragmented first.
+void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+    const uint16_t mtu = ctx.out.mtu(port);
+    if (mtu && m->pkt_len > 14u + mtu) [[unlikely]]
+        return queue_fragmented(ctx, port, m, mtu);
+    queue(ctx, port, m);
+}
+
+}  // namespace
+
+void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept {
+    ctx.counters.drops[static_cast<unsigned>(why)]++;
+    rte_pktmbuf_free(m);
+}
+
+void output_flush(WorkerCtx& ctx) noexcept {
+    Output& o = ctx.out;
+    for (uint16_t p = 0; p < o.n_outputs_; ++p) {
+        Output::TxBatch& tb = o.batches_[p];
+        if (!tb.n) continue;
+        const uint16_t sent = o.sink_.send(o.sink_.arg, p, tb.pkts, tb.n);
+        ctx.counters.tx_packets += sent;
+        for (uint16_t i = sent; i < tb.n; ++i) output_drop(ctx, tb.pkts[i], DropReason::tx_full);
+        tb.n = 0;
+    }
+}
+
+
+// Puts a packet in the hold queue; false when it is full.
+bool hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
+    Output& o = ctx.out;
+    if (o.n_held_ == Output::kHold) return false;
+    o.held_[o.n_held_++] = h;
+    ctx.counters.held = o.n_held_;
+    return true;
+}
+
+namespace {
+
+// A routed packet: to its next hop's MAC, or into the hold queue while an ARP request (a neighbor
+// solicitation) asks for it.
+template <typename A>
+void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable<A>& nt, const A& hop,
+                 PacketTrace* t) noexcept {
+    Output& o = ctx.out;
+    const rte_ether_addr& src = o.mac(p.out_port);
+    using State = typename BasicNeighborTable<A>::State;
+    rte_ether_addr mac;
+    State ns;
+    if (p.next_mac) [[likely]] {  // resolved, fresh, when routed (hop_cache.h)
+        std::memcpy(mac.addr_bytes, &p.next_mac, RTE_ETHER_ADDR_LEN);
+        ns = State::fresh;
+    } else {
+        ns = nt.lookup(hop, ctx.now, mac);
+    }
+    bool asked = false;
+    if (ns != State::unknown) {
+        set_macs(m, mac, src);
+        queue_routed(ctx, p.out_port, m);
+        p.l2 = L2Outcome::sent;
+        // A stale entry still forwards; one request refreshes it.
+        if (ns == State::stale && nt.want_request(hop, ctx.now))
+            asked = request(ctx, o.pool(), src, p.out_port, hop);
+    } else {
+        if (nt.want_request(hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, hop);
+        if (hold(ctx, Output::Held{m, IpAddr::of(hop), p.out_port, ctx.now})) {
+            p.l2 = L2Outcome::held;
+        } else {
+            output_drop(ctx, m, DropReason::neighbor_hold_full);
+            p.l2 = L2Outcome::dropped;
+            p.reason = DropReason::neighbor_hold_full;
+        }
+    }
+    if (t) {
+        t->next_hop = IpAddr::of(hop);
+        if (ns != State::unknown) t->mac = mac;
+        t->arp_requested = asked;
+    }
+}
+
+}  // namespace
+
+namespace {
+
+// The link-local address the kernel gives an interface with MAC `mac` (RFC 4291 appendix A).
+Ip6 eui64_link_local(const rte_ether_addr& mac) noexcept {
+    Ip6 a{};
+    const uint8_t* b = mac.addr_bytes;
+    a.b[0] = 0xfe, a.b[1] = 0x80;
+    a.b[8] = b[0] ^ 0x02, a.b[9] = b[1], a.b[10] = b[2], a.b[11] = 0xff, a.b[12] = 0xfe;
+    a.b[13] = b[3], a.b[14] = b[4], a.b[15] = b[5];
+    return a;
+}
+
+// What the dataplane did not answer for the gateway itself goes to the in-port's host interface:
+// IP to a port address or node IP (answer_local's to_gateway: BGP, BFD, SSH, the health ports),
+// and the answers to the kernel's own neighbor questions — ARP replies and Neighbor
+// Advertisements to those addresses — so that its neighbor entries resolve. Nothing else of ARP
+// and ND: the dataplane answers requests for the gateway's addresses itself, and the kernel takes
+// no router advertisement, redirect or question about another host. Two budgets per worker:
+// neighbor answers and on-link senders (TTL or hop limit 255, as BFD and BGP with GTSM send, RFC
+// 5082) apart from the rest, so that a flood from off-link cannot starve the routing daemon.
+// False: not for the host (the caller drops it under its reason).
+[[gnu::cold]] bool punt(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port) noexcept {
+    const PacketMeta& pm = p.meta;
+    const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+    constexpr uint32_t kHostAddr = kPortAddr | kNodeAddr;
+    bool control;
+    if (pm.l3 == L3Kind::arp) {
+        if (p.reason != DropReason::arp_consumed) return false;
+        const auto* a = reinterpret_cast<const rte_arp_hdr*>(frame + pm.l3_off);
+        const Ip4 target{a->arp_data.arp_tip};
+        if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REPLY) || !(ctx.snap->local_flags(target) & kHostAddr))
+            return false;
+        control = true;
+    } else if (pm.is_nd()) {
+        if (p.reason != DropReason::nd_consumed) return false;
+        if (pm.icmp_type == kIcmp6NeighborAdvert) {
+            // To one of its addresses, or to its link-local one (the kernel's probes come from it).
+            if (!(ctx.snap->local_flags(pm.key6.dst) & kHostAddr) && !pm.key6.dst.is_link_local()) return false;
+        } else if (pm.icmp_type == kIcmp6NeighborSolicit) {
+            // For its link-local address (the dataplane answers for the others): peers ask
+            // before they answer the kernel's probes.
+            Ip6 target;
+            std::memcpy(target.b, frame + pm.l4_off + 8, 16);
+            if (!(target == eui64_link_local(ctx.out.mac(in_port)))) return false;
+        } else {
+            return false;
+        }
+        control = true;
+    } else {
+        if (p.reason != DropReason::to_gateway) return false;
+        const uint32_t own = pm.is_v6() ? ctx.snap->local_flags(pm.key6.dst) : ctx.snap->local_flags(pm.key.dst);
+        if (!(own & kHostAddr)) return false;  // a service address: nothing for the kernel
+        control = frame[pm.l3_off + (pm.is_v6() ? 7 : 8)] == 255;
+    }
+    if (!(control ? ctx.punt_control : ctx.punt_other).allow(ctx.now_ms)) {
+        p.reason = DropReason::punt_limited;
+        output_drop(ctx, m, DropReason::punt_limited);
+        p.l2 = L2Outcome::dropped;
+        return true;
+    }
+    ++ctx.counters.punted;
+    p.reason = DropReason::none;
+    p.l2 = L2Outcome::punted;
+    queue(ctx, ctx.out.host_of(in_port), m);
+    return true;
+}
+
+inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
+        switch (p.verdict) {
+        case Verdict::drop:
+            output_drop(ctx, m, p.reason);
+            break;
+        case Verdict::reject:  // built in place, MACs swapped
+            queue(ctx, in_port, m);
+            p.l2 = L2Outcome::sent;
+            break;
+        case Verdict::local:
+            p.reason = answer_local(m, p.meta, ctx.out.mac(in_port), *ctx.snap, *ctx.out.neighbors(),
+                                    *ctx.out.neighbors6(), ctx.now);
+            if (p.reason == DropReason::none) {
+                queue(ctx, in_port, m);
+                p.l2 = L2Outcome::sent;
+            } else if (ctx.out.host_of(in_port) != Output::kNoHost && punt(ctx, m, p, in_port)) [[unlikely]] {
+                // handed to the kernel, or counted as over its budget
+            } else {
+                output_drop(ctx, m, p.reason);
+                p.l2 = L2Outcome::dropped;
+            }
+            break;
+        case Verdict::dnat:
+        case Verdict::reply:
+        case Verdict::forward:
+            if (p.meta.is_v6()) [[unlikely]]
+                send_routed(ctx, m, p, *ctx.out.neighbors6(), p.next_hop6, t);
+            else
+                send_routed(ctx, m, p, *ctx.out.neighbors(), p.next_hop, t);
+            break;
+        }
+}
+
+}  // namespace
+
+void output_packet(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
+    output_one(ctx, m, p, in_port, t);
+}
+
+void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    for (uint16_t i = 0; i < b.n; ++i)
+        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold
+            output_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, b.trace_of(i));
+    output_flush(ctx);
+}
+
+void output_retry_held(WorkerCtx& ctx) noexcept {
+    Output& o = ctx.out;
+    unsigned keep = 0;
+    for (unsigned i = 0; i < o.n_held_; ++i) {
+        const Output::Held h = o.held_[i];
+        rte_ether_addr mac;
+        const bool v4 = h.hop.is_v4();
+        const bool known = v4 ? o.neighbors_->lookup(h.hop.v4(), ctx.now, mac) != NeighborTable::State::unknown
+                              : o.neighbors6_->lookup(h.hop.v6(), ctx.now, mac) != NeighborTable6::State::unknown;
+        if (known) {
+            set_macs(h.m, mac, o.macs_[h.port]);
+            queue_routed(ctx, h.port, h.m);
+        } else if (ctx.now - h.since >= Output::kHoldSeconds) {
+            output_drop(ctx, h.m, DropReason::neighbor_unresolved);
+        } else {
+            if (v4 ? o.neighbors_->want_request(h.hop.v4(), ctx.now) : o.neighbors6_->want_request(h.hop.v6(), ctx.now)) {
+                if (v4) request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v4());
+                else request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v6());
+            }
+            o.held_[keep++] = h;
+        }
+    }
+    o.n_held_ = keep;
+    ctx.counters.held = keep;
+    output_flush(ctx);
+}
+
+void output_release_held(WorkerCtx& ctx, DropReason why) noexcept {
+    Output& o = ctx.out;
+    for (unsigned i = 0; i < o.n_held_; ++i) output_drop(ctx, o.held_[i].m, why);
+    o.n_held_ = 0;
+    ctx.counters.held = 0;
+}
+
+}  // namespace svcgate::dp

@@ -1,0 +1,159 @@
+#include "dataplane/pipeline/pipeline.h"
+
+#include <rte_prefetch.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "dataplane/lb/classify.h"
+#include "dataplane/pipeline/established.h"
+#include "dataplane/base/family.h"
+#include "dataplane/pipeline/forward.h"
+#include "dataplane/pipeline/new_flow.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+// Parse: every packet gets its meta or a drop reason; IPv4 and IPv6 packets go on to their
+// family's flow lookup (an ICMP error by the tuple of the flow it is about: conntrack's RELATED),
+// ARP and Neighbor Discovery to the output stage as `local`.
+void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    for (uint16_t i = 0; i < b.n; ++i) {
+        if (i + 1 < b.n) rte_prefetch0(rte_pktmbuf_mtod(b.mbufs[i + 1], void*));
+        rte_mbuf* mb = b.mbufs[i];
+        PacketState& p = b.pkt[i];
+        ctx.counters.rx_packets++;
+        ctx.counters.rx_bytes += mb->pkt_len;
+        ParseOptions po{.ip_csum_verified = (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) ==
+                                            RTE_MBUF_F_RX_IP_CKSUM_GOOD};
+        // A frame larger than one mbuf arrives chained; headers split over segments are not
+        // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
+        DropReason r = mb->nb_segs > 1 ? DropReason::mbuf_chained
+                                       : parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb),
+                                                      p.meta, po);
+        if ((mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none)
+            r = DropReason::ip_bad_checksum;
+        p.ref = FlowRef{};
+        p.attributed = false;
+        p.frag = FragRole::none;
+        p.l2 = L2Outcome::none;
+        p.next_mac = 0;
+        p.next_hop = Ip4{};
+        if (b.trace) b.trace[i] = PacketTrace{};
+        if (r != DropReason::none) {
+            p.set(Verdict::drop, r);
+        } else if (p.meta.is_fragment()) [[unlikely]] {
+            p.set(Verdict::forward);
+            frag_arrive(b, ctx, i);  // fragment.h: a first fragment goes on to its lookup
+        } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {
+            // No copy of the tuple into `out` here: parse has just written it field by field, and
+            // a 16-byte load of it now would stall on store forwarding (4% of process_burst in
+            // BM_PipelineEstablished). A forwarded packet leaves with meta.key.
+            p.set(Verdict::forward);
+            b.flows.push(i);
+        } else if (p.meta.l3 == L3Kind::ipv6 && !p.meta.is_nd()) {
+            p.set(Verdict::forward);
+            b.flows6.push(i);
+        } else {
+            p.set(Verdict::local);  // ARP, Neighbor Discovery: answered or learned from by the output stage
+        }
+    }
+}
+
+// Lookup: one bulk lookup for the family's tuples; what found no flow goes on to classify.
+template <typename F>
+void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    const IndexList& flows = F::flows(b);
+    const typename F::Key* keys[kBurst];
+    FlowRef refs[kBurst];
+    KeyHash hashes[kBurst];
+    b.misses.n = 0;
+    for (uint16_t j = 0; j < flows.n; ++j) {
+        const PacketMeta& m = b.pkt[flows.at[j]].meta;
+        keys[j] = m.inner_off ? &F::err_key(m) : &F::key(m);
+    }
+    const auto* table = F::table(ctx);
+    const unsigned misses = table->lookup_bulk(keys, flows.n, refs, hashes);
+    const StatsTable& st = *ctx.stats;
+    // The counters each packet of a flow is added to: with many Services (over 16k counters,
+    // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the
+    // records are there: the lookup has just compared their keys). With few, pure overhead.
+    const bool prefetch = misses < flows.n && st.services.slots() + st.endpoints.slots() > 16384;
+    for (uint16_t j = 0; j < flows.n; ++j) {
+        const uint16_t i = flows.at[j];
+        b.pkt[i].ref = refs[j];
+        if (!refs[j].hit()) {
+            if (!b.pkt[i].meta.inner_off) b.misses.push(i), b.miss_hash[i] = hashes[j];
+            continue;
+        }
+        if (!prefetch) continue;
+        const auto& f = table->flow(refs[j].id);
+        if (f.kind != FlowKind::nat) continue;
+        const NatTarget t = f.nat();
+        rte_prefetch0(&st.services.row(ctx.worker)[t.service]);
+        rte_prefetch0(&st.endpoints.row(ctx.worker)[t.endpoint]);
+    }
+}
+
+// The stages that depend on the family, over that family's packets.
+template <typename F>
+void family_stages(Burst& b, WorkerCtx& ctx) noexcept {
+    lookup_burst<F>(b, ctx);
+    b.vip_hits.n = b.fresh.n = 0;
+    if (b.misses.n) {
+        classify_burst<F>(b, ctx);
+        select_new_flows<F>(b, ctx);
+    }
+    track_established<F>(b, ctx);
+    if (b.fresh.n) insert_new_flows<F>(b, ctx);
+}
+
+template <typename F>
+bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
+    auto* table = F::table(ctx);
+    if (!table || id >= table->capacity()) return false;
+    const auto& f = table->flow(id);
+    if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
+        !(f.state.load(std::memory_order_relaxed) & kStateGone))
+        return false;
+    release_flow(*ctx.stats, f);
+    table->remove(id);
+    ctx.counters.flows_expired++;
+    return true;
+}
+
+}  // namespace
+
+void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    parse_burst(b, ctx);
+    if (b.flows.n) family_stages<V4>(b, ctx);
+    if (b.flows6.n) [[unlikely]]
+        family_stages<V6>(b, ctx);
+    forward_exit(b, ctx);
+    if (b.frags.n) [[unlikely]]
+        frag_resolve(b, ctx);
+    output_burst(b, ctx);
+    if (ctx.n_sync) {
+        // One enqueue per burst; what a full ring refuses is sent by the periodic refresh.
+        const unsigned n = rte_ring_sp_enqueue_burst_elem(ctx.sync, ctx.sync_ids, sizeof(uint32_t), ctx.n_sync, nullptr);
+        ctx.counters.sync_events += n;
+        ctx.counters.sync_ring_full += ctx.n_sync - n;
+        ctx.n_sync = 0;
+    }
+}
+
+unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
+    const StatsTable& st = *ctx.stats;
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow& f) { release_flow(st, f); });
+    if (ctx.flows6)
+        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow6& f) { release_flow(st, f); });
+    ctx.counters.flows_expired += n;
+    frag_housekeeping(ctx);
+    return n;
+}
+
+bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept {
+    return id & kFlowIdV6 ? remove_gone<V6>(ctx, id & ~kFlowIdV6) : remove_gone<V4>(ctx, id);
+}
+
+}  // namespace svcgate::dp

@@ -1,0 +1,110 @@
+// The packet pipeline: the one per-burst function that serves the DPDK workers, `svcgatectl
+// trace`, the tests, the fuzzers and the benchmarks. Each stage runs over the whole burst before
+// the next begins, so that cache misses overlap across packets instead of following each other,
+// and each has a name and a file:
+//
+//   parse        parse.h        frame → PacketMeta, or a drop; IPv4 and IPv6 tuples collected
+//                               for lookup (the stages up to insert run once per family);
+//                               fragments to fragment.h: a first goes on, a later one follows its
+//                               first's result or waits in the shared hold
+//   lookup       pipeline.cpp   bulk flow lookup; the counters of found flows prefetched
+//   classify     classify.h     packets of no flow: VIP table, NodePorts, the gateway's own
+//                               addresses, unknown ports of a ClusterIP, the service CIDR
+//   select       new_flow.h     (cold) new connections: source ranges, traffic policy, no
+//                               endpoints → REJECT/DROP, conntrack's first packet, per-source cap,
+//                               scheduler or affinity, masquerade; inserts prefetched
+//   established  established.h  packets of known flows: conntrack, endpoints a reload removed,
+//                               ICMP errors about a flow (RELATED), the NAT reversal
+//   insert       new_flow.h     (cold) the selected connections into the flow table, in packet order
+//   forward      forward.h      the exit: route, egress MTU, TTL, rewrite, REJECT built; verdicts,
+//                               rejects and per-service / per-endpoint counters counted here and
+//                               nowhere else
+//   fragments    fragment.h     (cold) first fragments' results recorded; what waited released,
+//                               through forward's and output's per-packet functions
+//   output       output.h       ARP/echo answers, next hop's MAC or the ARP hold queue, IPv4
+//                               fragmented to the egress MTU, transmit batches; the only place a
+//                               packet is freed, counted by reason (and the fragment hold's timeouts)
+//
+// Burst state (burst.h) is one struct per packet, and the stages pass index lists of packet
+// positions to each other: one index space.
+//
+// Runs on: one worker lcore per WorkerCtx. Reads: the snapshot (RCU, held for the burst), the
+// flow table (lock-free). Writes: packets, the flow table (its own records), the worker's
+// counters, the StatsTable's rows and active counts, the rr cursors, the neighbor cache.
+#pragma once
+
+#include <cstdint>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/flow/flow_table.h"
+#include "dataplane/fragment/fragment.h"
+#include "dataplane/l3/hop_cache.h"
+#include "dataplane/pipeline/output.h"
+#include "dataplane/base/rng.h"
+#include "dataplane/lb/snapshot.h"
+#include "dataplane/flow/source_limit.h"
+
+struct rte_ring;
+
+namespace svcgate::dp {
+
+// conntrack's protocol number for session-affinity records in the flow table (never on a wire:
+// IANA reserved 255 would be read as "raw").
+inline constexpr uint8_t kAffinityProto = 0xfe;
+
+// One worker's state: everything a stage may touch besides the burst. Never shared.
+struct WorkerCtx {
+    uint16_t worker = 0;
+    uint16_t n_workers = 1;
+    FlowTable* flows = nullptr;
+    FlowTable6* flows6 = nullptr;  // IPv6 flows: a table of their own (flow_table.h)
+    const ServiceSnapshot* snap = nullptr;  // set by the worker for each burst
+    // Where flows count (by stable slot), set by the worker for each burst after `snap`: never
+    // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
+    StatsTable* stats = nullptr;
+    uint32_t now = 0;                       // seconds, the flow table's clock
+    uint64_t now_ms = 0;                    // milliseconds: fragment timeouts, the ICMP rate limit
+    Rng rng{1};
+    uint32_t snat_cursor = 0;
+    SourceLimiter sources;  // new flows per source this second
+    WorkerCounters counters{};
+    Output out;
+    HopCache<Ip4> hops;    // this worker's route and next-hop MAC answers (hop_cache.h)
+    HopCache<Ip6> hops6;
+    FragTable* frags = nullptr;  // shared by all workers; null: later fragments are dropped
+    uint32_t frag_cursor = 0;    // where this worker's timeout sweep goes on
+    TokenBucket icmp;            // the ICMP errors this worker originates (too big)
+    TokenBucket punt_control;    // to the host interfaces: ARP, ND, on-link senders (output.cpp)
+    TokenBucket punt_other;      // to the host interfaces: the rest
+    // Flow replication (control/ha/sync.h): null when off. The flows (ids, kFlowIdV6 for IPv6) this
+    // burst proved or changed in a way that matters, handed to the sync thread's ring at its end.
+    rte_ring* sync = nullptr;
+    uint16_t n_sync = 0;
+    uint32_t sync_ids[kBurst];
+};
+
+// The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the
+// sink, held for ARP, or freed; results stay in b.pkt.
+void process_burst(Burst& b, WorkerCtx& ctx) noexcept;
+
+// Ageing and id reclamation; call once per loop iteration. Never blocks.
+unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept;
+
+// A flow leaves the table (expiry, early drop, a reload's removal): its endpoint's active count
+// goes down. Every removal of a NAT flow goes through here. A replica of a peer's flow (Flow::
+// origin, control/ha/sync.h) is not counted: it counts once a worker takes it over.
+template <typename K>
+void release_flow(const StatsTable& st, const BasicFlow<K>& f) noexcept {
+    if (f.kind == FlowKind::nat && f.origin.load(std::memory_order_relaxed) == 0)
+        st.active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
+}
+
+// A flow id with its family, as the control thread hands it to a worker (one 32-bit word in a
+// ring): bit 31 set for the IPv6 table.
+inline constexpr uint32_t kFlowIdV6 = 0x80000000u;
+
+// Removes the worker's own flow `id` (kFlowIdV6 set: of the IPv6 table) when it is still live and
+// marked gone by a reload (the datagram flows the reload sweep hands over). True when it removed it.
+bool remove_gone_flow(WorkerCtx& ctx, uint32_t id) noexcept;
+
+}  // namespace svcgate::dp

@@ -1,0 +1,158 @@
+#include "dataplane/pipeline/worker.h"
+
+#include "dataplane/l3/local.h"
+
+#include <algorithm>
+
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+
+namespace svcgate::dp {
+
+Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, FlowTable6& flows6,
+               uint64_t seed)
+    : shared_(shared) {
+    ctx_.worker = index;
+    ctx_.n_workers = n_workers;
+    ctx_.flows = &flows;
+    ctx_.flows6 = &flows6;
+    ctx_.rng = Rng(seed + index);
+    ctx_.out.init(shared.neighbors, shared.neighbors6, shared.pool, shared.port_macs.data(),
+                  static_cast<uint16_t>(shared.port_macs.size()), TxSink{.send = &Worker::transmit, .arg = this});
+    if (shared.port_mtus.size() == shared.port_macs.size()) ctx_.out.set_mtus(shared.port_mtus.data());
+    ctx_.frags = shared.frags;
+    ctx_.icmp.per_second = shared.icmp_errors_per_second;
+    ctx_.punt_control.per_second = shared.punt_control_per_second;
+    ctx_.punt_other.per_second = shared.punt_other_per_second;
+    if (shared.hosts.size() && shared.host_of.size() == shared.port_macs.size())
+        ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
+    tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
+    const auto [lo4, hi4] = flows.owner_ids(index);
+    const auto [lo6, hi6] = flows6.owner_ids(index);
+    age_budget_ = std::max<uint32_t>(64, std::max(hi4 - lo4, hi6 - lo6) / kAgePassMs + 1);
+}
+
+int Worker::main(void* self) {
+    static_cast<Worker*>(self)->run();
+    return 0;
+}
+
+uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
+    auto* w = static_cast<Worker*>(self);
+    const TxQueue& tq = w->tx_[port];
+    if (tq.lock) rte_spinlock_lock(tq.lock);
+    const uint16_t sent = rte_eth_tx_burst(w->shared_.port_ids[port], tq.queue, pkts, n);
+    if (tq.lock) rte_spinlock_unlock(tq.lock);
+    return sent;
+}
+
+void Worker::run() noexcept {
+    rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
+    rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
+    unsigned idle = 0;
+    uint64_t aged_ms = 0;
+    while (!shared_.stop.load(std::memory_order_relaxed)) {
+        if (shared_.test_stall.load(std::memory_order_relaxed)) [[unlikely]] {
+            rte_delay_us_sleep(1000);
+            continue;
+        }
+        ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
+        ctx_.stats = shared_.stats.load(std::memory_order_acquire);  // after the snapshot: see WorkerShared
+        ctx_.now = flow_clock_now();
+        ctx_.now_ms = rte_get_tsc_cycles() / tsc_per_ms_;
+        bool busy = false;
+        for (const RxQueue& q : rx_) {
+            const uint16_t n = rte_eth_rx_burst(shared_.port_ids[q.port], q.queue, burst_.mbufs, kBurst);
+            if (n == 0) continue;
+            busy = true;
+            burst_.start(n, q.port);
+            process_burst(burst_, ctx_);
+        }
+        if (ctx_.worker == 0 && shared_.hosts.size() && from_hosts()) busy = true;
+        if (ctx_.worker == 0) [[unlikely]] announce_addresses();
+        if (ctx_.out.held()) output_retry_held(ctx_);
+        remove_requested();
+        // Ageing works in seconds: idle, a step every loop; under load, one a millisecond sized
+        // to pass over the worker's records every kAgePassMs (a scan of a table larger than the
+        // caches costs a miss a record, and evicts the flows in use).
+        if (!busy) {
+            worker_housekeeping(ctx_, 256);
+        } else if (ctx_.now_ms != aged_ms) {
+            aged_ms = ctx_.now_ms;
+            worker_housekeeping(ctx_, age_budget_);
+        }
+        rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
+        // Idle: pause instead of spinning flat out (a lab on a 2-core box still has to run).
+        if (busy) idle = 0;
+        else if (++idle > 1024) rte_delay_us_sleep(50);
+        else rte_pause();
+    }
+    // Packets still waiting for a next hop at shutdown are counted drops.
+    output_release_held(ctx_, DropReason::neighbor_unresolved);
+    if (ctx_.worker == 0) frag_flush(ctx_, DropReason::frag_timeout);  // the hold is shared: one empties it
+    rte_rcu_qsbr_thread_offline(shared_.qsbr, ctx_.worker);
+    rte_rcu_qsbr_thread_unregister(shared_.qsbr, ctx_.worker);
+}
+
+// What the kernel wrote on the host interfaces (its routing daemon, health answers, its own ARP
+// and ND) leaves through their ports as it is. True when there was any.
+bool Worker::from_hosts() noexcept {
+    bool any = false;
+    rte_mbuf* pkts[32];
+    for (const WorkerShared::Host& h : shared_.hosts) {
+        const uint16_t n = rte_eth_rx_burst(shared_.port_ids[h.output], 0, pkts, std::size(pkts));
+        if (!n) continue;
+        any = true;
+        const uint16_t sent = transmit(this, h.port, pkts, n);
+        ctx_.counters.host_out += sent;
+        ctx_.counters.host_out_dropped += n - sent;
+        for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+    }
+    return any;
+}
+
+// The ports' addresses announced to their links (WorkerShared::announce), counted as generated
+// packets.
+void Worker::announce_addresses() noexcept {
+    const uint32_t a = shared_.announce.load(std::memory_order_relaxed);
+    if (a != announce_seen_) {
+        announce_seen_ = a;
+        announce_left_ = 3;
+        announce_at_ms_ = ctx_.now_ms;
+    }
+    if (!announce_left_ || ctx_.now_ms < announce_at_ms_ || !ctx_.snap) return;
+    --announce_left_;
+    announce_at_ms_ = ctx_.now_ms + 1000;
+    const auto& ports = ctx_.snap->catalogue.ports;
+    for (size_t p = 0; p < ports.size() && p < shared_.port_macs.size(); ++p) {
+        for (const IpCidr& c : ports[p].addrs) {
+            rte_mbuf* m = rte_pktmbuf_alloc(shared_.pool);
+            if (!m) return;
+            const bool built = c.family() == Family::v4 ? build_arp_request(m, shared_.port_macs[p], c.addr.v4(), c.addr.v4())
+                                                        : build_unsolicited_na(m, shared_.port_macs[p], c.addr.v6());
+            if (!built) {
+                rte_pktmbuf_free(m);
+                continue;
+            }
+            ++ctx_.counters.generated;
+            if (transmit(this, static_cast<uint16_t>(p), &m, 1) == 1) {
+                ++ctx_.counters.tx_packets;
+            } else {
+                ++ctx_.counters.drops[static_cast<unsigned>(DropReason::tx_full)];
+                rte_pktmbuf_free(m);
+            }
+        }
+    }
+}
+
+// Datagram flows whose endpoint a reload removed: the owner takes them out of the table, so the
+// next datagram of the same tuple selects again.
+void Worker::remove_requested() noexcept {
+    rte_ring* ring = ctx_.worker < shared_.remove_rings.size() ? shared_.remove_rings[ctx_.worker] : nullptr;
+    if (!ring) return;
+    void* ids[64];
+    const unsigned n = rte_ring_sc_dequeue_burst(ring, ids, std::size(ids), nullptr);
+    for (unsigned i = 0; i < n; ++i) remove_gone_flow(ctx_, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(ids[i])));
+}
+
+}  // namespace svcgate::dp

@@ -1,0 +1,124 @@
+// The poll-mode worker: the loop around the pipeline. Receive a burst from each of its queues, run
+// process_burst() on it (which answers, forwards, holds or frees every packet and transmits), then
+// the loop's chores: held packets, flows a reload handed over, ageing, the quiescent report.
+// Never locks on the packet path (a transmit queue shared because the device has fewer queues
+// than workers takes a spin lock around rte_eth_tx_burst only).
+//
+// Runs on: a worker lcore (Worker::main). Reads the current snapshot through an RCU-published
+// pointer and reports a quiescent state once per loop, so the control thread can free old
+// snapshots and the flow table can reuse ids.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
+#include <rte_ring.h>
+#include <rte_spinlock.h>
+
+#include "dataplane/base/fixed_array.h"
+#include "dataplane/l3/neighbor.h"
+#include "dataplane/pipeline/pipeline.h"
+
+namespace svcgate::dp {
+
+// The flow table's clock (WorkerCtx::now): whole seconds of the TSC, never 0. The control thread
+// reads it too, to show how long a flow has been idle.
+inline uint32_t flow_clock_now() noexcept {
+    return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1;
+}
+
+// What all workers share, set up by the daemon before they start.
+struct WorkerShared {
+    std::atomic<const ServiceSnapshot*> snapshot{nullptr};
+    // Published before any snapshot whose slots need it (Publisher), so a worker that loads it
+    // after the snapshot sees a table large enough for that snapshot.
+    std::atomic<StatsTable*> stats{nullptr};
+    std::atomic<bool> stop{false};
+    // Changed by the control thread when the ports' addresses should be announced (ha: addresses
+    // taken over, or this gateway's own back): worker 0 then sends a gratuitous ARP or an
+    // unsolicited NA for every port address, three times a second apart.
+    std::atomic<uint32_t> announce{0};
+    // A test hook: set, the workers stop reporting quiescent states (they wait for `stop` only),
+    // as a stuck worker would. Never set outside the watchdog's test.
+    std::atomic<bool> test_stall{false};
+    NeighborTable neighbors;
+    NeighborTable6 neighbors6;
+    rte_rcu_qsbr* qsbr = nullptr;
+    rte_mempool* pool = nullptr;
+    FixedArray<rte_ether_addr> port_macs;  // by port index (config order)
+    FixedArray<uint16_t> port_ids;         // DPDK port id by port index
+    FixedArray<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
+    FixedArray<uint16_t> port_mtus;        // by port index
+    FragTable* frags = nullptr;            // the fragment hold, shared
+    uint32_t icmp_errors_per_second = 1000;  // per worker
+    // The host path: port_ids and each worker's transmit queues go on past the ports with one
+    // entry per host interface (output index ports + k; port_macs and port_mtus do not: a host
+    // interface is sent to as it is, never routed to); host_of maps a port
+    // index to its host interface's output index (Output::kNoHost: none). Worker 0 polls each
+    // host interface's single receive queue and sends what the kernel wrote out of its port.
+    FixedArray<uint16_t> host_of;          // by port index
+    struct Host {
+        uint16_t output;  // its output index (ports + k)
+        uint16_t port;    // the port index it belongs to
+    };
+    FixedArray<Host> hosts;
+    uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
+    uint32_t punt_other_per_second = 1000;
+};
+
+struct RxQueue {
+    uint16_t port;   // port index
+    uint16_t queue;
+};
+
+struct TxQueue {
+    uint16_t queue = 0;
+    rte_spinlock_t* lock = nullptr;  // set when other workers use the same queue
+};
+
+class Worker {
+public:
+    Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTable& flows, FlowTable6& flows6,
+           uint64_t seed);
+    // The receive queues it polls; the transmit queue it uses on each port (by port index).
+    void set_queues(std::vector<RxQueue> rx, std::vector<TxQueue> tx) {
+        rx_ = FixedArray<RxQueue>(std::move(rx));
+        tx_ = FixedArray<TxQueue>(std::move(tx));
+    }
+
+    // The loop; returns when shared.stop is set. For rte_eal_remote_launch.
+    static int main(void* self);
+    // Where its masquerade port cursor starts (new_flow.cpp's next_snat_port): past the ports that
+    // flows restored at start hold, so that new connections do not walk through them. Before run().
+    void set_snat_cursor(uint32_t c) noexcept { ctx_.snat_cursor = c; }
+    // Flow replication on: the worker's ring to the sync thread (single producer, single consumer,
+    // 4-byte elements). Before the worker runs.
+    void set_sync_ring(rte_ring* r) noexcept { ctx_.sync = r; }
+    // Read by the control thread while the worker runs (see WorkerCounters).
+    const WorkerCounters& counters() const noexcept { return ctx_.counters; }
+
+private:
+    void run() noexcept;
+    void remove_requested() noexcept;
+    bool from_hosts() noexcept;
+    void announce_addresses() noexcept;
+    static uint16_t transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
+
+    WorkerShared& shared_;
+    WorkerCtx ctx_;
+    Burst burst_;
+    FixedArray<RxQueue> rx_;
+    FixedArray<TxQueue> tx_;
+    uint64_t tsc_per_ms_ = 1;
+    static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
+    uint32_t age_budget_ = 64;                   // records a millisecond under load
+    uint32_t announce_seen_ = 0;  // WorkerShared::announce as last acted on
+    unsigned announce_left_ = 0;  // rounds still to send
+    uint64_t announce_at_ms_ = 0;
+};
+
+}  // namespace svcgate::dp
