@@ -174,14 +174,22 @@ void Syncer::stop() {
 
 void Syncer::run() {
     while (!stop_.load(std::memory_order_relaxed)) {
-        // A millisecond at most: the workers' rings are drained as often; not at all while they
-        // hold more than a tick takes.
+        // A datagram wakes the thread at once; the workers' rings are looked at every
+        // millisecond while there is traffic, and less often the longer there is none (an idle
+        // gateway's sync thread wakes for its hellos and a few times between them), never later
+        // than the next hello; not at all while they hold more than a tick takes.
+        const uint64_t before = steady_ms();
+        const uint64_t next_hello = hello_last_ms_ + cfg_.hello_ms;
+        const uint64_t to_hello = next_hello > before ? next_hello - before : 0;
+        const int timeout = backlog_ ? 0 : static_cast<int>(std::min<uint64_t>(wait_ms_, to_hello));
         pollfd pfd{fd_, POLLIN, 0};
-        (void)poll(&pfd, 1, backlog_ ? 0 : 1);
+        (void)poll(&pfd, 1, timeout);
         const uint64_t now = steady_ms();
         if (w_.qsbr) rte_rcu_qsbr_thread_online(w_.qsbr, w_.qsbr_id);
+        active_ = false;
         tick(now);
         if (w_.qsbr) rte_rcu_qsbr_thread_offline(w_.qsbr, w_.qsbr_id);
+        wait_ms_ = active_ ? 1 : std::min<uint64_t>(wait_ms_ * 2, kIdleWaitMs);
     }
 }
 
@@ -195,7 +203,7 @@ void Syncer::tick(uint64_t now_ms) {
     hellos(now_ms);
     update_ready(now_ms);
     takeovers(now_ms);
-    expire();
+    expire(now_ms);
 }
 
 // Which dead peers' addresses this gateway holds: those of a peer heard once and silent for
@@ -254,6 +262,7 @@ void Syncer::receive(uint64_t now_ms) {
         socklen_t fl = sizeof from;
         const ssize_t n = recvfrom(fd_, d, sizeof d, 0, reinterpret_cast<sockaddr*>(&from), &fl);
         if (n < 0) return;  // EAGAIN: nothing more
+        active_ = true;
         Peer* peer = nullptr;
         for (auto& p : peers_) {
             if (from.ss_family != p->sa.ss_family) continue;
@@ -452,6 +461,7 @@ void Syncer::take_events() {
     }
     backlog_ = more;
     if (taken) {
+        active_ = true;
         std::lock_guard lk(mu_);
         counts_.taken_events += taken;
     }
@@ -493,6 +503,7 @@ void Syncer::bulk_copies() {
     for (auto& pp : peers_) {
         Peer& p = *pp;
         if (!p.copying) continue;
+        active_ = true;
         const uint64_t cap4 = w_.flows->capacity(), cap6 = w_.flows6 ? w_.flows6->capacity() : 0;
         uint8_t body[sync::kMaxBody], d[sync::kMaxDatagram];
         size_t len = 0;
@@ -572,15 +583,17 @@ void Syncer::update_ready(uint64_t now_ms) {
 
 // The sync thread's own records (replicas, and those taken over), aged as a worker ages its own;
 // once a second the replicas are counted.
-void Syncer::expire() {
+void Syncer::expire(uint64_t now_ms) {
     const uint32_t now = flow_clock_now();
     const StatsTable* st = w_.stats->load(std::memory_order_acquire);
     if (!st) return;
-    (void)w_.flows->expire_step(w_.owner, now, 64, [st](const Flow& f) { release_flow(*st, f); });
-    if (w_.flows6) (void)w_.flows6->expire_step(w_.owner, now, 64, [st](const Flow6& f) { release_flow(*st, f); });
-    const uint64_t ms = steady_ms();
-    if (ms - count_last_ms_ < 1000) return;
-    count_last_ms_ = ms;
+    // 64 records a millisecond, however long the thread slept.
+    const auto budget = static_cast<uint32_t>(64 * std::clamp<uint64_t>(now_ms - expire_last_ms_, 1, 1000));
+    expire_last_ms_ = now_ms;
+    (void)w_.flows->expire_step(w_.owner, now, budget, [st](const Flow& f) { release_flow(*st, f); });
+    if (w_.flows6) (void)w_.flows6->expire_step(w_.owner, now, budget, [st](const Flow6& f) { release_flow(*st, f); });
+    if (now_ms - count_last_ms_ < 1000) return;
+    count_last_ms_ = now_ms;
     uint32_t replicas = 0;
     auto count = [&](const auto& table) {
         const auto [lo, hi] = table.owner_ids(w_.owner);

@@ -1,12 +1,13 @@
-// Flow replication between gateways (issue 19): the sync thread.
+// Flow replication between gateways: the sync thread.
 //
 // What goes out. A worker hands a flow to its ring (WorkerCtx::sync) when the flow proves itself
 // (TCP answered and past the handshake, a datagram flow answered) and when its state changes
 // after that (FIN, RST: a replica learns that it closes); the sync thread takes the ids every
-// millisecond, reads the records (as a QSBR reader of its own, so no id is reused under it),
+// millisecond while there is traffic (backing off to kIdleWaitMs when there is none: an idle
+// gateway's sync thread sleeps), reads the records (as a QSBR reader of its own, so no id is reused under it),
 // packs them into datagrams (sync_proto.h: up to 24 IPv4 records in one) and sends them to every
 // live peer. Every `refresh_seconds` each of this gateway's proven flows is sent again, a slice of
-// the table per millisecond: what a lost datagram or a full ring missed is healed, and a replica
+// the table per millisecond of elapsed time: what a lost datagram or a full ring missed is healed, and a replica
 // of a long-lived flow does not expire. No deletion is sent: a record carries its idle time, so a
 // replica expires when its owner's flow would, and a closing connection's state (replicated as a
 // change) shortens it as it does the owner's.
@@ -93,6 +94,9 @@ public:
     static constexpr double kStartWaitSeconds = 30;
     // Datagrams a bulk copy or the refresh sends per millisecond at most.
     static constexpr unsigned kBulkPerTick = 64;
+    // The longest the sync thread sleeps while nothing happens (a datagram wakes it at once):
+    // the delay of the first flow event after a quiet spell, and of noticing a dead peer.
+    static constexpr uint64_t kIdleWaitMs = 32;
     // Records a bulk copy looks at per millisecond at most (a sparse table is not read at once).
     static constexpr uint32_t kBulkScanPerTick = 65536;
 
@@ -134,7 +138,7 @@ private:
     void bulk_copies();
     void hellos(uint64_t now_ms);
     void update_ready(uint64_t now_ms);
-    void expire();
+    void expire(uint64_t now_ms);
     void takeovers(uint64_t now_ms);
     template <typename K>
     void take_record(dp::BasicFlowInit<K>& in, uint32_t idle, Peer& from);
@@ -166,7 +170,9 @@ private:
     uint64_t refresh_last_ms_ = 0;
     uint64_t hello_last_ms_ = 0;
     bool backlog_ = false;  // the last tick left flows in a ring: no sleep before the next
-    uint64_t count_last_ms_ = 0;
+    bool active_ = false;   // the last tick received, took or copied anything
+    uint64_t wait_ms_ = 1;  // the next sleep: 1 ms while active, doubling to kIdleWaitMs while idle
+    uint64_t count_last_ms_ = 0, expire_last_ms_ = 0;
 
     // The importer for the current snapshot (rebuilt when the generation changes).
     struct Importer;
