@@ -49,7 +49,7 @@ uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n
 void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
-    unsigned idle = 0;
+    unsigned idle = 0, sleep_us = 0;
     uint64_t aged_ms = 0;
     while (!shared_.stop.load(std::memory_order_relaxed)) {
         if (shared_.test_stall.load(std::memory_order_relaxed)) [[unlikely]] {
@@ -82,10 +82,18 @@ void Worker::run() noexcept {
             worker_housekeeping(ctx_, age_budget_);
         }
         rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
-        // Idle: pause instead of spinning flat out (a lab on a 2-core box still has to run).
-        if (busy) idle = 0;
-        else if (++idle > 1024) rte_delay_us_sleep(50);
-        else rte_pause();
+        // Idle: a few polls more, then sleeps that double up to kMaxSleepUs (l3fwd-power's
+        // idea without its interrupts): a gateway with nothing to do leaves its core to others (a
+        // lab on a 2-core box still has to run), and one under load never sleeps.
+        if (busy) {
+            idle = 0;
+            sleep_us = 0;
+        } else if (++idle <= kSpinPolls) {
+            rte_pause();
+        } else {
+            sleep_us = std::clamp(sleep_us * 2, kMinSleepUs, kMaxSleepUs);
+            rte_delay_us_sleep(sleep_us);
+        }
     }
     // Packets still waiting for a next hop at shutdown are counted drops.
     output_release_held(ctx_, DropReason::neighbor_unresolved);

@@ -114,7 +114,10 @@ private:
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
     uint64_t tsc_per_ms_ = 1;
-    static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
+    // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
+    // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).
+    static constexpr unsigned kSpinPolls = 64;
+    static constexpr unsigned kMinSleepUs = 16, kMaxSleepUs = 1024;    static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
     uint32_t age_budget_ = 64;                   // records a millisecond under load
     uint32_t announce_seen_ = 0;  // WorkerShared::announce as last acted on
     unsigned announce_left_ = 0;  // rounds still to send
