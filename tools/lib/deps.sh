@@ -1,18 +1,19 @@
-# Debian packages the build and the tests need; installed only when missing.
-SVCGATE_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-              libboost-program-options-dev libgtest-dev libbenchmark-dev libsystemd-dev libsodium-dev python3 python3-yaml)
-# The sanitizer and fuzzing builds of tools/test (clang: libFuzzer, ASan, UBSan, TSan).
-SVCGATE_DEPS+=(clang libclang-rt-14-dev)
-# The Debian package (tools/package) and its checks: debhelper, lintian (systemd-analyze is systemd's).
-SVCGATE_DEPS+=(debhelper lintian systemd)
-# The man pages, written at build time from README.md and config/README.md (tools/man).
-SVCGATE_DEPS+=(pandoc)
+# Debian packages, installed only when missing, in two sets: what svcgate and svcgatectl need to
+# build and run the lab (tools/demo, tools/lab: a quick start installs only these), and what the
+# tests, the sanitizer builds, the package and the man pages need besides (tools/test).
+SVCGATE_BUILD_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev
+                    libcpp-httplib-dev libboost-program-options-dev libsystemd-dev libsodium-dev python3 python3-yaml)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
 SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
-# install_deps [EXTRA-PACKAGE...]
-install_deps() {
+# The unit tests and benchmarks (GoogleTest, Google Benchmark); the sanitizer and fuzzing builds of
+# tools/test (clang: libFuzzer, ASan, UBSan, TSan); the Debian package (tools/package) and its
+# checks (debhelper, lintian, systemd-analyze); the man pages (pandoc); the format check.
+SVCGATE_TEST_DEPS=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev debhelper lintian systemd pandoc clang-format)
+
+# install_packages PACKAGE...: those not installed yet.
+install_packages() {
     local missing=()
-    for p in "${SVCGATE_DEPS[@]}" "${SVCGATE_LAB_DEPS[@]}" "$@"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -20,6 +21,17 @@ install_deps() {
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
+}
+# install_deps [EXTRA-PACKAGE...]: everything (tools/test, tools/package, bench/run).
+install_deps() { install_packages "${SVCGATE_BUILD_DEPS[@]}" "${SVCGATE_LAB_DEPS[@]}" "${SVCGATE_TEST_DEPS[@]}" "$@"; }
+# install_lab_deps: what the demo and the lab need, no more.
+install_lab_deps() { install_packages "${SVCGATE_BUILD_DEPS[@]}" "${SVCGATE_LAB_DEPS[@]}"; }
+
+# build_daemon: svcgate and svcgatectl in build/, and nothing else (the demo's and the lab's
+# build). A build/ made here has no tests or benchmarks configured; tools/test turns them on.
+build_daemon() {
+    if [ ! -d build ]; then meson setup build -Dtests=false -Dbench=false >/dev/null || return 1; fi
+    ninja -C build control/svcgate control/svcgatectl >/dev/null
 }
 
 # install_guarded PACKAGE...: installs without starting the packaged services on the machine (bird2
