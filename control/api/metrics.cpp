@@ -181,18 +181,8 @@ MetricsServer::~MetricsServer() {
     if (thread_.joinable()) thread_.join();
 }
 
-std::string MetricsServer::start(const std::string& host_port, DaemonState& st) {
-    if (host_port.empty()) return {};
-    const auto colon = host_port.rfind(':');
-    in_addr a{};
-    int port = 0;
-    try {
-        if (colon == std::string::npos || inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &a) != 1)
-            throw std::invalid_argument("address");
-        port = std::stoi(host_port.substr(colon + 1));
-    } catch (const std::exception&) {
-        return fmt::format("metrics address \"{}\" is not IPv4:PORT", host_port);
-    }
+std::string MetricsServer::start(const std::optional<HostPort>& at, DaemonState& st) {
+    if (!at) return {};
     server_ = std::make_unique<httplib::Server>();
     // Two threads are plenty for a scraper or two; a client that sends nothing is dropped after
     // the read timeout; requests are headers only.
@@ -219,9 +209,10 @@ std::string MetricsServer::start(const std::string& host_port, DaemonState& st) 
             res.status = a.first;
             res.set_content(a.second, "application/json");
         });
-    if (!server_->bind_to_port(host_port.substr(0, colon), port)) {
+    // httplib resolves the host with getaddrinfo: "::1" binds an IPv6 socket, "127.0.0.1" an IPv4 one.
+    if (!server_->bind_to_port(format_ip(at->addr), at->port)) {
         server_.reset();
-        return fmt::format("metrics listener {}: cannot bind", host_port);
+        return fmt::format("metrics listener {}: cannot bind", format_host_port(*at));
     }
     thread_ = std::thread([s = server_.get()] { s->listen_after_bind(); });
     // httplib's stop() does nothing until the listening thread runs: wait for it (bounded), so a

@@ -30,7 +30,7 @@ public:
 
     // Listens on "IPv4:PORT" and serves GET /metrics from `st`. "" = off. Returns "" or what
     // went wrong (the gateway runs on without metrics).
-    std::string start(const std::string& host_port, DaemonState& st);
+    std::string start(const std::optional<HostPort>& at, DaemonState& st);
 
 private:
     std::unique_ptr<httplib::Server> server_;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "control/base/address.h"
 #include "dataplane/fragment/fragment.h"
 #include "dataplane/lb/snapshot.h"
 #include "dataplane/base/types.h"
@@ -138,11 +139,7 @@ struct RoutingConfig {
 // Flow replication between gateways (ha:, sync.h): where this gateway listens, its peers, the
 // shared key (ha.key_file, read at load), and the protocol's periods.
 struct HaConfig {
-    struct Endpoint {
-        IpAddr addr;
-        uint16_t port = 0;
-        bool operator==(const Endpoint&) const = default;
-    };
+    using Endpoint = HostPort;
     Endpoint listen;               // listen: ADDRESS:PORT (UDP)
     std::vector<Endpoint> peers;   // peers: [ADDRESS or ADDRESS:PORT] (the listen port by default)
     std::string key_file;
@@ -161,7 +158,8 @@ struct HaConfig {
 struct ControlConfig {
     std::string socket = "/run/svcgate.sock";  // "" = off
     unsigned socket_mode = 0600;
-    std::string metrics = "127.0.0.1:9477";    // Prometheus; "" = off
+    // Prometheus and the health answers; nullopt = off.
+    std::optional<HostPort> metrics = HostPort{IpAddr::of(Ip4::from_host(0x7f000001)), 9477};
     bool watch = true;                         // reload when the config or a manifest changes
     uint32_t drain_timeout = 300;              // seconds: svcgatectl drain without --timeout
 };

@@ -584,7 +584,7 @@ void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
                     "metrics {}",
                     rt.ports.size(), rt.workers.size(), pub.current()->services.size(), rt.flows->capacity(),
                     st.cfg.control.socket.empty() ? "off" : st.cfg.control.socket,
-                    st.cfg.control.metrics.empty() ? "off" : "http://" + st.cfg.control.metrics + "/metrics"));
+                    st.cfg.control.metrics ? "http://" + format_host_port(*st.cfg.control.metrics) + "/metrics" : "off"));
 
     // systemd: ready now that the ports are up, the workers run and the first config is published.
     SystemdNotifier notify(rt.qsbr.get());

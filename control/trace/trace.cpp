@@ -43,8 +43,9 @@ std::vector<std::string> also_out(const std::vector<std::vector<uint8_t>>& frame
 }  // namespace
 
 std::string format_mac(const rte_ether_addr& m) {
-    const uint8_t* b = m.addr_bytes;
-    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5]);
+    std::array<uint8_t, 6> b;
+    std::copy_n(m.addr_bytes, 6, b.begin());
+    return format_mac(b);
 }
 
 std::vector<IpAddr> pin_neighbors(NeighborTable& nt, NeighborTable6& nt6, const std::vector<NeighborConfig>& next,

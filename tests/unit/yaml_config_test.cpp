@@ -158,7 +158,7 @@ TEST(Config, ControlSectionIsValidated) {
                                   "t.yaml");
     EXPECT_EQ(c.control.socket, "/tmp/x.sock");
     EXPECT_EQ(c.control.socket_mode, 0660u);
-    EXPECT_EQ(c.control.metrics, "");
+    EXPECT_FALSE(c.control.metrics);
     EXPECT_FALSE(c.control.watch);
     auto e = errors_of("control:\n  socket_mode: '999'\n  metrics: localhost:99999\n");
     ASSERT_EQ(e.size(), 2u);
