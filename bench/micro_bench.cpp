@@ -1,5 +1,5 @@
-// Micro-benchmarks of the fast path's parts and of the whole pipeline without a NIC (DESIGN.md
-// section 6): parse, classify, flow lookup hit and miss, flow insert, translate, Maglev build;
+// Micro-benchmarks of the fast path's parts and of the whole pipeline without a NIC
+// (bench/README.md): parse, classify, flow lookup hit and miss, flow insert, translate, Maglev build;
 // process_burst on established and on new flows (the table 10% or 90% full) at 10 to 100,000
 // services, and the same over IPv6 at one size; bytes per flow at 10 million flows, both
 // families. Speeds are reported as items (packets) per second.

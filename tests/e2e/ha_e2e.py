@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end on the HA lab (DESIGN.md section 9, tools/lib/ha.sh) with 3 gateways: svcgate and
+"""End to end on the HA lab (docs/ha.md, tools/lib/ha.sh) with 3 gateways: svcgate and
 BIRD on each, BIRD on the router, ECMP over the gateways. Prints "ok   ..." / "FAIL ..." per check;
 exits 1 on a failure.
 

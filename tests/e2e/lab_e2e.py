@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end on the lab (DESIGN.md section 5): svcgate in namespace gw on net_pcap ports, real
+"""End to end on the lab (README.md): svcgate in namespace gw on net_pcap ports, real
 programs in the other namespaces. Prints "ok   ..." / "FAIL ..." per check; exits 1 on a failure.
 
 usage: lab_e2e.py SVCGATE SOURCE_DIR

@@ -1,5 +1,5 @@
-// IPv6 on real packet bytes, through Tracer (process_burst with real mbufs): the DESIGN's
-// dual-stack lab mirror (fd00:67::/64 clients, fd00:192::/64 nodes, fd00:244:N::/64 pods,
+// IPv6 on real packet bytes, through Tracer (process_burst with real mbufs): the dual-stack
+// lab mirror of docs/ipv6.md (fd00:67::/64 clients, fd00:192::/64 nodes, fd00:244:N::/64 pods,
 // fd00:96::/108 services) beside the IPv4 one. Translation and its checksums, replies, REJECT,
 // ICMPv6 errors about a flow, Neighbor Discovery, echo, and every malformed class with its
 // named drop.

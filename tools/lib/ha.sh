@@ -1,4 +1,4 @@
-# The HA lab of DESIGN.md section 9, sourced after lab.sh: N gateways behind a router that spreads
+# The HA lab of docs/ha.md, sourced after lab.sh: N gateways behind a router that spreads
 # client connections over them by ECMP, the routes learned over BGP from BIRD on each gateway.
 #
 #   client 192.168.66.100 ── router (BIRD: BGP + BFD, kernel multipath, L4 hash)

@@ -1,4 +1,4 @@
-# The dual-stack lab of DESIGN.md sections 5 and 8 in network namespaces; sourced by tools/lab,
+# The dual-stack lab of README.md and docs/ipv6.md in network namespaces; sourced by tools/lab,
 # tools/demo and the end-to-end tests. Every IPv4 address has its ULA mirror: 192.168.67.X ->
 # fd00:67::X, 10.192.0.X -> fd00:192::X, pod 10.244.N.X -> fd00:244:N::X, and the Services'
 # fd00:96::/108. No duplicate address detection and no router advertisements: addresses are
@@ -174,7 +174,7 @@ lab_start_apps() {
     done
 }
 
-lab_ip6() {  # an IPv4 lab address -> its IPv6 mirror (DESIGN.md section 8)
+lab_ip6() {  # an IPv4 lab address -> its IPv6 mirror (docs/ipv6.md)
     local a b c d
     IFS=. read -r a b c d <<<"$1"
     case "$a.$b" in
