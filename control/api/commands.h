@@ -1,5 +1,5 @@
-// svcgatectl's commands, as the daemon answers them on its control socket: status, services,
-// endpoints, flows, stats, reload; a readable table by default, JSON (nlohmann-json) with --json.
+// svcgatectl's remote commands (command_table.h), as the daemon answers them on its control
+// socket: one JSON object per request (nlohmann-json); svcgatectl renders it.
 //
 // Runs on: the control thread (the socket is served there); reads the daemon's state under its
 // lock, except `reload`, which runs the daemon's reload.
@@ -12,7 +12,7 @@
 
 namespace svcgate::ctl {
 
-// The request line in, the reply out ("error: ..." on a bad request). `reload` is how the
+// The request line in, the reply line out (command_table.h's protocol). `reload` is how the
 // `reload` command reaches the control loop.
 std::string handle_command(DaemonState& st, const std::string& line, const std::function<std::string()>& reload);
 

@@ -1,5 +1,6 @@
-// svcgatectl: the operator's command line. status/services/endpoints/flows/stats/reload talk to a
-// running svcgate over its control socket; `trace` runs packets through the real pipeline offline.
+// svcgatectl: the operator's command line, driven by control/api/command_table.h. The remote
+// commands talk to a running svcgate over its control socket; `trace` runs packets through the
+// real pipeline offline; `completion` writes the bash completion.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -8,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -16,6 +16,8 @@
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
 
+#include "control/api/command_table.h"
+#include "control/cli/render.h"
 #include "control/trace/packet_spec.h"
 #include "control/trace/pcap_io.h"
 #include "control/base/tool_eal.h"
@@ -27,39 +29,24 @@ using namespace svcgate::ctl;
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: svcgatectl [--socket PATH] status|services|endpoints|stats|reload [--json]\n"
-    "       svcgatectl [--socket PATH] flows [--service NS/NAME[:PORT]] [--limit N] [--json]\n"
-    "       svcgatectl [--socket PATH] drain [--timeout SECONDS] | undrain\n"
-    "       svcgatectl trace --config FILE [--json] [--seed N] PACKET...\n"
-    "       svcgatectl trace --config FILE [--json] --pcap IN [--out OUT]\n"
-    "\n"
-    "The first form talks to a running svcgate over its control socket (control.socket in its\n"
-    "config; default /run/svcgate.sock, or $SVCGATE_SOCKET).\n"
-    "\n"
-    "PACKET is written as tcpdump prints it, e.g.\n"
-    "  'tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]'\n"
-    "  'udp 10.244.3.5:34361 > 10.96.0.10:53'\n"
-    "  'tcp [fd00:67::100]:40000 > [fd00:67::8]:30001 [S]'   IPv6, [addr]:port\n"
-    "  'IP6 fd00:67::100.40000 > fd00:67::8.30001: Flags [S], seq 1, length 0'\n"
-    "                      a line of tcpdump -n, whole (IP or IP6; TCP, UDP, SCTP, echo request)\n"
-    "  'reply 1 [S.]'      the answer to packet 1's output\n"
-    "  -                   read packets from standard input, one per line\n";
-
 int cmd_trace(const std::vector<std::string>& args) {
+    // The options of kCommands' trace entry, as Boost.Program_options reads them.
     po::options_description opts("trace options");
-    opts.add_options()("help,h", "this help")("config", po::value<std::string>(), "config file")(
-        "json", "one JSON object per packet")("seed", po::value<uint64_t>()->default_value(1), "RNG seed")(
-        "pcap", po::value<std::string>(), "read packets from a pcap file")(
-        "out", po::value<std::string>(), "write the packets that leave to a pcap file")(
-        "packet", po::value<std::vector<std::string>>()->composing(), "packets");
+    opts.add_options()("help,h", "this help");
+    for (const CommandOption& o : find_command("trace")->options) {
+        const std::string name(o.flag.substr(2));
+        if (o.value.empty()) opts.add_options()(name.c_str(), std::string(o.help).c_str());
+        else if (name == "seed") opts.add_options()(name.c_str(), po::value<uint64_t>()->default_value(1), std::string(o.help).c_str());
+        else opts.add_options()(name.c_str(), po::value<std::string>(), std::string(o.help).c_str());
+    }
+    opts.add_options()("packet", po::value<std::vector<std::string>>()->composing(), "packets");
     po::positional_options_description pos;
     pos.add("packet", -1);
     po::variables_map vm;
     po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
-        std::cout << kUsage << "\n" << opts;
+        std::cout << usage_text() << "\n" << opts;
         return 0;
     }
     if (!vm.count("config")) throw po::error("--config is required");
@@ -107,10 +94,18 @@ int cmd_trace(const std::vector<std::string>& args) {
     return failures ? 1 : 0;
 }
 
-// One request line to the daemon's control socket; its reply to stdout.
+// One request to the daemon's control socket (command_table.h's protocol); its answer rendered as
+// a table, or as the daemon's JSON with --json. The exit status is the answer's: 0 done, 1 the
+// command failed, 2 a refused request.
 int cmd_remote(const std::string& socket_path, const std::vector<std::string>& words) {
-    std::string line;
-    for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
+    const CommandRequest req = parse_request(words);
+    if (!req.error.empty()) {
+        fmt::print(stderr, "svcgatectl: error: {}\n", req.error);
+        return 2;
+    }
+    std::string line;  // --json is ours: the daemon always answers in JSON
+    for (const auto& w : words)
+        if (w != "--json") line += (line.empty() ? "" : " ") + w;
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
     if (socket_path.size() >= sizeof a.sun_path) throw std::runtime_error("socket path too long");
@@ -131,18 +126,26 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
     char buf[65536];
     for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) reply.append(buf, static_cast<size_t>(n));
     close(fd);
-    std::fwrite(reply.data(), 1, reply.size(), stdout);
-    const bool failed = reply.rfind("error:", 0) == 0 || reply.rfind("reload failed", 0) == 0 ||
-                        reply.rfind("{\"ok\":false", 0) == 0;
-    if (reply.rfind("error:", 0) == 0) return 2;
-    return failed ? 1 : 0;
+    const auto j = nlohmann::ordered_json::parse(reply, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("ok")) {
+        fmt::print(stderr, "svcgatectl: svcgate answered what is not its protocol: {:.200}\n", reply);
+        return 1;
+    }
+    if (j.value("bad_request", false)) {
+        fmt::print(stderr, "svcgatectl: error: {}\n", j.value("error", std::string("refused")));
+        return 2;
+    }
+    const auto& result = j.contains("result") ? j["result"] : nlohmann::ordered_json(nullptr);
+    const std::string out = req.has("--json") ? result.dump() + "\n" : render_answer(req, result);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return j["ok"].get<bool>() ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-        std::fputs(kUsage, argc < 2 ? stderr : stdout);
+        std::fputs(usage_text().c_str(), argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     std::vector<std::string> all(argv + 1, argv + argc);
@@ -161,23 +164,30 @@ int main(int argc, char** argv) {
         }
     }
     if (all.empty()) {
-        std::fputs(kUsage, stderr);
+        std::fputs(usage_text().c_str(), stderr);
         return 2;
     }
-    std::string cmd = all[0];
-    std::vector<std::string> args(all.begin() + 1, all.end());
-    static const std::set<std::string> kRemote = {"status", "services", "endpoints", "flows", "stats", "reload",
-                                                "drain", "undrain"};
+    const std::string cmd = all[0];
+    const std::vector<std::string> args(all.begin() + 1, all.end());
+    const CommandSpec* spec = find_command(cmd);
     try {
-        if (kRemote.count(cmd)) return cmd_remote(socket_path, all);
+        if (!spec) {
+            fmt::print(stderr, "svcgatectl: unknown command \"{}\"\n{}", cmd, usage_text());
+            return 2;
+        }
+        if (spec->remote) return cmd_remote(socket_path, all);
         if (cmd == "trace") return cmd_trace(args);
-        fmt::print(stderr, "svcgatectl: unknown command \"{}\"\n{}", cmd, kUsage);
+        if (cmd == "completion") {
+            std::fputs(completion_script().c_str(), stdout);
+            return 0;
+        }
+        fmt::print(stderr, "svcgatectl: {} has no implementation here\n", cmd);
         return 2;
     } catch (const ConfigError& e) {
         fmt::print(stderr, "{}\n", e.what());
         return 1;
     } catch (const po::error& e) {
-        fmt::print(stderr, "svcgatectl: {}\n{}", e.what(), kUsage);
+        fmt::print(stderr, "svcgatectl: {}\n{}", e.what(), usage_text());
         return 2;
     } catch (const std::exception& e) {
         fmt::print(stderr, "svcgatectl: {}\n", e.what());

@@ -245,11 +245,11 @@ print("no answer")
     check(sj.get("verdicts", {}).get("dnat", 0) > 0 and "ext" in sj.get("ports", {}) and "endpoints" in sj,
           "svcgatectl stats --json: per port, per verdict, per drop reason, per service and endpoint")
     r = ctl("flows", "--limit", "x")
-    check(r.returncode == 2 and "not a number" in r.stdout, "svcgatectl: a bad argument gets a clear error")
+    check(r.returncode == 2 and "not a number" in r.stderr, "svcgatectl: a bad argument gets a clear error")
     r = ctl("status", "--timeout", "5")
-    check(r.returncode == 2 and "--timeout is for drain" in r.stdout, f"svcgatectl status --timeout: refused ({r.stdout.strip()})")
+    check(r.returncode == 2 and "--timeout is for drain" in r.stderr, f"svcgatectl status --timeout: refused ({r.stderr.strip()})")
     r = ctl("drain", "--timeout", "0")
-    check(r.returncode == 2 and "is not a number of seconds" in r.stdout and "draining" not in ctl("status").stdout,
+    check(r.returncode == 2 and "is not a number of seconds" in r.stderr and "draining" not in ctl("status").stdout,
           "svcgatectl drain --timeout 0: refused, nothing drained")
     metrics, samples = scrape(cfg["control"]["metrics"])
     key = 'svcgate_service_packets_total{service="default/test-svc",port="http",protocol="TCP",family="IPv4"}'
