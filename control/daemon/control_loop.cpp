@@ -1,0 +1,451 @@
+#include "control/daemon/control_loop.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <rte_ethdev.h>
+
+#include "control/api/commands.h"
+#include "control/api/control_server.h"
+#include "control/api/metrics.h"
+#include "control/api/telemetry.h"
+#include "control/base/log.h"
+#include "control/config/yaml_config.h"
+#include "control/daemon/host_interface.h"
+#include "control/daemon/notify.h"
+#include "control/daemon/watcher.h"
+#include "control/routing/announce.h"
+#include "control/routing/health.h"
+#include "control/trace/trace.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void on_signal(int sig) { g_signal.store(sig); }
+
+void log(const std::string& s) { log_info(s); }
+
+double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// What a reload cannot change under running workers (EAL, workers, the port list, the flow
+// table's size, the packet pool, the control endpoints) is taken from the running config, before
+// the snapshot is built from it: the snapshot's port indices must match what runs. Returns the
+// names of the fields that changed (they take a restart).
+std::string keep_running_settings(Config& next, const Config& running) {
+    std::string changed;
+    auto keep = [&](auto& field, const auto& value, const char* what) {
+        if (field == value) return;
+        field = value;
+        changed += (changed.empty() ? "" : ", ") + std::string(what);
+    };
+    DataplaneConfig& d = next.dataplane;
+    const DataplaneConfig& r = running.dataplane;
+    keep(d.eal, r.eal, "dataplane.eal");
+    keep(d.workers, r.workers, "dataplane.workers");
+    keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
+    keep(d.flow_capacity_v6, r.flow_capacity_v6, "dataplane.flow_table.capacity_v6");
+    keep(d.timeouts, r.timeouts, "dataplane.flow_table.timeouts");  // the flow table holds them
+    keep(d.new_flows_per_source, r.new_flows_per_source, "dataplane.flow_table.new_flows_per_source");
+    keep(d.mbufs, r.mbufs, "dataplane.mbufs");
+    keep(d.fragments, r.fragments, "dataplane.fragments");
+    keep(d.icmp_errors_per_second, r.icmp_errors_per_second, "dataplane.icmp_errors_per_second");
+    keep(d.punt_control_per_second, r.punt_control_per_second, "dataplane.host_path.control_per_second");
+    keep(d.punt_other_per_second, r.punt_other_per_second, "dataplane.host_path.other_per_second");
+    keep(next.routing.table, running.routing.table, "routing.table");  // the announcer writes the running one
+    keep(next.ha, running.ha, "ha");  // the sync thread, the tables' owners
+    // A port's addresses may change; the list of ports (names, devices) may not.
+    bool same_ports = d.ports.size() == r.ports.size();
+    for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
+        same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device &&
+                     d.ports[i].mtu == r.ports[i].mtu && d.ports[i].host_interface == r.ports[i].host_interface &&
+                     d.ports[i].mac == r.ports[i].mac;
+    if (!same_ports) {
+        d.ports = r.ports;
+        changed += std::string(changed.empty() ? "" : ", ") + "dataplane.ports";
+    }
+    keep(next.control.socket, running.control.socket, "control.socket");
+    keep(next.control.metrics, running.control.metrics, "control.metrics");
+    return changed;
+}
+
+// The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
+// ports whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows
+// served, but never a connected route or a masquerade source of their own.
+Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
+    Config out = cfg;
+    for (const IpAddr& a : adopted) {
+        for (PortConfig& p : out.dataplane.ports) {
+            const bool on_link = std::any_of(p.addresses.begin(), p.addresses.end(), [&](const IpCidr& c) {
+                return c.contains(a) && c.addr != a;
+            });
+            if (!on_link) continue;
+            const IpCidr host{a, static_cast<uint8_t>(a.is_v4() ? 32 : 128)};
+            if (std::find(p.addresses.begin(), p.addresses.end(), host) == p.addresses.end()) p.addresses.push_back(host);
+            break;
+        }
+    }
+    return out;
+}
+
+// Reload: read, keep what takes a restart, publish. Returns the line to log and to tell svcgatectl.
+std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger,
+                   const std::vector<IpAddr>& adopted) {
+    // A config that keeps failing (a file saved over and over) or a neighbor list far larger than
+    // the cache must not flood the journal.
+    static RateLimit full(8, std::chrono::seconds(60)), refused(5, std::chrono::seconds(60));
+    const auto t0 = std::chrono::steady_clock::now();
+    PublishResult r;
+    try {
+        Config next = load_config_file(st.config_path);
+        const std::string restart = keep_running_settings(next, st.cfg);
+        r = pub.publish(with_adopted(next, adopted), [&] {
+            for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
+                                                 st.cfg.dataplane.neighbors))
+                full.log(LogLevel::warning, fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
+            st.cfg = std::move(next);
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            ++st.reload.ok;
+            st.reload.last_ok = true;
+            st.reload.last_error.clear();
+            st.reload.last_seconds = secs;
+            st.reload.last_trigger = trigger;
+            st.reload.observe(secs, unix_now());
+        });
+        if (!restart.empty()) log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
+    } catch (const std::exception& e) {
+        std::lock_guard lk(st.mu);
+        ++st.reload.failed;
+        st.reload.last_ok = false;
+        st.reload.last_error = e.what();
+        std::string m = fmt::format("reload failed ({}), the running config stays:\n{}", trigger, e.what());
+        refused.log(LogLevel::err, m);
+        return m + "\n";
+    }
+    std::string m = fmt::format("reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
+                                "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
+                                st.config_path, trigger, r.generation, r.service_ports, st.reload.last_seconds * 1e3,
+                                r.sweep.tcp_closed, r.sweep.dgram_removed, r.sweep.scanned);
+    log(m);
+    return m + "\n";
+}
+
+// This gateway's TCP connections not yet closing, and its datagram flows that carried a packet in
+// the last 10 s: what a drain waits for (replicas of the peers' flows are theirs to wait for).
+// Replicating (`replicated`), a TCP connection counts only while it too carried a packet in the
+// last 10 s: its peers hold it, and once the drain withdrew this gateway its packets go to them
+// (each gateway then sees part of its close, so its state here may never reach the end).
+template <typename K>
+uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool replicated) {
+    const typename BasicFlowTable<K>::ScanGuard reading(table);
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < table.capacity(); ++id) {
+        const auto& f = table.flow(id);
+        if (!f.live.load(std::memory_order_acquire) || f.origin.load(std::memory_order_relaxed) != 0) continue;
+        const uint8_t sv = f.state.load(std::memory_order_relaxed);
+        if (sv & kStateGone) continue;
+        const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
+        const bool recent = seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
+        if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
+            const auto t = static_cast<TcpState>(sv & kStateMask);
+            n += (t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
+                  t == TcpState::syn_sent2 || t == TcpState::close_wait) &&
+                 (!replicated || recent);
+        } else {
+            n += recent;
+        }
+    }
+    return n;
+}
+
+// The control loop's health duties (health.h, announce.h): every 100 ms the state; the
+// announcement table when its set changes (and every 10 s, should someone have flushed it); the
+// healthCheckNodePort listeners after each reload; while draining, the connections left once a
+// second. done() turns true when a drain is over.
+class HealthKeeper {
+public:
+    HealthKeeper(DaemonState& st, Runtime& rt, const Publisher& pub)
+        : st_(st), rt_(rt), pub_(pub), checks_(st),
+          announcer_(st.cfg.routing.table, first_host_interface(rt)) {
+        token_ = rte_rcu_qsbr_start(rt.qsbr.get());
+        last_progress_ = std::chrono::steady_clock::now();
+        reconfigured();
+    }
+    // After a reload: the set to announce and the health-check listeners.
+    void reconfigured() {
+        set_ = announce_set(st_.cfg);
+        if (std::string e = checks_.update(health_check_ports(st_.cfg)); !e.empty()) log_err(e);
+        next_sync_ = {};
+    }
+    void tick() {
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_tick_) return;
+        next_tick_ = now + std::chrono::milliseconds(100);
+        // Progress: every worker online when the token was taken has passed a quiescent state.
+        if (rte_rcu_qsbr_check(rt_.qsbr.get(), token_, false) == 1) {
+            last_progress_ = now;
+            token_ = rte_rcu_qsbr_start(rt_.qsbr.get());
+        }
+        bool up = true;
+        for (const Port& p : rt_.ports) {
+            rte_eth_link link{};
+            rte_eth_link_get_nowait(p.id(), &link);
+            up = up && link.link_status;
+        }
+        uint32_t left = 0;
+        bool counted = false;
+        const bool draining = [&] {
+            std::lock_guard lk(st_.mu);
+            return st_.health.draining;
+        }();
+        if (draining && now >= next_count_) {
+            next_count_ = now + std::chrono::seconds(1);
+            const uint32_t t = flow_clock_now();
+            const bool replicated = rt_.sync != nullptr;
+            left = open_connections(*rt_.flows, t, replicated) + open_connections(*rt_.flows6, t, replicated);
+            counted = true;
+        }
+        std::vector<IpCidr> want;
+        {
+            std::lock_guard lk(st_.mu);
+            HealthState& h = st_.health;
+            h.live = pub_.generation() > 0 &&
+                     std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
+            h.ports_up = up;
+            h.synced = !st_.sync || st_.sync->ready();
+            h.healthy = h.live && up && !h.draining && h.synced;
+            h.last_update_unix = st_.reload.last_ok_unix;
+            if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
+            if (!h.draining) drain_seen_ = false;
+            if (h.healthy && announcer_.table() != 0) want = set_;
+            if (h.healthy != was_healthy_)
+                log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
+                                h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}), "
+                                                                         "withdrawing", h.live, up, h.draining, h.synced)));
+            was_healthy_ = h.healthy;
+        }
+        if (want != announced_ || now >= next_sync_) {
+            const std::string e = announcer_.sync(want);
+            announced_ = want;
+            next_sync_ = now + std::chrono::seconds(10);
+            std::vector<std::string> names;
+            for (const IpCidr& c : want) names.push_back(format_cidr(c));
+            std::lock_guard lk(st_.mu);
+            if (!e.empty() && e != st_.health.announce_error) log_err("announcing: " + e);
+            st_.health.announce_error = e;
+            st_.health.announced = std::move(names);
+        }
+    }
+    // A drain is over: no connection left (counted after the drain began), but not before the
+    // withdrawal has had kDrainMinSeconds to reach the routers (new connections may still arrive
+    // until then); or its deadline.
+    bool done() {
+        std::lock_guard lk(st_.mu);
+        const HealthState& h = st_.health;
+        if (!h.draining || !drain_seen_) return false;
+        const double now = unix_now();
+        if (h.connections_left == 0 && now - h.drain_started_unix >= HealthState::kDrainMinSeconds) {
+            log(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
+            return true;
+        }
+        if (now >= h.drain_deadline_unix) {
+            log_warning(fmt::format("drain timeout: {} connections left", h.connections_left));
+            return true;
+        }
+        return false;
+    }
+
+private:
+    DaemonState& st_;
+    Runtime& rt_;
+    const Publisher& pub_;
+    HealthCheckServers checks_;
+    Announcer announcer_;
+    std::vector<IpCidr> set_, announced_;
+    uint64_t token_ = 0;
+    bool was_healthy_ = false, drain_seen_ = false;
+    std::chrono::steady_clock::time_point last_progress_, next_tick_{}, next_sync_{}, next_count_{};
+};
+
+// The control loop's own duties, one method each (control_loop.h).
+class ControlLoop {
+public:
+    ControlLoop(DaemonState& st, Publisher& pub, Runtime& rt)
+        : st_(st), pub_(pub), rt_(rt), shared_(*rt.shared), notify_(rt.qsbr.get()) {}
+
+    void run() {
+        open_endpoints();
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+        std::signal(SIGHUP, on_signal);
+        std::signal(SIGPIPE, SIG_IGN);  // a svcgatectl that hangs up early
+        launch_workers(rt_);
+        log_running();
+        // systemd: ready now that the ports are up, the workers run and the first config is published.
+        last_status_ = std::chrono::steady_clock::now();
+        notify_.ready(status_line());
+        if (notify_.watchdog().count())
+            log(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
+                            notify_.watchdog().count() / 2000));
+        HealthKeeper health(st_, rt_, pub_);
+        health_ = &health;
+        auto last_tick = std::chrono::steady_clock::now();
+        for (;;) {
+            const int sig = g_signal.exchange(0);
+            if (sig == SIGINT || sig == SIGTERM) break;
+            if (sig == SIGHUP) reload_now("SIGHUP");
+            if (watch_.due()) reload_now("file change");
+            server_.poll_once(50, [&](const std::string& line) {
+                return handle_command(st_, line, [&] { return reload_now("svcgatectl"); });
+            });
+            notify_.tick([&] { return status_line(); });
+            health.tick();
+            follow_sync();
+            if (health.done()) break;
+            test_stall();
+            // Slots that flows stopped holding since the last reload go back, once a second.
+            if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
+                pub_.tick();
+                last_tick = now;
+            }
+        }
+        health_ = nullptr;
+    }
+
+private:
+    // The operator's endpoints: a failure to open one is logged, the gateway still runs.
+    void open_endpoints() {
+        if (std::string e = server_.open_socket(st_.cfg.control.socket, st_.cfg.control.socket_mode); !e.empty())
+            log_err(e);
+        register_telemetry(st_);
+        if (std::string e = metrics_.start(st_.cfg.control.metrics, st_); !e.empty()) log_err(e);
+        rewatch();
+    }
+
+    void rewatch() {
+        if (!st_.cfg.control.watch) return;
+        watch_.reset(st_.cfg, st_.config_path);  // the manifests may have changed
+        server_.watch_fd(watch_.fd(), [this] { watch_.drain(); });
+    }
+
+    void log_running() {
+        log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
+                        "metrics {}",
+                        rt_.ports.size(), rt_.workers.size(), pub_.current()->services.size(), rt_.flows->capacity(),
+                        st_.cfg.control.socket.empty() ? "off" : st_.cfg.control.socket,
+                        st_.cfg.control.metrics ? "http://" + format_host_port(*st_.cfg.control.metrics) + "/metrics"
+                                                : "off"));
+    }
+
+    // systemd's STATUS= line: the generation, the Services, the flows and, over the time since the
+    // last line once there is a second of it, the packet rate.
+    std::string status_line() {
+        uint64_t rx = 0;
+        for (const Worker* w : st_.workers) rx += w->counters().rx_packets;
+        const auto now = std::chrono::steady_clock::now();
+        const double secs = std::chrono::duration<double>(now - last_status_).count();
+        std::string rate;
+        if (secs >= 1) {
+            rate = fmt::format(", {:.0f} packets/s in", static_cast<double>(rx - last_rx_) / secs);
+            last_rx_ = rx, last_status_ = now;
+        }
+        return fmt::format("generation {}, {} service ports, {} flows{}", pub_.generation(),
+                           pub_.current()->services.size(), st_.flows_live(), rate);
+    }
+
+    // Replicating (sync.h): announce once the peers' flows are here; publish the dead peers'
+    // addresses this gateway takes over, with the config.
+    void follow_sync() {
+        if (!rt_.sync) return;
+        if (!sync_ready_ && rt_.sync->ready()) {
+            sync_ready_ = true;
+            shared_.announce.fetch_add(1);  // its own addresses back from whoever held them
+        }
+        const uint64_t g = rt_.sync->adopted_generation();
+        if (g == adopted_gen_) return;
+        adopted_gen_ = g;
+        adopted_ = rt_.sync->adopted();
+        try {
+            pub_.publish(with_adopted(st_.cfg, adopted_));
+            shared_.announce.fetch_add(1);
+            std::string list;
+            for (const IpAddr& a : adopted_) list += " " + format_ip(a);
+            log(fmt::format("ha: serving {} addresses of dead peers:{}", adopted_.size(), list.empty() ? " none" : list));
+        } catch (const std::exception& e) {
+            log_err(fmt::format("ha: cannot publish the addresses taken over: {}", e.what()));
+        }
+    }
+
+    std::string reload_now(const std::string& trigger) {
+        notify_.reloading();
+        std::string r = reload(st_, pub_, shared_, trigger, adopted_);
+        if (std::string e = sync_host_addresses(rt_, st_.cfg); !e.empty()) {
+            e.pop_back();
+            log_err(e);
+        }
+        rewatch();
+        if (health_) health_->reconfigured();
+        notify_.ready(status_line());
+        return r;
+    }
+
+    // A test hook (tests/cli/notify_test.py): the workers stop making progress this many seconds
+    // after start, as a stuck worker would.
+    void test_stall() {
+        static const char* stall = std::getenv("SVCGATE_TEST_STALL_AFTER");
+        if (!stall) return;
+        if (std::chrono::steady_clock::now() >= started_ + std::chrono::seconds(std::atoi(stall)) &&
+            !shared_.test_stall.exchange(true))
+            log_warning("test hook: the workers stall (SVCGATE_TEST_STALL_AFTER)");
+    }
+
+    struct Unregister {
+        ~Unregister() { unregister_telemetry(); }
+    };
+
+    DaemonState& st_;
+    Publisher& pub_;
+    Runtime& rt_;
+    WorkerShared& shared_;
+    ControlServer server_;
+    Unregister unregister_;
+    MetricsServer metrics_;
+    Watcher watch_;
+    SystemdNotifier notify_;
+    HealthKeeper* health_ = nullptr;
+    const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last_status_{};
+    uint64_t last_rx_ = 0;
+    // Replicating: the dead peers' addresses this gateway holds, published with the config.
+    std::vector<IpAddr> adopted_;
+    uint64_t adopted_gen_ = 0;
+    bool sync_ready_ = false;
+};
+
+}  // namespace
+
+void serve(DaemonState& st, Publisher& pub, Runtime& rt) {
+    ControlLoop loop(st, pub, rt);
+    loop.run();
+}
+
+// This gateway's addresses on ha.takeover_ports: what a survivor takes over when it dies.
+std::vector<IpAddr> takeover_addresses(const Config& cfg) {
+    std::vector<IpAddr> out;
+    for (const std::string& name : cfg.ha.takeover_ports)
+        for (const PortConfig& p : cfg.dataplane.ports)
+            if (p.name == name)
+                for (const IpCidr& c : p.addresses) out.push_back(c.addr);
+    return out;
+}
+
+}  // namespace svcgate::ctl

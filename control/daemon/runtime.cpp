@@ -1,0 +1,177 @@
+#include "control/daemon/runtime.h"
+
+#include <net/if.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <rte_lcore.h>
+
+#include "control/daemon/host_interface.h"
+#include "control/daemon/queues.h"
+#include "control/trace/trace.h"
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+namespace {
+
+// The ports, and their host interfaces where they have one (host_interface.h): opened, their ids,
+// MACs and host interface indices handed to the workers' shared state.
+std::string open_ports(Runtime& rt, const DataplaneConfig& dpc) {
+    WorkerShared& shared = *rt.shared;
+    std::string err;
+    rt.ports.reserve(dpc.ports.size());
+    std::vector<uint16_t> ids;  // the ports', then the host interfaces' (WorkerShared)
+    shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
+    for (size_t p = 0; p < dpc.ports.size(); ++p) {
+        rt.ports.emplace_back();
+        if (err = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !err.empty()) return err;
+        ids.push_back(rt.ports.back().id());
+        shared.port_macs[p] = rt.ports.back().mac();
+    }
+    std::vector<uint16_t> host_of(dpc.ports.size(), Output::kNoHost);
+    rt.host_ifindex.assign(dpc.ports.size(), 0);
+    rt.host_addresses.assign(dpc.ports.size(), {});
+    std::vector<WorkerShared::Host> hosts;
+    for (size_t p = 0; p < dpc.ports.size(); ++p) {
+        if (dpc.ports[p].host_interface.empty()) continue;
+        if (err = open_host_interface(rt, dpc.ports[p], shared.port_macs[p], p); !err.empty()) return err;
+        host_of[p] = static_cast<uint16_t>(ids.size());
+        hosts.push_back({static_cast<uint16_t>(ids.size()), static_cast<uint16_t>(p)});
+        ids.push_back(rt.hosts.back().id());
+    }
+    shared.port_ids = FixedArray<uint16_t>(std::move(ids));
+    shared.host_of = FixedArray<uint16_t>(std::move(host_of));
+    shared.hosts = FixedArray<WorkerShared::Host>(std::move(hosts));
+    shared.punt_control_per_second = dpc.punt_control_per_second;
+    shared.punt_other_per_second = dpc.punt_other_per_second;
+    return {};
+}
+
+// The RCU state, the flow tables of both families, the fragment table and the flow-removal rings.
+std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
+    WorkerShared& shared = *rt.shared;
+    // QSBR threads: the workers (0..workers-1), the control thread's record scans (workers) and,
+    // replicating, the sync thread (sync_qsbr_id). The tables' owners: the workers and, replicating,
+    // the sync thread (sync_owner), which inserts the replicas.
+    if (!(rt.qsbr = create_qsbr(dpc.workers + (ha.enabled() ? 2u : 1u)))) return "RCU state: out of memory";
+    shared.qsbr = rt.qsbr.get();
+    const uint16_t owners = static_cast<uint16_t>(dpc.workers + (ha.enabled() ? 1 : 0));
+    rt.flows = FlowTable::create({.capacity = dpc.flow_capacity, .owners = owners, .qsbr = rt.qsbr.get(),
+                                  .timeouts = dpc.timeouts, .scanner = dpc.workers,
+                                  .new_flows_per_source = dpc.new_flows_per_source});
+    if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
+    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6, .owners = owners, .qsbr = rt.qsbr.get(),
+                                    .timeouts = dpc.timeouts, .scanner = dpc.workers,
+                                    .new_flows_per_source = dpc.new_flows_per_source});
+    if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
+    rt.frags = FragTable::create(dpc.fragments);
+    if (!rt.frags) return fmt::format("fragment table of {} datagrams: out of memory", dpc.fragments.max_datagrams);
+    shared.frags = rt.frags.get();
+    shared.icmp_errors_per_second = dpc.icmp_errors_per_second;
+    shared.port_mtus = FixedArray<uint16_t>(dpc.ports.size());
+    for (size_t p = 0; p < dpc.ports.size(); ++p) shared.port_mtus[p] = dpc.ports[p].mtu;
+    shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);
+    for (uint16_t w = 0; w < dpc.workers; ++w) {
+        RingPtr r(rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ));
+        if (!r) return "flow removal rings: out of memory";
+        shared.remove_rings[w] = r.get();
+        rt.remove_rings.push_back(std::move(r));
+    }
+    return {};
+}
+
+// The workers (not yet launched), their replication rings and their queues.
+std::string create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
+    WorkerShared& shared = *rt.shared;
+    const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (uint16_t w = 0; w < dpc.workers; ++w)
+        rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, *rt.flows6, seed));
+    if (ha.enabled()) {
+        for (uint16_t w = 0; w < dpc.workers; ++w) {
+            RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t), 1u << 16,
+                                           SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
+            if (!r) return "flow replication rings: out of memory";
+            rt.workers[w]->set_sync_ring(r.get());
+            rt.sync_rings.push_back(std::move(r));
+        }
+    }
+    // Queues to workers (queues.h); a transmit queue that workers share gets a lock.
+    std::vector<uint16_t> rxq, txq;
+    for (const Port& p : rt.ports) rxq.push_back(p.rx_queues()), txq.push_back(p.tx_queues());
+    const QueuePlan plan = plan_queues(rxq, txq, dpc.workers);
+    std::vector<rte_spinlock_t*> locks(rt.ports.size(), nullptr);
+    for (size_t p = 0; p < rt.ports.size(); ++p) {
+        if (!plan.tx_shared[p]) continue;
+        rt.tx_locks.push_back(std::make_unique<rte_spinlock_t[]>(rt.ports[p].tx_queues()));
+        locks[p] = rt.tx_locks.back().get();
+        for (uint16_t q = 0; q < rt.ports[p].tx_queues(); ++q) rte_spinlock_init(&locks[p][q]);
+    }
+    // A host interface has one transmit queue, shared by the workers under a lock (what goes to
+    // the kernel is little, and rate-limited).
+    rte_spinlock_t* host_locks = nullptr;
+    if (!rt.hosts.empty()) {
+        rt.tx_locks.push_back(std::make_unique<rte_spinlock_t[]>(rt.hosts.size()));
+        host_locks = rt.tx_locks.back().get();
+        for (size_t h = 0; h < rt.hosts.size(); ++h) rte_spinlock_init(&host_locks[h]);
+    }
+    for (uint16_t w = 0; w < dpc.workers; ++w) {
+        std::vector<RxQueue> rx;
+        for (const QueuePlan::Rx& q : plan.rx[w]) rx.push_back({q.port, q.queue});
+        std::vector<TxQueue> tx(rt.ports.size() + rt.hosts.size());
+        for (size_t p = 0; p < rt.ports.size(); ++p) {
+            tx[p].queue = plan.tx[w][p];
+            if (locks[p]) tx[p].lock = &locks[p][tx[p].queue];
+        }
+        for (size_t h = 0; h < rt.hosts.size(); ++h) tx[rt.ports.size() + h] = TxQueue{0, &host_locks[h]};
+        rt.workers[w]->set_queues(std::move(rx), std::move(tx));
+    }
+    return {};
+}
+
+}  // namespace
+
+// EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
+// was built is given back by the Runtime either way.
+std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+                          const std::vector<std::string>& eal_extra) {
+    if (dpc.ports.empty()) return "the config has no dataplane.ports";
+    std::string err;
+    std::vector<std::string> args = eal_args(dpc, eal_extra, err);
+    if (!err.empty()) return err;
+    if (err = rt.eal.init(std::move(args)); !err.empty()) return err;
+    if (rte_lcore_count() < 1u + dpc.workers)
+        return fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers, dpc.workers + 1,
+                           rte_lcore_count());
+    if (!(rt.pool = create_packet_pool(dpc, err))) return err;
+    rt.shared = std::make_unique<WorkerShared>();
+    WorkerShared& shared = *rt.shared;
+    shared.pool = rt.pool.get();
+    (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
+    if (err = open_ports(rt, dpc); !err.empty()) return err;
+    if (err = create_tables(rt, dpc, ha); !err.empty()) return err;
+    return create_workers(rt, dpc, ha);
+}
+
+void launch_workers(Runtime& rt) {
+    unsigned lcore = 0;
+    size_t w = 0;
+    RTE_LCORE_FOREACH_WORKER(lcore) {
+        if (w == rt.workers.size()) break;
+        rte_eal_remote_launch(&Worker::main, rt.workers[w++].get(), lcore);
+    }
+    rt.launched = true;
+}
+
+// The interface the announcement routes point at: the first host interface, else lo.
+int first_host_interface(const Runtime& rt) {
+    for (const int i : rt.host_ifindex)
+        if (i != 0) return i;
+    return static_cast<int>(if_nametoindex("lo"));
+}
+
+
+}  // namespace svcgate::ctl
