@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "control/config/config_fields.h"
 #include "control/config/kube_objects.h"
 #include "control/config/yaml_reader.h"
 
@@ -70,59 +71,52 @@ std::string proto_name(Proto p, bool lowercase) {
 
 namespace {
 
+// A number of the field table's row section.key (config_fields.h), within its range.
+template <typename T>
+void read_number(Reader& r, const ytree::Node& v, std::string_view section, std::string_view key, T& out) {
+    if (!v) return;
+    const ConfigField& f = config_field(section, key);
+    if (auto x = r.uint<T>(v, fmt::format("{}.{}", section, key), static_cast<T>(f.lo), static_cast<T>(f.hi))) out = *x;
+}
+
 void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
-    if (!r.map(n, "dataplane", {"eal", "workers", "ports", "routes", "neighbors", "mbufs", "flow_table",
-                                "one_arm_masquerade", "fragments", "icmp_errors_per_second", "host_path"}))
-        return;
+    if (!r.map(n, "dataplane", keys_under("dataplane", ""))) return;
     if (const ytree::Node hp = n["host_path"];
-        hp && r.map(hp, "dataplane.host_path", {"control_per_second", "other_per_second"})) {
-        if (hp["control_per_second"])
-            if (auto x = r.uint<uint32_t>(hp["control_per_second"], "dataplane.host_path.control_per_second", 0, 1u << 24))
-                d.punt_control_per_second = *x;
-        if (hp["other_per_second"])
-            if (auto x = r.uint<uint32_t>(hp["other_per_second"], "dataplane.host_path.other_per_second", 0, 1u << 24))
-                d.punt_other_per_second = *x;
+        hp && r.map(hp, "dataplane.host_path", keys_under("dataplane", "host_path"))) {
+        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second", d.punt_control_per_second);
+        read_number(r, hp["other_per_second"], "dataplane", "host_path.other_per_second", d.punt_other_per_second);
     }
-    if (const ytree::Node v = n["icmp_errors_per_second"])
-        if (auto x = r.uint<uint32_t>(v, "dataplane.icmp_errors_per_second", 0, 1u << 24)) d.icmp_errors_per_second = *x;
+    read_number(r, n["icmp_errors_per_second"], "dataplane", "icmp_errors_per_second", d.icmp_errors_per_second);
     if (const ytree::Node fr = n["fragments"];
-        fr && r.map(fr, "dataplane.fragments", {"timeout_ms", "max_datagrams", "max_held", "max_per_datagram"})) {
-        if (fr["timeout_ms"])
-            if (auto x = r.uint<uint32_t>(fr["timeout_ms"], "dataplane.fragments.timeout_ms", 100, 60000))
-                d.fragments.timeout_ms = *x;
-        if (fr["max_datagrams"])
-            if (auto x = r.uint<uint32_t>(fr["max_datagrams"], "dataplane.fragments.max_datagrams", 8, 1u << 20))
-                d.fragments.max_datagrams = *x;
-        if (fr["max_held"])
-            if (auto x = r.uint<uint32_t>(fr["max_held"], "dataplane.fragments.max_held", 0, 1u << 20))
-                d.fragments.max_held = *x;
-        if (fr["max_per_datagram"])
-            if (auto x = r.uint<uint16_t>(fr["max_per_datagram"], "dataplane.fragments.max_per_datagram", 2,
-                                          dp::FragTable::kMaxPerDatagram))
-                d.fragments.max_per_datagram = *x;
+        fr && r.map(fr, "dataplane.fragments", keys_under("dataplane", "fragments"))) {
+        read_number(r, fr["timeout_ms"], "dataplane", "fragments.timeout_ms", d.fragments.timeout_ms);
+        read_number(r, fr["max_datagrams"], "dataplane", "fragments.max_datagrams", d.fragments.max_datagrams);
+        read_number(r, fr["max_held"], "dataplane", "fragments.max_held", d.fragments.max_held);
+        read_number(r, fr["max_per_datagram"], "dataplane", "fragments.max_per_datagram", d.fragments.max_per_datagram);
     }
-    if (const ytree::Node v = n["mbufs"])
-        if (auto m = r.uint<uint32_t>(v, "dataplane.mbufs", 1024, 1u << 26)) d.mbufs = *m;
+    read_number(r, n["mbufs"], "dataplane", "mbufs", d.mbufs);
     if (n["one_arm_masquerade"])
         if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
                                     [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
-    if (n["workers"])
-        if (auto w = r.uint<uint16_t>(n["workers"], "dataplane.workers", 1, 128)) d.workers = *w;
+    read_number(r, n["workers"], "dataplane", "workers", d.workers);
     if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
             std::string path = fmt::format("dataplane.ports[{}]", i);
-            if (!r.map(p, path, {"name", "device", "addresses", "mtu", "host_interface", "mac"})) continue;
+            if (!r.map(p, path, keys_under("dataplane", "ports[]"))) continue;
             PortConfig pc{.mark = r.mark(p)};
             if (!p["name"]) r.error(p, path, "a port needs a name");
             else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
-            if (p["mtu"])
-                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, 1280, kMaxMtu)) pc.mtu = *m;
+            if (p["mtu"]) {
+                const ConfigField& f = config_field("dataplane", "ports[].mtu");
+                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, static_cast<uint16_t>(f.lo), static_cast<uint16_t>(f.hi)))
+                    pc.mtu = *m;
+            }
             if (const ytree::Node m = p["mac"]) {
                 const auto text = r.view(m, {path, ".mac"}).value_or("");
                 pc.mac = parse_mac(text);
@@ -185,21 +179,14 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         }
     }
     if (const ytree::Node ft = n["flow_table"]) {
-        if (r.map(ft, "dataplane.flow_table", {"capacity", "capacity_v6", "timeouts", "new_flows_per_source",
-                                                      "state_file", "state_max_age"})) {
-            if (ft["capacity"])
-                if (auto c = r.uint<uint32_t>(ft["capacity"], "dataplane.flow_table.capacity", 1024, 1u << 30))
-                    d.flow_capacity = *c;
+        if (r.map(ft, "dataplane.flow_table", keys_under("dataplane", "flow_table"))) {
+            read_number(r, ft["capacity"], "dataplane", "flow_table.capacity", d.flow_capacity);
             // IPv6 flows live in a table of their own (180 bytes a flow against 116): a quarter of
             // the IPv4 capacity unless set.
             d.flow_capacity_v6 = std::max<uint32_t>(d.flow_capacity / 4, 1024);
-            if (ft["capacity_v6"])
-                if (auto c = r.uint<uint32_t>(ft["capacity_v6"], "dataplane.flow_table.capacity_v6", 1024, 1u << 30))
-                    d.flow_capacity_v6 = *c;
-            if (ft["new_flows_per_source"])
-                if (auto c = r.uint<uint32_t>(ft["new_flows_per_source"], "dataplane.flow_table.new_flows_per_source", 0,
-                                              dp::SourceLimiter::kMaxLimit))
-                    d.new_flows_per_source = *c;
+            read_number(r, ft["capacity_v6"], "dataplane", "flow_table.capacity_v6", d.flow_capacity_v6);
+            read_number(r, ft["new_flows_per_source"], "dataplane", "flow_table.new_flows_per_source",
+                        d.new_flows_per_source);
             if (const ytree::Node f = ft["state_file"]) {
                 const std::string v = r.str(f, "dataplane.flow_table.state_file").value_or("");
                 if (v.empty() || v.back() == '/')
@@ -207,9 +194,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 else
                     d.state_file = v;
             }
-            if (ft["state_max_age"])
-                if (auto c = r.uint<uint32_t>(ft["state_max_age"], "dataplane.flow_table.state_max_age", 1, 30 * 86400))
-                    d.state_max_age = *c;
+            read_number(r, ft["state_max_age"], "dataplane", "flow_table.state_max_age", d.state_max_age);
             if (const ytree::Node t = ft["timeouts"]) {
                 // The TCP keys in TcpState order, then the datagram ones: one list for the
                 // known-field check and for reading.
@@ -224,8 +209,10 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
                     for (size_t i = 0; i < std::size(kKeys); ++i) {
                         const std::string key(kKeys[i]);
+                        const ConfigField& f = config_field("dataplane", "flow_table.timeouts");
                         if (t[key])
-                            if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key, 1, 30 * 86400))
+                            if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key,
+                                                          static_cast<uint32_t>(f.lo), static_cast<uint32_t>(f.hi)))
                                 *slots[i] = *v;
                     }
                 }
@@ -235,10 +222,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
 }
 
 void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
-    if (!r.map(n, "cluster", {"node_name", "node_ips", "nodeport_addresses", "cluster_cidrs", "service_cidrs",
-                              "masquerade_all", "nodeport_range", "reject_unknown_port", "masquerade_ports",
-                              "maglev_seed", "maglev_table_size"}))
-        return;
+    if (!r.map(n, "cluster", keys_under("cluster", ""))) return;
     if (n["node_name"])
         if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
     c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
@@ -286,21 +270,19 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     };
     range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
     range("masquerade_ports", 1024, 256, c.masquerade_port_min, c.masquerade_port_max);
-    if (n["maglev_seed"])
-        if (auto v = r.uint<uint32_t>(n["maglev_seed"], "cluster.maglev_seed", 0, UINT32_MAX)) c.maglev_seed = *v;
-    if (const ytree::Node m = n["maglev_table_size"])
-        if (auto v = r.uint<uint32_t>(m, "cluster.maglev_table_size", dp::kMaglevMinTable, dp::kMaglevMaxTable)) {
-            if (dp::next_prime(*v) != *v)
-                r.error(m, "cluster.maglev_table_size", fmt::format("{} is not a prime (next: {})", *v, dp::next_prime(*v)));
-            else
-                c.maglev_table_size = *v;
-        }
+    read_number(r, n["maglev_seed"], "cluster", "maglev_seed", c.maglev_seed);
+    uint32_t size = 0;
+    read_number(r, n["maglev_table_size"], "cluster", "maglev_table_size", size);
+    if (size && dp::next_prime(size) != size)
+        r.error(n["maglev_table_size"], "cluster.maglev_table_size",
+                fmt::format("{} is not a prime (next: {})", size, dp::next_prime(size)));
+    else if (size)
+        c.maglev_table_size = size;
 }
 
 void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
-    if (!r.map(n, "control", {"socket", "socket_mode", "metrics", "watch", "drain_timeout"})) return;
-    if (n["drain_timeout"])
-        if (auto x = r.uint<uint32_t>(n["drain_timeout"], "control.drain_timeout", 1, 86400)) c.drain_timeout = *x;
+    if (!r.map(n, "control", keys_under("control", ""))) return;
+    read_number(r, n["drain_timeout"], "control", "drain_timeout", c.drain_timeout);
     auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
     if (n["socket"]) {
         auto s = r.str(n["socket"], "control.socket").value_or("");
@@ -332,9 +314,9 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
 // routing: the kernel table the addresses to announce go to, and which addresses.
 void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     c.mark = r.mark(n);
-    if (!r.strict_map(n, "routing", {"table", "announce"})) return;
+    if (!r.strict_map(n, "routing", keys_under("routing", ""))) return;
     if (const ytree::Node t = n["table"]) {
-        if (auto x = r.uint<uint32_t>(t, "routing.table", 1, 0xfffffffe)) {
+        if (auto x = r.uint<uint32_t>(t, "routing.table", 1, static_cast<uint32_t>(config_field("routing", "table").hi))) {
             // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
             if (*x >= 253 && *x <= 255) r.error(t, "routing.table", fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
             else c.table = *x;
@@ -362,9 +344,7 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
 // missing or malformed one.
 void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<PortConfig>& ports,
              const std::function<std::string(const std::string&)>& beside) {
-    if (!r.strict_map(n, "ha", {"listen", "peers", "key_file", "takeover_ports", "refresh_seconds", "hello_ms",
-                                "dead_after_ms"}))
-        return;
+    if (!r.strict_map(n, "ha", keys_under("ha", ""))) return;
     const ytree::Node listen = n["listen"], peers = n["peers"], key = n["key_file"];
     if (!listen || !peers || !key) {
         r.error(n, "ha", "ha needs listen (ADDRESS:PORT), peers and key_file");
@@ -421,12 +401,9 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
             else c.takeover_ports.push_back(*name);
         }
     }
-    if (const ytree::Node v = n["refresh_seconds"])
-        if (auto x = r.uint<uint32_t>(v, "ha.refresh_seconds", 1, 3600)) c.refresh_seconds = *x;
-    if (const ytree::Node v = n["hello_ms"])
-        if (auto x = r.uint<uint32_t>(v, "ha.hello_ms", 10, 10000)) c.hello_ms = *x;
-    if (const ytree::Node v = n["dead_after_ms"])
-        if (auto x = r.uint<uint32_t>(v, "ha.dead_after_ms", 30, 60000)) c.dead_after_ms = *x;
+    read_number(r, n["refresh_seconds"], "ha", "refresh_seconds", c.refresh_seconds);
+    read_number(r, n["hello_ms"], "ha", "hello_ms", c.hello_ms);
+    read_number(r, n["dead_after_ms"], "ha", "dead_after_ms", c.dead_after_ms);
     if (c.dead_after_ms < 3 * c.hello_ms)
         r.error(n, "ha.dead_after_ms", fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
                                                    "would declare a peer dead", c.dead_after_ms, c.hello_ms));

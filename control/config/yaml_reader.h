@@ -78,6 +78,9 @@ public:
     // A mapping whose unknown keys are errors, not warnings (a routing setting misspelt would
     // otherwise announce what the operator did not mean).
     bool strict_map(const ytree::Node& n, const Path& path, std::initializer_list<std::string_view> known) {
+        return strict_map(n, path, std::span<const std::string_view>(known.begin(), known.size()));
+    }
+    bool strict_map(const ytree::Node& n, const Path& path, std::span<const std::string_view> known) {
         if (!n.IsMap()) {
             error(n, path, "expected a mapping");
             return false;

@@ -13,6 +13,7 @@
 #include "control/api/metrics.h"
 #include "control/api/telemetry.h"
 #include "control/base/log.h"
+#include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"
 #include "control/daemon/host_interface.h"
 #include "control/daemon/notify.h"
@@ -35,47 +36,6 @@ void log(const std::string& s) { log_info(s); }
 
 double unix_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// What a reload cannot change under running workers (EAL, workers, the port list, the flow
-// table's size, the packet pool, the control endpoints) is taken from the running config, before
-// the snapshot is built from it: the snapshot's port indices must match what runs. Returns the
-// names of the fields that changed (they take a restart).
-std::string keep_running_settings(Config& next, const Config& running) {
-    std::string changed;
-    auto keep = [&](auto& field, const auto& value, const char* what) {
-        if (field == value) return;
-        field = value;
-        changed += (changed.empty() ? "" : ", ") + std::string(what);
-    };
-    DataplaneConfig& d = next.dataplane;
-    const DataplaneConfig& r = running.dataplane;
-    keep(d.eal, r.eal, "dataplane.eal");
-    keep(d.workers, r.workers, "dataplane.workers");
-    keep(d.flow_capacity, r.flow_capacity, "dataplane.flow_table.capacity");
-    keep(d.flow_capacity_v6, r.flow_capacity_v6, "dataplane.flow_table.capacity_v6");
-    keep(d.timeouts, r.timeouts, "dataplane.flow_table.timeouts");  // the flow table holds them
-    keep(d.new_flows_per_source, r.new_flows_per_source, "dataplane.flow_table.new_flows_per_source");
-    keep(d.mbufs, r.mbufs, "dataplane.mbufs");
-    keep(d.fragments, r.fragments, "dataplane.fragments");
-    keep(d.icmp_errors_per_second, r.icmp_errors_per_second, "dataplane.icmp_errors_per_second");
-    keep(d.punt_control_per_second, r.punt_control_per_second, "dataplane.host_path.control_per_second");
-    keep(d.punt_other_per_second, r.punt_other_per_second, "dataplane.host_path.other_per_second");
-    keep(next.routing.table, running.routing.table, "routing.table");  // the announcer writes the running one
-    keep(next.ha, running.ha, "ha");  // the sync thread, the tables' owners
-    // A port's addresses may change; the list of ports (names, devices) may not.
-    bool same_ports = d.ports.size() == r.ports.size();
-    for (size_t i = 0; same_ports && i < d.ports.size(); ++i)
-        same_ports = d.ports[i].name == r.ports[i].name && d.ports[i].device == r.ports[i].device &&
-                     d.ports[i].mtu == r.ports[i].mtu && d.ports[i].host_interface == r.ports[i].host_interface &&
-                     d.ports[i].mac == r.ports[i].mac;
-    if (!same_ports) {
-        d.ports = r.ports;
-        changed += std::string(changed.empty() ? "" : ", ") + "dataplane.ports";
-    }
-    keep(next.control.socket, running.control.socket, "control.socket");
-    keep(next.control.metrics, running.control.metrics, "control.metrics");
-    return changed;
 }
 
 // The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
@@ -107,7 +67,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     PublishResult r;
     try {
         Config next = load_config_file(st.config_path);
-        const std::string restart = keep_running_settings(next, st.cfg);
+        const std::string restart = keep_restart_fields(next, st.cfg);
         r = pub.publish(with_adopted(next, adopted), [&] {
             for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
                                                  st.cfg.dataplane.neighbors))
