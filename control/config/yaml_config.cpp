@@ -79,28 +79,8 @@ void read_number(Reader& r, const ytree::Node& v, std::string_view section, std:
     if (auto x = r.uint<T>(v, fmt::format("{}.{}", section, key), static_cast<T>(f.lo), static_cast<T>(f.hi))) out = *x;
 }
 
-void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
-    if (!r.map(n, "dataplane", keys_under("dataplane", ""))) return;
-    if (const ytree::Node hp = n["host_path"];
-        hp && r.map(hp, "dataplane.host_path", keys_under("dataplane", "host_path"))) {
-        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second", d.punt_control_per_second);
-        read_number(r, hp["other_per_second"], "dataplane", "host_path.other_per_second", d.punt_other_per_second);
-    }
-    read_number(r, n["icmp_errors_per_second"], "dataplane", "icmp_errors_per_second", d.icmp_errors_per_second);
-    if (const ytree::Node fr = n["fragments"];
-        fr && r.map(fr, "dataplane.fragments", keys_under("dataplane", "fragments"))) {
-        read_number(r, fr["timeout_ms"], "dataplane", "fragments.timeout_ms", d.fragments.timeout_ms);
-        read_number(r, fr["max_datagrams"], "dataplane", "fragments.max_datagrams", d.fragments.max_datagrams);
-        read_number(r, fr["max_held"], "dataplane", "fragments.max_held", d.fragments.max_held);
-        read_number(r, fr["max_per_datagram"], "dataplane", "fragments.max_per_datagram", d.fragments.max_per_datagram);
-    }
-    read_number(r, n["mbufs"], "dataplane", "mbufs", d.mbufs);
-    if (n["one_arm_masquerade"])
-        if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
-    if (n["eal"])
-        d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
-                                    [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
-    read_number(r, n["workers"], "dataplane", "workers", d.workers);
+// dataplane.ports[]: each port's name, device, MTU, MAC, host interface and addresses.
+void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (n["ports"] && r.seq(n["ports"], "dataplane.ports")) {
         for (size_t i = 0; i < n["ports"].size(); ++i) {
             const ytree::Node p = n["ports"][i];
@@ -142,6 +122,10 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             d.ports.push_back(std::move(pc));
         }
     }
+}
+
+// dataplane.routes[]: {prefix, via} of one family.
+void read_routes(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (n["routes"] && r.seq(n["routes"], "dataplane.routes")) {
         for (size_t i = 0; i < n["routes"].size(); ++i) {
             const ytree::Node p = n["routes"][i];
@@ -160,6 +144,10 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
         }
     }
+}
+
+// dataplane.neighbors[]: configured ARP / ND entries.
+void read_neighbors(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (const ytree::Node nb = n["neighbors"]; nb && r.seq(nb, "dataplane.neighbors")) {
         const Path list("dataplane.neighbors");
         for (size_t i = 0; i < nb.size(); ++i) {
@@ -178,6 +166,10 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             if (ip && mac) d.neighbors.push_back(NeighborConfig{*ip, *mac, r.mark(e)});
         }
     }
+}
+
+// dataplane.flow_table: sizes, timeouts, the per-source cap, the state file.
+void read_flow_table(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (const ytree::Node ft = n["flow_table"]) {
         if (r.map(ft, "dataplane.flow_table", keys_under("dataplane", "flow_table"))) {
             read_number(r, ft["capacity"], "dataplane", "flow_table.capacity", d.flow_capacity);
@@ -219,6 +211,34 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             }
         }
     }
+}
+
+void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
+    if (!r.map(n, "dataplane", keys_under("dataplane", ""))) return;
+    if (const ytree::Node hp = n["host_path"];
+        hp && r.map(hp, "dataplane.host_path", keys_under("dataplane", "host_path"))) {
+        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second", d.punt_control_per_second);
+        read_number(r, hp["other_per_second"], "dataplane", "host_path.other_per_second", d.punt_other_per_second);
+    }
+    read_number(r, n["icmp_errors_per_second"], "dataplane", "icmp_errors_per_second", d.icmp_errors_per_second);
+    if (const ytree::Node fr = n["fragments"];
+        fr && r.map(fr, "dataplane.fragments", keys_under("dataplane", "fragments"))) {
+        read_number(r, fr["timeout_ms"], "dataplane", "fragments.timeout_ms", d.fragments.timeout_ms);
+        read_number(r, fr["max_datagrams"], "dataplane", "fragments.max_datagrams", d.fragments.max_datagrams);
+        read_number(r, fr["max_held"], "dataplane", "fragments.max_held", d.fragments.max_held);
+        read_number(r, fr["max_per_datagram"], "dataplane", "fragments.max_per_datagram", d.fragments.max_per_datagram);
+    }
+    read_number(r, n["mbufs"], "dataplane", "mbufs", d.mbufs);
+    if (n["one_arm_masquerade"])
+        if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
+    if (n["eal"])
+        d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
+                                    [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
+    read_number(r, n["workers"], "dataplane", "workers", d.workers);
+    read_ports(r, n, d);
+    read_routes(r, n, d);
+    read_neighbors(r, n, d);
+    read_flow_table(r, n, d);
 }
 
 void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
