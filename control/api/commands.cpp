@@ -192,11 +192,11 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
         std::string name = st.slots().service_name(f.nat().service);
         if (name.empty()) name = "(removed service)";
         if (!service.empty() && name.rfind(service, 0) != 0) continue;
-        const uint8_t sv = f.state.load(std::memory_order_relaxed);
-        std::string state = static_cast<Proto>(f.key[0].proto) == Proto::tcp
-                                ? tcp_state_name(static_cast<TcpState>(sv & kStateMask))
-                                : (sv & 1 ? "replied" : "unreplied");
-        if (sv & kStateGone) state += ",gone";
+        const FlowState sv = FlowState::load(f.state);
+        std::string state = static_cast<Proto>(f.key[0].proto) == Proto::tcp ? tcp_state_name(sv.tcp())
+                            : sv.dgram_replied()                               ? "replied"
+                                                                               : "unreplied";
+        if (sv.gone()) state += ",gone";
         // A replica (sync.h) names the peer it came from (ha.peers, from 1).
         const uint8_t origin = f.origin.load(std::memory_order_relaxed);
         const std::string ep = format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));

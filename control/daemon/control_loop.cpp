@@ -111,15 +111,12 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool rep
     for (uint32_t id = 0; id < table.capacity(); ++id) {
         const auto& f = table.flow(id);
         if (!f.live.load(std::memory_order_acquire) || f.origin.load(std::memory_order_relaxed) != 0) continue;
-        const uint8_t sv = f.state.load(std::memory_order_relaxed);
-        if (sv & kStateGone) continue;
+        const FlowState sv = FlowState::load(f.state);
+        if (sv.gone()) continue;
         const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
         const bool recent = seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
-            const auto t = static_cast<TcpState>(sv & kStateMask);
-            n += (t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::established ||
-                  t == TcpState::syn_sent2 || t == TcpState::close_wait) &&
-                 (!replicated || recent);
+            n += sv.tcp_open() && (!replicated || recent);
         } else {
             n += recent;
         }

@@ -45,7 +45,7 @@ void append_flows(std::vector<uint8_t>& out, const BasicFlowTable<K>& table, uin
     for (uint32_t id = 0; id < table.capacity(); ++id) {
         const auto& f = table.flow(id);
         if (!f.live.load(std::memory_order_acquire)) continue;
-        if (f.state.load(std::memory_order_relaxed) & kStateGone) continue;  // its endpoint is gone
+        if (FlowState::load(f.state).gone()) continue;  // its endpoint is gone
         if (f.origin.load(std::memory_order_relaxed) != 0) continue;  // a peer's (sync.h): the peers have it
         encode_flow(f, now, rec);
         out.insert(out.end(), rec, rec + sizeof rec);

@@ -330,10 +330,8 @@ namespace {
 
 // A TCP connection past its first FIN (or reset).
 template <typename K>
-bool closing(const BasicFlow<K>& f, uint8_t state) noexcept {
-    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return false;
-    const auto ts = static_cast<TcpState>(state & kStateMask);
-    return ts >= TcpState::fin_wait && ts <= TcpState::close;
+bool closing(const BasicFlow<K>& f, FlowState state) noexcept {
+    return static_cast<Proto>(f.key[0].proto) == Proto::tcp && state.tcp_closing();
 }
 
 }  // namespace
@@ -363,8 +361,8 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
         // A worker may change the state meanwhile (CAS, as conntrack does), and a reload's mark
         // of a removed endpoint stays.
         uint8_t cur = f.state.load(std::memory_order_relaxed);
-        while (!(cur & kStateGone) && !(newer == 0 && closing(f, cur) && !closing(f, in.state)) && cur != in.state &&
-               !f.state.compare_exchange_weak(cur, in.state, std::memory_order_relaxed)) {
+        while (!FlowState{cur}.gone() && !(newer == 0 && closing(f, FlowState{cur}) && !closing(f, FlowState{in.state})) &&
+               cur != in.state && !f.state.compare_exchange_weak(cur, in.state, std::memory_order_relaxed)) {
         }
         return;
     }

@@ -30,7 +30,7 @@ void sweep(BasicFlowTable<K>& flows, const Alive& alive, uint32_t generation, ui
         ++r.scanned;
         // key[1] is the reply tuple: its source is the endpoint.
         if (alive.count(Key{f.svc_id, EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport}.word()})) continue;
-        if (f.state.fetch_or(kStateGone, std::memory_order_relaxed) & kStateGone) continue;  // marked before
+        if (FlowState{f.state.fetch_or(FlowState::kGone, std::memory_order_relaxed)}.gone()) continue;  // marked before
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
             ++r.tcp_closed;
         } else {

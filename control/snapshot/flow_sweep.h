@@ -1,6 +1,6 @@
 // After a reload: the flows whose endpoint left its Service. kube-proxy deletes such conntrack
 // entries for UDP (the stale-entry bug it had to learn to fix) and lets TCP die; svcgate marks
-// them kStateGone, so TCP packets are answered with RST (on each side's next packet, so the RST
+// them gone (FlowState), so TCP packets are answered with RST (on each side's next packet, so the RST
 // carries a sequence number the peer accepts) and datagram flows are removed by their owner
 // (the next datagram selects a live endpoint). Flows to endpoints still listed - terminating
 // ones included - keep their endpoint.

@@ -29,10 +29,11 @@ bool valid(const BasicFlowInit<K>& in, Family family) noexcept {
     if (in.kind != FlowKind::nat || (in.flags & ~kFlowMasq) || in.target != 0 || in.aux != 0) return false;
     const uint8_t proto = in.key[0].proto;
     if (in.key[1].proto != proto) return false;
-    if (in.state & kStateGone) return false;
+    const FlowState st{in.state};
+    if (st.gone()) return false;
     switch (static_cast<Proto>(proto)) {
     case Proto::tcp:
-        return (in.state & kStateMask) < kTcpStates;  // kStateReplied the only flag left
+        return st.conntrack() < kTcpStates;  // replied the only flag left
     case Proto::udp:
     case Proto::sctp:
         return in.state <= static_cast<uint8_t>(DgramState::replied);

@@ -10,7 +10,7 @@
 //        0     1  family: 4 or 6 (the size of the tuples that follow)
 //        1     1  kind (FlowKind)
 //        2     1  flags (kFlowMasq, kFlowOneKey)
-//        3     1  state (TcpState or DgramState, kStateReplied; never kStateGone)
+//        3     1  state (FlowState: TcpState or DgramState, replied; never gone)
 //        4     4  svc_id, little-endian
 //        8     4  aux (affinity: timeout in seconds), little-endian
 //       12     4  idle: seconds since its last packet, little-endian

@@ -43,6 +43,7 @@
 #include <rte_rcu_qsbr.h>
 
 #include "dataplane/flow/conntrack.h"
+#include "dataplane/flow/flow_state.h"
 #include "dataplane/base/types.h"
 
 namespace svcgate::dp {
@@ -98,15 +99,6 @@ using Flow = BasicFlow<FlowKey>;
 using Flow6 = BasicFlow<FlowKey6>;
 static_assert(sizeof(Flow) == 64, "an IPv4 flow record is one cache line");
 static_assert(sizeof(Flow6) == 128, "an IPv6 flow record is two cache lines");
-
-// Flow::state holds the conntrack state (TcpState or DgramState) in its low bits and two flags:
-// kStateGone, set by the control thread when a reload removed the flow's endpoint (TCP packets of
-// the flow are answered with RST, datagram flows are removed by their owner); kStateReplied, set
-// by the first TCP packet seen in the reply direction (conntrack's SEEN_REPLY): a connection
-// picked up from a mid-stream ACK is ESTABLISHED but, like a half-open one, evictable until then.
-inline constexpr uint8_t kStateGone = 0x80;
-inline constexpr uint8_t kStateReplied = 0x40;
-inline constexpr uint8_t kStateMask = 0x3f;
 
 // What a new flow starts with (a plain value: Flow itself holds atomics).
 template <typename K>
@@ -316,16 +308,14 @@ extern template class BasicFlowTable<FlowKey6>;
 template <typename K>
 inline uint32_t BasicFlowTable<K>::timeout_of(const Flow& f) const noexcept {
     if (f.kind == FlowKind::affinity) return f.aux;
-    uint8_t st = f.state.load(std::memory_order_relaxed);
-    if (st & kStateGone) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
+    const FlowState st = FlowState::load(f.state);
+    if (st.gone()) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
     switch (static_cast<Proto>(f.key[0].proto)) {
     case Proto::tcp:
-        st &= kStateMask;
-        return st < kTcpStates ? timeouts_.tcp[st] : timeouts_.tcp[0];
+        return st.conntrack() < kTcpStates ? timeouts_.tcp[st.conntrack()] : timeouts_.tcp[0];
     case Proto::udp:
     case Proto::sctp:
-        return st == static_cast<uint8_t>(DgramState::replied) ? timeouts_.udp_replied
-                                                              : timeouts_.udp_unreplied;
+        return st.dgram_replied() ? timeouts_.udp_replied : timeouts_.udp_unreplied;
     case Proto::icmp:
     case Proto::icmp6:
         return timeouts_.icmp;
@@ -364,16 +354,13 @@ unsigned BasicFlowTable<K>::expire_step(uint16_t owner, uint32_t now, unsigned b
 template <typename K>
 inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
     if (f.kind != FlowKind::nat) return false;
-    const uint8_t st = f.state.load(std::memory_order_relaxed);
+    const FlowState st = FlowState::load(f.state);
     switch (static_cast<Proto>(f.key[0].proto)) {
-    case Proto::tcp: {
-        const auto ts = static_cast<TcpState>(st & kStateMask);
-        return !(st & kStateReplied) || ts == TcpState::syn_sent || ts == TcpState::syn_recv ||
-               ts == TcpState::syn_sent2;
-    }
+    case Proto::tcp:
+        return !st.replied() || st.tcp_handshaking();
     case Proto::udp:
     case Proto::sctp:
-        return st == static_cast<uint8_t>(DgramState::unreplied);
+        return st == FlowState::of(DgramState::unreplied);
     default:
         return false;
     }
@@ -382,11 +369,10 @@ inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
 template <typename K>
 inline bool BasicFlowTable<K>::proven(const Flow& f) noexcept {
     if (f.kind != FlowKind::nat) return true;
-    const uint8_t st = f.state.load(std::memory_order_relaxed);
-    if (st & kStateGone) return false;
-    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st == static_cast<uint8_t>(DgramState::replied);
-    const auto ts = static_cast<TcpState>(st & kStateMask);
-    return (st & kStateReplied) && ts >= TcpState::established && ts <= TcpState::close;
+    const FlowState st = FlowState::load(f.state);
+    if (st.gone()) return false;
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp) return st.dgram_replied();
+    return st.replied() && st.tcp_past_handshake();
 }
 
 template <typename K>

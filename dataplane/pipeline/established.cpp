@@ -21,16 +21,15 @@ Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, 
         return Track::same;
     }
     TcpFlagClass c = tcp_flag_class(m.tcp_flags);
-    const uint8_t seen = dir == Direction::reply ? kStateReplied : 0;
-    uint8_t cur = f.state.load(std::memory_order_relaxed);
+    FlowState cur = FlowState::load(f.state);
     for (;;) {
-        if (cur & kStateGone) return Track::same;  // marked by a reload meanwhile: the next packet sees it
-        TcpState nx = tcp_transition(static_cast<TcpState>(cur & kStateMask), dir, c);
+        if (cur.gone()) return Track::same;  // marked by a reload meanwhile: the next packet sees it
+        const TcpState nx = tcp_transition(cur.tcp(), dir, c);
         if (nx == TcpState::invalid) return Track::invalid;
-        const uint8_t want = (nx == TcpState::ignore ? cur : static_cast<uint8_t>(nx) | (cur & ~kStateMask)) | seen;
+        const FlowState want = (nx == TcpState::ignore ? cur : cur.with_tcp(nx)).with_replied(dir == Direction::reply);
         if (want == cur) return Track::same;
         // Both directions may update the state from different workers: CAS, retry on change.
-        if (f.state.compare_exchange_weak(cur, want, std::memory_order_relaxed)) return Track::changed;
+        if (f.state.compare_exchange_weak(cur.bits, want.bits, std::memory_order_relaxed)) return Track::changed;
     }
 }
 
@@ -45,7 +44,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
     auto& f = F::table(ctx)->flow(p.ref.id);
     const Direction dir = p.ref.dir;
     const uint8_t proto = F::key(m).proto;
-    if (f.state.load(std::memory_order_relaxed) & kStateGone) [[unlikely]] {
+    if (FlowState::load(f.state).gone()) [[unlikely]] {
         // A reload removed the endpoint: TCP gets an RST (each side, on its next packet: the RST
         // takes its sequence number from that packet); datagrams are dropped until the owner
         // removes the entry, and then select again.

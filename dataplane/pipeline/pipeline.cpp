@@ -114,7 +114,7 @@ bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
     if (!table || id >= table->capacity()) return false;
     const auto& f = table->flow(id);
     if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
-        !(f.state.load(std::memory_order_relaxed) & kStateGone))
+        !FlowState::load(f.state).gone())
         return false;
     release_flow(*ctx.stats, f);
     table->remove(id);

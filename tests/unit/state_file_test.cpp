@@ -194,7 +194,7 @@ TEST(FlowRecord, TheDecoderRefusesWhatTheTableCouldNotHold) {
     bad(1, 2, "kind 2");
     bad(1, 1, "an affinity record with two tuples");
     bad(2, 0x04, "an unknown flag");
-    bad(3, kStateGone | 3, "a flow marked gone");
+    bad(3, FlowState::kGone | 3, "a flow marked gone");
     bad(3, 0x3f, "a TCP state past the last");
     bad(8, 1, "aux set on a NAT flow");
     bad(16, 1, "a pinned endpoint on a NAT flow");
