@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "dataplane/flow/source_limit.h"
-#include "dataplane/fragment/fragment.h"
+#include "dataplane/fragment/frag_table.h"
 #include "dataplane/lb/maglev.h"
 
 namespace svcgate::ctl {

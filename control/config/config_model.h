@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "control/base/address.h"
-#include "dataplane/fragment/fragment.h"
+#include "dataplane/fragment/frag_table.h"
 #include "dataplane/lb/snapshot.h"
 #include "dataplane/base/types.h"
 
@@ -71,7 +71,7 @@ struct PortConfig {
     std::string name;
     std::string device;           // DPDK device arguments
     std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
-    uint16_t mtu = 1500;           // the largest IP packet it sends (fragment.h)
+    uint16_t mtu = 1500;           // the largest IP packet it sends (dataplane/l3/mtu.h)
     // The port's kernel interface (a TAP device with the port's MAC and addresses): what the
     // dataplane does not answer for the gateway's own addresses goes there, what the kernel
     // sends on it leaves through the port. "" = none (host_path.h).

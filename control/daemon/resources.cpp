@@ -62,7 +62,7 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
     if (rte_eth_dev_info_get(id_, &info) != 0) return fmt::format("port {}: cannot read device info", pc.name);
     rte_eth_conf conf{};
     // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
-    // way: fragment.h).
+    // way: dataplane/l3/mtu.h).
     if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu) conf.rxmode.mtu = pc.mtu;
     else log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
                          info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));

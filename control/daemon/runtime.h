@@ -14,7 +14,7 @@
 #include "control/config/config_model.h"
 #include "control/daemon/resources.h"
 #include "control/ha/sync.h"
-#include "dataplane/fragment/fragment.h"
+#include "dataplane/fragment/frag_table.h"
 #include "dataplane/pipeline/worker.h"
 
 namespace svcgate::ctl {

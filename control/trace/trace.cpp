@@ -1,5 +1,7 @@
 #include "control/trace/trace.h"
 
+#include "dataplane/fragment/frag_stage.h"
+
 #include <algorithm>
 #include <cstring>
 #include <sstream>

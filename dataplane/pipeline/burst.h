@@ -34,11 +34,11 @@ enum class L2Outcome : uint8_t {
     sent,     // queued for transmission (the queue may still refuse it: tx_full)
     held,     // waits for its next hop's MAC
     dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
-    frag_held,  // a later fragment waiting for its first in the fragment hold (fragment.h)
+    frag_held,  // a later fragment waiting for its first in the fragment hold (frag_table.h)
     punted,     // handed to the port's host interface (the kernel's routing daemon, health ports)
 };
 
-// A fragment's part in the pipeline (fragment.h).
+// A fragment's part in the pipeline (frag_stage.h).
 enum class FragRole : uint8_t {
     none,
     first,   // a first fragment: its result is recorded for the rest of its datagram

@@ -38,7 +38,7 @@ struct alignas(64) WorkerCounters {
     uint64_t sync_events = 0;
     uint64_t sync_ring_full = 0;
     uint64_t takeovers = 0;
-    // Fragments (fragment.h). The hold is shared: a fragment one worker stores may be taken out
+    // Fragments (frag_table.h, frag_stage.h). The hold is shared: a fragment one worker stores may be taken out
     // (released, timed out, dropped with its datagram) by another, so each counts its side.
     uint64_t frag_stored = 0;    // later fragments this worker put in the hold
     uint64_t frag_taken = 0;     // fragments this worker took out of the hold

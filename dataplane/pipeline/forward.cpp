@@ -8,7 +8,7 @@ namespace svcgate::dp {
 
 namespace {
 
-// Whether a routed packet may leave by `port` as it is (fragment.h: too_big), asked before it is
+// Whether a routed packet may leave by `port` as it is (l3/mtu.h: too_big), asked before it is
 // rewritten, so that an ICMP error quotes the packet as its sender sent it.
 inline bool fits_egress(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t port, uint16_t in_port) noexcept {
     const uint16_t mtu = ctx.out.mtu(port);
@@ -51,7 +51,7 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) n
     F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
-// A later fragment (fragment.h): where its first fragment went (p.out_port, next hop), with the
+// A later fragment (frag_stage.h): where its first fragment went (p.out_port, next hop), with the
 // addresses it left with (p.out); no L4 header to rewrite.
 template <typename F>
 [[gnu::cold]] void follow_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {

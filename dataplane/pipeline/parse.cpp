@@ -410,7 +410,7 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
         if (DropReason r = set_fragment(m, fo, m.l4_off, m.l4_len, rte_be_to_cpu_16(load<rte_be16_t>(ip + 4)), ip[9]);
             r != DropReason::none)
             return r;
-        if (fo) return DropReason::none;  // a later fragment: addresses only (fragment.h)
+        if (fo) return DropReason::none;  // a later fragment: addresses only (frag_stage.h)
         return first_fragment(parse_l4(f + m.l4_off, m, m.key.proto), f + m.l4_off);
     }
     return parse_l4(f + m.l4_off, m, m.key.proto);

@@ -1,4 +1,5 @@
 #include "dataplane/pipeline/pipeline.h"
+#include "dataplane/fragment/frag_stage.h"
 
 #include <rte_prefetch.h>
 #include <rte_ring.h>
@@ -44,7 +45,7 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
             p.set(Verdict::drop, r);
         } else if (p.meta.is_fragment()) [[unlikely]] {
             p.set(Verdict::forward);
-            frag_arrive(b, ctx, i);  // fragment.h: a first fragment goes on to its lookup
+            frag_arrive(b, ctx, i);  // frag_stage.h: a first fragment goes on to its lookup
         } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {
             // No copy of the tuple into `out` here: parse has just written it field by field, and
             // a 16-byte load of it now would stall on store forwarding (4% of process_burst in

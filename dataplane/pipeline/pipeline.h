@@ -5,8 +5,8 @@
 //
 //   parse        parse.h        frame → PacketMeta, or a drop; IPv4 and IPv6 tuples collected
 //                               for lookup (the stages up to insert run once per family);
-//                               fragments to fragment.h: a first goes on, a later one follows its
-//                               first's result or waits in the shared hold
+//                               fragments to frag_stage.h: a first goes on, a later one follows
+//                               its first's result or waits in the shared hold (frag_table.h)
 //   lookup       pipeline.cpp   bulk flow lookup; the counters of found flows prefetched
 //   classify     classify.h     packets of no flow: VIP table, NodePorts, the gateway's own
 //                               addresses, unknown ports of a ClusterIP, the service CIDR
@@ -16,11 +16,13 @@
 //   established  established.h  packets of known flows: conntrack, endpoints a reload removed,
 //                               ICMP errors about a flow (RELATED), the NAT reversal
 //   insert       new_flow.h     (cold) the selected connections into the flow table, in packet order
-//   forward      forward.h      the exit: route, egress MTU, TTL, rewrite, REJECT built; verdicts,
+//   forward      forward.h      the exit: route, egress MTU (l3/mtu.h), TTL, rewrite, REJECT built; verdicts,
 //                               rejects and per-service / per-endpoint counters counted here and
 //                               nowhere else
-//   fragments    fragment.h     (cold) first fragments' results recorded; what waited released,
-//                               through forward's and output's per-packet functions
+//   fragments    frag_stage.h   (cold) first fragments' results recorded; what waited for them
+//                               re-enters here, after the forward exit: each released fragment
+//                               goes through forward's and output's per-packet functions, never
+//                               through the stages before (its first fragment's result is its fate)
 //   output       output.h       ARP/echo answers, next hop's MAC or the ARP hold queue, IPv4
 //                               fragmented to the egress MTU, transmit batches; the only place a
 //                               packet is freed, counted by reason (and the fragment hold's timeouts)
@@ -37,7 +39,8 @@
 
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/flow/flow_table.h"
-#include "dataplane/fragment/fragment.h"
+#include "dataplane/fragment/frag_table.h"
+#include "dataplane/l3/mtu.h"
 #include "dataplane/l3/hop_cache.h"
 #include "dataplane/pipeline/output.h"
 #include "dataplane/base/rng.h"

@@ -13,11 +13,6 @@
 // drops. Established flows live elsewhere (the flow table): nothing here can evict them, and the
 // hold never takes more mbufs than max_held.
 //
-// Also here, the egress MTU (RFC 1191, RFC 8201): an IPv4 packet with DF or an IPv6 packet
-// larger than its egress port's MTU is answered with ICMP fragmentation needed / ICMPv6 Packet
-// Too Big quoting the packet as its sender sent it (so a translated flow's sender recognises its
-// own packet), under a per-worker rate limit; an IPv4 packet without DF is fragmented.
-//
 // Runs on: worker lcores, trace, tests. The table: shared by all workers, one spin lock per
 // bucket of 8 datagrams (a cold path: only fragments take it). Owns: held mbufs.
 #pragma once
@@ -30,8 +25,8 @@
 #include <rte_mbuf.h>
 #include <rte_spinlock.h>
 
-#include "dataplane/flow/flow_table.h"
 #include "dataplane/base/types.h"
+#include "dataplane/flow/flow_table.h"
 #include "dataplane/pipeline/verdict.h"
 
 namespace svcgate::dp {
@@ -194,47 +189,5 @@ unsigned FragTable::flush(Fn&& on_free) noexcept {
     }
     return freed;
 }
-
-// A per-worker token bucket for the ICMP errors the gateway originates (RFC 1812 4.3.2.8).
-struct TokenBucket {
-    uint32_t per_second = 1000;  // 0: no limit
-    uint64_t tokens_milli = 0;   // thousandths of a token
-    uint64_t last_ms = 0;
-
-    bool allow(uint64_t now_ms) noexcept {
-        if (per_second == 0) return true;
-        const uint64_t cap = uint64_t{per_second} * 1000;
-        if (last_ms == 0 || now_ms - last_ms > 1000) tokens_milli = cap;
-        else tokens_milli = std::min<uint64_t>(cap, tokens_milli + (now_ms - last_ms) * per_second);
-        last_ms = now_ms;
-        if (tokens_milli < 1000) return false;
-        tokens_milli -= 1000;
-        return true;
-    }
-};
-
-// The stages' side of fragments (pipeline.cpp calls them).
-// Parse found fragment i: a first one is registered and goes to its family's lookup; a later one
-// follows its first's result, waits in the hold, or is dropped.
-void frag_arrive(Burst& b, WorkerCtx& ctx, uint16_t i) noexcept;
-// After the forward exit: each first fragment's result recorded, what waited for it released
-// (routed, rewritten and queued by the output stage's helpers).
-void frag_resolve(Burst& b, WorkerCtx& ctx) noexcept;
-// Timeouts over `buckets` more buckets of the table (cheap when it is empty).
-void frag_housekeeping(WorkerCtx& ctx, unsigned buckets = 16) noexcept;
-// Frees every held fragment, counted under `why` (shutdown, end of a trace).
-void frag_flush(WorkerCtx& ctx, DropReason why) noexcept;
-
-// A routed packet larger than `mtu`, before it is rewritten (forward.cpp asks): true when it will
-// be fragmented on output (IPv4 without DF). Otherwise it has become an ICMP error to its sender
-// (verdict reject, frag_needed / packet_too_big, leaving by in_port), or a drop
-// (icmp_rate_limited, no route back).
-bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept;
-
-// Splits the IPv4 frame `m` (L2 header `l2` bytes) into fragments of at most `mtu` IP bytes, each
-// a one-segment mbuf from `pool` with the same L2 header; IP options without the copy flag only in
-// the first (RFC 791 3.2). `m` is left to the caller. Returns the number of fragments, 0 on failure.
-unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool* pool, rte_mbuf** out,
-                       unsigned max) noexcept;
 
 }  // namespace svcgate::dp
