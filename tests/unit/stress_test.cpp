@@ -307,7 +307,10 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
 
 // The DNS A/AAAA race (kube-proxy #56903): the first two datagrams of one new UDP flow reach two
 // workers at the same moment. Both must go to the same endpoint, and both answers come back.
-TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
+namespace {
+
+// One batch of rounds, on a gateway of its own; adds how often the two inserts raced to `races`.
+void race_datagrams(uint64_t& races) {
     test::ensure_eal();
     const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
@@ -385,9 +388,28 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
     EXPECT_EQ(ctx[0].counters.flows_created + ctx[1].counters.flows_created, kQueries) << "one flow per query";
     // How often the two inserts really raced (the rest: the second found the first's flow).
     const uint64_t raced = ctx[0].counters.flows_joined + ctx[1].counters.flows_joined;
-    RecordProperty("raced_inserts", static_cast<int>(raced));
-    if (std::thread::hardware_concurrency() >= 2) {
-        EXPECT_GT(raced, 0u) << "the two workers never overlapped";
-    }
+    races += raced;
     std::printf("queries whose two inserts raced: %llu of %u (flows created by worker 0: %llu, 1: %llu)\n", static_cast<unsigned long long>(raced), kQueries, (unsigned long long)ctx[0].counters.flows_created, (unsigned long long)ctx[1].counters.flows_created);
+}
+
+}  // namespace
+
+TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
+    // In how many rounds the two workers overlap depends on the host: on one busy with other work
+    // perhaps in none of a batch. With two CPUs, batches until they did, for at most kPatience;
+    // each batch is checked in full.
+    const bool overlap = std::thread::hardware_concurrency() >= 2;
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t raced = 0;
+    unsigned batches = 0;
+    do {
+        race_datagrams(raced);
+        ++batches;
+        if (HasFailure()) return;
+    } while (overlap && raced == 0 && std::chrono::steady_clock::now() - t0 < kPatience);
+    RecordProperty("raced_inserts", static_cast<int>(raced));
+    if (overlap) {
+        EXPECT_GT(raced, 0u) << fmt::format("the two workers never overlapped, in {} batches ({:.1f} s)", batches,
+                                            seconds_since(t0));
+    }
 }
