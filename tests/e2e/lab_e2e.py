@@ -351,11 +351,10 @@ print("no answer")
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
     dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
                            "net_pcap0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for _ in range(10):
+    t0 = time.monotonic()  # until it has its 6 packets: it attaches in its own time (60 s at most)
+    while dc.poll() is None and time.monotonic() - t0 < 60:
         subprocess.run(["sleep", "0.5"])
         curl("client", "http://192.168.67.8:30001/")
-        if dc.poll() is not None:
-            break
     if dc.poll() is None:
         dc.kill()
     dc.wait()
