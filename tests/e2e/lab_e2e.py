@@ -270,7 +270,8 @@ print("no answer")
         t0 = time.monotonic()
         r = ctl("status")
         took = time.monotonic() - t0
-        check(r.returncode == 0 and took < 0.5, f"svcgatectl status answers while they hang ({took:.3f} s)")
+        # While they hang: well before the metrics server's 2 s read timeout lets the first of them go.
+        check(r.returncode == 0 and took < 1.5, f"svcgatectl status answers while they hang ({took:.3f} s)")
         answer = (curl("client", "http://192.168.67.8:30001/") or "").strip()
         check(answer in checks.TEST_PODS, f"the NodePort answers while they hang ({answer})")
         m = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "8", "-o", "/dev/null", "-w", "%{http_code}",
