@@ -270,7 +270,8 @@ print("no answer")
         t0 = time.monotonic()
         r = ctl("status")
         took = time.monotonic() - t0
-        check(r.returncode == 0 and took < 0.5, f"svcgatectl status answers while they hang ({took:.3f} s)")
+        # While they hang: well before the metrics server's 2 s read timeout lets the first of them go.
+        check(r.returncode == 0 and took < 1.5, f"svcgatectl status answers while they hang ({took:.3f} s)")
         answer = (curl("client", "http://192.168.67.8:30001/") or "").strip()
         check(answer in checks.TEST_PODS, f"the NodePort answers while they hang ({answer})")
         m = subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "8", "-o", "/dev/null", "-w", "%{http_code}",
@@ -351,11 +352,10 @@ print("no answer")
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
     dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
                            "net_pcap0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for _ in range(10):
+    t0 = time.monotonic()  # until it has its 6 packets: it attaches in its own time (60 s at most)
+    while dc.poll() is None and time.monotonic() - t0 < 60:
         subprocess.run(["sleep", "0.5"])
         curl("client", "http://192.168.67.8:30001/")
-        if dc.poll() is not None:
-            break
     if dc.poll() is None:
         dc.kill()
     dc.wait()

@@ -35,15 +35,17 @@ def curl(ns, url):
     body = checks.curl(ns, url)
     return body.strip() if body is not None else None
 
-# A keep-alive client: one TCP connection, a request every 20 ms for DURATION seconds. Prints the
-# first pod at once, then a JSON summary.
+MIN_REQUESTS = 50  # each client's, at least
+# A keep-alive client: one TCP connection, a request every 20 ms until STOP_FILE exists and more
+# than MIN_REQUESTS were answered (at most 120 s): it spans the reloads however long a busy host
+# takes for them. Prints the first pod at once, then a JSON summary.
 CLIENT = r"""
-import http.client, json, sys, time
-host, port, duration = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+import http.client, json, os, sys, time
+host, port, stop, least = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 c = http.client.HTTPConnection(host, port, timeout=2)
 pods, errors, gaps, last = [], [], [], None
-end = time.monotonic() + duration
-while time.monotonic() < end:
+end = time.monotonic() + 120
+while time.monotonic() < end and not (os.path.exists(stop) and len(pods) > least):
     try:
         c.request("GET", "/")
         pods.append(c.getresponse().read().decode().strip())
@@ -90,6 +92,7 @@ svc = next(s for s in base["services"] if s["name"] == "default/test-svc")
 all_eps = svc["endpoints"]
 tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="svcgate-reload-", delete=False)
 tmp.close()
+stop_clients = tmp.name + ".stop"
 
 # Start with two of the three test pods; the third is "added" under traffic.
 cfg = copy.deepcopy(base)
@@ -108,8 +111,8 @@ try:
     TCP_NS = ("client", "lab-sleeper", "test-pod-1", "test-pod-2", "test-pod-3")
     rt0 = {ns: retrans(ns) for ns in TCP_NS}
     for ns, host, port in (("client", "192.168.67.8", "30001"), ("lab-sleeper", "10.107.169.79", "80")):
-        clients.append(subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", CLIENT, host, port, "7"],
-                                        stdout=subprocess.PIPE, text=True))
+        clients.append(subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", CLIENT, host, port,
+                                         stop_clients, str(MIN_REQUESTS)], stdout=subprocess.PIPE, text=True))
     used = {c.stdout.readline().strip() for c in clients}
     check(used <= set(POD_IP), f"both connections answered: {sorted(used)}")
 
@@ -152,11 +155,12 @@ try:
     with open(tmp.name, "w") as f:
         yaml.safe_dump(cfg, f)
 
+    open(stop_clients, "w").close()
     results = [json.loads(c.stdout.readline()) for c in clients]
     for c in clients:
         c.wait(timeout=30)
     for ns, res in zip(("client → NodePort", "lab-sleeper → ClusterIP"), results):
-        check(not res["errors"] and res["requests"] > 50,
+        check(not res["errors"] and res["requests"] > MIN_REQUESTS,
               f"{ns}: {res['requests']} requests on one connection, no error {res['errors']}")
         check(len(res["pods"]) == 1, f"{ns}: one pod all along ({res['pods']})")
         check(res["max_gap"] is not None and res["max_gap"] < 0.3,
@@ -189,5 +193,7 @@ finally:
     if checks.failures:
         print("svcgate's log:\n" + r.stdout[-3000:])
     os.unlink(tmp.name)
+    if os.path.exists(stop_clients):
+        os.unlink(stop_clients)
 
 checks.finish("reload under traffic")

@@ -157,7 +157,8 @@ def main():
         stop_gateway()
         os.remove(state_file)
         ok, boot = start_gateway(cfg_path)
-        time.sleep(3)
+        # A connection breaks on its next request (reset) or after the client's 5 s timeout.
+        wait(lambda: any(c["errors"] for k in ka for c in k.read()), 30)
         conns, broke, gap = summary([k.stop() for k in ka])
         check(ok and len(broke) > 0,
               f"control: restarted without its state file, {len(broke)} of {len(conns)} connections broke "
