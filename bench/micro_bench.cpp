@@ -71,10 +71,10 @@ services:
         return fmt::format("{}.{}.{}.{}", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
     };
     for (int i = 0; i < services; ++i)
-        s += fmt::format("  - {{name: b/s{}, cluster_ip: {}, ports: [{{name: http, port: 80, target_port: 8080}}], "
-                         "endpoints: [{}, {}, {}]}}\n",
-                         i, ip(kVipBase + i + 1), ip(kPodBase + 3 * i + 1), ip(kPodBase + 3 * i + 2),
-                         ip(kPodBase + 3 * i + 3));
+        s += fmt::format(
+            "  - {{name: b/s{}, cluster_ip: {}, ports: [{{name: http, port: 80, target_port: 8080}}], "
+            "endpoints: [{}, {}, {}]}}\n",
+            i, ip(kVipBase + i + 1), ip(kPodBase + 3 * i + 1), ip(kPodBase + 3 * i + 2), ip(kPodBase + 3 * i + 3));
     return s;
 }
 
@@ -105,9 +105,11 @@ Ip6 six(uint16_t g0, uint16_t g1, uint32_t low) {
     return a;
 }
 FlowKey6 flow_key6(uint32_t i, uint32_t services) {
-    return FlowKey6{.src = six(0x2001, 0x2, 1 + i / 50000), .dst = six(0xfd00, 0x96, i % services + 1),
+    return FlowKey6{.src = six(0x2001, 0x2, 1 + i / 50000),
+                    .dst = six(0xfd00, 0x96, i % services + 1),
                     .sport = rte_cpu_to_be_16(static_cast<uint16_t>(10000 + i % 50000)),
-                    .dport = rte_cpu_to_be_16(80), .proto = static_cast<uint8_t>(Proto::tcp)};
+                    .dport = rte_cpu_to_be_16(80),
+                    .proto = static_cast<uint8_t>(Proto::tcp)};
 }
 
 // Flow i as an IPv6 table record: the client's tuple and the reply from a pod of its own.
@@ -192,9 +194,10 @@ struct World {
         ctx.flows6 = flows6.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
-        pub = std::make_unique<ctl::Publisher>(1, ctl::PublishTarget{
-            .store = [this](const ServiceSnapshot* s) { ctx.snap = s; },
-            .store_stats = [this](StatsTable* t) { ctx.stats = t; }});
+        pub = std::make_unique<ctl::Publisher>(
+            1,
+            ctl::PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx.snap = s; },
+                               .store_stats = [this](StatsTable* t) { ctx.stats = t; }});
         pub->publish(cfg);
         // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
@@ -332,7 +335,8 @@ BENCHMARK(BM_Translate);
 void BM_MaglevBuild(benchmark::State& st) {
     const uint32_t n = static_cast<uint32_t>(st.range(0));
     std::vector<uint64_t> ids;
-    for (uint32_t i = 0; i < n; ++i) ids.push_back(EndpointKey{IpAddr::of(Ip4::from_host(kPodBase + i)), rte_cpu_to_be_16(8080)}.word());
+    for (uint32_t i = 0; i < n; ++i)
+        ids.push_back(EndpointKey{IpAddr::of(Ip4::from_host(kPodBase + i)), rte_cpu_to_be_16(8080)}.word());
     for (auto _ : st) benchmark::DoNotOptimize(maglev_build(ids, maglev_table_size(n)));
     st.counters["table"] = maglev_table_size(n);
 }
@@ -457,8 +461,8 @@ void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&
                 st.SkipWithError("a new flow was not translated");
                 break;
             }
-            FlowRef r = t.lookup(key_of(fill + static_cast<uint32_t>((at + i) % frames.size()),
-                                        static_cast<uint32_t>(services)));
+            FlowRef r = t.lookup(
+                key_of(fill + static_cast<uint32_t>((at + i) % frames.size()), static_cast<uint32_t>(services)));
             if (!r.hit()) continue;
             release_flow(*w.ctx.stats, t.flow(r.id));
             t.remove(r.id);
@@ -474,7 +478,11 @@ FlowTable6& table6(World& w) { return *w.flows6; }
 void BM_PipelineNewFlows(benchmark::State& st) { pipeline_new_flows(st, 4, &table4, flow_key, flow_init); }
 void BM_PipelineNewFlows6(benchmark::State& st) { pipeline_new_flows(st, 6, &table6, flow_key6, flow_init6); }
 BENCHMARK(BM_PipelineNewFlows)
-    ->Args({10, 10})->Args({10, 90})->Args({1000, 90})->Args({10000, 90})->Args({100000, 90})
+    ->Args({10, 10})
+    ->Args({10, 90})
+    ->Args({1000, 90})
+    ->Args({10000, 90})
+    ->Args({100000, 90})
     ->UseManualTime();
 BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 
@@ -538,12 +546,19 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
         cfg.peers.push_back({*ctl::parse_ip("127.0.0.1"), ntohs(pa.sin_port)});
         cfg.key = key;
         cfg.refresh_seconds = 3600;  // events only
-        hello_sealer = std::make_unique<ctl::sync::Sealer>(key, ctl::sync::peer_id(cfg.peers[0].addr.a.b, cfg.peers[0].port), 1);
+        hello_sealer =
+            std::make_unique<ctl::sync::Sealer>(key, ctl::sync::peer_id(cfg.peers[0].addr.a.b, cfg.peers[0].port), 1);
         sync_id = ctl::sync::peer_id(cfg.listen.addr.a.b, cfg.listen.port);
-        syncer = std::make_unique<ctl::Syncer>(
-            cfg, ctl::Syncer::Wiring{.flows = w.flows.get(), .flows6 = nullptr, .owner = 1, .workers = 1,
-                                     .rings = {ring.get()}, .qsbr = nullptr, .qsbr_id = 0, .snapshot = &snap,
-                                     .stats = &stats});
+        syncer = std::make_unique<ctl::Syncer>(cfg,
+                                               ctl::Syncer::Wiring{.flows = w.flows.get(),
+                                                                   .flows6 = nullptr,
+                                                                   .owner = 1,
+                                                                   .workers = 1,
+                                                                   .rings = {ring.get()},
+                                                                   .qsbr = nullptr,
+                                                                   .qsbr_id = 0,
+                                                                   .snapshot = &snap,
+                                                                   .stats = &stats});
         // The sync thread on a core of its own, as in the daemon (where it shares the control
         // thread's, never a worker's): it inherits the affinity of the thread that starts it.
         cpu_set_t mine, others;
@@ -672,8 +687,8 @@ void BM_MemoryLine(benchmark::State& st) {
     benchmark::DoNotOptimize(at + sum);
     std::free(mem);
     // A rate of lines per nanosecond, inverted: nanoseconds per line.
-    st.counters["ns_per_line"] =
-        benchmark::Counter(static_cast<double>(lines) * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    st.counters["ns_per_line"] = benchmark::Counter(static_cast<double>(lines) * 1e-9,
+                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_MemoryLine)->Arg(1)->Arg(32);
 

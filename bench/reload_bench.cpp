@@ -40,10 +40,11 @@ std::string compact(int services) {
     std::string s = kHead;
     s += "services:\n";
     for (int i = 0; i < services; ++i) {
-        s += fmt::format("  - name: ns{}/svc{}\n    cluster_ip: {}\n    ports: [{{name: http, port: 80, target_port: 8080}}]\n"
-                         "    endpoints: [{}, {}, {}]\n",
-                         i % 50, i, ip(0x0a600000, i + 1), ip(0x0af40000, 3 * i + 1), ip(0x0af40000, 3 * i + 2),
-                         ip(0x0af40000, 3 * i + 3));
+        s += fmt::format(
+            "  - name: ns{}/svc{}\n    cluster_ip: {}\n    ports: [{{name: http, port: 80, target_port: 8080}}]\n"
+            "    endpoints: [{}, {}, {}]\n",
+            i % 50, i, ip(0x0a600000, i + 1), ip(0x0af40000, 3 * i + 1), ip(0x0af40000, 3 * i + 2),
+            ip(0x0af40000, 3 * i + 3));
     }
     return s;
 }
@@ -74,9 +75,7 @@ std::string kube(int services) {
     return s;
 }
 
-void write(const std::string& path, const std::string& text) {
-    std::ofstream(path) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 void reload(benchmark::State& st, const std::string& cfg_path) {
     ctl::init_tool_eal("svcgate-bench");

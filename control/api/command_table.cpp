@@ -66,9 +66,10 @@ std::string synopsis(const CommandSpec& c) {
 }  // namespace
 
 std::string usage_text() {
-    std::string o = "usage: svcgatectl [--socket PATH] COMMAND [OPTION...]\n\n"
-                    "Commands a running svcgate answers over its control socket (control.socket in its\n"
-                    "config; default /run/svcgate.sock, or $SVCGATE_SOCKET):\n";
+    std::string o =
+        "usage: svcgatectl [--socket PATH] COMMAND [OPTION...]\n\n"
+        "Commands a running svcgate answers over its control socket (control.socket in its\n"
+        "config; default /run/svcgate.sock, or $SVCGATE_SOCKET):\n";
     auto list = [&](bool remote) {
         for (const CommandSpec& c : kCommands) {
             if (c.remote != remote) continue;

@@ -49,14 +49,12 @@ bool link_up(uint16_t port) {
     return link.link_status;
 }
 
-double unix_now() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 Json health_json(const DaemonState& st) {
     const HealthState& h = st.health;
-    Json j{{"live", h.live}, {"ports_up", h.ports_up}, {"healthy", h.healthy}, {"draining", h.draining},
-           {"announced", h.announced}, {"announce_table", st.cfg.routing.table}};
+    Json j{{"live", h.live},         {"ports_up", h.ports_up},   {"healthy", h.healthy},
+           {"draining", h.draining}, {"announced", h.announced}, {"announce_table", st.cfg.routing.table}};
     if (h.draining) {
         j["connections_left"] = h.connections_left;
         j["drain_seconds_left"] = std::max(0.0, h.drain_deadline_unix - unix_now());
@@ -90,18 +88,32 @@ Json sync_json(const DaemonState& st, const WorkerCounters& t) {
     const SyncStatus y = st.sync->status();
     Json peers = Json::array();
     for (const SyncPeerStatus& p : y.peers)
-        peers.push_back({{"address", p.address}, {"alive", p.alive},
+        peers.push_back({{"address", p.address},
+                         {"alive", p.alive},
                          {"last_heard_seconds", p.last_heard_seconds < 0 ? Json(nullptr) : Json(p.last_heard_seconds)},
-                         {"copied", p.copied}, {"flows_sent", p.flows_sent}, {"flows_received", p.flows_received},
-                         {"datagrams_sent", p.datagrams_sent}, {"datagrams_received", p.datagrams_received},
-                         {"flows_held", p.flows_owned}, {"addresses", p.addresses}, {"adopted", p.adopted}});
+                         {"copied", p.copied},
+                         {"flows_sent", p.flows_sent},
+                         {"flows_received", p.flows_received},
+                         {"datagrams_sent", p.datagrams_sent},
+                         {"datagrams_received", p.datagrams_received},
+                         {"flows_held", p.flows_owned},
+                         {"addresses", p.addresses},
+                         {"adopted", p.adopted}});
     Json drops = Json::object();
     for (unsigned d = 0; d < sync::kDrops; ++d) drops[sync::drop_name(static_cast<sync::Drop>(d))] = y.drops[d];
     for (unsigned d = 0; d < kRecordDrops; ++d)
         drops[fmt::format("record_{}", record_drop_name(static_cast<RecordDrop>(d)))] = y.record_drops[d];
-    return Json{{"listen", y.listen}, {"ready", y.ready}, {"peers", peers}, {"replicas", y.replicas},
-                {"takeovers", t.takeovers}, {"events", t.sync_events}, {"events_ring_full", t.sync_ring_full},
-                {"refreshed", y.refreshed}, {"queued", y.queued}, {"send_errors", y.send_errors}, {"drops", drops}};
+    return Json{{"listen", y.listen},
+                {"ready", y.ready},
+                {"peers", peers},
+                {"replicas", y.replicas},
+                {"takeovers", t.takeovers},
+                {"events", t.sync_events},
+                {"events_ring_full", t.sync_ring_full},
+                {"refreshed", y.refreshed},
+                {"queued", y.queued},
+                {"send_errors", y.send_errors},
+                {"drops", drops}};
 }
 
 Json status(DaemonState& st) {
@@ -111,14 +123,18 @@ Json status(DaemonState& st) {
     const KubeStats& k = st.cfg.kube;
     Json ports = Json::array();
     for (const PortView& p : st.ports)
-        ports.push_back({{"name", p.name}, {"device", p.device}, {"link", link_up(p.id)}, {"rx_queues", p.rxq},
+        ports.push_back({{"name", p.name},
+                         {"device", p.device},
+                         {"link", link_up(p.id)},
+                         {"rx_queues", p.rxq},
                          {"tx_queues", p.txq}});
     // Services read from the manifests that get no dataplane rule, and why.
     Json no_rule = Json::array();
     for (const ServiceConfig& sc : st.cfg.services)
         if (!st.cfg.manifests.empty() && (sc.type == ServiceType::external_name || sc.cluster_ips.empty()))
-            no_rule.push_back({{"service", sc.full_name()},
-                               {"why", sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP"}});
+            no_rule.push_back(
+                {{"service", sc.full_name()},
+                 {"why", sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP"}});
     return Json{{"config", st.config_path},
                 {"generation", st.generation()},
                 {"uptime_seconds", up.count()},
@@ -138,9 +154,13 @@ Json status(DaemonState& st) {
                 {"health", health_json(st)},
                 {"ha", sync_json(st, t)},
                 {"kubernetes",
-                 {{"manifests", st.cfg.manifests.size()}, {"services", k.services}, {"endpoint_slices", k.slices},
-                  {"headless", k.headless}, {"external_name", k.external_name},
-                  {"ignored_objects", k.ignored_objects}, {"no_rule", no_rule}}}};
+                 {{"manifests", st.cfg.manifests.size()},
+                  {"services", k.services},
+                  {"endpoint_slices", k.slices},
+                  {"headless", k.headless},
+                  {"external_name", k.external_name},
+                  {"ignored_objects", k.ignored_objects},
+                  {"no_rule", no_rule}}}};
 }
 
 Json services_json(const DaemonState& st) {
@@ -155,11 +175,19 @@ Json services_json(const DaemonState& st) {
         Json ext = Json::array(), lb = Json::array();
         for (const IpAddr& x : info.external_ips) ext.push_back(format_ip(x));
         for (const IpAddr& x : info.lb_ips) lb.push_back(format_ip(x));
-        a.push_back({{"name", info.name}, {"protocol", proto_name(sp.proto)},
-                     {"family", info.family == Family::v6 ? "IPv6" : "IPv4"}, {"cluster_ip", format_ip(info.cluster_ip)},
-                     {"port", rte_be_to_cpu_16(info.port)}, {"node_port", info.node_port}, {"external_ips", ext},
-                     {"load_balancer_ips", lb}, {"endpoints", sp.ep_count}, {"ready", ready},
-                     {"scheduler", scheduler_name(sp.scheduler)}, {"packets", c.packets}, {"bytes", c.bytes}});
+        a.push_back({{"name", info.name},
+                     {"protocol", proto_name(sp.proto)},
+                     {"family", info.family == Family::v6 ? "IPv6" : "IPv4"},
+                     {"cluster_ip", format_ip(info.cluster_ip)},
+                     {"port", rte_be_to_cpu_16(info.port)},
+                     {"node_port", info.node_port},
+                     {"external_ips", ext},
+                     {"load_balancer_ips", lb},
+                     {"endpoints", sp.ep_count},
+                     {"ready", ready},
+                     {"scheduler", scheduler_name(sp.scheduler)},
+                     {"packets", c.packets},
+                     {"bytes", c.bytes}});
     }
     return a;
 }
@@ -172,9 +200,13 @@ Json endpoints_json(const DaemonState& st) {
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             const Endpoint& ep = s.endpoints[e];
             const PacketCounter c = st.slots().endpoint_total(ep.slot);
-            a.push_back({{"service", s.info(static_cast<uint32_t>(i)).name}, {"endpoint", ep_str(ep)},
-                         {"conditions", cond_str(ep.cond)}, {"node", s.catalogue.endpoints[e].node},
-                         {"flows", st.slots().active(ep.slot)}, {"packets", c.packets}, {"bytes", c.bytes}});
+            a.push_back({{"service", s.info(static_cast<uint32_t>(i)).name},
+                         {"endpoint", ep_str(ep)},
+                         {"conditions", cond_str(ep.cond)},
+                         {"node", s.catalogue.endpoints[e].node},
+                         {"flows", st.slots().active(ep.slot)},
+                         {"packets", c.packets},
+                         {"bytes", c.bytes}});
         }
     }
     return a;
@@ -194,8 +226,8 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
         if (!service.empty() && name.rfind(service, 0) != 0) continue;
         const FlowState sv = FlowState::load(f.state);
         std::string state = static_cast<Proto>(f.key[0].proto) == Proto::tcp ? tcp_state_name(sv.tcp())
-                            : sv.dgram_replied()                               ? "replied"
-                                                                               : "unreplied";
+            : sv.dgram_replied()                                             ? "replied"
+                                                                             : "unreplied";
         if (sv.gone()) state += ",gone";
         // A replica (sync.h) names the peer it came from (ha.peers, from 1).
         const uint8_t origin = f.origin.load(std::memory_order_relaxed);
@@ -203,8 +235,12 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
         const bool masq = f.flags & kFlowMasq;
         const std::string snat = format_endpoint(IpAddr::of(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport));
         const uint32_t idle = now - f.last_seen.load(std::memory_order_relaxed);
-        a.push_back({{"original", format_tuple(f.key[0])}, {"endpoint", ep}, {"snat", masq ? Json(snat) : Json(nullptr)},
-                     {"state", state}, {"idle", idle}, {"service", name},
+        a.push_back({{"original", format_tuple(f.key[0])},
+                     {"endpoint", ep},
+                     {"snat", masq ? Json(snat) : Json(nullptr)},
+                     {"state", state},
+                     {"idle", idle},
+                     {"service", name},
                      {"replica_of", origin ? Json(origin) : Json(nullptr)}});
     }
 }
@@ -230,15 +266,21 @@ Json stats(DaemonState& st) {
         rte_eth_stats e{};
         rte_eth_stats_get(p.id, &e);
         ports[p.name] = {{"rx_packets", e.ipackets}, {"tx_packets", e.opackets}, {"rx_bytes", e.ibytes},
-                         {"tx_bytes", e.obytes}, {"rx_missed", e.imissed}, {"rx_errors", e.ierrors},
+                         {"tx_bytes", e.obytes},     {"rx_missed", e.imissed},   {"rx_errors", e.ierrors},
                          {"tx_errors", e.oerrors}};
     }
-    for (unsigned v = 0; v < kVerdicts; ++v) verdicts[std::string(verdict_name(static_cast<Verdict>(v)))] = t.verdicts[v];
+    for (unsigned v = 0; v < kVerdicts; ++v)
+        verdicts[std::string(verdict_name(static_cast<Verdict>(v)))] = t.verdicts[v];
     for (const Worker* w : st.workers) {
         const WorkerCounters& c = w->counters();
-        workers.push_back({{"rx", c.rx_packets}, {"tx", c.tx_packets}, {"generated", c.generated},
-                           {"dropped", c.dropped()}, {"rejected", c.rejected()}, {"held", c.held},
-                           {"frag_stored", c.frag_stored}, {"frag_taken", c.frag_taken},
+        workers.push_back({{"rx", c.rx_packets},
+                           {"tx", c.tx_packets},
+                           {"generated", c.generated},
+                           {"dropped", c.dropped()},
+                           {"rejected", c.rejected()},
+                           {"held", c.held},
+                           {"frag_stored", c.frag_stored},
+                           {"frag_taken", c.frag_taken},
                            {"unaccounted", c.unaccounted()}});
     }
     return Json{{"ports", ports},
@@ -246,12 +288,18 @@ Json stats(DaemonState& st) {
                 {"drops", by_reason(t.drops)},
                 {"rejects", by_reason(t.rejects)},
                 {"flows",
-                 {{"live", st.flows_live()}, {"created", t.flows_created}, {"expired", t.flows_expired},
-                  {"joined", t.flows_joined}, {"early_dropped", t.flows_early_dropped}}},
+                 {{"live", st.flows_live()},
+                  {"created", t.flows_created},
+                  {"expired", t.flows_expired},
+                  {"joined", t.flows_joined},
+                  {"early_dropped", t.flows_early_dropped}}},
                 {"fragments",
-                 {{"held", st.frags ? st.frags->held() : 0}, {"datagrams", st.frags ? st.frags->datagrams() : 0},
-                  {"stored", t.frag_stored}, {"released", t.frag_released},
-                  {"fragmented", t.frag_out_packets}, {"fragments_out", t.frag_out_fragments}}},
+                 {{"held", st.frags ? st.frags->held() : 0},
+                  {"datagrams", st.frags ? st.frags->datagrams() : 0},
+                  {"stored", t.frag_stored},
+                  {"released", t.frag_released},
+                  {"fragmented", t.frag_out_packets},
+                  {"fragments_out", t.frag_out_fragments}}},
                 {"workers", workers},
                 {"mempool", {{"size", st.pool->size}, {"in_use", rte_mempool_in_use_count(st.pool)}}},
                 {"services", services_json(st)},
@@ -365,8 +413,10 @@ std::string handle_command(DaemonState& st, const std::string& line, const std::
             if (h.name == req.spec->name) a = h.run(Request{st, req, reload});
     }
     Json j{{"ok", a.ok}};
-    if (!a.refused.empty()) j["error"] = a.refused, j["bad_request"] = true;
-    else j["result"] = std::move(a.result);
+    if (!a.refused.empty())
+        j["error"] = a.refused, j["bad_request"] = true;
+    else
+        j["result"] = std::move(a.result);
     return j.dump() + "\n";
 }
 

@@ -24,7 +24,9 @@ std::string render_metrics(const DaemonState& st) {
     MetricsText m;
     collect_services(m, st.snap(), st.slots());
     collect_flows(m,
-                  FlowGauges{.live4 = st.flows->live_total(), .capacity4 = st.flows->capacity(), .has_v6 = st.flows6 != nullptr,
+                  FlowGauges{.live4 = st.flows->live_total(),
+                             .capacity4 = st.flows->capacity(),
+                             .has_v6 = st.flows6 != nullptr,
                              .live6 = st.flows6 ? st.flows6->live_total() : 0u,
                              .capacity6 = st.flows6 ? st.flows6->capacity() : 0u},
                   t);
@@ -73,9 +75,9 @@ std::string MetricsServer::start(const std::optional<HostPort>& at, DaemonState&
             std::pair<int, std::string> a;
             {
                 std::lock_guard lk(st.mu);
-                a = healthz_answer(st.health,
-                                   std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                                   livez);
+                a = healthz_answer(
+                    st.health,
+                    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(), livez);
             }
             res.status = a.first;
             res.set_content(a.second, "application/json");

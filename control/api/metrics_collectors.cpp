@@ -44,7 +44,8 @@ std::string service_labels(const ServiceSnapshot& s, uint32_t i) {
 void collect_services(MetricsText& m, const ServiceSnapshot& s, const SlotRegistry& slots) {
     m.family("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");
     for (uint32_t i = 0; i < s.services.size(); ++i)
-        m.sample("svcgate_service_packets_total", service_labels(s, i), slots.service_total(s.services[i].slot).packets);
+        m.sample("svcgate_service_packets_total", service_labels(s, i),
+                 slots.service_total(s.services[i].slot).packets);
     m.family("svcgate_service_bytes_total", "counter", "Bytes of a Service port's flows, both directions.");
     for (uint32_t i = 0; i < s.services.size(); ++i)
         m.sample("svcgate_service_bytes_total", service_labels(s, i), slots.service_total(s.services[i].slot).bytes);
@@ -125,13 +126,15 @@ void collect_ports(MetricsText& m, std::span<const PortSample> ports) {
         m.sample("svcgate_port_packets_total", fmt::format("port=\"{}\",direction=\"tx\"", p.name), p.tx);
     }
     m.family("svcgate_port_link_up", "gauge", "1 when the port's link is up.");
-    for (const PortSample& p : ports) m.sample("svcgate_port_link_up", fmt::format("port=\"{}\"", p.name), p.link_up ? uint64_t{1} : uint64_t{0});
+    for (const PortSample& p : ports)
+        m.sample("svcgate_port_link_up", fmt::format("port=\"{}\"", p.name), p.link_up ? uint64_t{1} : uint64_t{0});
 }
 
 void collect_host_path(MetricsText& m, const WorkerCounters& t, const HealthState& h) {
-    m.family("svcgate_host_path_packets_total", "counter",
-             "The host path: packets handed to the ports' host interfaces (punted) and frames the kernel sent out "
-             "through the ports (out, out_dropped); over the punt budget: svcgate_drops_total{reason=\"punt_limited\"}.");
+    m.family(
+        "svcgate_host_path_packets_total", "counter",
+        "The host path: packets handed to the ports' host interfaces (punted) and frames the kernel sent out "
+        "through the ports (out, out_dropped); over the punt budget: svcgate_drops_total{reason=\"punt_limited\"}.");
     m.sample("svcgate_host_path_packets_total", "direction=\"punted\"", t.punted);
     m.sample("svcgate_host_path_packets_total", "direction=\"out\"", t.host_out);
     m.sample("svcgate_host_path_packets_total", "direction=\"out_dropped\"", t.host_out_dropped);
@@ -149,9 +152,11 @@ void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) 
     m.family("svcgate_sync_peer_up", "gauge", "1 while a peer is heard from (ha.peers).");
     for (const SyncPeerStatus& p : y.peers)
         m.sample("svcgate_sync_peer_up", fmt::format("peer=\"{}\"", p.address), p.alive ? uint64_t{1} : uint64_t{0});
-    m.family("svcgate_sync_peer_last_heard_seconds", "gauge", "Seconds since a peer's last authentic datagram (-1: never).");
+    m.family("svcgate_sync_peer_last_heard_seconds", "gauge",
+             "Seconds since a peer's last authentic datagram (-1: never).");
     for (const SyncPeerStatus& p : y.peers)
-        m.sample("svcgate_sync_peer_last_heard_seconds", fmt::format("peer=\"{}\"", p.address), p.last_heard_seconds, 3);
+        m.sample("svcgate_sync_peer_last_heard_seconds", fmt::format("peer=\"{}\"", p.address), p.last_heard_seconds,
+                 3);
     m.family("svcgate_sync_flows_total", "counter", "Flow records sent to and received from each peer.");
     for (const SyncPeerStatus& p : y.peers) {
         m.sample("svcgate_sync_flows_total", fmt::format("peer=\"{}\",direction=\"sent\"", p.address), p.flows_sent);
@@ -162,9 +167,11 @@ void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) 
     m.sample("svcgate_sync_queued", "", uint64_t{y.queued});
     m.family("svcgate_sync_replicas", "gauge", "Replicas of the peers' flows held here (not taken over).");
     m.sample("svcgate_sync_replicas", "", uint64_t{y.replicas});
-    m.family("svcgate_sync_takeovers_total", "counter", "Replicas that carried a packet here and so became this gateway's.");
+    m.family("svcgate_sync_takeovers_total", "counter",
+             "Replicas that carried a packet here and so became this gateway's.");
     m.sample("svcgate_sync_takeovers_total", "", t.takeovers);
-    m.family("svcgate_sync_events_total", "counter", "Flows the workers handed to the sync thread (refused: ring full).");
+    m.family("svcgate_sync_events_total", "counter",
+             "Flows the workers handed to the sync thread (refused: ring full).");
     m.sample("svcgate_sync_events_total", "outcome=\"taken\"", t.sync_events);
     m.sample("svcgate_sync_events_total", "outcome=\"ring_full\"", t.sync_ring_full);
     m.family("svcgate_sync_drops_total", "counter", "Replication datagrams (and records) dropped, by reason.");
@@ -181,7 +188,8 @@ void collect_reload(MetricsText& m, const ReloadStatus& r, uint64_t generation, 
     m.family("svcgate_reloads_total", "counter", "Config reloads by result.");
     m.sample("svcgate_reloads_total", "result=\"ok\"", r.ok);
     m.sample("svcgate_reloads_total", "result=\"failed\"", r.failed);
-    m.family("svcgate_last_reload_duration_seconds", "gauge", "The last successful reload: file read to published snapshot.");
+    m.family("svcgate_last_reload_duration_seconds", "gauge",
+             "The last successful reload: file read to published snapshot.");
     m.str() += fmt::format("svcgate_last_reload_duration_seconds {}\n", r.last_seconds);
     // kube-proxy's sync_proxy_rules_duration_seconds and sync_proxy_rules_last_timestamp_seconds,
     // under svcgate's names (docs/operations.md).

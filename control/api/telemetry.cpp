@@ -64,7 +64,8 @@ void register_telemetry(DaemonState& st) {
         std::lock_guard g(g_state_mu);
         g_state = &st;
     }
-    rte_telemetry_register_cmd("/svcgate/stats", tel_stats, "svcgate: verdicts, drops and rejects by reason, flows, reloads");
+    rte_telemetry_register_cmd("/svcgate/stats", tel_stats,
+                               "svcgate: verdicts, drops and rejects by reason, flows, reloads");
     rte_telemetry_register_cmd("/svcgate/services", tel_services, "svcgate: packets per service port");
 }
 

@@ -113,7 +113,8 @@ std::string format_ip(const IpAddr& a) { return a.is_v4() ? format_ip4(a.v4()) :
 std::string format_cidr(const IpCidr& c) { return fmt::format("{}/{}", format_ip(c.addr), c.len); }
 
 std::string format_endpoint(const IpAddr& a, uint16_t port) {
-    return a.is_v4() ? fmt::format("{}:{}", format_ip4(a.v4()), port) : fmt::format("[{}]:{}", format_ip6(a.v6()), port);
+    return a.is_v4() ? fmt::format("{}:{}", format_ip4(a.v4()), port)
+                     : fmt::format("[{}]:{}", format_ip6(a.v6()), port);
 }
 
 std::string format_host_port(const HostPort& e) { return format_endpoint(e.addr, e.port); }

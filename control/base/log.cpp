@@ -19,11 +19,16 @@ bool to_journal() {
 
 const char* word(LogLevel l) {
     switch (l) {
-    case LogLevel::err: return "error: ";
-    case LogLevel::warning: return "warning: ";
-    case LogLevel::notice: return "";
-    case LogLevel::info: return "";
-    case LogLevel::debug: return "debug: ";
+        case LogLevel::err:
+            return "error: ";
+        case LogLevel::warning:
+            return "warning: ";
+        case LogLevel::notice:
+            return "";
+        case LogLevel::info:
+            return "";
+        case LogLevel::debug:
+            return "debug: ";
     }
     return "";
 }
@@ -48,8 +53,10 @@ void log_at(LogLevel l, std::string_view msg) {
     do {
         const size_t nl = msg.find('\n', at);
         const std::string_view part = msg.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
-        if (to_journal()) line += fmt::format("<{}>{}\n", static_cast<int>(l), part);
-        else line += fmt::format("svcgate: {}{}\n", word(l), part);
+        if (to_journal())
+            line += fmt::format("<{}>{}\n", static_cast<int>(l), part);
+        else
+            line += fmt::format("svcgate: {}{}\n", word(l), part);
         at = nl == std::string_view::npos ? msg.size() : nl + 1;
     } while (at < msg.size());
     (void)!::write(STDERR_FILENO, line.data(), line.size());
@@ -58,8 +65,10 @@ void log_at(LogLevel l, std::string_view msg) {
 void RateLimit::log(LogLevel l, std::string_view msg) {
     const auto now = std::chrono::steady_clock::now();
     if (now - start_ >= window_) {
-        if (suppressed_) log_at(l, fmt::format("({} more like the next were held back in the last {} s)", suppressed_,
-                                               std::chrono::duration_cast<std::chrono::seconds>(now - start_).count()));
+        if (suppressed_)
+            log_at(l,
+                   fmt::format("({} more like the next were held back in the last {} s)", suppressed_,
+                               std::chrono::duration_cast<std::chrono::seconds>(now - start_).count()));
         start_ = now, sent_ = 0, suppressed_ = 0;
     }
     if (sent_ < burst_) {

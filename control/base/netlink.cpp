@@ -19,7 +19,9 @@ struct Msg {
     alignas(NLMSG_ALIGNTO) char buf[512]{};
     nlmsghdr* h() { return reinterpret_cast<nlmsghdr*>(buf); }
     template <typename T>
-    T* body() { return reinterpret_cast<T*>(NLMSG_DATA(h())); }
+    T* body() {
+        return reinterpret_cast<T*>(NLMSG_DATA(h()));
+    }
     void attr(uint16_t type, const void* data, size_t len) {
         auto* a = reinterpret_cast<rtattr*>(buf + NLMSG_ALIGN(h()->nlmsg_len));
         a->rta_type = type;

@@ -17,8 +17,16 @@ rte_mempool* g_pool = nullptr;
 
 void init_tool_eal(const std::string& prog) {
     std::call_once(g_once, [&] {
-        std::vector<std::string> args = {prog, "--no-huge", "--no-pci", "--no-shconf", "-m", "512",
-                                         "--no-telemetry", "-l", "0", "--log-level=lib.*:error",
+        std::vector<std::string> args = {prog,
+                                         "--no-huge",
+                                         "--no-pci",
+                                         "--no-shconf",
+                                         "-m",
+                                         "512",
+                                         "--no-telemetry",
+                                         "-l",
+                                         "0",
+                                         "--log-level=lib.*:error",
                                          "--log-level=user1:error"};
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());

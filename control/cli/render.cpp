@@ -61,8 +61,8 @@ std::string render_endpoints(const Json& a) {
 }
 
 std::string render_flows(const Json& a, const CommandRequest& req) {
-    std::string o = fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)", "ENDPOINT", "SNAT",
-                                "STATE", "IDLE", "SERVICE");
+    std::string o = fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)", "ENDPOINT",
+                                "SNAT", "STATE", "IDLE", "SERVICE");
     for (const Json& f : a) {
         std::string state = str(f, "state");
         if (f.contains("replica_of") && !f["replica_of"].is_null()) state += ",replica:" + f["replica_of"].dump();
@@ -77,19 +77,20 @@ std::string render_ha(const Json& y) {
     std::string o = fmt::format(
         "ha          listening on {}, {}; {} replicas held, {} taken over, {} flows handed by the workers ({} "
         "refused by a full ring, {} waiting to be sent), {} refreshed\n",
-        str(y, "listen"), y.value("ready", false) ? "ready" : "WAITING for the peers' flows", num<uint64_t>(y, "replicas"),
-        num<uint64_t>(y, "takeovers"), num<uint64_t>(y, "events"), num<uint64_t>(y, "events_ring_full"),
-        num<uint64_t>(y, "queued"), num<uint64_t>(y, "refreshed"));
+        str(y, "listen"), y.value("ready", false) ? "ready" : "WAITING for the peers' flows",
+        num<uint64_t>(y, "replicas"), num<uint64_t>(y, "takeovers"), num<uint64_t>(y, "events"),
+        num<uint64_t>(y, "events_ring_full"), num<uint64_t>(y, "queued"), num<uint64_t>(y, "refreshed"));
     for (const Json& p : y.value("peers", Json::array())) {
         const Json& heard = p["last_heard_seconds"];
         o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", str(p, "address"),
                          p.value("alive", false) ? "alive" : "DEAD",
                          heard.is_null() ? "never" : fmt::format("{:.1f} s ago", heard.get<double>()),
-                         num<uint64_t>(p, "flows_sent"), num<uint64_t>(p, "flows_received"), num<uint64_t>(p, "flows_held"),
-                         p.value("copied", false) ? ", has sent us its copy" : "");
+                         num<uint64_t>(p, "flows_sent"), num<uint64_t>(p, "flows_received"),
+                         num<uint64_t>(p, "flows_held"), p.value("copied", false) ? ", has sent us its copy" : "");
     }
     for (const Json& p : y.value("peers", Json::array()))
-        if (p.value("adopted", false)) o += fmt::format("  adopted   {}'s addresses:{}\n", str(p, "address"), join(p["addresses"]));
+        if (p.value("adopted", false))
+            o += fmt::format("  adopted   {}'s addresses:{}\n", str(p, "address"), join(p["addresses"]));
     std::string drops;
     const Json dropped = y.value("drops", Json::object());  // items() keeps no temporary alive
     for (const auto& [name, n] : dropped.items())
@@ -99,9 +100,9 @@ std::string render_ha(const Json& y) {
 }
 
 std::string render_status(const Json& j) {
-    std::string o = fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", str(j, "config"),
-                                num<uint64_t>(j, "generation"), num<uint64_t>(j, "uptime_seconds"),
-                                num<uint64_t>(j, "workers"));
+    std::string o =
+        fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", str(j, "config"),
+                    num<uint64_t>(j, "generation"), num<uint64_t>(j, "uptime_seconds"), num<uint64_t>(j, "workers"));
     for (const Json& p : j.value("ports", Json::array()))
         o += fmt::format("port        {} {} link {} queues {}/{}\n", str(p, "name"), str(p, "device"),
                          p.value("link", false) ? "up" : "down", num<unsigned>(p, "rx_queues"),
@@ -110,18 +111,20 @@ std::string render_status(const Json& j) {
                      num<uint64_t>(j, "service_ports"), num<uint64_t>(j, "endpoints"), num<uint64_t>(j, "flows"),
                      num<uint64_t>(j, "flow_capacity"), num<uint64_t>(j, "rx_packets"));
     if (const Json k = j.value("kubernetes", Json::object()); num<uint64_t>(k, "manifests")) {
-        o += fmt::format("kubernetes  {} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName "
-                         "Services; {} other objects ignored\n",
-                         num<unsigned>(k, "services"), num<unsigned>(k, "endpoint_slices"), num<unsigned>(k, "headless"),
-                         num<unsigned>(k, "external_name"), num<unsigned>(k, "ignored_objects"));
+        o += fmt::format(
+            "kubernetes  {} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName "
+            "Services; {} other objects ignored\n",
+            num<unsigned>(k, "services"), num<unsigned>(k, "endpoint_slices"), num<unsigned>(k, "headless"),
+            num<unsigned>(k, "external_name"), num<unsigned>(k, "ignored_objects"));
         for (const Json& n : k.value("no_rule", Json::array()))
             o += fmt::format("            {} {}\n", str(n, "service"), str(n, "why"));
     }
     const Json h = j.value("health", Json::object());
     const bool healthy = h.value("healthy", false);
     o += fmt::format("health      {}{}\n", healthy ? "healthy" : "UNHEALTHY",
-                     healthy ? "" : fmt::format(" (live {}, ports up {}, draining {})", h.value("live", false),
-                                                h.value("ports_up", false), h.value("draining", false)));
+                     healthy ? ""
+                             : fmt::format(" (live {}, ports up {}, draining {})", h.value("live", false),
+                                           h.value("ports_up", false), h.value("draining", false)));
     if (h.value("draining", false))
         o += fmt::format("draining    {} connections left; exits by itself when none is, or in {:.0f} s\n",
                          num<uint64_t>(h, "connections_left"), num<double>(h, "drain_seconds_left"));
@@ -150,8 +153,7 @@ std::string render_stats(const Json& j) {
                          num<uint64_t>(p, "tx_packets"), num<uint64_t>(p, "rx_bytes"), num<uint64_t>(p, "tx_bytes"),
                          num<uint64_t>(p, "rx_missed"), num<uint64_t>(p, "rx_errors") + num<uint64_t>(p, "tx_errors"));
     o += "\nVERDICT     PACKETS\n";
-    for (const auto& [name, n] : verdicts.items())
-        o += fmt::format("{:<10} {:>8}\n", name, n.get<uint64_t>());
+    for (const auto& [name, n] : verdicts.items()) o += fmt::format("{:<10} {:>8}\n", name, n.get<uint64_t>());
     o += "\nREFUSED BY REASON            DROPPED REJECTED  WHAT\n";
     const Json drops = j.value("drops", Json::object()), rejects = j.value("rejects", Json::object());
     for (unsigned r = 1; r < dp::kDropReasons; ++r) {
@@ -167,7 +169,7 @@ std::string render_stats(const Json& j) {
                      num<uint64_t>(fr, "held"), num<uint64_t>(fr, "stored"), num<uint64_t>(fr, "released"),
                      num<uint64_t>(fr, "fragmented"), num<uint64_t>(fr, "fragments_out"));
     return o + render_services(j.value("services", Json::array())) + "\n" +
-           render_endpoints(j.value("endpoints", Json::array()));
+        render_endpoints(j.value("endpoints", Json::array()));
 }
 
 }  // namespace
@@ -181,9 +183,10 @@ std::string render_answer(const CommandRequest& req, const Json& result) {
     if (cmd == "stats") return render_stats(result);
     if (cmd == "reload") return str(result, "message") + (str(result, "message").ends_with('\n') ? "" : "\n");
     if (cmd == "drain")
-        return fmt::format("draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
-                           "gone or in {} s (svcgatectl undrain to stop)\n",
-                           num<long>(result, "timeout_seconds"));
+        return fmt::format(
+            "draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
+            "gone or in {} s (svcgatectl undrain to stop)\n",
+            num<long>(result, "timeout_seconds"));
     if (cmd == "undrain")
         return result.value("was_draining", false) ? "undrained: announcing again once healthy\n" : "not draining\n";
     return result.dump() + "\n";

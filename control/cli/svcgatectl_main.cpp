@@ -35,9 +35,12 @@ int cmd_trace(const std::vector<std::string>& args) {
     opts.add_options()("help,h", "this help");
     for (const CommandOption& o : find_command("trace")->options) {
         const std::string name(o.flag.substr(2));
-        if (o.value.empty()) opts.add_options()(name.c_str(), std::string(o.help).c_str());
-        else if (name == "seed") opts.add_options()(name.c_str(), po::value<uint64_t>()->default_value(1), std::string(o.help).c_str());
-        else opts.add_options()(name.c_str(), po::value<std::string>(), std::string(o.help).c_str());
+        if (o.value.empty())
+            opts.add_options()(name.c_str(), std::string(o.help).c_str());
+        else if (name == "seed")
+            opts.add_options()(name.c_str(), po::value<uint64_t>()->default_value(1), std::string(o.help).c_str());
+        else
+            opts.add_options()(name.c_str(), po::value<std::string>(), std::string(o.help).c_str());
     }
     opts.add_options()("packet", po::value<std::vector<std::string>>()->composing(), "packets");
     po::positional_options_description pos;

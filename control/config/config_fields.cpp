@@ -80,7 +80,8 @@ const std::vector<ConfigField> kConfigFields = {
      [](const Config& c) -> uint64_t { return c.cluster.reject_unknown_port; }},
     {"cluster", "nodeport_range", "`30000-32767`"},
     {"cluster", "masquerade_ports", "`1024-65535`"},
-    {"cluster", "maglev_seed", "`0`", false, 0, UINT32_MAX, [](const Config& c) -> uint64_t { return c.cluster.maglev_seed; }},
+    {"cluster", "maglev_seed", "`0`", false, 0, UINT32_MAX,
+     [](const Config& c) -> uint64_t { return c.cluster.maglev_seed; }},
     {"cluster", "maglev_table_size", "by endpoint count", false, dp::kMaglevMinTable, dp::kMaglevMaxTable},
 };
 
@@ -132,7 +133,7 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     keep(d.punt_control_per_second, r.punt_control_per_second, "dataplane", "host_path.control_per_second");
     keep(d.punt_other_per_second, r.punt_other_per_second, "dataplane", "host_path.other_per_second");
     keep(next.routing.table, running.routing.table, "routing", "table");  // the announcer writes the running one
-    keep(next.ha.listen, running.ha.listen, "ha", "listen");  // the sync thread, the tables' owners
+    keep(next.ha.listen, running.ha.listen, "ha", "listen");              // the sync thread, the tables' owners
     keep(next.ha.peers, running.ha.peers, "ha", "peers");
     keep(next.ha.key, running.ha.key, "ha", "key_file");
     next.ha.key_file = running.ha.key_file;
@@ -146,7 +147,7 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     for (size_t i = 0; same && i < d.ports.size(); ++i) {
         const PortConfig &a = d.ports[i], &b = r.ports[i];
         same = a.name == b.name && a.device == b.device && a.mtu == b.mtu && a.host_interface == b.host_interface &&
-               a.mac == b.mac;
+            a.mac == b.mac;
     }
     if (!same) {
         d.ports = r.ports;

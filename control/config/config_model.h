@@ -51,7 +51,7 @@ struct Mark {
 
 struct ConfigIssue {
     Mark mark;
-    std::string path;     // e.g. services[3].ports[0].targetPort
+    std::string path;  // e.g. services[3].ports[0].targetPort
     std::string message;
     std::string str() const;  // "file:line:col: path: message"
 };
@@ -69,9 +69,9 @@ inline constexpr uint16_t kMaxMtu = 2030;
 
 struct PortConfig {
     std::string name;
-    std::string device;           // DPDK device arguments
-    std::vector<IpCidr> addresses; // host address + prefix length, IPv4 and IPv6
-    uint16_t mtu = 1500;           // the largest IP packet it sends (dataplane/l3/mtu.h)
+    std::string device;             // DPDK device arguments
+    std::vector<IpCidr> addresses;  // host address + prefix length, IPv4 and IPv6
+    uint16_t mtu = 1500;            // the largest IP packet it sends (dataplane/l3/mtu.h)
     // The port's kernel interface (a TAP device with the port's MAC and addresses): what the
     // dataplane does not answer for the gateway's own addresses goes there, what the kernel
     // sends on it leaves through the port. "" = none (host_path.h).
@@ -115,7 +115,7 @@ struct DataplaneConfig {
     // "" = off. A file older than state_max_age seconds is refused.
     std::string state_file;
     uint32_t state_max_age = 600;
-    dp::FragParams fragments{};         // the fragment hold (dataplane.fragments)
+    dp::FragParams fragments{};              // the fragment hold (dataplane.fragments)
     uint32_t icmp_errors_per_second = 1000;  // per worker: too-big errors; 0 = no limit
     // Packets per second and worker handed to the host interfaces (dataplane.host_path): ARP,
     // ND and packets from on-link senders (TTL or hop limit 255: BGP with GTSM, BFD) have their
@@ -140,8 +140,8 @@ struct RoutingConfig {
 // shared key (ha.key_file, read at load), and the protocol's periods.
 struct HaConfig {
     using Endpoint = HostPort;
-    Endpoint listen;               // listen: ADDRESS:PORT (UDP)
-    std::vector<Endpoint> peers;   // peers: [ADDRESS or ADDRESS:PORT] (the listen port by default)
+    Endpoint listen;              // listen: ADDRESS:PORT (UDP)
+    std::vector<Endpoint> peers;  // peers: [ADDRESS or ADDRESS:PORT] (the listen port by default)
     std::string key_file;
     std::array<uint8_t, 32> key{};
     // Ports whose addresses a survivor takes over when this gateway dies (its masquerade
@@ -160,8 +160,8 @@ struct ControlConfig {
     unsigned socket_mode = 0600;
     // Prometheus and the health answers; nullopt = off.
     std::optional<HostPort> metrics = HostPort{IpAddr::of(Ip4::from_host(0x7f000001)), 9477};
-    bool watch = true;                         // reload when the config or a manifest changes
-    uint32_t drain_timeout = 300;              // seconds: svcgatectl drain without --timeout
+    bool watch = true;             // reload when the config or a manifest changes
+    uint32_t drain_timeout = 300;  // seconds: svcgatectl drain without --timeout
 };
 
 struct ClusterConfig {
@@ -192,7 +192,7 @@ struct ServicePortConfig {
     std::string name;
     Proto proto = Proto::tcp;
     uint16_t port = 0;
-    std::optional<uint16_t> target_port;   // compact form: the endpoints' port
+    std::optional<uint16_t> target_port;  // compact form: the endpoints' port
     uint16_t node_port = 0;
     Mark mark;
     std::string path;  // where the loader found it, e.g. items[3].spec.ports[0]
@@ -247,11 +247,11 @@ struct ServiceConfig {
 
 // What the Kubernetes-object loader read and what it set aside, as kube-proxy would.
 struct KubeStats {
-    unsigned services = 0;        // v1 Service objects read
-    unsigned slices = 0;          // EndpointSlices attached to a Service
-    unsigned headless = 0;        // clusterIP None: no dataplane rule
-    unsigned external_name = 0;   // type ExternalName: no dataplane rule
-    unsigned ignored_objects = 0; // other kinds
+    unsigned services = 0;         // v1 Service objects read
+    unsigned slices = 0;           // EndpointSlices attached to a Service
+    unsigned headless = 0;         // clusterIP None: no dataplane rule
+    unsigned external_name = 0;    // type ExternalName: no dataplane rule
+    unsigned ignored_objects = 0;  // other kinds
 };
 
 struct Config {

@@ -60,10 +60,14 @@ struct KubeLoader {
         const std::string sp = path + ".spec";
 
         const std::string type = r.str_or_empty(spec, "type", sp);
-        if (type.empty() || type == "ClusterIP") s.type = ServiceType::cluster_ip;
-        else if (type == "NodePort") s.type = ServiceType::node_port;
-        else if (type == "LoadBalancer") s.type = ServiceType::load_balancer;
-        else if (type == "ExternalName") s.type = ServiceType::external_name;
+        if (type.empty() || type == "ClusterIP")
+            s.type = ServiceType::cluster_ip;
+        else if (type == "NodePort")
+            s.type = ServiceType::node_port;
+        else if (type == "LoadBalancer")
+            s.type = ServiceType::load_balancer;
+        else if (type == "ExternalName")
+            s.type = ServiceType::external_name;
         else {
             r.error(spec["type"], sp + ".type",
                     fmt::format("\"{}\" is not ClusterIP, NodePort, LoadBalancer or ExternalName", type));
@@ -81,14 +85,17 @@ struct KubeLoader {
             } else if (cip.empty()) {
                 r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
             } else {
-                if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"})) s.cluster_ips.push_back(*a);  // on error: reading goes on
+                if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"}))
+                    s.cluster_ips.push_back(*a);  // on error: reading goes on
                 if (const ytree::Node ips = spec["clusterIPs"]; ips && !ips.IsNull())
                     for (const IpAddr& a : r.ips(ips, {sp, ".clusterIPs"})) {
                         bool have = false;
                         for (const IpAddr& b : s.cluster_ips) have = have || b.family() == a.family();
-                        if (!have) s.cluster_ips.push_back(a);
+                        if (!have)
+                            s.cluster_ips.push_back(a);
                         else if (std::find(s.cluster_ips.begin(), s.cluster_ips.end(), a) == s.cluster_ips.end())
-                            r.error(ips, sp + ".clusterIPs", fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
+                            r.error(ips, sp + ".clusterIPs",
+                                    fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
                     }
             }
         }
@@ -103,13 +110,13 @@ struct KubeLoader {
                         if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
                         if (auto a = r.ip(ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
                     }
-        s.lb_source_ranges = r.cidrs(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges");  // trims, as kube-proxy does
+        s.lb_source_ranges =
+            r.cidrs(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges");  // trims, as kube-proxy does
 
         if (r.client_ip_affinity(spec["sessionAffinity"], {sp, ".sessionAffinity"})) {
             s.affinity_timeout = kDefaultAffinityTimeout;
-            if (const ytree::Node t = spec["sessionAffinityConfig"]; t && t.IsMap() && t["clientIP"] &&
-                                                                   t["clientIP"].IsMap() &&
-                                                                   t["clientIP"]["timeoutSeconds"])
+            if (const ytree::Node t = spec["sessionAffinityConfig"];
+                t && t.IsMap() && t["clientIP"] && t["clientIP"].IsMap() && t["clientIP"]["timeoutSeconds"])
                 if (auto v = r.uint<uint32_t>(t["clientIP"]["timeoutSeconds"],
                                               sp + ".sessionAffinityConfig.clientIP.timeoutSeconds", 1, 86400))
                     s.affinity_timeout = *v;
@@ -153,8 +160,9 @@ struct KubeLoader {
         if (!meta(r, obj, path, ps.ns, ps.name)) return;
         const std::string at = r.str_or_empty(obj, "addressType", path);
         if (at != "IPv4" && at != "IPv6") {
-            r.warn(obj, path, fmt::format("EndpointSlice {}/{}: addressType \"{}\" is neither IPv4 nor IPv6: ignored",
-                                          ps.ns, ps.name, at));
+            r.warn(obj, path,
+                   fmt::format("EndpointSlice {}/{}: addressType \"{}\" is neither IPv4 nor IPv6: ignored", ps.ns,
+                               ps.name, at));
             return;
         }
         ps.family = at == "IPv6" ? Family::v6 : Family::v4;
@@ -162,8 +170,9 @@ struct KubeLoader {
         if (labels && labels.IsMap() && labels[kServiceNameLabel])
             ps.service = r.str(labels[kServiceNameLabel], {path, ".metadata.labels"}).value_or("");
         if (ps.service.empty()) {
-            r.warn(obj, path, fmt::format("EndpointSlice {}/{} has no {} label: no Service uses it", ps.ns, ps.name,
-                                          kServiceNameLabel));
+            r.warn(obj, path,
+                   fmt::format("EndpointSlice {}/{} has no {} label: no Service uses it", ps.ns, ps.name,
+                               kServiceNameLabel));
             return;
         }
         if (const ytree::Node ports = obj["ports"]; ports && !ports.IsNull() && r.seq(ports, {path, ".ports"})) {
@@ -195,7 +204,8 @@ struct KubeLoader {
                 EndpointConfig ec{.mark = r.mark(e)};
                 auto ip = r.ip(a[0], {ep, ".addresses[0]"});
                 if (ip && ip->family() != ps.family) {
-                    r.error(a[0], {ep, ".addresses[0]"}, fmt::format("{} is not of the slice's addressType", format_ip(*ip)));
+                    r.error(a[0], {ep, ".addresses[0]"},
+                            fmt::format("{} is not of the slice's addressType", format_ip(*ip)));
                     ip.reset();
                 }
                 ec.node = r.str_or_empty(e, "nodeName", ep);
@@ -236,8 +246,8 @@ struct KubeLoader {
             r.error(obj, path, "not a Kubernetes object (no kind)");
         } else {
             ++cfg.kube.ignored_objects;
-            r.warn(obj, where, fmt::format("{} {}: not a Service or an EndpointSlice: ignored",
-                                          api.empty() ? "?" : api, kind));
+            r.warn(obj, where,
+                   fmt::format("{} {}: not a Service or an EndpointSlice: ignored", api.empty() ? "?" : api, kind));
         }
     }
 
@@ -249,9 +259,9 @@ struct KubeLoader {
             for (size_t d = 0; d < docs.size(); ++d)
                 object(r, docs[d], docs.size() == 1 ? std::string{} : fmt::format("document[{}]", d));
         } catch (const ytree::ParseError& e) {
-            errors.push_back(ConfigIssue{Mark{name, e.mark.is_null() ? 0 : e.mark.line + 1,
-                                              e.mark.is_null() ? 0 : e.mark.column + 1},
-                                         "", e.msg});
+            errors.push_back(ConfigIssue{
+                Mark{name, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1}, "",
+                e.msg});
         }
     }
 
@@ -262,8 +272,10 @@ struct KubeLoader {
         for (PendingSlice& ps : slices) {
             auto it = by_name.find(ps.ns + "/" + ps.service);
             if (it == by_name.end()) {
-                errors.push_back(ConfigIssue{ps.mark, "", fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
-                                                                      ps.ns, ps.name, ps.ns, ps.service)});
+                errors.push_back(
+                    ConfigIssue{ps.mark, "",
+                                fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
+                                            ps.ns, ps.name, ps.ns, ps.service)});
                 continue;
             }
             it->second->groups.push_back(std::move(ps.group));
@@ -292,9 +304,10 @@ void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std
 }
 
 std::string kube_summary(const KubeStats& k) {
-    return fmt::format("{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
-                       "{} other objects ignored",
-                       k.services, k.slices, k.headless, k.external_name, k.ignored_objects);
+    return fmt::format(
+        "{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
+        "{} other objects ignored",
+        k.services, k.slices, k.headless, k.external_name, k.ignored_objects);
 }
 
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {

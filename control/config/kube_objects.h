@@ -32,7 +32,6 @@ void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std
 std::string kube_summary(const KubeStats& k);
 
 // The same for objects already in memory (one YAML stream), named `name` in messages.
-void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg,
-                      std::vector<ConfigIssue>& errors);
+void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors);
 
 }  // namespace svcgate::ctl

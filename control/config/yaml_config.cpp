@@ -52,8 +52,8 @@ constexpr std::pair<Proto, std::string_view> kProtos[] = {
 
 std::optional<Proto> parse_proto(std::string_view s) {
     for (auto [p, name] : kProtos)
-        if (s.size() == name.size() && std::equal(s.begin(), s.end(), name.begin(),
-                                                  [](char a, char b) { return std::toupper(a) == b; }))
+        if (s.size() == name.size() &&
+            std::equal(s.begin(), s.end(), name.begin(), [](char a, char b) { return std::toupper(a) == b; }))
             return p;
     return std::nullopt;
 }
@@ -87,38 +87,46 @@ void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             std::string path = fmt::format("dataplane.ports[{}]", i);
             if (!r.map(p, path, keys_under("dataplane", "ports[]"))) continue;
             PortConfig pc{.mark = r.mark(p)};
-            if (!p["name"]) r.error(p, path, "a port needs a name");
-            else if (auto s = r.str(p["name"], {path, ".name"})) pc.name = *s;
+            if (!p["name"])
+                r.error(p, path, "a port needs a name");
+            else if (auto s = r.str(p["name"], {path, ".name"}))
+                pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
             if (p["mtu"]) {
                 const ConfigField& f = config_field("dataplane", "ports[].mtu");
-                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, static_cast<uint16_t>(f.lo), static_cast<uint16_t>(f.hi)))
+                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, static_cast<uint16_t>(f.lo),
+                                              static_cast<uint16_t>(f.hi)))
                     pc.mtu = *m;
             }
             if (const ytree::Node m = p["mac"]) {
                 const auto text = r.view(m, {path, ".mac"}).value_or("");
                 pc.mac = parse_mac(text);
                 if (!pc.mac || ((*pc.mac)[0] & 1) || *pc.mac == std::array<uint8_t, 6>{})
-                    r.error(m, {path, ".mac"}, fmt::format("\"{}\" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)", text)), pc.mac.reset();
+                    r.error(m, {path, ".mac"},
+                            fmt::format("\"{}\" is not a unicast MAC address (xx:xx:xx:xx:xx:xx)", text)),
+                        pc.mac.reset();
             }
             if (const ytree::Node h = p["host_interface"]) {
                 // A Linux interface name (IFNAMSIZ less the NUL), of the characters that are safe in
                 // net_tap's device arguments and a /proc path: letters, digits, '_', '.', '-'.
                 const std::string v = r.str(h, {path, ".host_interface"}).value_or("");
                 const bool ok = !v.empty() && v.size() <= 15 && v != "." && v != ".." &&
-                                v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
-                                    std::string::npos;
-                if (!ok) r.error(h, {path, ".host_interface"},
-                                 fmt::format("\"{}\" is not an interface name (1 to 15 of A-Z a-z 0-9 _ . -)", v));
-                else pc.host_interface = v;
+                    v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                        std::string::npos;
+                if (!ok)
+                    r.error(h, {path, ".host_interface"},
+                            fmt::format("\"{}\" is not an interface name (1 to 15 of A-Z a-z 0-9 _ . -)", v));
+                else
+                    pc.host_interface = v;
                 for (const PortConfig& o : d.ports)
                     if (ok && o.host_interface == v)
-                        r.error(h, {path, ".host_interface"}, fmt::format("port {} has host interface {} already", o.name, v));
+                        r.error(h, {path, ".host_interface"},
+                                fmt::format("port {} has host interface {} already", o.name, v));
             }
             pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
-                                         [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
+                                          [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
             d.ports.push_back(std::move(pc));
         }
     }
@@ -138,8 +146,8 @@ void read_routes(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             auto pre = r.cidr(p["prefix"], {path, ".prefix"});
             auto via = r.ip(p["via"], {path, ".via"});
             if (pre && via && pre->family() != via->family())
-                r.error(p["via"], {path, ".via"}, fmt::format("{} is not of the family of prefix {}", format_ip(*via),
-                                                              format_cidr(*pre)));
+                r.error(p["via"], {path, ".via"},
+                        fmt::format("{} is not of the family of prefix {}", format_ip(*via), format_cidr(*pre)));
             else if (pre && via)
                 d.routes.push_back(RouteConfig{*pre, *via, r.mark(p)});
         }
@@ -162,7 +170,9 @@ void read_neighbors(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             auto text = r.view(e["mac"], {path, ".mac"});
             if (!text) continue;
             auto mac = parse_mac(*text);
-            if (!mac) r.error(e["mac"], {path, ".mac"}, fmt::format("\"{}\" is not a MAC address (02:00:00:00:00:01)", *text));
+            if (!mac)
+                r.error(e["mac"], {path, ".mac"},
+                        fmt::format("\"{}\" is not a MAC address (02:00:00:00:00:01)", *text));
             if (ip && mac) d.neighbors.push_back(NeighborConfig{*ip, *mac, r.mark(e)});
         }
     }
@@ -190,14 +200,17 @@ void read_flow_table(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             if (const ytree::Node t = ft["timeouts"]) {
                 // The TCP keys in TcpState order, then the datagram ones: one list for the
                 // known-field check and for reading.
-                static constexpr std::string_view kKeys[] = {"tcp_none", "tcp_syn_sent", "tcp_syn_recv",
-                    "tcp_established", "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack", "tcp_time_wait",
-                    "tcp_close", "tcp_syn_sent2", "udp_unreplied", "udp_replied", "icmp", "other"};
+                static constexpr std::string_view kKeys[] = {
+                    "tcp_none",     "tcp_syn_sent",   "tcp_syn_recv",  "tcp_established",
+                    "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack",  "tcp_time_wait",
+                    "tcp_close",    "tcp_syn_sent2",  "udp_unreplied", "udp_replied",
+                    "icmp",         "other"};
                 static_assert(std::size(kKeys) == dp::kTcpStates + 4);
-                uint32_t* const slots[] = {&d.timeouts.tcp[0], &d.timeouts.tcp[1], &d.timeouts.tcp[2],
-                    &d.timeouts.tcp[3], &d.timeouts.tcp[4], &d.timeouts.tcp[5], &d.timeouts.tcp[6],
-                    &d.timeouts.tcp[7], &d.timeouts.tcp[8], &d.timeouts.tcp[9], &d.timeouts.udp_unreplied,
-                    &d.timeouts.udp_replied, &d.timeouts.icmp, &d.timeouts.other};
+                uint32_t* const slots[] = {&d.timeouts.tcp[0], &d.timeouts.tcp[1],        &d.timeouts.tcp[2],
+                                           &d.timeouts.tcp[3], &d.timeouts.tcp[4],        &d.timeouts.tcp[5],
+                                           &d.timeouts.tcp[6], &d.timeouts.tcp[7],        &d.timeouts.tcp[8],
+                                           &d.timeouts.tcp[9], &d.timeouts.udp_unreplied, &d.timeouts.udp_replied,
+                                           &d.timeouts.icmp,   &d.timeouts.other};
                 if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
                     for (size_t i = 0; i < std::size(kKeys); ++i) {
                         const std::string key(kKeys[i]);
@@ -217,7 +230,8 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (!r.map(n, "dataplane", keys_under("dataplane", ""))) return;
     if (const ytree::Node hp = n["host_path"];
         hp && r.map(hp, "dataplane.host_path", keys_under("dataplane", "host_path"))) {
-        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second", d.punt_control_per_second);
+        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second",
+                    d.punt_control_per_second);
         read_number(r, hp["other_per_second"], "dataplane", "host_path.other_per_second", d.punt_other_per_second);
     }
     read_number(r, n["icmp_errors_per_second"], "dataplane", "icmp_errors_per_second", d.icmp_errors_per_second);
@@ -284,8 +298,9 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
             lo_out = static_cast<uint16_t>(lo);
             hi_out = static_cast<uint16_t>(hi);
         } else if (s) {
-            r.error(nr, path, fmt::format("\"{}\" is not a port range LOW-HIGH within {}-65535{}", *s, min,
-                                          span > 1 ? fmt::format(" of at least {} ports", span) : ""));
+            r.error(nr, path,
+                    fmt::format("\"{}\" is not a port range LOW-HIGH within {}-65535{}", *s, min,
+                                span > 1 ? fmt::format(" of at least {} ports", span) : ""));
         }
     };
     range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
@@ -313,7 +328,8 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
         unsigned m = 0;
         auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), m, 8);
         if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || m > 0777)
-            r.error(n["socket_mode"], "control.socket_mode", fmt::format("\"{}\" is not an octal mode such as 0600", s));
+            r.error(n["socket_mode"], "control.socket_mode",
+                    fmt::format("\"{}\" is not an octal mode such as 0600", s));
         else
             c.socket_mode = m;
     }
@@ -336,10 +352,15 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     c.mark = r.mark(n);
     if (!r.strict_map(n, "routing", keys_under("routing", ""))) return;
     if (const ytree::Node t = n["table"]) {
-        if (auto x = r.uint<uint32_t>(t, "routing.table", 1, static_cast<uint32_t>(config_field("routing", "table").hi))) {
+        if (auto x =
+                r.uint<uint32_t>(t, "routing.table", 1, static_cast<uint32_t>(config_field("routing", "table").hi))) {
             // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
-            if (*x >= 253 && *x <= 255) r.error(t, "routing.table", fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
-            else c.table = *x;
+            if (*x >= 253 && *x <= 255)
+                r.error(
+                    t, "routing.table",
+                    fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
+            else
+                c.table = *x;
         }
     } else {
         r.error(n, "routing", "routing needs table (the kernel table the addresses to announce are written to)");
@@ -348,17 +369,24 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
         c.load_balancer_ips = c.external_ips = c.node_ips = c.cluster_ips = c.service_cidrs = false;
         for (size_t i = 0; i < a.size(); ++i) {
             const std::string v = r.str(a[i], fmt::format("routing.announce[{}]", i)).value_or("");
-            if (v == "load_balancer_ips") c.load_balancer_ips = true;
-            else if (v == "external_ips") c.external_ips = true;
-            else if (v == "node_ips") c.node_ips = true;
-            else if (v == "cluster_ips") c.cluster_ips = true;
-            else if (v == "service_cidrs") c.service_cidrs = true;
-            else r.error(a[i], fmt::format("routing.announce[{}]", i),
-                         fmt::format("\"{}\" is not load_balancer_ips, external_ips, node_ips, cluster_ips or service_cidrs", v));
+            if (v == "load_balancer_ips")
+                c.load_balancer_ips = true;
+            else if (v == "external_ips")
+                c.external_ips = true;
+            else if (v == "node_ips")
+                c.node_ips = true;
+            else if (v == "cluster_ips")
+                c.cluster_ips = true;
+            else if (v == "service_cidrs")
+                c.service_cidrs = true;
+            else
+                r.error(
+                    a[i], fmt::format("routing.announce[{}]", i),
+                    fmt::format("\"{}\" is not load_balancer_ips, external_ips, node_ips, cluster_ips or service_cidrs",
+                                v));
         }
     }
 }
-
 
 // ha: flow replication between gateways (sync.h). The key file is read here, so --check finds a
 // missing or malformed one.
@@ -415,18 +443,24 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
             const std::string what = fmt::format("ha.takeover_ports[{}]", i);
             auto name = r.str(t[i], what);
             if (!name) continue;
-            const auto it = std::find_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.name == *name; });
-            if (it == ports.end()) r.error(t[i], what, fmt::format("no port is named \"{}\"", *name));
-            else if (std::count(c.takeover_ports.begin(), c.takeover_ports.end(), *name)) r.error(t[i], what, "listed twice");
-            else c.takeover_ports.push_back(*name);
+            const auto it =
+                std::find_if(ports.begin(), ports.end(), [&](const PortConfig& p) { return p.name == *name; });
+            if (it == ports.end())
+                r.error(t[i], what, fmt::format("no port is named \"{}\"", *name));
+            else if (std::count(c.takeover_ports.begin(), c.takeover_ports.end(), *name))
+                r.error(t[i], what, "listed twice");
+            else
+                c.takeover_ports.push_back(*name);
         }
     }
     read_number(r, n["refresh_seconds"], "ha", "refresh_seconds", c.refresh_seconds);
     read_number(r, n["hello_ms"], "ha", "hello_ms", c.hello_ms);
     read_number(r, n["dead_after_ms"], "ha", "dead_after_ms", c.dead_after_ms);
     if (c.dead_after_ms < 3 * c.hello_ms)
-        r.error(n, "ha.dead_after_ms", fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
-                                                   "would declare a peer dead", c.dead_after_ms, c.hello_ms));
+        r.error(n, "ha.dead_after_ms",
+                fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
+                            "would declare a peer dead",
+                            c.dead_after_ms, c.hello_ms));
 }
 
 // healthCheckNodePorts that are served (health.h): answered on the node IPs by the host path's
@@ -447,16 +481,17 @@ void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
         for (const ServiceConfig& o : cfg.services)
             for (const ServicePortConfig& p : o.ports)
                 if (p.node_port == h && p.proto == Proto::tcp)
-                    err("clashes with the TCP NodePort of Service " + o.full_name() + " port " + std::to_string(p.port));
+                    err("clashes with the TCP NodePort of Service " + o.full_name() + " port " +
+                        std::to_string(p.port));
     }
 }
 
 // The compact `services:` form.
 void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
-    if (!r.map(n, path, {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
-                         "load_balancer_source_ranges", "ports", "scheduler", "session_affinity",
-                         "session_affinity_timeout", "external_traffic_policy", "internal_traffic_policy",
-                         "health_check_node_port", "endpoints"}))
+    if (!r.map(n, path,
+               {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
+                "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
+                "external_traffic_policy", "internal_traffic_policy", "health_check_node_port", "endpoints"}))
         return;
     ServiceConfig s{.mark = r.mark(n)};
     if (const ytree::Node name = n["name"]; !name) {
@@ -470,10 +505,14 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
     }
     if (const ytree::Node type = n["type"]) {
         auto t = r.view(type, {path, ".type"}).value_or("");
-        if (t == "ClusterIP") s.type = ServiceType::cluster_ip;
-        else if (t == "NodePort") s.type = ServiceType::node_port;
-        else if (t == "LoadBalancer") s.type = ServiceType::load_balancer;
-        else r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
+        if (t == "ClusterIP")
+            s.type = ServiceType::cluster_ip;
+        else if (t == "NodePort")
+            s.type = ServiceType::node_port;
+        else if (t == "LoadBalancer")
+            s.type = ServiceType::load_balancer;
+        else
+            r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
     }
     // cluster_ip: one address; cluster_ips: one per family (dual-stack), as clusterIPs.
     if (const ytree::Node ip = n["cluster_ip"]) {
@@ -483,8 +522,10 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
         for (const IpAddr& a : r.ips(ips, {path, ".cluster_ips"})) {
             bool dup = false;
             for (const IpAddr& b : s.cluster_ips) dup = dup || b.family() == a.family();
-            if (dup) r.error(ips, {path, ".cluster_ips"}, "at most one ClusterIP per family");
-            else s.cluster_ips.push_back(a);
+            if (dup)
+                r.error(ips, {path, ".cluster_ips"}, "at most one ClusterIP per family");
+            else
+                s.cluster_ips.push_back(a);
         }
     }
     if (!n["cluster_ip"] && !n["cluster_ips"]) r.error(n, path, "a service needs a cluster_ip (or cluster_ips)");
@@ -512,11 +553,15 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
             ServicePortConfig sp{.mark = r.mark(p)};
             if (const ytree::Node v = p["name"]) sp.name = r.view(v, {pp, ".name"}).value_or("");
             sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
-            if (const ytree::Node v = p["port"]) sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
-            else r.error(p, pp, "a service port needs port");
+            if (const ytree::Node v = p["port"])
+                sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
+            else
+                r.error(p, pp, "a service port needs port");
             sp.target_port = sp.port;
-            if (const ytree::Node v = p["target_port"]) sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
-            if (const ytree::Node v = p["node_port"]) sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
+            if (const ytree::Node v = p["target_port"])
+                sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
+            if (const ytree::Node v = p["node_port"])
+                sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
             g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
             s.ports.push_back(std::move(sp));
         }
@@ -542,7 +587,8 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
             if (const ytree::Node v = e["node"]) ec.node = r.view(v, {ep, ".node"}).value_or("");
             if (const ytree::Node v = e["ready"]) ec.ready = r.boolean(v, {ep, ".ready"}).value_or(true);
             if (const ytree::Node v = e["serving"]) ec.serving = r.boolean(v, {ep, ".serving"}).value_or(true);
-            if (const ytree::Node v = e["terminating"]) ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
+            if (const ytree::Node v = e["terminating"])
+                ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
             if (a) ec.ip = *a, g.endpoints.push_back(ec);
         }
     }
@@ -588,9 +634,10 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     for (const ServiceConfig& s : cfg.services) {
         auto [it, fresh] = seen.emplace(s.full_name(), &s);
         if (!fresh)
-            errors.push_back(ConfigIssue{s.mark, "", fmt::format("Service {} is defined twice (first at {}:{}:{})",
-                                                                 s.full_name(), it->second->mark.file.str(),
-                                                                 it->second->mark.line, it->second->mark.column)});
+            errors.push_back(
+                ConfigIssue{s.mark, "",
+                            fmt::format("Service {} is defined twice (first at {}:{}:{})", s.full_name(),
+                                        it->second->mark.file.str(), it->second->mark.line, it->second->mark.column)});
     }
     return cfg;
 }
@@ -604,9 +651,8 @@ Config load_guarded(const std::string& text, const std::string& file) {
         const std::vector<ytree::Node> docs = stream.documents();
         cfg = load(docs.empty() ? ytree::Node() : docs[0], file, errors);
     } catch (const ytree::ParseError& e) {
-        errors.push_back(ConfigIssue{Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1,
-                                          e.mark.is_null() ? 0 : e.mark.column + 1},
-                                     "", e.msg});
+        errors.push_back(ConfigIssue{
+            Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1}, "", e.msg});
     }
     if (!errors.empty()) throw ConfigError(std::move(errors), std::move(cfg.warnings));
     return cfg;

@@ -197,13 +197,9 @@ public:
         return s;
     }
     // externalTrafficPolicy / internalTrafficPolicy: true for Local.
-    bool local_policy(const ytree::Node& v, const Path& path) {
-        return one_of(v, path, "Cluster", "Local");
-    }
+    bool local_policy(const ytree::Node& v, const Path& path) { return one_of(v, path, "Cluster", "Local"); }
     // sessionAffinity: true for ClientIP.
-    bool client_ip_affinity(const ytree::Node& v, const Path& path) {
-        return one_of(v, path, "None", "ClientIP");
-    }
+    bool client_ip_affinity(const ytree::Node& v, const Path& path) { return one_of(v, path, "None", "ClientIP"); }
 
     template <typename T, typename F>
     std::vector<T> list(const ytree::Node& n, const Path& path, F&& item) {

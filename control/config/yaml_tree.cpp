@@ -78,9 +78,7 @@ private:
     // --- positions ---
     int col() const { return static_cast<int>(p_ - line_start_); }
     bool ws(size_t q) const { return q >= s_.size() || s_[q] == ' ' || s_[q] == '\n'; }
-    bool marker(const char* m) const {
-        return col() == 0 && s_.compare(p_, 3, m) == 0 && ws(p_ + 3);
-    }
+    bool marker(const char* m) const { return col() == 0 && s_.compare(p_, 3, m) == 0 && ws(p_ + 3); }
     void skip_spaces() {
         while (p_ < s_.size() && s_[p_] == ' ') ++p_;
     }
@@ -211,9 +209,12 @@ private:
                 const int vl = line_, vc = col();
                 line_end();
                 advance();
-                if (nested_below(ind)) v = node_here();
-                else if (!eof_ && indent_ == ind && dash_here()) v = block_seq();
-                else v = null_at(vl, vc);
+                if (nested_below(ind))
+                    v = node_here();
+                else if (!eof_ && indent_ == ind && dash_here())
+                    v = block_seq();
+                else
+                    v = null_at(vl, vc);
             }
             stack_.push_back(k);
             stack_.push_back(v);
@@ -239,8 +240,10 @@ private:
             if (at_eol()) {
                 line_end();
                 advance();
-                if (nested_below(ind)) item = node_here();
-                else item = null_at(dl, dc + 1);
+                if (nested_below(ind))
+                    item = node_here();
+                else
+                    item = null_at(dl, dc + 1);
             } else if (dash_here()) {
                 item = block_seq();
             } else if (key_here()) {
@@ -291,8 +294,10 @@ private:
         }
         if (!quoted && s_.compare(q, 3, "---") == 0) return false;
         while (!v.empty() && v.back() == ' ' && !quoted) v.pop_back();
-        if (breaks) v.append(static_cast<size_t>(breaks), '\n');
-        else v += ' ';
+        if (breaks)
+            v.append(static_cast<size_t>(breaks), '\n');
+        else
+            v += ' ';
         p_ = q;
         line_ += lines;
         line_start_ = ls;
@@ -395,10 +400,14 @@ private:
             if (p_ >= s_.size()) throw Unsupported{};
             const char h = s_[p_];
             v <<= 4;
-            if (h >= '0' && h <= '9') v |= static_cast<uint32_t>(h - '0');
-            else if (h >= 'a' && h <= 'f') v |= static_cast<uint32_t>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') v |= static_cast<uint32_t>(h - 'A' + 10);
-            else throw Unsupported{};
+            if (h >= '0' && h <= '9')
+                v |= static_cast<uint32_t>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+                v |= static_cast<uint32_t>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+                v |= static_cast<uint32_t>(h - 'A' + 10);
+            else
+                throw Unsupported{};
         }
         return v;
     }
@@ -451,30 +460,63 @@ private:
                 if (p_ >= s_.size()) throw Unsupported{};
                 const char e = s_[p_++];
                 switch (e) {
-                case '\\': v += '\\'; break;
-                case '"': v += '"'; break;
-                case '/': v += '/'; break;
-                case 'n': v += '\n'; break;
-                case 't': v += '\t'; break;
-                case 'r': v += '\r'; break;
-                case '0': v += '\0'; break;
-                case 'a': v += '\a'; break;
-                case 'b': v += '\b'; break;
-                case 'e': v += '\x1b'; break;
-                case 'f': v += '\f'; break;
-                case 'v': v += '\v'; break;
-                case ' ': v += ' '; break;
-                case '\n': {  // an escaped line break: joined without a space
-                    --p_;
-                    const size_t before = v.size();
-                    if (!fold(v, parent, true)) throw Unsupported{};
-                    v.resize(before);
-                    break;
-                }
-                case 'x': utf8(v, hex(2)); break;
-                case 'u': utf8(v, hex(4)); break;
-                case 'U': utf8(v, hex(8)); break;
-                default: throw Unsupported{};
+                    case '\\':
+                        v += '\\';
+                        break;
+                    case '"':
+                        v += '"';
+                        break;
+                    case '/':
+                        v += '/';
+                        break;
+                    case 'n':
+                        v += '\n';
+                        break;
+                    case 't':
+                        v += '\t';
+                        break;
+                    case 'r':
+                        v += '\r';
+                        break;
+                    case '0':
+                        v += '\0';
+                        break;
+                    case 'a':
+                        v += '\a';
+                        break;
+                    case 'b':
+                        v += '\b';
+                        break;
+                    case 'e':
+                        v += '\x1b';
+                        break;
+                    case 'f':
+                        v += '\f';
+                        break;
+                    case 'v':
+                        v += '\v';
+                        break;
+                    case ' ':
+                        v += ' ';
+                        break;
+                    case '\n': {  // an escaped line break: joined without a space
+                        --p_;
+                        const size_t before = v.size();
+                        if (!fold(v, parent, true)) throw Unsupported{};
+                        v.resize(before);
+                        break;
+                    }
+                    case 'x':
+                        utf8(v, hex(2));
+                        break;
+                    case 'u':
+                        utf8(v, hex(4));
+                        break;
+                    case 'U':
+                        utf8(v, hex(8));
+                        break;
+                    default:
+                        throw Unsupported{};
                 }
                 escaped = v.size();
             }
@@ -534,25 +576,25 @@ uint32_t copy(const YAML::Node& n, Tree& t) {
     Rec r{Kind::null, m.is_null() ? -1 : m.line, m.is_null() ? -1 : m.column, 0, 0, {}};
     std::vector<uint32_t> kids;
     switch (n.Type()) {
-    case YAML::NodeType::Scalar:
-        r.kind = Kind::scalar;
-        r.scalar = n.Scalar();
-        break;
-    case YAML::NodeType::Sequence:
-        r.kind = Kind::sequence;
-        for (const auto& c : n) kids.push_back(copy(c, t));
-        r.count = static_cast<uint32_t>(kids.size());
-        break;
-    case YAML::NodeType::Map:
-        r.kind = Kind::map;
-        for (const auto& kv : n) {
-            kids.push_back(copy(kv.first, t));
-            kids.push_back(copy(kv.second, t));
-        }
-        r.count = static_cast<uint32_t>(kids.size() / 2);
-        break;
-    default:
-        break;
+        case YAML::NodeType::Scalar:
+            r.kind = Kind::scalar;
+            r.scalar = n.Scalar();
+            break;
+        case YAML::NodeType::Sequence:
+            r.kind = Kind::sequence;
+            for (const auto& c : n) kids.push_back(copy(c, t));
+            r.count = static_cast<uint32_t>(kids.size());
+            break;
+        case YAML::NodeType::Map:
+            r.kind = Kind::map;
+            for (const auto& kv : n) {
+                kids.push_back(copy(kv.first, t));
+                kids.push_back(copy(kv.second, t));
+            }
+            r.count = static_cast<uint32_t>(kids.size() / 2);
+            break;
+        default:
+            break;
     }
     r.first = static_cast<uint32_t>(t.kids.size());
     t.kids.insert(t.kids.end(), kids.begin(), kids.end());
@@ -585,14 +627,12 @@ namespace {
 // starts; a document that starts where the previous one did means the parser stopped moving, and
 // the stream is rejected at that place.
 class ProgressGuard final : public YAML::EventHandler {
-  public:
+public:
     void OnDocumentStart(const YAML::Mark&) override { first_ = true; }
     void OnDocumentEnd() override {}
     void OnNull(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
     void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { note(m); }
-    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
-        note(m);
-    }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { note(m); }
     void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
         note(m);
     }
@@ -606,7 +646,7 @@ class ProgressGuard final : public YAML::EventHandler {
     int start() const { return start_; }
     YAML::Mark mark() const { return mark_; }
 
-  private:
+private:
     void note(const YAML::Mark& m) {
         if (!first_) return;
         first_ = false;

@@ -69,7 +69,7 @@ public:
     Node operator[](std::string_view key) const;  // a map's value; undefined when absent
     Node operator[](const char* key) const { return (*this)[std::string_view(key)]; }
     Node operator[](const std::string& key) const { return (*this)[std::string_view(key)]; }
-    Node operator[](size_t i) const;                 // a sequence's item
+    Node operator[](size_t i) const;  // a sequence's item
     Node operator[](int i) const { return (*this)[static_cast<size_t>(i)]; }
 
     template <typename T>

@@ -34,9 +34,7 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 void log(const std::string& s) { log_info(s); }
 
-double unix_now() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
 // ports whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows
@@ -45,12 +43,12 @@ Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
     Config out = cfg;
     for (const IpAddr& a : adopted) {
         for (PortConfig& p : out.dataplane.ports) {
-            const bool on_link = std::any_of(p.addresses.begin(), p.addresses.end(), [&](const IpCidr& c) {
-                return c.contains(a) && c.addr != a;
-            });
+            const bool on_link = std::any_of(p.addresses.begin(), p.addresses.end(),
+                                             [&](const IpCidr& c) { return c.contains(a) && c.addr != a; });
             if (!on_link) continue;
             const IpCidr host{a, static_cast<uint8_t>(a.is_v4() ? 32 : 128)};
-            if (std::find(p.addresses.begin(), p.addresses.end(), host) == p.addresses.end()) p.addresses.push_back(host);
+            if (std::find(p.addresses.begin(), p.addresses.end(), host) == p.addresses.end())
+                p.addresses.push_back(host);
             break;
         }
     }
@@ -81,7 +79,8 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
             st.reload.last_trigger = trigger;
             st.reload.observe(secs, unix_now());
         });
-        if (!restart.empty()) log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
+        if (!restart.empty())
+            log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
     } catch (const std::exception& e) {
         std::lock_guard lk(st.mu);
         ++st.reload.failed;
@@ -91,10 +90,11 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
         refused.log(LogLevel::err, m);
         return m + "\n";
     }
-    std::string m = fmt::format("reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
-                                "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
-                                st.config_path, trigger, r.generation, r.service_ports, st.reload.last_seconds * 1e3,
-                                r.sweep.tcp_closed, r.sweep.dgram_removed, r.sweep.scanned);
+    std::string m = fmt::format(
+        "reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
+        "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
+        st.config_path, trigger, r.generation, r.service_ports, st.reload.last_seconds * 1e3, r.sweep.tcp_closed,
+        r.sweep.dgram_removed, r.sweep.scanned);
     log(m);
     return m + "\n";
 }
@@ -131,8 +131,7 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool rep
 class HealthKeeper {
 public:
     HealthKeeper(DaemonState& st, Runtime& rt, const Publisher& pub)
-        : st_(st), rt_(rt), pub_(pub), checks_(st),
-          announcer_(st.cfg.routing.table, first_host_interface(rt)) {
+        : st_(st), rt_(rt), pub_(pub), checks_(st), announcer_(st.cfg.routing.table, first_host_interface(rt)) {
         token_ = rte_rcu_qsbr_start(rt.qsbr.get());
         last_progress_ = std::chrono::steady_clock::now();
         reconfigured();
@@ -176,7 +175,7 @@ public:
             std::lock_guard lk(st_.mu);
             HealthState& h = st_.health;
             h.live = pub_.generation() > 0 &&
-                     std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
+                std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
             h.ports_up = up;
             h.synced = !st_.sync || st_.sync->ready();
             h.healthy = h.live && up && !h.draining && h.synced;
@@ -186,8 +185,10 @@ public:
             if (h.healthy && announcer_.table() != 0) want = set_;
             if (h.healthy != was_healthy_)
                 log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
-                                h.healthy ? ", announcing" : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}), "
-                                                                         "withdrawing", h.live, up, h.draining, h.synced)));
+                                h.healthy ? ", announcing"
+                                          : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}), "
+                                                        "withdrawing",
+                                                        h.live, up, h.draining, h.synced)));
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {
@@ -295,12 +296,12 @@ private:
     }
 
     void log_running() {
-        log(fmt::format("running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
-                        "metrics {}",
-                        rt_.ports.size(), rt_.workers.size(), pub_.current()->services.size(), rt_.flows->capacity(),
-                        st_.cfg.control.socket.empty() ? "off" : st_.cfg.control.socket,
-                        st_.cfg.control.metrics ? "http://" + format_host_port(*st_.cfg.control.metrics) + "/metrics"
-                                                : "off"));
+        log(fmt::format(
+            "running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
+            "metrics {}",
+            rt_.ports.size(), rt_.workers.size(), pub_.current()->services.size(), rt_.flows->capacity(),
+            st_.cfg.control.socket.empty() ? "off" : st_.cfg.control.socket,
+            st_.cfg.control.metrics ? "http://" + format_host_port(*st_.cfg.control.metrics) + "/metrics" : "off"));
     }
 
     // systemd's STATUS= line: the generation, the Services, the flows and, over the time since the
@@ -336,7 +337,8 @@ private:
             shared_.announce.fetch_add(1);
             std::string list;
             for (const IpAddr& a : adopted_) list += " " + format_ip(a);
-            log(fmt::format("ha: serving {} addresses of dead peers:{}", adopted_.size(), list.empty() ? " none" : list));
+            log(fmt::format("ha: serving {} addresses of dead peers:{}", adopted_.size(),
+                            list.empty() ? " none" : list));
         } catch (const std::exception& e) {
             log_err(fmt::format("ha: cannot publish the addresses taken over: {}", e.what()));
         }

@@ -31,9 +31,7 @@ namespace {
 
 void log(const std::string& s) { log_info(s); }
 
-double unix_now() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 void print_summary(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
@@ -43,7 +41,8 @@ void print_summary(const DaemonState& st) {
         if (t.verdicts[v]) fmt::print("  verdict {:<8} {}\n", verdict_name(static_cast<Verdict>(v)), t.verdicts[v]);
     for (unsigned r = 1; r < kDropReasons; ++r) {
         if (t.drops[r]) fmt::print("  drop    {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.drops[r]);
-        if (t.rejects[r]) fmt::print("  reject  {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.rejects[r]);
+        if (t.rejects[r])
+            fmt::print("  reject  {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.rejects[r]);
     }
     for (const PortView& p : st.ports) {
         rte_eth_stats e{};
@@ -70,9 +69,8 @@ void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
     const auto t0 = std::chrono::steady_clock::now();
     FlowImporter importer(st.snap(), *shared.stats.load(), *rt.flows, rt.flows6.get(), st.cfg.dataplane.workers);
     RestoreResult r;
-    const std::string err = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age,
-                                               importer, flow_clock_now(),
-                                               static_cast<uint64_t>(unix_now()), r);
+    const std::string err = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age, importer,
+                                               flow_clock_now(), static_cast<uint64_t>(unix_now()), r);
     if (!err.empty()) {
         log_err(fmt::format("flow state {}: refused, starting without it: {}", path, err));
         return;
@@ -83,13 +81,16 @@ void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
     }
     using O = FlowImporter::Outcome;
     auto n = [&r](O o) { return r.outcome[static_cast<unsigned>(o)]; };
-    log(fmt::format("flow state {}: restored {} of {} flows written {} s ago in {:.0f} ms; left out: {} whose service "
+    log(
+        fmt::format("flow state {}: restored {} of {} flows written {} s ago in {:.0f} ms; left out: {} whose service "
                     "port or endpoint is gone, {} expired, {} already there, {} clashing, {} for want of room",
                     path, n(O::inserted), r.records, r.age,
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
                     n(O::gone), n(O::expired), n(O::exists), n(O::clash), n(O::full)));
-    for (size_t w = 0; w < rt.workers.size(); ++w) rt.workers[w]->set_snat_cursor(importer.snat_cursor(static_cast<uint16_t>(w)));
-    if (!r.unlink_error.empty()) log_warning(fmt::format("flow state {}: cannot remove it after reading: {}", path, r.unlink_error));
+    for (size_t w = 0; w < rt.workers.size(); ++w)
+        rt.workers[w]->set_snat_cursor(importer.snat_cursor(static_cast<uint16_t>(w)));
+    if (!r.unlink_error.empty())
+        log_warning(fmt::format("flow state {}: cannot remove it after reading: {}", path, r.unlink_error));
 }
 
 // Every live flow to the state file, the workers stopped.
@@ -187,10 +188,11 @@ PublishTarget publish_target(Runtime& rt, DaemonState& st) {
         .flows = rt.flows.get(),
         .flows6 = rt.flows6.get(),
         // The owner removes it (a full ring leaves the rest to their timeout).
-        .remove_dgram = [&shared](uint32_t id, uint8_t owner) {
-            if (owner < shared.remove_rings.size())
-                rte_ring_sp_enqueue(shared.remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
-        },
+        .remove_dgram =
+            [&shared](uint32_t id, uint8_t owner) {
+                if (owner < shared.remove_rings.size())
+                    rte_ring_sp_enqueue(shared.remove_rings[owner], reinterpret_cast<void*>(uintptr_t{id}));
+            },
         .readers = &st.mu};
 }
 
@@ -199,9 +201,15 @@ PublishTarget publish_target(Runtime& rt, DaemonState& st) {
 std::string start_sync(DaemonState& st, Runtime& rt) {
     if (!st.cfg.ha.enabled()) return {};
     const uint16_t workers = st.cfg.dataplane.workers;
-    Syncer::Wiring w{.flows = rt.flows.get(), .flows6 = rt.flows6.get(), .owner = sync_owner(workers),
-                     .workers = workers, .rings = {}, .qsbr = rt.qsbr.get(), .qsbr_id = sync_qsbr_id(workers),
-                     .snapshot = &rt.shared->snapshot, .stats = &rt.shared->stats,
+    Syncer::Wiring w{.flows = rt.flows.get(),
+                     .flows6 = rt.flows6.get(),
+                     .owner = sync_owner(workers),
+                     .workers = workers,
+                     .rings = {},
+                     .qsbr = rt.qsbr.get(),
+                     .qsbr_id = sync_qsbr_id(workers),
+                     .snapshot = &rt.shared->snapshot,
+                     .stats = &rt.shared->stats,
                      .takeover = takeover_addresses(st.cfg)};
     for (const RingPtr& r : rt.sync_rings) w.rings.push_back(r.get());
     rt.sync = std::make_unique<Syncer>(st.cfg.ha, std::move(w));

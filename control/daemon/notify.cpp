@@ -1,6 +1,5 @@
 #include "control/daemon/notify.h"
 
-
 #include <fmt/format.h>
 #include <rte_rcu_qsbr.h>
 #include <systemd/sd-daemon.h>
@@ -25,7 +24,9 @@ void SystemdNotifier::reloading() {
     // MONOTONIC_USEC: what systemd 253's Type=notify-reload matches the reload by; older ones ignore it.
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    sd_notify(0, fmt::format("RELOADING=1\nMONOTONIC_USEC={}", uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000).c_str());
+    sd_notify(0,
+              fmt::format("RELOADING=1\nMONOTONIC_USEC={}", uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000)
+                  .c_str());
 }
 
 void SystemdNotifier::send_status(const std::string& status) { sd_notify(0, fmt::format("STATUS={}", status).c_str()); }

@@ -20,9 +20,9 @@ struct QueuePlan {
         uint16_t port, queue;
         bool operator==(const Rx&) const = default;
     };
-    std::vector<std::vector<Rx>> rx;           // by worker: the queues it polls
-    std::vector<std::vector<uint16_t>> tx;     // by worker, by port: its transmit queue
-    std::vector<bool> tx_shared;               // by port: its transmit queues are shared (locked)
+    std::vector<std::vector<Rx>> rx;        // by worker: the queues it polls
+    std::vector<std::vector<uint16_t>> tx;  // by worker, by port: its transmit queue
+    std::vector<bool> tx_shared;            // by port: its transmit queues are shared (locked)
 };
 
 QueuePlan plan_queues(std::span<const uint16_t> rx_queues, std::span<const uint16_t> tx_queues, uint16_t workers);

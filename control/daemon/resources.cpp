@@ -63,9 +63,11 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
     rte_eth_conf conf{};
     // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
     // way: dataplane/l3/mtu.h).
-    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu) conf.rxmode.mtu = pc.mtu;
-    else log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
-                         info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
+    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu)
+        conf.rxmode.mtu = pc.mtu;
+    else
+        log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
+                        info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
     // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
     // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
     // socket). The flow table is shared, so a flow may arrive on any queue either way.
@@ -101,8 +103,8 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
             if (rc != -ENOTSUP)
                 return fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name, format_mac(m),
                                    rte_strerror(-rc));
-            log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers",
-                            pc.name, info.driver_name, format_mac(m)));
+            log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers", pc.name,
+                            info.driver_name, format_mac(m)));
         }
         mac_ = m;
         have_mac_ = true;
@@ -132,8 +134,10 @@ std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<
             err = fmt::format("port {} has no device", p.name);
             return {};
         }
-        if (is_vdev(p.device)) args.push_back("--vdev=" + p.device);
-        else args.insert(args.end(), {"-a", p.device});
+        if (is_vdev(p.device))
+            args.push_back("--vdev=" + p.device);
+        else
+            args.insert(args.end(), {"-a", p.device});
     }
     args.insert(args.end(), extra.begin(), extra.end());
     if (!has_lcore_arg(args)) args.insert(args.begin() + 1, {"-l", fmt::format("0-{}", dpc.workers)});
@@ -143,8 +147,8 @@ std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<
 MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
     const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
     uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
-                          dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) +
-                          dpc.fragments.max_held + 4096;
+        dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) + dpc.fragments.max_held +
+        4096;
     for (const PortConfig& p : dpc.ports)  // a host interface: one queue each way, batches per worker
         if (!p.host_interface.empty()) need += kRxDesc + kTxDesc + dpc.workers * dp::Output::kBatch;
     uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best

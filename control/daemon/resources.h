@@ -54,8 +54,13 @@ class Port {
 public:
     Port() = default;
     Port(Port&& o) noexcept
-        : id_(o.id_), rxq_(o.rxq_), txq_(o.txq_), configured_(std::exchange(o.configured_, false)),
-          started_(std::exchange(o.started_, false)), have_mac_(o.have_mac_), mac_(o.mac_) {}
+        : id_(o.id_),
+          rxq_(o.rxq_),
+          txq_(o.txq_),
+          configured_(std::exchange(o.configured_, false)),
+          started_(std::exchange(o.started_, false)),
+          have_mac_(o.have_mac_),
+          mac_(o.mac_) {}
     Port& operator=(Port&&) = delete;
     ~Port();
 

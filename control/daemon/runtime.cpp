@@ -59,12 +59,18 @@ std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfi
     if (!(rt.qsbr = create_qsbr(dpc.workers + (ha.enabled() ? 2u : 1u)))) return "RCU state: out of memory";
     shared.qsbr = rt.qsbr.get();
     const uint16_t owners = static_cast<uint16_t>(dpc.workers + (ha.enabled() ? 1 : 0));
-    rt.flows = FlowTable::create({.capacity = dpc.flow_capacity, .owners = owners, .qsbr = rt.qsbr.get(),
-                                  .timeouts = dpc.timeouts, .scanner = dpc.workers,
+    rt.flows = FlowTable::create({.capacity = dpc.flow_capacity,
+                                  .owners = owners,
+                                  .qsbr = rt.qsbr.get(),
+                                  .timeouts = dpc.timeouts,
+                                  .scanner = dpc.workers,
                                   .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
-    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6, .owners = owners, .qsbr = rt.qsbr.get(),
-                                    .timeouts = dpc.timeouts, .scanner = dpc.workers,
+    rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6,
+                                    .owners = owners,
+                                    .qsbr = rt.qsbr.get(),
+                                    .timeouts = dpc.timeouts,
+                                    .scanner = dpc.workers,
                                     .new_flows_per_source = dpc.new_flows_per_source});
     if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
     rt.frags = FragTable::create(dpc.fragments);
@@ -172,6 +178,5 @@ int first_host_interface(const Runtime& rt) {
         if (i != 0) return i;
     return static_cast<int>(if_nametoindex("lo"));
 }
-
 
 }  // namespace svcgate::ctl

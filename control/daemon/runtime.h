@@ -24,7 +24,7 @@ struct Runtime {
     Eal eal;
     MempoolPtr pool;
     std::vector<Port> ports;
-    std::vector<Port> hosts;  // the ports' host interfaces (TAP devices), closed before the ports
+    std::vector<Port> hosts;        // the ports' host interfaces (TAP devices), closed before the ports
     std::vector<int> host_ifindex;  // by port: its host interface's index, 0 for none
     std::vector<std::vector<IpCidr>> host_addresses;  // by port: what its host interface carries
     QsbrPtr qsbr;

@@ -19,10 +19,13 @@ int main(int argc, char** argv) {
     bool after = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (!after && a == "--") after = true;
-        else (after ? eal : ours).push_back(a);
+        if (!after && a == "--")
+            after = true;
+        else
+            (after ? eal : ours).push_back(a);
     }
-    po::options_description opts("usage: svcgate --config FILE [--check] [--log-level LEVEL] [-- EAL ARGS...]\noptions");
+    po::options_description opts(
+        "usage: svcgate --config FILE [--check] [--log-level LEVEL] [-- EAL ARGS...]\noptions");
     opts.add_options()("help,h", "this help")("config,c", po::value<std::string>(), "config file (YAML)")(
         "check", "validate the config (all errors, with file:line:column) and exit")(
         "log-level", po::value<std::string>()->default_value("info"),

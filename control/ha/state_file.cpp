@@ -45,7 +45,7 @@ void append_flows(std::vector<uint8_t>& out, const BasicFlowTable<K>& table, uin
     for (uint32_t id = 0; id < table.capacity(); ++id) {
         const auto& f = table.flow(id);
         if (!f.live.load(std::memory_order_acquire)) continue;
-        if (FlowState::load(f.state).gone()) continue;  // its endpoint is gone
+        if (FlowState::load(f.state).gone()) continue;                // its endpoint is gone
         if (f.origin.load(std::memory_order_relaxed) != 0) continue;  // a peer's (sync.h): the peers have it
         encode_flow(f, now, rec);
         out.insert(out.end(), rec, rec + sizeof rec);
@@ -92,14 +92,18 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
     const uint32_t seen = now > idle ? now - idle : 1;
     const InsertResult r = table.insert(owner, in, seen);
     switch (r.status) {
-    case InsertStatus::inserted:
-        // A replica counts as active once a worker takes it over (release_flow).
-        if (in.kind == FlowKind::nat && in.origin == 0) stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
-        if ((in.flags & kFlowMasq) && in.origin == 0) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
-        return Outcome::inserted;
-    case InsertStatus::exists: return Outcome::exists;
-    case InsertStatus::reply_clash: return Outcome::clash;
-    case InsertStatus::full: return Outcome::full;
+        case InsertStatus::inserted:
+            // A replica counts as active once a worker takes it over (release_flow).
+            if (in.kind == FlowKind::nat && in.origin == 0)
+                stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
+            if ((in.flags & kFlowMasq) && in.origin == 0) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
+            return Outcome::inserted;
+        case InsertStatus::exists:
+            return Outcome::exists;
+        case InsertStatus::reply_clash:
+            return Outcome::clash;
+        case InsertStatus::full:
+            return Outcome::full;
     }
     return Outcome::full;
 }
@@ -187,8 +191,7 @@ std::string save_flow_state(const std::string& path, const std::string& identity
 }
 
 std::string restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
-                               FlowImporter& importer, uint32_t now, uint64_t now_unix,
-                               RestoreResult& result) {
+                               FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result) {
     result = RestoreResult{};
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return ec ? fmt::format("cannot open: {}", ec.message()) : "";
@@ -204,14 +207,16 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
     const size_t id_len = load_le(in.data() + 12, 4);
     const uint64_t written = load_le(in.data() + 16, 8);
     result.records = static_cast<uint32_t>(load_le(in.data() + 24, 4));
-    if (id_len > kMaxIdentity || in.size() < kHeader + id_len + kTrailer) return "cut short (the header's sizes do not fit)";
+    if (id_len > kMaxIdentity || in.size() < kHeader + id_len + kTrailer)
+        return "cut short (the header's sizes do not fit)";
     const size_t body = in.size() - kTrailer;
     if (crc32c_bytes(in.data(), body, kCrcSeed) != load_le(in.data() + body, kTrailer))
         return "checksum mismatch: the file was cut short or changed after it was written";
     const std::string theirs(reinterpret_cast<const char*>(in.data() + kHeader), id_len);
     if (theirs != identity)
         return fmt::format("written by another gateway (ports {}); this one has ports {}", theirs, identity);
-    if (written > now_unix + 60) return fmt::format("written {} s in the future: is the clock right?", written - now_unix);
+    if (written > now_unix + 60)
+        return fmt::format("written {} s in the future: is the clock right?", written - now_unix);
     result.age = written > now_unix ? 0 : static_cast<uint32_t>(std::min<uint64_t>(now_unix - written, UINT32_MAX));
     if (result.age > max_age)
         return fmt::format("stale: written {} s ago, more than dataplane.flow_table.state_max_age ({} s)", result.age,
@@ -221,14 +226,14 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
     const size_t first = kHeader + id_len;
     std::vector<FlowRecord> flows;
     flows.reserve(std::min<size_t>(result.records, (body - first) / kFlowRecordV4));  // a forged count
-    const DecodedFlows d = decode_flows(in.data() + first, body - first, [&](const FlowRecord& r) { flows.push_back(r); });
+    const DecodedFlows d =
+        decode_flows(in.data() + first, body - first, [&](const FlowRecord& r) { flows.push_back(r); });
     if (!d.ok) return fmt::format("flow {} (at byte {}) is malformed", d.count + 1, first + d.bad_at);
     if (flows.size() != result.records)
         return fmt::format("the header counts {} flows, the file holds {}", result.records, flows.size());
     // The owners (workers) in turn: each ages its share.
     uint32_t turn = 0;
-    for (FlowRecord& r : flows)
-        ++result.outcome[static_cast<unsigned>(importer.import(r, turn++, now, result.age))];
+    for (FlowRecord& r : flows) ++result.outcome[static_cast<unsigned>(importer.import(r, turn++, now, result.age))];
     if (::unlink(path.c_str()) != 0) result.unlink_error = errno_text();
     return {};
 }

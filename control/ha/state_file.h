@@ -91,9 +91,9 @@ std::string save_flow_state(const std::string& path, const std::string& identity
                             const dp::FlowTable6* flows6, uint32_t now, uint64_t now_unix, uint32_t& written);
 
 struct RestoreResult {
-    bool found = false;     // a file was there
-    uint32_t age = 0;       // seconds since it was written
-    uint32_t records = 0;   // flows in it
+    bool found = false;    // a file was there
+    uint32_t age = 0;      // seconds since it was written
+    uint32_t records = 0;  // flows in it
     uint32_t outcome[FlowImporter::kOutcomes] = {};
     std::string unlink_error;  // read and imported, but not removed: why
 };
@@ -102,7 +102,6 @@ struct RestoreResult {
 // "" (no file is no error: result.found false) or why the file was refused; a refused file is
 // left where it is, for the operator to look at.
 std::string restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
-                               FlowImporter& importer, uint32_t now, uint64_t now_unix,
-                               RestoreResult& result);
+                               FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result);
 
 }  // namespace svcgate::ctl

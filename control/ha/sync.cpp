@@ -30,7 +30,8 @@ namespace {
 
 uint64_t steady_ms() {
     return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 socklen_t to_sockaddr(const HaConfig::Endpoint& e, sockaddr_storage& ss) {
@@ -50,17 +51,22 @@ socklen_t to_sockaddr(const HaConfig::Endpoint& e, sockaddr_storage& ss) {
 }
 
 std::string endpoint_name(const HaConfig::Endpoint& e) {
-    return e.addr.is_v4() ? fmt::format("{}:{}", format_ip(e.addr), e.port) : fmt::format("[{}]:{}", format_ip(e.addr), e.port);
+    return e.addr.is_v4() ? fmt::format("{}:{}", format_ip(e.addr), e.port)
+                          : fmt::format("[{}]:{}", format_ip(e.addr), e.port);
 }
 
 }  // namespace
 
 const char* record_drop_name(RecordDrop d) noexcept {
     switch (d) {
-    case RecordDrop::gone: return "gone";
-    case RecordDrop::expired: return "expired";
-    case RecordDrop::clash: return "clash";
-    case RecordDrop::full: return "full";
+        case RecordDrop::gone:
+            return "gone";
+        case RecordDrop::expired:
+            return "expired";
+        case RecordDrop::clash:
+            return "clash";
+        case RecordDrop::full:
+            return "full";
     }
     return "?";
 }
@@ -106,7 +112,9 @@ struct Syncer::Importer {
 uint32_t endpoint_id(const HaConfig::Endpoint& e) noexcept { return sync::peer_id(e.addr.a.b, e.port); }
 
 Syncer::Syncer(const HaConfig& cfg, Wiring w)
-    : cfg_(cfg), w_(std::move(w)), self_id_(endpoint_id(cfg.listen)),
+    : cfg_(cfg),
+      w_(std::move(w)),
+      self_id_(endpoint_id(cfg.listen)),
       sealer_(cfg.key, self_id_,
               static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
@@ -224,14 +232,17 @@ void Syncer::takeovers(uint64_t now_ms) {
         const bool dead = p->last_heard_ms != 0 && !p->alive(now_ms, cfg_.dead_after_ms);
         // Once held, a dead peer's addresses stay here until it is back and ready: a lower peer
         // that returns meanwhile may never have heard of them.
-        const bool adopt = !p->addrs.empty() && ((dead && (lowest || p->adopted)) || (p->adopted && !dead && p->starting));
+        const bool adopt =
+            !p->addrs.empty() && ((dead && (lowest || p->adopted)) || (p->adopted && !dead && p->starting));
         if (adopt != p->adopted) {
             changed = true;
             p->adopted = adopt;
             std::string list;
             for (const IpAddr& a : p->addrs) list += " " + format_ip(a);
-            if (adopt) log_warning(fmt::format("ha: peer {} is dead: taking over its addresses{}", p->name, list));
-            else log_info(fmt::format("ha: peer {} is back and ready: giving back its addresses{}", p->name, list));
+            if (adopt)
+                log_warning(fmt::format("ha: peer {} is dead: taking over its addresses{}", p->name, list));
+            else
+                log_info(fmt::format("ha: peer {} is back and ready: giving back its addresses{}", p->name, list));
         }
         if (adopt) want.insert(want.end(), p->addrs.begin(), p->addrs.end());
     }
@@ -292,7 +303,7 @@ void Syncer::receive(uint64_t now_ms) {
         sync::Hello hello;
         if (h.type == sync::Type::hello) {
             (void)sync::decode_hello(body, hello);  // open() checked its size
-            if (hello.to != self_id_) {  // authentic, but meant for another gateway
+            if (hello.to != self_id_) {             // authentic, but meant for another gateway
                 ++counts_.drops[static_cast<unsigned>(sync::Drop::wrong_peer)];
                 continue;
             }
@@ -319,8 +330,10 @@ void Syncer::receive(uint64_t now_ms) {
         }
         sync::for_each_flow(body, [&](const FlowRecord& r) {
             FlowRecord c = r;
-            if (c.family == Family::v4) take_record(c.v4, c.idle, *peer);
-            else if (w_.flows6) take_record(c.v6, c.idle, *peer);
+            if (c.family == Family::v4)
+                take_record(c.v4, c.idle, *peer);
+            else if (w_.flows6)
+                take_record(c.v6, c.idle, *peer);
             peer->flows_received.fetch_add(1, std::memory_order_relaxed);
         });
     }
@@ -339,8 +352,10 @@ bool closing(const BasicFlow<K>& f, FlowState state) noexcept {
 template <typename K>
 void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
     auto& table = [this]() -> BasicFlowTable<K>& {
-        if constexpr (sizeof(K) == sizeof(FlowKey)) return *w_.flows;
-        else return *w_.flows6;
+        if constexpr (sizeof(K) == sizeof(FlowKey))
+            return *w_.flows;
+        else
+            return *w_.flows6;
     }();
     const uint32_t now = flow_clock_now();
     if (const FlowRef ref = table.lookup(in.key[0]); ref.hit()) {
@@ -356,29 +371,41 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
         if (newer < 0) return;
         // A replica's idle time is its owner's; a flow of ours keeps its own (a drain counts the
         // packets that still reach this gateway).
-        if (newer > 0 && f.origin.load(std::memory_order_relaxed) != 0) f.last_seen.store(seen, std::memory_order_relaxed);
+        if (newer > 0 && f.origin.load(std::memory_order_relaxed) != 0)
+            f.last_seen.store(seen, std::memory_order_relaxed);
         if (f.kind != FlowKind::nat) return;
         // A worker may change the state meanwhile (CAS, as conntrack does), and a reload's mark
         // of a removed endpoint stays.
         uint8_t cur = f.state.load(std::memory_order_relaxed);
-        while (!FlowState{cur}.gone() && !(newer == 0 && closing(f, FlowState{cur}) && !closing(f, FlowState{in.state})) &&
-               cur != in.state && !f.state.compare_exchange_weak(cur, in.state, std::memory_order_relaxed)) {
-        }
+        while (!FlowState{cur}.gone() &&
+               !(newer == 0 && closing(f, FlowState{cur}) && !closing(f, FlowState{in.state})) && cur != in.state &&
+               !f.state.compare_exchange_weak(cur, in.state, std::memory_order_relaxed)) {}
         return;
     }
     if (!importer_->imp) return;
     FlowRecord r;
-    if constexpr (sizeof(K) == sizeof(FlowKey)) r.family = Family::v4, r.v4 = in;
-    else r.family = Family::v6, r.v6 = in;
+    if constexpr (sizeof(K) == sizeof(FlowKey))
+        r.family = Family::v4, r.v4 = in;
+    else
+        r.family = Family::v6, r.v6 = in;
     r.idle = idle;
     using O = FlowImporter::Outcome;
     switch (importer_->imp->import_to(r, w_.owner, from.origin, now, 0)) {
-    case O::inserted:
-    case O::exists: break;
-    case O::gone: ++counts_.record_drops[static_cast<unsigned>(RecordDrop::gone)]; break;
-    case O::expired: ++counts_.record_drops[static_cast<unsigned>(RecordDrop::expired)]; break;
-    case O::clash: ++counts_.record_drops[static_cast<unsigned>(RecordDrop::clash)]; break;
-    case O::full: ++counts_.record_drops[static_cast<unsigned>(RecordDrop::full)]; break;
+        case O::inserted:
+        case O::exists:
+            break;
+        case O::gone:
+            ++counts_.record_drops[static_cast<unsigned>(RecordDrop::gone)];
+            break;
+        case O::expired:
+            ++counts_.record_drops[static_cast<unsigned>(RecordDrop::expired)];
+            break;
+        case O::clash:
+            ++counts_.record_drops[static_cast<unsigned>(RecordDrop::clash)];
+            break;
+        case O::full:
+            ++counts_.record_drops[static_cast<unsigned>(RecordDrop::full)];
+            break;
     }
 }
 
@@ -423,7 +450,7 @@ namespace {
 template <typename F>
 bool to_send(const F& f, bool own) noexcept {
     return f.live.load(std::memory_order_acquire) && (!own || f.origin.load(std::memory_order_relaxed) == 0) &&
-           BasicFlowTable<typename F::Key>::proven(f);
+        BasicFlowTable<typename F::Key>::proven(f);
 }
 
 }  // namespace
@@ -444,13 +471,11 @@ void Syncer::take_events() {
                 if (ids[i] & kFlowIdV6) {
                     if (!w_.flows6 || id >= w_.flows6->capacity()) continue;
                     const Flow6& f = w_.flows6->flow(id);
-                    if (to_send(f, true))
-                        add(f);
+                    if (to_send(f, true)) add(f);
                 } else {
                     if (id >= w_.flows->capacity()) continue;
                     const Flow& f = w_.flows->flow(id);
-                    if (to_send(f, true))
-                        add(f);
+                    if (to_send(f, true)) add(f);
                 }
             }
             if (n < 256) break;
@@ -464,7 +489,6 @@ void Syncer::take_events() {
         counts_.taken_events += taken;
     }
 }
-
 
 // A slice of the tables each millisecond, so that every proven flow of this gateway is sent once
 // per refresh_seconds.
@@ -481,12 +505,10 @@ void Syncer::refresh_slice(uint64_t now_ms) {
         refresh_pos_ = refresh_pos_ + 1 == total ? 0 : refresh_pos_ + 1;
         if (pos < cap4) {
             const Flow& f = w_.flows->flow(static_cast<uint32_t>(pos));
-            if (to_send(f, true))
-                add(f), ++sent;
+            if (to_send(f, true)) add(f), ++sent;
         } else {
             const Flow6& f = w_.flows6->flow(static_cast<uint32_t>(pos - cap4));
-            if (to_send(f, true))
-                add(f), ++sent;
+            if (to_send(f, true)) add(f), ++sent;
         }
     }
     if (sent) {

@@ -63,15 +63,15 @@ inline constexpr unsigned kRecordDrops = 4;
 const char* record_drop_name(RecordDrop d) noexcept;
 
 struct SyncPeerStatus {
-    std::string address;   // ADDRESS:PORT
+    std::string address;  // ADDRESS:PORT
     bool alive = false;
     double last_heard_seconds = -1;  // -1: never
-    bool copied = false;   // it has sent this gateway its bulk copy (since this start)
+    bool copied = false;             // it has sent this gateway its bulk copy (since this start)
     uint64_t flows_sent = 0, flows_received = 0;
     uint64_t datagrams_sent = 0, datagrams_received = 0;
-    uint32_t flows_owned = 0;  // as its last hello said
+    uint32_t flows_owned = 0;            // as its last hello said
     std::vector<std::string> addresses;  // its takeover addresses, as its last hello said
-    bool adopted = false;  // this gateway holds them now
+    bool adopted = false;                // this gateway holds them now
 };
 
 struct SyncStatus {
@@ -107,7 +107,7 @@ public:
         uint16_t workers = 1;          // owners 0..workers-1 are the workers
         std::vector<rte_ring*> rings;  // one per worker
         rte_rcu_qsbr* qsbr = nullptr;
-        uint32_t qsbr_id = 0;          // this thread's QSBR reader id (registered by start())
+        uint32_t qsbr_id = 0;  // this thread's QSBR reader id (registered by start())
         const std::atomic<const dp::ServiceSnapshot*>* snapshot = nullptr;
         const std::atomic<dp::StatsTable*>* stats = nullptr;
         std::vector<IpAddr> takeover;  // this gateway's addresses on ha.takeover_ports (its hellos)

@@ -33,21 +33,29 @@ bool flows_body_ok(std::span<const uint8_t> body, uint16_t count) noexcept {
 // A hello's size matches its address count, within the limit.
 bool hello_ok(std::span<const uint8_t> body) noexcept {
     return body.size() >= kHelloFixed && body[kHelloFixed - 1] <= kHelloAddresses &&
-           body.size() == hello_size(body[kHelloFixed - 1]);
+        body.size() == hello_size(body[kHelloFixed - 1]);
 }
 
 }  // namespace
 
 const char* drop_name(Drop d) noexcept {
     switch (d) {
-    case Drop::unknown_peer: return "unknown_peer";
-    case Drop::truncated: return "truncated";
-    case Drop::bad_magic: return "bad_magic";
-    case Drop::bad_version: return "bad_version";
-    case Drop::bad_mac: return "bad_mac";
-    case Drop::wrong_peer: return "wrong_peer";
-    case Drop::replayed: return "replayed";
-    case Drop::malformed: return "malformed";
+        case Drop::unknown_peer:
+            return "unknown_peer";
+        case Drop::truncated:
+            return "truncated";
+        case Drop::bad_magic:
+            return "bad_magic";
+        case Drop::bad_version:
+            return "bad_version";
+        case Drop::bad_mac:
+            return "bad_mac";
+        case Drop::wrong_peer:
+            return "wrong_peer";
+        case Drop::replayed:
+            return "replayed";
+        case Drop::malformed:
+            return "malformed";
     }
     return "?";
 }
@@ -59,7 +67,8 @@ std::string parse_key(const std::string& text, Key& out) {
     if (e - b != 2 * kKeyBytes) return "the key is " + std::to_string(e - b) + " characters; it must be 64 hex digits";
     sodium_ready();
     size_t used = 0;
-    if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 || used != kKeyBytes)
+    if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 ||
+        used != kKeyBytes)
         return "the key is not 64 hex digits";
     return {};
 }
@@ -147,8 +156,10 @@ bool open(const uint8_t* p, size_t n, const Key& key, uint32_t sender, ReplayWin
     }
     body = std::span<const uint8_t>(p + kHeaderBytes, signed_len - kHeaderBytes);
     bool ok = false;
-    if (h.type == Type::flows) ok = flows_body_ok(body, h.records);
-    else if (h.type == Type::hello) ok = h.records == 0 && hello_ok(body);
+    if (h.type == Type::flows)
+        ok = flows_body_ok(body, h.records);
+    else if (h.type == Type::hello)
+        ok = h.records == 0 && hello_ok(body);
     if (!ok) {
         why = Drop::malformed;
         return false;

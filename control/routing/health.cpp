@@ -83,7 +83,8 @@ std::string HealthCheckServers::update(const std::vector<HealthCheckPort>& ports
         // Probes are short: one request per connection and two threads, so a client that holds a
         // connection open does not stop the next probe (it has 2 s to send its request).
         l.server->new_task_queue = [] { return new httplib::ThreadPool(2); };
-        l.server->set_keep_alive_max_count(1).set_read_timeout(2, 0).set_write_timeout(2, 0).set_payload_max_length(1024);
+        l.server->set_keep_alive_max_count(1).set_read_timeout(2, 0).set_write_timeout(2, 0).set_payload_max_length(
+            1024);
         const uint16_t hp = port;
         l.server->Get(".*", [this, hp](const httplib::Request&, httplib::Response& res) {
             std::pair<int, std::string> a{503, "{}\n"};
@@ -100,7 +101,8 @@ std::string HealthCheckServers::update(const std::vector<HealthCheckPort>& ports
             continue;
         }
         l.thread = std::thread([s = l.server.get()] { s->listen_after_bind(); });
-        for (int i = 0; i < 200 && !l.server->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        for (int i = 0; i < 200 && !l.server->is_running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
         listeners_.emplace(port, std::move(l));
     }
     return errors;

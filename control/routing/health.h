@@ -6,7 +6,8 @@
 //            announced (announce.h).
 //   draining svcgatectl drain: /healthz 503 and the announcements withdrawn while the flows
 //            already here are served; the daemon exits once no connection is left (and at
-//            least kDrainMinSeconds after the withdrawal) or the drain's deadline passes. svcgatectl undrain reverses it.
+//            least kDrainMinSeconds after the withdrawal) or the drain's deadline passes. svcgatectl undrain reverses
+//            it.
 //
 // kube-proxy's healthCheckNodePort: for each LoadBalancer Service under externalTrafficPolicy
 // Local that has one, an HTTP listener on that port (every address of the namespace, so the

@@ -16,7 +16,9 @@ struct Key {
     bool operator==(const Key&) const = default;
 };
 struct KeyHash {
-    size_t operator()(const Key& k) const noexcept { return std::hash<uint64_t>()(k.ep * 0x9e3779b97f4a7c15ull ^ k.svc); }
+    size_t operator()(const Key& k) const noexcept {
+        return std::hash<uint64_t>()(k.ep * 0x9e3779b97f4a7c15ull ^ k.svc);
+    }
 };
 using Alive = std::unordered_set<Key, KeyHash>;
 

@@ -72,11 +72,11 @@ private:
         uint32_t id = 0;   // ServicePort::id
         dp::Proto proto = dp::Proto::tcp;
         dp::Family family = dp::Family::v4;
-        uint32_t named = 0;       // generation that last named it
-        uint32_t endpoints = 0;   // endpoint slots in use under it
+        uint32_t named = 0;      // generation that last named it
+        uint32_t endpoints = 0;  // endpoint slots in use under it
         bool live = false;
         bool limbo = false;
-        dp::PacketCounter base;   // counted in replaced tables, or before it was given back
+        dp::PacketCounter base;  // counted in replaced tables, or before it was given back
     };
     struct EpSlot {
         uint32_t service = 0;

@@ -110,7 +110,8 @@ struct Builder {
     }
 
     // One service port of one family (the family of `cluster_ip`).
-    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi, const IpAddr& cluster_ip) {
+    void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi,
+                      const IpAddr& cluster_ip) {
         const Family fam = cluster_ip.family();
         ServicePort sp;
         ServiceInfo info;
@@ -132,7 +133,8 @@ struct Builder {
         bool from_node = false;
         for (const IpCidr& c : sc.lb_source_ranges) from_node = from_node || (primary && c.contains(*primary));
         if (from_node)
-            for (const IpAddr& a : info.lb_ips) ranges.push_back(IpCidr{a, static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)});
+            for (const IpAddr& a : info.lb_ips)
+                ranges.push_back(IpCidr{a, static_cast<uint8_t>(fam == Family::v4 ? 32 : 128)});
         // This family's ranges only: as in kube-proxy's service change tracker, the other family's
         // are ignored, and a family left with none is not restricted.
         sp.lb_source_ranges = add_cidrs(ranges, fam);
@@ -153,9 +155,8 @@ struct Builder {
                     if (e.ip.family() != fam) continue;  // the other family's slice
                     Endpoint ep{.ip = e.ip, .port = rte_cpu_to_be_16(gp.port), .cond = 0};
                     seen.push_back(ep.key().word());
-                    ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) |
-                              (e.terminating ? kTerminating : 0) |
-                              (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
+                    ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) | (e.terminating ? kTerminating : 0) |
+                        (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
                     t.endpoints.push_back(ep);
                     s.catalogue.endpoints.push_back(EndpointInfo{e.node});
                 }
@@ -249,8 +250,9 @@ struct Builder {
                 // A host address on the subnet of another of the port's addresses (one taken over
                 // from a dead peer, sync.h) is answered for, but adds no route of its own.
                 const bool host = a.len == (a.family() == Family::v4 ? 32 : 128);
-                if (host && std::any_of(p.addresses.begin(), p.addresses.end(),
-                                        [&](const IpCidr& o) { return o.len < a.len && o.contains(a.addr); }))
+                if (host && std::any_of(p.addresses.begin(), p.addresses.end(), [&](const IpCidr& o) {
+                        return o.len < a.len && o.contains(a.addr);
+                    }))
                     continue;
                 const IpCidr net = mask_cidr(a);
                 if (a.family() == Family::v4)
@@ -265,10 +267,12 @@ struct Builder {
         auto on_link = [&](const IpAddr& a) -> std::optional<std::pair<uint16_t, IpAddr>> {  // port, source
             if (a.is_v4()) {
                 for (size_t c = 0; c < connected; ++c)
-                    if (routes[c].prefix.contains(a.v4())) return std::pair{routes[c].hop.port, IpAddr::of(routes[c].hop.source)};
+                    if (routes[c].prefix.contains(a.v4()))
+                        return std::pair{routes[c].hop.port, IpAddr::of(routes[c].hop.source)};
             } else {
                 for (size_t c = 0; c < connected6; ++c)
-                    if (routes6[c].prefix.contains(a.v6())) return std::pair{routes6[c].hop.port, IpAddr::of(routes6[c].hop.source)};
+                    if (routes6[c].prefix.contains(a.v6()))
+                        return std::pair{routes6[c].hop.port, IpAddr::of(routes6[c].hop.source)};
             }
             return std::nullopt;
         };
@@ -279,9 +283,11 @@ struct Builder {
             const RouteConfig& rc = cfg.dataplane.routes[i];
             if (const auto c = on_link(rc.via)) {
                 if (rc.via.is_v4())
-                    routes.push_back({rc.prefix.v4(), NextHop{.gateway = rc.via.v4(), .port = c->first, .source = c->second.v4()}});
+                    routes.push_back(
+                        {rc.prefix.v4(), NextHop{.gateway = rc.via.v4(), .port = c->first, .source = c->second.v4()}});
                 else
-                    routes6.push_back({rc.prefix.v6(), NextHop6{.gateway = rc.via.v6(), .port = c->first, .source = c->second.v6()}});
+                    routes6.push_back(
+                        {rc.prefix.v6(), NextHop6{.gateway = rc.via.v6(), .port = c->first, .source = c->second.v6()}});
             } else {
                 off_link(rc.mark, fmt::format("dataplane.routes[{}].via", i), rc.via);
             }
@@ -292,8 +298,8 @@ struct Builder {
                          cfg.dataplane.neighbors[i].ip);
         build_routes(routes, s.catalogue.route_list, s.catalogue.routes, prev ? &prev->catalogue.route_list : nullptr,
                      prev ? prev->catalogue.routes : nullptr);
-        build_routes(routes6, s.catalogue.route_list6, s.catalogue.routes6, prev ? &prev->catalogue.route_list6 : nullptr,
-                     prev ? prev->catalogue.routes6 : nullptr);
+        build_routes(routes6, s.catalogue.route_list6, s.catalogue.routes6,
+                     prev ? &prev->catalogue.route_list6 : nullptr, prev ? prev->catalogue.routes6 : nullptr);
         s.routes = s.catalogue.routes.get();
         s.routes6 = s.catalogue.routes6.get();
     }
@@ -336,8 +342,10 @@ struct Builder {
         s.local_addrs.reserve(flags.size());
         s.local_addrs6.reserve(flags.size());
         for (const auto& [ip, f] : flags) {
-            if (ip.is_v4()) s.local_addrs.insert(ip.v4().be, f);
-            else s.local_addrs6.insert(StaticHash6::Key{ip.v6(), 0}, f);
+            if (ip.is_v4())
+                s.local_addrs.insert(ip.v4().be, f);
+            else
+                s.local_addrs6.insert(StaticHash6::Key{ip.v6(), 0}, f);
         }
     }
 };

@@ -40,16 +40,19 @@ IpAddr parse_endpoint(const std::string& s, bool with_port, rte_be16_t& port, co
         size_t sep;
         if (!s.empty() && s.front() == '[') {
             sep = s.find("]:");
-            if (sep == std::string::npos) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs ]:port", all, s));
+            if (sep == std::string::npos)
+                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs ]:port", all, s));
             addr = s.substr(1, sep - 1);
             ++sep;
         } else if (std::count(s.begin(), s.end(), ':') >= 2 || std::count(s.begin(), s.end(), '.') == 4) {
             sep = s.rfind('.');  // tcpdump: fd00::1.80, 10.0.0.1.80
-            if (sep == std::string::npos) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs .port", all, s));
+            if (sep == std::string::npos)
+                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs .port", all, s));
             addr = s.substr(0, sep);
         } else {
             sep = s.rfind(':');
-            if (sep == std::string::npos) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs :port", all, s));
+            if (sep == std::string::npos)
+                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs :port", all, s));
             addr = s.substr(0, sep);
         }
         port = rte_cpu_to_be_16(static_cast<uint16_t>(number(s.substr(sep + 1), 0, 65535, "port", all)));
@@ -100,10 +103,9 @@ std::string from_tcpdump(const std::string& text) {
     // Timestamps: "12:00:00.000000" (default), "1700000000.000000" (-tt), "2026-11-23 12:00:00.0" (-tttt).
     auto stamp = [](const std::string& x) {
         return !x.empty() && std::isdigit(static_cast<unsigned char>(x[0])) &&
-               x.find_first_not_of("0123456789:.-") == std::string::npos && x.find_first_of(":.-") != std::string::npos;
+            x.find_first_not_of("0123456789:.-") == std::string::npos && x.find_first_of(":.-") != std::string::npos;
     };
-    while (is >> w && stamp(w)) {
-    }
+    while (is >> w && stamp(w)) {}
     if (w != "IP" && w != "IP6") return text;
     if (!(is >> src >> arrow >> dst >> what) || arrow != ">")
         throw std::invalid_argument(fmt::format("\"{}\": expected tcpdump's \"IP SRC > DST: ...\"", text));
@@ -122,10 +124,13 @@ std::string from_tcpdump(const std::string& text) {
         is >> a >> b;
         if (a == "echo" && (b == "request" || b == "request,"))
             return fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
-        throw std::invalid_argument(fmt::format("\"{}\": only an ICMP echo request can be traced from a tcpdump line", text));
+        throw std::invalid_argument(
+            fmt::format("\"{}\": only an ICMP echo request can be traced from a tcpdump line", text));
     }
-    throw std::invalid_argument(fmt::format("\"{}\": which protocol tcpdump decoded as \"{}\" is not known; "
-                                            "write it as \"udp SRC > DST\"", text, what));
+    throw std::invalid_argument(
+        fmt::format("\"{}\": which protocol tcpdump decoded as \"{}\" is not known; "
+                    "write it as \"udp SRC > DST\"",
+                    text, what));
 }
 }  // namespace
 
@@ -137,7 +142,9 @@ PacketSpec parse_packet_spec(const std::string& line) {
         throw std::invalid_argument(fmt::format("\"{}\": expected \"PROTO SRC > DST [FLAGS]\"", text));
     PacketSpec p;
     auto pr = parse_proto(proto);
-    if (!pr) throw std::invalid_argument(fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp, icmp or icmp6", text, proto));
+    if (!pr)
+        throw std::invalid_argument(
+            fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp, icmp or icmp6", text, proto));
     const bool ports = *pr != Proto::icmp && *pr != Proto::icmp6;
     if (!dst.empty() && dst.back() == ':') dst.pop_back();  // tcpdump prints "dst.port:"
     rte_be16_t sport = 0, dport = 0;
@@ -150,22 +157,41 @@ PacketSpec parse_packet_spec(const std::string& line) {
     if (p.v6 && *pr == Proto::icmp) pr = Proto::icmp6;  // ping6 written as icmp
     if (!p.v6 && *pr == Proto::icmp6)
         throw std::invalid_argument(fmt::format("\"{}\": icmp6 needs IPv6 addresses", text));
-    if (p.v6) p.key6 = FlowKey6{.src = s.v6(), .dst = d.v6(), .sport = sport, .dport = dport, .proto = static_cast<uint8_t>(*pr)};
-    else p.key = FlowKey{.src = s.v4(), .dst = d.v4(), .sport = sport, .dport = dport, .proto = static_cast<uint8_t>(*pr)};
+    if (p.v6)
+        p.key6 =
+            FlowKey6{.src = s.v6(), .dst = d.v6(), .sport = sport, .dport = dport, .proto = static_cast<uint8_t>(*pr)};
+    else
+        p.key =
+            FlowKey{.src = s.v4(), .dst = d.v4(), .sport = sport, .dport = dport, .proto = static_cast<uint8_t>(*pr)};
     std::string word;
     bool flags_seen = false;
     while (is >> word) {
         if (word.size() >= 2 && word.front() == '[' && word.back() == ']') {
             for (char c : word.substr(1, word.size() - 2)) {
                 switch (c) {
-                case 'S': p.tcp_flags |= kSyn; break;
-                case 'F': p.tcp_flags |= kFin; break;
-                case 'R': p.tcp_flags |= kRst; break;
-                case 'P': p.tcp_flags |= kPsh; break;
-                case 'U': p.tcp_flags |= kUrg; break;
-                case '.': p.tcp_flags |= kAck; break;
-                case 'E': case 'W': break;
-                default: throw std::invalid_argument(fmt::format("\"{}\": unknown TCP flag '{}'", text, c));
+                    case 'S':
+                        p.tcp_flags |= kSyn;
+                        break;
+                    case 'F':
+                        p.tcp_flags |= kFin;
+                        break;
+                    case 'R':
+                        p.tcp_flags |= kRst;
+                        break;
+                    case 'P':
+                        p.tcp_flags |= kPsh;
+                        break;
+                    case 'U':
+                        p.tcp_flags |= kUrg;
+                        break;
+                    case '.':
+                        p.tcp_flags |= kAck;
+                        break;
+                    case 'E':
+                    case 'W':
+                        break;
+                    default:
+                        throw std::invalid_argument(fmt::format("\"{}\": unknown TCP flag '{}'", text, c));
                 }
             }
             flags_seen = true;
@@ -219,48 +245,48 @@ std::vector<uint8_t> build_frame(const PacketSpec& p) {
         return p.v6 ? ipv6_l4_csum(ip, l, static_cast<uint32_t>(len), proto_no) : ipv4_l4_csum(ip, l, len);
     };
     switch (proto) {
-    case Proto::tcp: {
-        auto* t = reinterpret_cast<rte_tcp_hdr*>(l);
-        t->src_port = sport;
-        t->dst_port = dport;
-        t->sent_seq = rte_cpu_to_be_32(1000);
-        t->recv_ack = rte_cpu_to_be_32((p.tcp_flags & kAck) ? 2000 : 0);
-        t->data_off = 5 << 4;
-        t->tcp_flags = p.tcp_flags;
-        t->rx_win = rte_cpu_to_be_16(65535);
-        t->cksum = l4_csum(l4 + p.payload);
-        break;
-    }
-    case Proto::udp: {
-        auto* u = reinterpret_cast<rte_udp_hdr*>(l);
-        u->src_port = sport;
-        u->dst_port = dport;
-        u->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(l4 + p.payload));
-        u->dgram_cksum = l4_csum(l4 + p.payload);
-        if (u->dgram_cksum == 0) u->dgram_cksum = 0xffff;
-        break;
-    }
-    case Proto::sctp: {
-        std::memcpy(l, &sport, 2);
-        std::memcpy(l + 2, &dport, 2);
-        rte_be32_t crc = sctp_crc32c(l, l4 + p.payload);
-        std::memcpy(l + 8, &crc, 4);
-        break;
-    }
-    case Proto::icmp: {
-        l[0] = 8;  // echo request
-        std::memcpy(l + 4, &sport, 2);
-        uint16_t c = inet_csum(l, l4 + p.payload);
-        std::memcpy(l + 2, &c, 2);
-        break;
-    }
-    case Proto::icmp6: {
-        l[0] = kIcmp6EchoRequest;
-        std::memcpy(l + 4, &sport, 2);
-        uint16_t c = l4_csum(l4 + p.payload);
-        std::memcpy(l + 2, &c, 2);
-        break;
-    }
+        case Proto::tcp: {
+            auto* t = reinterpret_cast<rte_tcp_hdr*>(l);
+            t->src_port = sport;
+            t->dst_port = dport;
+            t->sent_seq = rte_cpu_to_be_32(1000);
+            t->recv_ack = rte_cpu_to_be_32((p.tcp_flags & kAck) ? 2000 : 0);
+            t->data_off = 5 << 4;
+            t->tcp_flags = p.tcp_flags;
+            t->rx_win = rte_cpu_to_be_16(65535);
+            t->cksum = l4_csum(l4 + p.payload);
+            break;
+        }
+        case Proto::udp: {
+            auto* u = reinterpret_cast<rte_udp_hdr*>(l);
+            u->src_port = sport;
+            u->dst_port = dport;
+            u->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(l4 + p.payload));
+            u->dgram_cksum = l4_csum(l4 + p.payload);
+            if (u->dgram_cksum == 0) u->dgram_cksum = 0xffff;
+            break;
+        }
+        case Proto::sctp: {
+            std::memcpy(l, &sport, 2);
+            std::memcpy(l + 2, &dport, 2);
+            rte_be32_t crc = sctp_crc32c(l, l4 + p.payload);
+            std::memcpy(l + 8, &crc, 4);
+            break;
+        }
+        case Proto::icmp: {
+            l[0] = 8;  // echo request
+            std::memcpy(l + 4, &sport, 2);
+            uint16_t c = inet_csum(l, l4 + p.payload);
+            std::memcpy(l + 2, &c, 2);
+            break;
+        }
+        case Proto::icmp6: {
+            l[0] = kIcmp6EchoRequest;
+            std::memcpy(l + 4, &sport, 2);
+            uint16_t c = l4_csum(l4 + p.payload);
+            std::memcpy(l + 2, &c, 2);
+            break;
+        }
     }
     return f;
 }

@@ -17,7 +17,7 @@
 namespace svcgate::ctl {
 
 struct PacketSpec {
-    bool v6 = false;     // which of the two keys holds the tuple
+    bool v6 = false;  // which of the two keys holds the tuple
     dp::FlowKey key;
     dp::FlowKey6 key6;
     uint8_t tcp_flags = 0;

@@ -17,10 +17,13 @@ std::vector<Frame> read_pcap(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error(path + ": cannot open");
     uint32_t gh[6];
-    if (!in.read(reinterpret_cast<char*>(gh), sizeof gh)) throw std::runtime_error(path + ": not a pcap file (short header)");
+    if (!in.read(reinterpret_cast<char*>(gh), sizeof gh))
+        throw std::runtime_error(path + ": not a pcap file (short header)");
     bool swap = false;
-    if (gh[0] == __builtin_bswap32(kMagicUs) || gh[0] == __builtin_bswap32(kMagicNs)) swap = true;
-    else if (gh[0] != kMagicUs && gh[0] != kMagicNs) throw std::runtime_error(path + ": not a pcap file (bad magic)");
+    if (gh[0] == __builtin_bswap32(kMagicUs) || gh[0] == __builtin_bswap32(kMagicNs))
+        swap = true;
+    else if (gh[0] != kMagicUs && gh[0] != kMagicNs)
+        throw std::runtime_error(path + ": not a pcap file (bad magic)");
     if (bswap_if(gh[5], swap) != 1) throw std::runtime_error(path + ": link type is not Ethernet");
     std::vector<Frame> out;
     uint32_t rh[4];

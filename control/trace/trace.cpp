@@ -28,7 +28,8 @@ Json opt(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullp
 // The tuple as it leaves, tcpdump's "(frag id:size@offset+)" after it for a fragment.
 std::string leaving_tuple(const PacketMeta& pm) {
     std::string s = pm.is_v6() ? format_tuple(pm.key6) : format_tuple(pm.key);
-    if (pm.is_fragment()) s += fmt::format(" (frag {}:{}@{}{})", pm.frag.id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
+    if (pm.is_fragment())
+        s += fmt::format(" (frag {}:{}@{}{})", pm.frag.id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
     return s;
 }
 
@@ -37,7 +38,8 @@ std::vector<std::string> also_out(const std::vector<std::vector<uint8_t>>& frame
     std::vector<std::string> out;
     for (const auto& f : frames) {
         PacketMeta pm{};
-        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), pm) == DropReason::none) out.push_back(leaving_tuple(pm));
+        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), pm) == DropReason::none)
+            out.push_back(leaving_tuple(pm));
     }
     return out;
 }
@@ -54,8 +56,10 @@ std::vector<IpAddr> pin_neighbors(NeighborTable& nt, NeighborTable6& nt6, const 
                                   const std::vector<NeighborConfig>& old) {
     for (const NeighborConfig& o : old)
         if (std::none_of(next.begin(), next.end(), [&](const NeighborConfig& n) { return n.ip == o.ip; })) {
-            if (o.ip.is_v4()) nt.unpin(o.ip.v4());
-            else nt6.unpin(o.ip.v6());
+            if (o.ip.is_v4())
+                nt.unpin(o.ip.v4());
+            else
+                nt6.unpin(o.ip.v6());
         }
     std::vector<IpAddr> full;
     for (const NeighborConfig& n : next) {
@@ -101,25 +105,28 @@ std::string TraceRecord::text() const {
     if (out) s += fmt::format("\n  out {}{}", *out, out_flags ? " [" + *out_flags + "]" : "");
     if (port) s += fmt::format(" via port {}", *port);
     switch (l2) {
-    case L2Outcome::none:
-        break;
-    case L2Outcome::sent:
-        s += fmt::format("\n  l2 sent to {}{}", mac.value_or("?"), next_hop ? " (next hop " + *next_hop + ")" : "");
-        break;
-    case L2Outcome::held:  // a held packet is shown as it would leave: out_v6 is its family
-        s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
-                         !arp_request ? "" : out_v6 ? " (neighbor solicitation sent)" : " (ARP request sent)");
-        break;
-    case L2Outcome::dropped:
-        s += fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));
-        break;
-    case L2Outcome::frag_held:
-        s += "\n  l2 held: a later fragment, waiting for its first fragment";
-        break;
-    case L2Outcome::punted:
-        s += fmt::format("\n  l2 handed to host interface {} (the kernel: its routing daemon, health checks)",
-                         port.value_or("?"));
-        break;
+        case L2Outcome::none:
+            break;
+        case L2Outcome::sent:
+            s += fmt::format("\n  l2 sent to {}{}", mac.value_or("?"), next_hop ? " (next hop " + *next_hop + ")" : "");
+            break;
+        case L2Outcome::held:  // a held packet is shown as it would leave: out_v6 is its family
+            s += fmt::format("\n  l2 held: waiting for the MAC of {}{}", next_hop.value_or("?"),
+                             !arp_request ? ""
+                                 : out_v6 ? " (neighbor solicitation sent)"
+                                          : " (ARP request sent)");
+            break;
+        case L2Outcome::dropped:
+            s +=
+                fmt::format("\n  l2 dropped: {} ({})", drop_reason_name(l2_reason), drop_reason_description(l2_reason));
+            break;
+        case L2Outcome::frag_held:
+            s += "\n  l2 held: a later fragment, waiting for its first fragment";
+            break;
+        case L2Outcome::punted:
+            s += fmt::format("\n  l2 handed to host interface {} (the kernel: its routing daemon, health checks)",
+                             port.value_or("?"));
+            break;
     }
     for (const std::string& a : also_out(also)) s += fmt::format("\n  also out {}", a);
     return s;
@@ -143,7 +150,8 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     mtus_.resize(std::max<size_t>(mtus_.size(), 1), 1500);
     // Locally administered MACs in port order: 02:00:00:00:00:01, ...
     macs_.resize(std::max<size_t>(cfg.dataplane.ports.size(), 1));
-    for (size_t i = 0; i < macs_.size(); ++i) macs_[i] = rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)}};
+    for (size_t i = 0; i < macs_.size(); ++i)
+        macs_[i] = rte_ether_addr{{0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)}};
     (void)pin_neighbors(neighbors_, neighbors6_, cfg.dataplane.neighbors, {});
     ctx_.worker = 0;
     ctx_.n_workers = 1;
@@ -173,13 +181,14 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     ctx_.punt_other.per_second = cfg.dataplane.punt_other_per_second;
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
-        1, PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
-                         .store_stats = [this](StatsTable* t) { ctx_.stats = t; },
-                         .qsbr = nullptr,
-                         .flows = flows_.get(),
-                         .flows6 = flows6_.get(),
-                         // One thread, no readers in flight: datagram flows go at once.
-                         .remove_dgram = [this](uint32_t id, uint8_t) { remove_gone_flow(ctx_, id); }});
+        1,
+        PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
+                      .store_stats = [this](StatsTable* t) { ctx_.stats = t; },
+                      .qsbr = nullptr,
+                      .flows = flows_.get(),
+                      .flows6 = flows6_.get(),
+                      // One thread, no readers in flight: datagram flows go at once.
+                      .remove_dgram = [this](uint32_t id, uint8_t) { remove_gone_flow(ctx_, id); }});
     publisher_->publish(cfg);
 }
 
@@ -203,8 +212,7 @@ void Tracer::advance(uint32_t seconds) {
     ctx_.now += seconds;
     ctx_.now_ms += uint64_t{seconds} * 1000;
     frag_housekeeping(ctx_, UINT32_MAX);
-    while (worker_housekeeping(ctx_, 1u << 16) > 0) {
-    }
+    while (worker_housekeeping(ctx_, 1u << 16) > 0) {}
     publisher_->tick();
 }
 
@@ -260,7 +268,8 @@ TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte
         r.out = leaving_tuple(pm);
         if (pm.key6.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
     }
-    if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size()) r.port = s.catalogue.ports[p.out_port].name;
+    if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size())
+        r.port = s.catalogue.ports[p.out_port].name;
     return r;
 }
 
@@ -324,7 +333,8 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         bool own = false;
         for (uint16_t i = 0; i < b.n && !own; ++i)
             own = (b.pkt[i].l2 == L2Outcome::sent || b.pkt[i].l2 == L2Outcome::held ||
-               b.pkt[i].l2 == L2Outcome::punted) && mb == sent_as[i];
+                   b.pkt[i].l2 == L2Outcome::punted) &&
+                mb == sent_as[i];
         PacketMeta pm{};
         const auto* data = rte_pktmbuf_mtod(mb, const uint8_t*);
         if (own || parse_packet(data, rte_pktmbuf_data_len(mb), pm) != DropReason::none ||

@@ -36,7 +36,7 @@ struct TraceOptions {
 };
 
 struct TraceRecord {
-    std::string input;                  // the packet as given (or decoded from the pcap)
+    std::string input;  // the packet as given (or decoded from the pcap)
     dp::Verdict verdict = dp::Verdict::drop;
     dp::DropReason reason = dp::DropReason::none;
     std::optional<std::string> service;   // namespace/name:port
@@ -44,19 +44,19 @@ struct TraceRecord {
     std::optional<std::string> role;
     bool masquerade = false;
     bool new_flow = false;
-    std::optional<std::string> out;       // the packet as it leaves
-    std::optional<std::string> out_flags; // TCP flags as it leaves
-    dp::FlowKey out_key;                  // the tuple as it leaves: IPv4 ...
-    dp::FlowKey6 out_key6;                // ... or IPv6 (out_v6)
+    std::optional<std::string> out;        // the packet as it leaves
+    std::optional<std::string> out_flags;  // TCP flags as it leaves
+    dp::FlowKey out_key;                   // the tuple as it leaves: IPv4 ...
+    dp::FlowKey6 out_key6;                 // ... or IPv6 (out_v6)
     bool out_v6 = false;
-    std::optional<std::string> port;      // egress port name
+    std::optional<std::string> port;  // egress port name
     // L2, from the output stage.
     dp::L2Outcome l2 = dp::L2Outcome::none;
     dp::DropReason l2_reason = dp::DropReason::none;  // why the output stage freed it
     std::optional<std::string> next_hop;
-    std::optional<std::string> mac;       // the frame's destination MAC as it leaves
-    bool arp_request = false;             // it made the worker ask for its next hop
-    std::vector<uint8_t> frame;           // the packet as it leaves (empty for drops)
+    std::optional<std::string> mac;  // the frame's destination MAC as it leaves
+    bool arp_request = false;        // it made the worker ask for its next hop
+    std::vector<uint8_t> frame;      // the packet as it leaves (empty for drops)
     // What else left because of this packet: the fragments it released from the hold, or the
     // fragments it became on a port with a smaller MTU.
     std::vector<std::vector<uint8_t>> also;
@@ -70,7 +70,7 @@ public:
     Tracer(const Config& cfg, TraceOptions opts = {});
     ~Tracer();
 
-    TraceRecord run_spec(const std::string& spec);        // also "reply N [FLAGS]"
+    TraceRecord run_spec(const std::string& spec);  // also "reply N [FLAGS]"
     TraceRecord run_frame(const Frame& frame, std::string input);
     // One burst of up to kBurst frames, as a worker receives it from one queue.
     std::vector<TraceRecord> run_burst(const std::vector<Frame>& frames, std::vector<std::string> inputs);
@@ -86,6 +86,7 @@ public:
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
     SweepResult reload(const Config& cfg);
+
 private:
     // The packets the output stage has handed to the transmit side and not yet collected, as
     // (port index, mbuf); the caller frees what it takes.
@@ -102,8 +103,8 @@ private:
     dp::NeighborTable neighbors_;
     dp::NeighborTable6 neighbors6_;
     std::vector<rte_ether_addr> macs_;
-    std::vector<uint16_t> host_of_;          // by port: its host interface's output index
-    std::vector<std::string> host_names_;    // by port: its host interface ("" none)
+    std::vector<uint16_t> host_of_;        // by port: its host interface's output index
+    std::vector<std::string> host_names_;  // by port: its host interface ("" none)
     dp::WorkerCtx ctx_;
     std::unique_ptr<Publisher> publisher_;
     std::unique_ptr<dp::Burst> burst_;

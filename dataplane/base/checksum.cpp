@@ -43,8 +43,8 @@ rte_be32_t sctp_crc32c(const void* sctp, size_t len) noexcept {
     crc = ~crc;
     // RFC 4960 B: the CRC is stored least significant byte first ("reflected" into network order).
     rte_be32_t out;
-    uint8_t bytes[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8),
-                        static_cast<uint8_t>(crc >> 16), static_cast<uint8_t>(crc >> 24)};
+    uint8_t bytes[4] = {static_cast<uint8_t>(crc), static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc >> 16),
+                        static_cast<uint8_t>(crc >> 24)};
     std::memcpy(&out, bytes, 4);
     return out;
 }

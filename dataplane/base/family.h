@@ -32,7 +32,9 @@ struct V4 {
     static IndexList& flows(Burst& b) noexcept { return b.flows; }
     static BasicNewFlow<Key>* new_flows(Burst& b) noexcept { return b.new_flow; }
     static const VipTable& vips(const ServiceSnapshot& s) noexcept { return s.vips; }
-    static auto vip_key(const Addr& a, rte_be16_t port, uint8_t proto) noexcept { return VipTable::key(a, port, proto); }
+    static auto vip_key(const Addr& a, rte_be16_t port, uint8_t proto) noexcept {
+        return VipTable::key(a, port, proto);
+    }
     static void prefetch_local(const ServiceSnapshot& s, const Addr& a) noexcept { s.local_addrs.prefetch(a.be); }
     static CidrRange cluster_cidrs(const ClusterSettings& c) noexcept { return c.cluster_cidrs; }
     static CidrRange service_cidrs(const ClusterSettings& c) noexcept { return c.service_cidrs; }
@@ -64,7 +66,9 @@ struct V6 {
     static IndexList& flows(Burst& b) noexcept { return b.flows6; }
     static BasicNewFlow<Key>* new_flows(Burst& b) noexcept { return b.new_flow6; }
     static const VipTable6& vips(const ServiceSnapshot& s) noexcept { return s.vips6; }
-    static auto vip_key(const Addr& a, rte_be16_t port, uint8_t proto) noexcept { return VipTable6::key(a, port, proto); }
+    static auto vip_key(const Addr& a, rte_be16_t port, uint8_t proto) noexcept {
+        return VipTable6::key(a, port, proto);
+    }
     static void prefetch_local(const ServiceSnapshot& s, const Addr& a) noexcept {
         s.local_addrs6.prefetch(StaticHash6::Key{a, 0});
     }

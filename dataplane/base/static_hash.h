@@ -109,9 +109,7 @@ public:
     struct Key {
         Ip6 addr;
         uint32_t rest = 0;
-        friend bool operator==(const Key& a, const Key& b) noexcept {
-            return a.rest == b.rest && a.addr == b.addr;
-        }
+        friend bool operator==(const Key& a, const Key& b) noexcept { return a.rest == b.rest && a.addr == b.addr; }
     };
 
     explicit StaticHash6(size_t expected = 0) { reserve(expected); }

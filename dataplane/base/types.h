@@ -55,12 +55,8 @@ struct Cidr4 {
     Ip4 addr;
     uint8_t len = 0;
 
-    constexpr uint32_t mask_host() const noexcept {
-        return len == 0 ? 0u : ~uint32_t{0} << (32 - len);
-    }
-    constexpr bool contains(Ip4 a) const noexcept {
-        return (a.host() & mask_host()) == (addr.host() & mask_host());
-    }
+    constexpr uint32_t mask_host() const noexcept { return len == 0 ? 0u : ~uint32_t{0} << (32 - len); }
+    constexpr bool contains(Ip4 a) const noexcept { return (a.host() & mask_host()) == (addr.host() & mask_host()); }
     friend constexpr bool operator==(Cidr4, Cidr4) noexcept = default;
 };
 
@@ -74,7 +70,7 @@ struct Ip6 {
             if (x) return false;
         return true;
     }
-    constexpr bool is_multicast() const noexcept { return b[0] == 0xff; }          // ff00::/8
+    constexpr bool is_multicast() const noexcept { return b[0] == 0xff; }  // ff00::/8
     constexpr bool is_link_local() const noexcept { return b[0] == 0xfe && (b[1] & 0xc0) == 0x80; }
     constexpr bool is_loopback() const noexcept {
         for (int i = 0; i < 15; ++i)
@@ -222,7 +218,8 @@ struct FlowKey6 {
     }
 };
 static_assert(sizeof(FlowKey6) == 40, "FlowKey6 has no padding holes");
-static_assert(offsetof(FlowKey6, dport) == offsetof(FlowKey6, sport) + 2 && offsetof(FlowKey6, proto) == offsetof(FlowKey6, sport) + 4,
+static_assert(offsetof(FlowKey6, dport) == offsetof(FlowKey6, sport) + 2 &&
+                  offsetof(FlowKey6, proto) == offsetof(FlowKey6, sport) + 4,
               "reversed() rewrites sport, dport, proto and the padding as one word");
 
 // An endpoint by address: what session-affinity records pin and what Maglev tables hash, so that

@@ -15,9 +15,9 @@ TcpFlagClass tcp_flag_class(uint8_t f) noexcept {
 namespace {
 using S = TcpState;
 // sNO (none) only heads the columns: no transition leads back to it.
-constexpr S sSS = S::syn_sent, sSR = S::syn_recv, sES = S::established,
-            sFW = S::fin_wait, sCW = S::close_wait, sLA = S::last_ack, sTW = S::time_wait,
-            sCL = S::close, sS2 = S::syn_sent2, sIV = S::invalid, sIG = S::ignore;
+constexpr S sSS = S::syn_sent, sSR = S::syn_recv, sES = S::established, sFW = S::fin_wait, sCW = S::close_wait,
+            sLA = S::last_ack, sTW = S::time_wait, sCL = S::close, sS2 = S::syn_sent2, sIV = S::invalid,
+            sIG = S::ignore;
 
 // [direction][flag class][current state], states in the order of TcpState. The values are the
 // kernel's tcp_conntracks (nf_conntrack_proto_tcp.c) as of Linux 6.1, Debian 12's kernel: a SYN/ACK
@@ -52,9 +52,8 @@ TcpState tcp_transition(TcpState s, Direction d, TcpFlagClass c) noexcept {
 }
 
 const char* tcp_state_name(TcpState s) noexcept {
-    static constexpr const char* kNames[] = {"NONE",     "SYN_SENT",   "SYN_RECV", "ESTABLISHED",
-                                             "FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT",
-                                             "CLOSE",    "SYN_SENT2"};
+    static constexpr const char* kNames[] = {"NONE",       "SYN_SENT", "SYN_RECV",  "ESTABLISHED", "FIN_WAIT",
+                                             "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE",       "SYN_SENT2"};
     auto i = static_cast<unsigned>(s);
     if (i < kTcpStates) return kNames[i];
     return s == TcpState::ignore ? "IGNORE" : "INVALID";

@@ -11,7 +11,15 @@
 namespace svcgate::dp {
 
 enum class TcpState : uint8_t {
-    none, syn_sent, syn_recv, established, fin_wait, close_wait, last_ack, time_wait, close,
+    none,
+    syn_sent,
+    syn_recv,
+    established,
+    fin_wait,
+    close_wait,
+    last_ack,
+    time_wait,
+    close,
     syn_sent2,
     count_,
     // Results of a transition that are not states:
@@ -34,9 +42,9 @@ enum class DgramState : uint8_t { unreplied = 0, replied = 1 };
 
 struct Timeouts {
     uint32_t tcp[kTcpStates] = {
-        /* none */ 10, /* syn_sent */ 120, /* syn_recv */ 60, /* established */ 86400,
+        /* none */ 10,      /* syn_sent */ 120,    /* syn_recv */ 60, /* established */ 86400,
         /* fin_wait */ 120, /* close_wait */ 3600, /* last_ack */ 30, /* time_wait */ 120,
-        /* close */ 10, /* syn_sent2 */ 120};
+        /* close */ 10,     /* syn_sent2 */ 120};
     uint32_t udp_unreplied = 30;
     uint32_t udp_replied = 120;
     uint32_t icmp = 30;

@@ -25,22 +25,22 @@ bool valid(const BasicFlowInit<K>& in, Family family) noexcept {
     if (!zero_pad(in.key[0]) || !zero_pad(in.key[1])) return false;
     if (in.kind == FlowKind::affinity)
         return in.flags == kFlowOneKey && in.key[0].proto == kAffinityProto && all_zero(in.key[1]) && in.target != 0 &&
-               in.state == 0;
+            in.state == 0;
     if (in.kind != FlowKind::nat || (in.flags & ~kFlowMasq) || in.target != 0 || in.aux != 0) return false;
     const uint8_t proto = in.key[0].proto;
     if (in.key[1].proto != proto) return false;
     const FlowState st{in.state};
     if (st.gone()) return false;
     switch (static_cast<Proto>(proto)) {
-    case Proto::tcp:
-        return st.conntrack() < kTcpStates;  // replied the only flag left
-    case Proto::udp:
-    case Proto::sctp:
-        return in.state <= static_cast<uint8_t>(DgramState::replied);
-    case Proto::icmp:
-        return family == Family::v4 && in.state <= static_cast<uint8_t>(DgramState::replied);
-    case Proto::icmp6:
-        return family == Family::v6 && in.state <= static_cast<uint8_t>(DgramState::replied);
+        case Proto::tcp:
+            return st.conntrack() < kTcpStates;  // replied the only flag left
+        case Proto::udp:
+        case Proto::sctp:
+            return in.state <= static_cast<uint8_t>(DgramState::replied);
+        case Proto::icmp:
+            return family == Family::v4 && in.state <= static_cast<uint8_t>(DgramState::replied);
+        case Proto::icmp6:
+            return family == Family::v6 && in.state <= static_cast<uint8_t>(DgramState::replied);
     }
     return false;
 }

@@ -158,7 +158,9 @@ FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
 }
 
 template <typename K>
-FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept { return probe(k, hash(k)); }
+FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept {
+    return probe(k, hash(k));
+}
 
 template <typename K>
 unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want) const noexcept {
@@ -166,7 +168,8 @@ unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want
 #if defined(__AVX2__)
     // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
     // read whole (relaxed: callers that go on to a record fence or load the slot with acquire).
-    const __m256i k = _mm256_set1_epi64x(static_cast<long long>(keep)), w = _mm256_set1_epi64x(static_cast<long long>(want));
+    const __m256i k = _mm256_set1_epi64x(static_cast<long long>(keep)),
+                  w = _mm256_set1_epi64x(static_cast<long long>(want));
     const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
     const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
     return static_cast<unsigned>(
@@ -174,7 +177,8 @@ unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want
         _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4);
 #else
     unsigned m = 0;
-    for (unsigned i = 0; i < kSlots; ++i) m |= unsigned{(bk.slot[i].load(std::memory_order_relaxed) & keep) == want} << i;
+    for (unsigned i = 0; i < kSlots; ++i)
+        m |= unsigned{(bk.slot[i].load(std::memory_order_relaxed) & keep) == want} << i;
     return m;
 #endif
 }
@@ -200,13 +204,16 @@ template <typename Flow>
 inline void prefetch_record(const Flow* f, bool for_write = false) noexcept {
     const auto* p = reinterpret_cast<const char*>(f);
     for (size_t off = 0; off < sizeof(Flow); off += RTE_CACHE_LINE_SIZE) {
-        if (for_write) __builtin_prefetch(p + off, 1, 3);
-        else rte_prefetch0(p + off);
+        if (for_write)
+            __builtin_prefetch(p + off, 1, 3);
+        else
+            rte_prefetch0(p + off);
     }
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes) const noexcept {
+unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out,
+                                        KeyHash* hashes) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
     // lookup does the same): hash and prefetch both buckets; find the candidate slot and
     // prefetch its record; compare keys.
@@ -285,8 +292,7 @@ void BasicFlowTable<K>::lock_stripes(uint32_t a, uint32_t b) noexcept {
     auto spin = [this](uint32_t s) {
         uint32_t expected = 0;
         // acquire: the critical section's probes see every insert that released this stripe.
-        while (!stripes_[s].compare_exchange_weak(expected, 1, std::memory_order_acquire,
-                                                  std::memory_order_relaxed)) {
+        while (!stripes_[s].compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed)) {
             expected = 0;
             rte_pause();
         }
@@ -361,7 +367,7 @@ void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, uns
 
 template <typename K>
 InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uint32_t now,
-                               const InsertHint* hint) noexcept {
+                                       const InsertHint* hint) noexcept {
     const bool two = !(init.flags & kFlowOneKey);
     const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
     const Hash h1 = hint ? hint->h1 : two ? hash(init.key[1]) : h0;

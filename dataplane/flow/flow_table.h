@@ -51,8 +51,8 @@ namespace svcgate::dp {
 enum class FlowKind : uint8_t { nat = 0, affinity = 1 };
 
 enum FlowFlag : uint8_t {
-    kFlowMasq = 0x01,     // the source was masqueraded (SNAT)
-    kFlowOneKey = 0x02,   // only key[0] is indexed (affinity records)
+    kFlowMasq = 0x01,    // the source was masqueraded (SNAT)
+    kFlowOneKey = 0x02,  // only key[0] is indexed (affinity records)
 };
 
 // What a NAT flow counts under: the stable slots of its service port and endpoint (StatsTable),
@@ -71,14 +71,14 @@ struct NatTarget {
 template <typename K>
 struct alignas(64) BasicFlow {
     using Key = K;
-    K key[2];          // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
+    K key[2];  // [0] original (client → VIP), [1] reply (endpoint → client/SNAT)
     // One word whose meaning is the kind's: a NatTarget (immutable) for nat records, the pinned
     // EndpointKey for affinity records (updated in place when that endpoint has left the
     // Service). Read it through nat() / pinned().
     std::atomic<uint64_t> target{0};
-    uint32_t svc_id = 0;     // ServicePort::id: stable across reloads
-    uint32_t gen = 0;        // snapshot generation the flow was created under
-    uint32_t aux = 0;        // affinity: timeout in seconds
+    uint32_t svc_id = 0;                 // ServicePort::id: stable across reloads
+    uint32_t gen = 0;                    // snapshot generation the flow was created under
+    uint32_t aux = 0;                    // affinity: timeout in seconds
     std::atomic<uint32_t> last_seen{0};  // seconds, the table's clock
     std::atomic<uint8_t> state{0};       // TcpState or DgramState
     FlowKind kind = FlowKind::nat;
@@ -148,7 +148,7 @@ struct FlowTableParams {
     uint16_t owners = 1;           // workers that insert; ids are split evenly
     rte_rcu_qsbr* qsbr = nullptr;  // grace periods for id reuse; null = reuse at once
     Timeouts timeouts{};
-    uint32_t scanner = kNoScanner; // QSBR thread id of the control thread's scans
+    uint32_t scanner = kNoScanner;      // QSBR thread id of the control thread's scans
     uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
 };
 
@@ -237,7 +237,9 @@ public:
     uint32_t new_flows_per_source() const noexcept { return new_flows_per_source_; }
     uint32_t live_total() const noexcept;
     // Owner `owner`'s ids, [first, second).
-    std::pair<uint32_t, uint32_t> owner_ids(uint16_t owner) const noexcept { return {owners_[owner].lo, owners_[owner].hi}; }
+    std::pair<uint32_t, uint32_t> owner_ids(uint16_t owner) const noexcept {
+        return {owners_[owner].lo, owners_[owner].hi};
+    }
     uint32_t owner_live(uint16_t owner) const noexcept { return owners_[owner].live.load(std::memory_order_relaxed); }
 
 private:
@@ -253,14 +255,17 @@ private:
 
     using Hash = KeyHash;
     struct alignas(64) Owner {
-        uint32_t lo = 0, hi = 0;       // id range [lo, hi)
-        uint32_t* free = nullptr;      // stack of free ids
+        uint32_t lo = 0, hi = 0;   // id range [lo, hi)
+        uint32_t* free = nullptr;  // stack of free ids
         uint32_t n_free = 0;
-        struct Limbo { uint32_t id; uint64_t token; };
-        Limbo* limbo = nullptr;        // FIFO ring of retired ids waiting for a grace period
+        struct Limbo {
+            uint32_t id;
+            uint64_t token;
+        };
+        Limbo* limbo = nullptr;  // FIFO ring of retired ids waiting for a grace period
         uint32_t limbo_head = 0, limbo_len = 0;
-        uint32_t cursor = 0;           // expiry scan position
-        uint32_t drop_cursor = 0;      // early-drop scan position
+        uint32_t cursor = 0;            // expiry scan position
+        uint32_t drop_cursor = 0;       // early-drop scan position
         std::atomic<uint32_t> live{0};  // written by the owner only; read by the control thread
     };
 
@@ -311,22 +316,21 @@ inline uint32_t BasicFlowTable<K>::timeout_of(const Flow& f) const noexcept {
     const FlowState st = FlowState::load(f.state);
     if (st.gone()) return timeouts_.tcp[static_cast<unsigned>(TcpState::close)];
     switch (static_cast<Proto>(f.key[0].proto)) {
-    case Proto::tcp:
-        return st.conntrack() < kTcpStates ? timeouts_.tcp[st.conntrack()] : timeouts_.tcp[0];
-    case Proto::udp:
-    case Proto::sctp:
-        return st.dgram_replied() ? timeouts_.udp_replied : timeouts_.udp_unreplied;
-    case Proto::icmp:
-    case Proto::icmp6:
-        return timeouts_.icmp;
+        case Proto::tcp:
+            return st.conntrack() < kTcpStates ? timeouts_.tcp[st.conntrack()] : timeouts_.tcp[0];
+        case Proto::udp:
+        case Proto::sctp:
+            return st.dgram_replied() ? timeouts_.udp_replied : timeouts_.udp_unreplied;
+        case Proto::icmp:
+        case Proto::icmp6:
+            return timeouts_.icmp;
     }
     return timeouts_.other;
 }
 
 template <typename K>
 template <typename OnRemove>
-unsigned BasicFlowTable<K>::expire_step(uint16_t owner, uint32_t now, unsigned budget,
-                                OnRemove&& on_remove) noexcept {
+unsigned BasicFlowTable<K>::expire_step(uint16_t owner, uint32_t now, unsigned budget, OnRemove&& on_remove) noexcept {
     Owner& o = owners_[owner];
     reclaim(o);
     unsigned removed = 0;
@@ -356,13 +360,13 @@ inline bool BasicFlowTable<K>::embryonic(const Flow& f) noexcept {
     if (f.kind != FlowKind::nat) return false;
     const FlowState st = FlowState::load(f.state);
     switch (static_cast<Proto>(f.key[0].proto)) {
-    case Proto::tcp:
-        return !st.replied() || st.tcp_handshaking();
-    case Proto::udp:
-    case Proto::sctp:
-        return st == FlowState::of(DgramState::unreplied);
-    default:
-        return false;
+        case Proto::tcp:
+            return !st.replied() || st.tcp_handshaking();
+        case Proto::udp:
+        case Proto::sctp:
+            return st == FlowState::of(DgramState::unreplied);
+        default:
+            return false;
     }
 }
 

@@ -20,11 +20,9 @@ namespace {
 // The verdicts a later fragment can follow: the first fragment was routed.
 bool routed(Verdict v) noexcept { return v == Verdict::dnat || v == Verdict::reply || v == Verdict::forward; }
 
-
 // What a later fragment takes from its first's result.
 void follow_result(PacketState& p, const FragResult& r) noexcept {
-    if (!routed(r.verdict))
-        return p.set(Verdict::drop, DropReason::frag_first_dropped);
+    if (!routed(r.verdict)) return p.set(Verdict::drop, DropReason::frag_first_dropped);
     p.set(r.verdict);
     p.frag = FragRole::follow;
     p.out_port = r.out_port;
@@ -85,12 +83,16 @@ void frag_arrive(Burst& b, WorkerCtx& ctx, uint16_t i) noexcept {
     rte_mbuf* mb = b.mbufs[i];
     const PacketMeta& m = p.meta;
     auto go_on = [&] {
-        if (m.is_v6()) b.flows6.push(i);
-        else b.flows.push(i);
+        if (m.is_v6())
+            b.flows6.push(i);
+        else
+            b.flows.push(i);
     };
     if (!ctx.frags) {  // no table (a harness without one): first fragments alone, as a plain packet
-        if (m.later_fragment()) p.set(Verdict::drop, DropReason::frag_table_full);
-        else go_on();
+        if (m.later_fragment())
+            p.set(Verdict::drop, DropReason::frag_table_full);
+        else
+            go_on();
         return;
     }
     mb->port = b.in_port;  // a held fragment's ICMP error, if any, leaves by the port it came in on
@@ -101,22 +103,22 @@ void frag_arrive(Burst& b, WorkerCtx& ctx, uint16_t i) noexcept {
         output_drop(ctx, a.freed[k], a.why);
     }
     switch (a.what) {
-    case FragTable::Outcome::first:
-        p.frag = FragRole::first;
-        b.frags.push(i);
-        go_on();
-        break;
-    case FragTable::Outcome::follow:
-        follow_result(p, a.result);
-        break;
-    case FragTable::Outcome::held:
-        ctx.counters.frag_stored++;
-        p.l2 = L2Outcome::frag_held;
-        b.mbufs[i] = nullptr;  // the hold has it: the later stages skip it
-        break;
-    case FragTable::Outcome::drop:
-        p.set(Verdict::drop, a.why);
-        break;
+        case FragTable::Outcome::first:
+            p.frag = FragRole::first;
+            b.frags.push(i);
+            go_on();
+            break;
+        case FragTable::Outcome::follow:
+            follow_result(p, a.result);
+            break;
+        case FragTable::Outcome::held:
+            ctx.counters.frag_stored++;
+            p.l2 = L2Outcome::frag_held;
+            b.mbufs[i] = nullptr;  // the hold has it: the later stages skip it
+            break;
+        case FragTable::Outcome::drop:
+            p.set(Verdict::drop, a.why);
+            break;
     }
 }
 

@@ -38,7 +38,6 @@ struct Locked {
     rte_spinlock_t& l_;
 };
 
-
 }  // namespace
 
 std::unique_ptr<FragTable> FragTable::create(const FragParams& p) noexcept {
@@ -110,7 +109,7 @@ void FragTable::arrive(const FragKey& k, uint32_t off, uint32_t len, bool last, 
     const uint32_t end = off + len;
     for (unsigned r = 0; r < e->n_ranges; ++r) {
         if (e->from[r] == off && e->to[r] == end) return void(a.why = DropReason::frag_duplicate);  // only it goes
-        if (off < e->to[r] && e->from[r] < end) return poison(*e, a, DropReason::frag_overlap);    // RFC 5722
+        if (off < e->to[r] && e->from[r] < end) return poison(*e, a, DropReason::frag_overlap);     // RFC 5722
     }
     // The last fragment fixes the length: nothing may end past it, and it may come only once.
     bool inconsistent = e->got_last && (last || end > e->total);

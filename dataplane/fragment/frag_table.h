@@ -61,10 +61,10 @@ struct FragResult {
 };
 
 struct FragParams {
-    uint32_t max_datagrams = 4096;  // datagrams tracked at once (rounded up to buckets of 8)
-    uint32_t max_held = 1024;       // fragments held, in all, waiting for their first
-    uint16_t max_per_datagram = 64; // fragments one datagram may have (at most kMaxPerDatagram)
-    uint32_t timeout_ms = 2000;     // from a datagram's first-seen fragment
+    uint32_t max_datagrams = 4096;   // datagrams tracked at once (rounded up to buckets of 8)
+    uint32_t max_held = 1024;        // fragments held, in all, waiting for their first
+    uint16_t max_per_datagram = 64;  // fragments one datagram may have (at most kMaxPerDatagram)
+    uint32_t timeout_ms = 2000;      // from a datagram's first-seen fragment
 
     friend bool operator==(const FragParams&, const FragParams&) = default;
 };

@@ -124,8 +124,8 @@ private:
     // One line at most: 32 bytes for IPv4, a line of its own for IPv6 (an entry across two lines
     // would cost two misses).
     struct alignas(sizeof(A) == 4 ? 32 : 64) Entry {
-        uint64_t serial = 0;   // the route table's; 0: empty (tables count from 1)
-        uint64_t mac = 0;      // as mac_out, | kPinned; 0: not resolved (version, learned unset)
+        uint64_t serial = 0;  // the route table's; 0: empty (tables count from 1)
+        uint64_t mac = 0;     // as mac_out, | kPinned; 0: not resolved (version, learned unset)
         A dst{};
         uint32_t hop = 0;      // index into the table's hops, or kNoHop
         uint32_t version = 0;  // the neighbor table's, when the MAC was copied

@@ -15,11 +15,12 @@ namespace svcgate::dp {
 namespace {
 constexpr uint32_t kAnswerArp = kPortAddr | kNodeAddr | kClusterIp | kServiceAddr;
 
-DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
-               const ServiceSnapshot& s, NeighborTable& nt, uint32_t now) noexcept {
+DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s,
+               NeighborTable& nt, uint32_t now) noexcept {
     auto* a = reinterpret_cast<rte_arp_hdr*>(frame + pm.l3_off);
-    if (a->arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) || a->arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
-        a->arp_hlen != RTE_ETHER_ADDR_LEN || a->arp_plen != 4)
+    if (a->arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
+        a->arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) || a->arp_hlen != RTE_ETHER_ADDR_LEN ||
+        a->arp_plen != 4)
         return DropReason::to_gateway;
     const Ip4 sender{a->arp_data.arp_sip};
     const Ip4 target{a->arp_data.arp_tip};
@@ -111,8 +112,10 @@ DropReason nd(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ether
     if (!to_us) return DropReason::nd_consumed;
     const bool dad = pm.key6.src.is_zero();
     rte_ether_addr dst_mac;
-    if (ll) std::memcpy(dst_mac.addr_bytes, ll, RTE_ETHER_ADDR_LEN);
-    else std::memcpy(dst_mac.addr_bytes, frame + RTE_ETHER_ADDR_LEN, RTE_ETHER_ADDR_LEN);
+    if (ll)
+        std::memcpy(dst_mac.addr_bytes, ll, RTE_ETHER_ADDR_LEN);
+    else
+        std::memcpy(dst_mac.addr_bytes, frame + RTE_ETHER_ADDR_LEN, RTE_ETHER_ADDR_LEN);
     Ip6 dst = pm.key6.src;
     if (dad) {
         dst = Ip6{};
@@ -130,7 +133,8 @@ DropReason nd(rte_mbuf* m, uint8_t* frame, const PacketMeta& pm, const rte_ether
 
 // ICMPv6 echo to one of the gateway's addresses (RFC 4443 4.2): answered in place, the checksum
 // adjusted for the type (the pseudo-header is symmetric in the swapped addresses).
-DropReason echo6(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s) noexcept {
+DropReason echo6(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
+                 const ServiceSnapshot& s) noexcept {
     if (static_cast<Proto>(pm.key6.proto) != Proto::icmp6 || pm.icmp_type != kIcmp6EchoRequest ||
         !(s.local_flags(pm.key6.dst) & kAnswerArp))
         return DropReason::to_gateway;
@@ -152,7 +156,8 @@ DropReason echo6(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& por
     return DropReason::none;
 }
 
-DropReason echo(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s) noexcept {
+DropReason echo(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac,
+                const ServiceSnapshot& s) noexcept {
     if (static_cast<Proto>(pm.key.proto) != Proto::icmp || pm.icmp_type != RTE_IP_ICMP_ECHO_REQUEST ||
         !(s.local_flags(pm.key.dst) & kAnswerArp))
         return DropReason::to_gateway;
@@ -174,16 +179,16 @@ DropReason echo(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port
 }
 }  // namespace
 
-DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr& port_mac,
-                        const ServiceSnapshot& s, NeighborTable& nt, NeighborTable6& nt6, uint32_t now) noexcept {
+DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s,
+                        NeighborTable& nt, NeighborTable6& nt6, uint32_t now) noexcept {
     uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
     switch (pm.l3) {
-    case L3Kind::arp:
-        return arp(frame, pm, port_mac, s, nt, now);
-    case L3Kind::ipv4:
-        return echo(frame, pm, port_mac, s);
-    case L3Kind::ipv6:
-        return pm.is_nd() ? nd(m, frame, pm, port_mac, s, nt6, now) : echo6(frame, pm, port_mac, s);
+        case L3Kind::arp:
+            return arp(frame, pm, port_mac, s, nt, now);
+        case L3Kind::ipv4:
+            return echo(frame, pm, port_mac, s);
+        case L3Kind::ipv6:
+            return pm.is_nd() ? nd(m, frame, pm, port_mac, s, nt6, now) : echo6(frame, pm, port_mac, s);
     }
     return DropReason::to_gateway;
 }
@@ -244,7 +249,8 @@ bool build_unsolicited_na(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& add
     eth->dst_addr = multicast_mac(all_nodes);
     eth->src_addr = mac;
     eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
-    write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborAdvert, 0x20 /* Override */, addr, all_nodes, addr, mac);
+    write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborAdvert, 0x20 /* Override */, addr, all_nodes, addr,
+             mac);
     return true;
 }
 

@@ -20,9 +20,8 @@ namespace svcgate::dp {
 // For a packet with Verdict::local, parsed into `pm`. Returns DropReason::none when the frame
 // now holds a reply to send back out of the port it came in on; otherwise the reason to count
 // and free it.
-DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr& port_mac,
-                        const ServiceSnapshot& s, NeighborTable& neighbors, NeighborTable6& neighbors6,
-                        uint32_t now) noexcept;
+DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s,
+                        NeighborTable& neighbors, NeighborTable6& neighbors6, uint32_t now) noexcept;
 
 // Writes a broadcast ARP request for `target` from (mac, source) into `m` (reset first).
 bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 target) noexcept;

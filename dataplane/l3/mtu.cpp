@@ -50,8 +50,11 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
     uint16_t olen = 0;
     for (uint16_t o = 20; o < ihl;) {
         const uint8_t type = ip[o];
-        if (type == 0) break;                 // end of options
-        if (type == 1) { ++o; continue; }     // no-operation
+        if (type == 0) break;  // end of options
+        if (type == 1) {
+            ++o;
+            continue;
+        }  // no-operation
         const uint8_t len = o + 1 < ihl ? ip[o + 1] : 0;
         if (len < 2 || o + len > ihl) break;  // malformed: copy no more of them
         if (type & 0x80) {
@@ -71,7 +74,8 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
         const uint32_t room = mtu > hl ? (mtu - hl) & ~7u : 0;
         rte_mbuf* fm = n < max && room ? rte_pktmbuf_alloc(pool) : nullptr;
         const uint32_t len = std::min<uint32_t>(room, payload - pos);
-        uint8_t* d = fm ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(fm, static_cast<uint16_t>(l2 + hl + len))) : nullptr;
+        uint8_t* d =
+            fm ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(fm, static_cast<uint16_t>(l2 + hl + len))) : nullptr;
         if (!d) {
             if (fm) rte_pktmbuf_free(fm);
             for (unsigned k = 0; k < n; ++k) rte_pktmbuf_free(out[k]);
@@ -79,12 +83,15 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
         }
         std::memcpy(d, f, l2 + 20u);
         uint8_t* h = d + l2;
-        if (n == 0) std::memcpy(h + 20, ip + 20, ihl - 20u);
-        else std::memcpy(h + 20, opts, olen);
+        if (n == 0)
+            std::memcpy(h + 20, ip + 20, ihl - 20u);
+        else
+            std::memcpy(h + 20, opts, olen);
         h[0] = static_cast<uint8_t>(0x40 | hl / 4);
         const bool more = pos + len < payload || base_mf;
         const rte_be16_t tl = rte_cpu_to_be_16(static_cast<uint16_t>(hl + len));
-        const rte_be16_t fo = rte_cpu_to_be_16(static_cast<uint16_t>(((base + pos) / 8) | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
+        const rte_be16_t fo =
+            rte_cpu_to_be_16(static_cast<uint16_t>(((base + pos) / 8) | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
         std::memcpy(h + 2, &tl, 2);
         std::memcpy(h + 6, &fo, 2);
         h[10] = h[11] = 0;

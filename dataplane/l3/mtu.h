@@ -26,8 +26,10 @@ struct TokenBucket {
     bool allow(uint64_t now_ms) noexcept {
         if (per_second == 0) return true;
         const uint64_t cap = uint64_t{per_second} * 1000;
-        if (last_ms == 0 || now_ms - last_ms > 1000) tokens_milli = cap;
-        else tokens_milli = std::min<uint64_t>(cap, tokens_milli + (now_ms - last_ms) * per_second);
+        if (last_ms == 0 || now_ms - last_ms > 1000)
+            tokens_milli = cap;
+        else
+            tokens_milli = std::min<uint64_t>(cap, tokens_milli + (now_ms - last_ms) * per_second);
         last_ms = now_ms;
         if (tokens_milli < 1000) return false;
         tokens_milli -= 1000;

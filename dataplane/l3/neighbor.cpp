@@ -97,7 +97,8 @@ bool BasicNeighborTable<A>::resolve(const A& ip, Resolved& r) const noexcept {
 }
 
 template <typename A>
-typename BasicNeighborTable<A>::State BasicNeighborTable<A>::lookup(const A& ip, uint32_t now, rte_ether_addr& mac) const noexcept {
+typename BasicNeighborTable<A>::State BasicNeighborTable<A>::lookup(const A& ip, uint32_t now,
+                                                                    rte_ether_addr& mac) const noexcept {
     Resolved r;
     if (!resolve(ip, r)) return State::unknown;
     mac = r.mac;

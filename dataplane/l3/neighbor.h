@@ -37,10 +37,10 @@ struct NeighborKey<Ip6> {
 template <typename A>
 class BasicNeighborTable {
 public:
-    static constexpr uint32_t kCapacity = 4096;     // addresses; a power of two
-    static constexpr uint32_t kProbe = 32;          // slots searched per key
-    static constexpr uint32_t kStaleAfter = 60;     // seconds before a refresh request
-    static constexpr uint32_t kRequestEvery = 1;    // seconds between requests for one address
+    static constexpr uint32_t kCapacity = 4096;   // addresses; a power of two
+    static constexpr uint32_t kProbe = 32;        // slots searched per key
+    static constexpr uint32_t kStaleAfter = 60;   // seconds before a refresh request
+    static constexpr uint32_t kRequestEvery = 1;  // seconds between requests for one address
 
     BasicNeighborTable();
 
@@ -81,7 +81,7 @@ private:
         NeighborKey<A> key;
         std::atomic<uint32_t> learned{0};
         std::atomic<uint32_t> requested{0};
-        std::atomic<uint64_t> mac{0};      // bit 63: valid
+        std::atomic<uint64_t> mac{0};  // bit 63: valid
     };
     Slot* find(const A& ip) const noexcept;
     Slot* claim(const A& ip) noexcept;

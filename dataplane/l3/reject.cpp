@@ -66,8 +66,7 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     std::memcpy(&ack_be, tcp_in + 8, 4);
     const uint32_t seq = rte_be_to_cpu_32(seq_be), ack = rte_be_to_cpu_32(ack_be);
     uint8_t doff = tcp_in[12] >> 4;
-    uint32_t seg_len = meta.l4_len - doff * 4u + ((meta.tcp_flags & kSyn) ? 1 : 0) +
-                       ((meta.tcp_flags & kFin) ? 1 : 0);
+    uint32_t seg_len = meta.l4_len - doff * 4u + ((meta.tcp_flags & kSyn) ? 1 : 0) + ((meta.tcp_flags & kFin) ? 1 : 0);
     const bool had_ack = meta.tcp_flags & kAck;
 
     // The reply carries no IPv6 extension headers: a fixed header and the segment.
@@ -78,8 +77,10 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     swap_macs(f);
     uint8_t* ip = f + meta.l3_off;
     uint8_t* tcp = ip + ip_hdr;
-    if (v6) write_ip6_header(ip, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp), kTtl, meta.key6.dst, meta.key6.src);
-    else write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
+    if (v6)
+        write_ip6_header(ip, sizeof(rte_tcp_hdr), static_cast<uint8_t>(Proto::tcp), kTtl, meta.key6.dst, meta.key6.src);
+    else
+        write_ip(ip, total, static_cast<uint8_t>(Proto::tcp), meta.key.dst, meta.key.src);
     auto* t = reinterpret_cast<rte_tcp_hdr*>(tcp);
     t->src_port = v6 ? meta.key6.dport : meta.key.dport;
     t->dst_port = v6 ? meta.key6.sport : meta.key.sport;

@@ -41,8 +41,10 @@ std::unique_ptr<BasicRouteTable<A>> BasicRouteTable<A>::create(const std::vector
             continue;
         }
         int rc;
-        if constexpr (v4) rc = rte_lpm_add(t->lpm_.get(), r.prefix.addr.host(), r.prefix.len, idx);
-        else rc = rte_lpm6_add(t->lpm_.get(), r.prefix.addr.b, r.prefix.len, idx);
+        if constexpr (v4)
+            rc = rte_lpm_add(t->lpm_.get(), r.prefix.addr.host(), r.prefix.len, idx);
+        else
+            rc = rte_lpm6_add(t->lpm_.get(), r.prefix.addr.b, r.prefix.len, idx);
         if (rc != 0) {
             err = v4 ? "rte_lpm_add failed" : "rte_lpm6_add failed";
             return nullptr;

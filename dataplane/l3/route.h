@@ -22,9 +22,9 @@ namespace svcgate::dp {
 
 template <typename A>
 struct BasicNextHop {
-    A gateway;           // zero: the destination itself is on the port's link
-    uint16_t port = 0;   // egress port index
-    A source;            // the port address on the next hop's subnet: the masquerade address
+    A gateway;          // zero: the destination itself is on the port's link
+    uint16_t port = 0;  // egress port index
+    A source;           // the port address on the next hop's subnet: the masquerade address
 
     friend bool operator==(const BasicNextHop&, const BasicNextHop&) noexcept = default;
 };
@@ -71,8 +71,10 @@ public:
 private:
     BasicRouteTable() = default;
     int lpm_lookup(const A& dst, uint32_t& idx) const noexcept {
-        if constexpr (std::is_same_v<A, Ip4>) return rte_lpm_lookup(lpm_.get(), dst.host(), &idx);
-        else return rte_lpm6_lookup(lpm_.get(), dst.b, &idx);
+        if constexpr (std::is_same_v<A, Ip4>)
+            return rte_lpm_lookup(lpm_.get(), dst.host(), &idx);
+        else
+            return rte_lpm6_lookup(lpm_.get(), dst.b, &idx);
     }
     std::unique_ptr<Lpm, LpmDeleter> lpm_;
     int32_t default_ = -1;  // index of the 0.0.0.0/0 or ::/0 hop, if any

@@ -22,7 +22,7 @@ uint32_t next_prime(uint32_t n) noexcept;
 // every other endpoint's permutation: only ~1/N of the keys move (a size that followed n exactly
 // would reshuffle nearly all). cluster.maglev_table_size pins one size for every Service.
 uint32_t maglev_table_size(uint32_t n) noexcept;
-inline constexpr uint32_t kMaglevSizes[] = {251,    509,    1021,    2039,    4093,    8191,    16381,    32749,   65521,
+inline constexpr uint32_t kMaglevSizes[] = {251,    509,    1021,   2039,    4093,    8191,    16381,   32749,   65521,
                                             131071, 262139, 524287, 1048573, 2097143, 4194301, 8388593, 16777213};
 // A prime the config may pin (cluster.maglev_table_size) lies between the ladder's ends.
 inline constexpr uint32_t kMaglevMinTable = kMaglevSizes[0], kMaglevMaxTable = std::end(kMaglevSizes)[-1];

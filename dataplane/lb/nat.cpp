@@ -15,9 +15,15 @@ constexpr uint8_t kTcpCsumOff = 16;
 constexpr uint8_t kUdpCsumOff = 6;
 
 template <typename T>
-void store(uint8_t* p, T v) noexcept { std::memcpy(p, &v, sizeof v); }
+void store(uint8_t* p, T v) noexcept {
+    std::memcpy(p, &v, sizeof v);
+}
 template <typename T>
-T load(const uint8_t* p) noexcept { T v; std::memcpy(&v, p, sizeof v); return v; }
+T load(const uint8_t* p) noexcept {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
 
 // What differs between the families: where the addresses sit, how one is written and what its
 // change adds to a checksum, whether the IP header has a checksum of its own, and the
@@ -31,12 +37,14 @@ struct Nat4 {
     static const Key& key(const PacketMeta& m) noexcept { return m.key; }
     static const Key& err_key(const PacketMeta& m) noexcept { return m.err_key; }
     // The ICMP checksum covers the message only (RFC 792).
-    static uint16_t icmp_csum(const uint8_t*, const uint8_t* icmp, uint32_t len) noexcept { return inet_csum(icmp, len); }
+    static uint16_t icmp_csum(const uint8_t*, const uint8_t* icmp, uint32_t len) noexcept {
+        return inet_csum(icmp, len);
+    }
 };
 struct Nat6 {
     using Key = FlowKey6;
     static constexpr unsigned kSrc = 8, kDst = 24;  // RFC 8200
-    static constexpr bool kHeaderCsum = false;       // addresses count in the pseudo-header only
+    static constexpr bool kHeaderCsum = false;      // addresses count in the pseudo-header only
     static void put(uint8_t* p, const Ip6& a) noexcept { std::memcpy(p, a.b, 16); }
     static uint32_t delta(const Ip6& a, const Ip6& b) noexcept {
         uint32_t sum = 0;
@@ -104,8 +112,7 @@ void tuple(uint8_t* frame, const PacketMeta& m, const typename N::Key& to) noexc
         rewrite_headers<N>(frame + m.l3_off, l4, from, to, tcp || udp || proto == Proto::sctp, l4_csum, udp);
     // SCTP (RFC 4960 6.8): CRC32c over the SCTP packet; only ports are covered, so only a port
     // change needs it. A first fragment cannot be re-checksummed (the rest is elsewhere).
-    if (proto == Proto::sctp && ports_changed && !m.more_fragments)
-        store(l4 + 8, sctp_crc32c(l4, m.l4_len));
+    if (proto == Proto::sctp && ports_changed && !m.more_fragments) store(l4 + 8, sctp_crc32c(l4, m.l4_len));
 }
 
 template <typename N>
@@ -118,8 +125,8 @@ void icmp_error(uint8_t* frame, const PacketMeta& m, const typename N::Key& out,
     const typename N::Key& err = N::err_key(m);
     const auto proto = static_cast<Proto>(err.proto);
     uint8_t* l4_csum = proto == Proto::tcp && m.inner_l4_len >= 20 ? il4 + kTcpCsumOff
-                       : proto == Proto::udp                        ? il4 + kUdpCsumOff
-                                                                    : nullptr;
+        : proto == Proto::udp                                      ? il4 + kUdpCsumOff
+                                                                   : nullptr;
     (void)rewrite_headers<N>(frame + m.inner_off, il4, err.reversed(), out.reversed(), true, l4_csum,
                              proto == Proto::udp);
 

@@ -28,22 +28,39 @@ struct SelectCtx {
 
 template <typename T>
 concept SchedulerPlugin = requires(const SelectCtx& c) {
-    { T::pick(c) } noexcept -> std::same_as<uint32_t>;  // position in the set, < set.count
+    { T::pick(c) }
+    noexcept->std::same_as<uint32_t>;  // position in the set, < set.count
 };
 
 // kube-proxy's KUBE-SVC-* `statistic --mode random`: uniform over the set.
-struct RandomScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
+struct RandomScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
 // Maglev over the 5-tuple.
-struct MaglevScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
+struct MaglevScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
 // IPVS sh / dh: the Maglev table indexed by the source / destination address only.
-struct SourceHashScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
-struct DestinationHashScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
+struct SourceHashScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
+struct DestinationHashScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
 // IPVS rr: a shared cursor per set.
-struct RoundRobinScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
+struct RoundRobinScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
 // IPVS lc / sed / nq: by live flows per endpoint (all weights 1).
-struct LeastConnScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
-struct ShortestDelayScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
-struct NeverQueueScheduler { static uint32_t pick(const SelectCtx& c) noexcept; };
+struct LeastConnScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
+struct ShortestDelayScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
+struct NeverQueueScheduler {
+    static uint32_t pick(const SelectCtx& c) noexcept;
+};
 
 static_assert(SchedulerPlugin<RandomScheduler> && SchedulerPlugin<MaglevScheduler> &&
               SchedulerPlugin<SourceHashScheduler> && SchedulerPlugin<DestinationHashScheduler> &&

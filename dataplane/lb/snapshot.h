@@ -45,7 +45,7 @@ enum EndpointCond : uint8_t { kReady = 0x1, kServing = 0x2, kTerminating = 0x4, 
 
 // An endpoint of one service port, as workers read it; its node name is in the catalogue.
 struct Endpoint {
-    IpAddr ip;              // of the service port's family
+    IpAddr ip;  // of the service port's family
     rte_be16_t port = 0;
     uint8_t cond = kReady | kServing;
     uint32_t slot = 0;  // StatsTable endpoint slot: stable across reloads
@@ -56,7 +56,7 @@ struct Endpoint {
 // A list of endpoints (indices into ServiceSnapshot::endpoints) one traffic class may use, with
 // its Maglev table when the Service's scheduler hashes.
 struct EndpointSet {
-    uint32_t first = 0;     // into ServiceSnapshot::members
+    uint32_t first = 0;  // into ServiceSnapshot::members
     uint32_t count = 0;
     uint32_t ring_off = 0;  // into ServiceSnapshot::rings
     uint32_t ring_len = 0;
@@ -72,33 +72,33 @@ struct CidrRange {
 // A service port as a new connection reads it: one cache line, no pointers to chase but the
 // snapshot's own tables. Names and addresses for people are in the catalogue, indexed alike.
 struct alignas(64) ServicePort {
-    uint32_t id = 0;              // stable hash of name and protocol: survives reloads
-    uint32_t slot = 0;            // StatsTable service slot: stable across reloads
+    uint32_t id = 0;    // stable hash of name and protocol: survives reloads
+    uint32_t slot = 0;  // StatsTable service slot: stable across reloads
     Proto proto = Proto::tcp;
-    Family family = Family::v4;   // of its addresses and endpoints: a dual-stack Service has one per family
+    Family family = Family::v4;  // of its addresses and endpoints: a dual-stack Service has one per family
     Scheduler scheduler = Scheduler::random;
-    bool external_local = false;    // externalTrafficPolicy Local (and externally reachable)
-    bool internal_local = false;    // internalTrafficPolicy Local
+    bool external_local = false;  // externalTrafficPolicy Local (and externally reachable)
+    bool internal_local = false;  // internalTrafficPolicy Local
     // When the set a packet may use is empty: drop if the Service has usable endpoints that the
     // traffic policy rules out (kube-proxy's "no local endpoints"), reject if it has none at all.
     // The short-circuit Cluster sets are empty only in the second case, so one value serves all.
     NoEndpoints no_endpoints = NoEndpoints::reject;
-    uint32_t affinity_timeout = 0;  // seconds; 0 = sessionAffinity None
-    uint32_t internal_set = 0;   // cluster-IP traffic
-    uint32_t external_set = 0;   // NodePort / external IP / LB IP traffic
-    uint32_t cluster_set = 0;    // the Cluster-policy set (short-circuits of policy Local)
+    uint32_t affinity_timeout = 0;        // seconds; 0 = sessionAffinity None
+    uint32_t internal_set = 0;            // cluster-IP traffic
+    uint32_t external_set = 0;            // NodePort / external IP / LB IP traffic
+    uint32_t cluster_set = 0;             // the Cluster-policy set (short-circuits of policy Local)
     uint32_t ep_first = 0, ep_count = 0;  // all endpoints of this port, into endpoints
-    CidrRange lb_source_ranges;  // into cidrs (cidrs6 for IPv6); empty = any source
+    CidrRange lb_source_ranges;           // into cidrs (cidrs6 for IPv6); empty = any source
 };
 static_assert(sizeof(ServicePort) == 64, "what selection reads is one cache line");
 
 // What people read about a service port (svcgatectl, metrics, trace), by service index.
 struct ServiceInfo {
-    std::string name;             // "namespace/name:port-name" (port name may be empty)
+    std::string name;  // "namespace/name:port-name" (port name may be empty)
     Family family = Family::v4;
     IpAddr cluster_ip;
     rte_be16_t port = 0;
-    uint16_t node_port = 0;       // host order; 0 = none
+    uint16_t node_port = 0;  // host order; 0 = none
     std::vector<IpAddr> external_ips;
     std::vector<IpAddr> lb_ips;
 };
@@ -177,8 +177,8 @@ struct ClusterSettings {
     CidrRange cluster_cidrs, cluster_cidrs6;  // local-traffic detector; empty = none (kube-proxy NoOp)
     CidrRange service_cidrs, service_cidrs6;
     bool masquerade_all = false;
-    bool reject_unknown_port = true;     // nftables: known ClusterIP, unknown port → REJECT
-    bool one_arm_masquerade = true;      // masquerade when client and endpoint share a next hop
+    bool reject_unknown_port = true;  // nftables: known ClusterIP, unknown port → REJECT
+    bool one_arm_masquerade = true;   // masquerade when client and endpoint share a next hop
     uint16_t snat_port_min = 1024;
     uint16_t snat_port_max = 65535;
     uint32_t maglev_seed = 0;  // mixed into the hashing schedulers' tuple hash (and their tables)
@@ -188,9 +188,9 @@ struct ClusterSettings {
 // and the owner of the route table (shared with the next snapshot when a reload leaves the routes
 // as they were: an rte_lpm is a 64 MB table to build).
 struct Catalogue {
-    std::vector<ServiceInfo> services;    // by service index
-    std::vector<EndpointInfo> endpoints;  // by endpoint index
-    std::vector<PortInfo> ports;          // by port index
+    std::vector<ServiceInfo> services;          // by service index
+    std::vector<EndpointInfo> endpoints;        // by endpoint index
+    std::vector<PortInfo> ports;                // by port index
     std::vector<RouteTable::Route> route_list;  // as configured, connected routes first
     std::vector<RouteTable6::Route> route_list6;
     std::shared_ptr<const RouteTable> routes;
@@ -204,14 +204,14 @@ struct ServiceSnapshot {
     ClusterSettings cluster;
     FixedArray<ServicePort> services;
     FixedArray<Endpoint> endpoints;
-    FixedArray<uint32_t> members;        // EndpointSet contents
+    FixedArray<uint32_t> members;  // EndpointSet contents
     FixedArray<EndpointSet> sets;
-    FixedArray<uint16_t> rings;          // Maglev tables, concatenated
-    FixedArray<Cidr4> cidrs;             // CidrRange contents, IPv4
-    FixedArray<Cidr6> cidrs6;            // and IPv6
+    FixedArray<uint16_t> rings;  // Maglev tables, concatenated
+    FixedArray<Cidr4> cidrs;     // CidrRange contents, IPv4
+    FixedArray<Cidr6> cidrs6;    // and IPv6
     VipTable vips;
     VipTable6 vips6;
-    StaticHash local_addrs;              // ip → LocalAddr flags
+    StaticHash local_addrs;  // ip → LocalAddr flags
     StaticHash6 local_addrs6;
     const RouteTable* routes = nullptr;  // null: no routing configured (owner: catalogue)
     const RouteTable6* routes6 = nullptr;

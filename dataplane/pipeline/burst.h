@@ -30,10 +30,10 @@ struct IndexList {
 
 // What the output stage did with a packet.
 enum class L2Outcome : uint8_t {
-    none,     // not reached (a drop verdict)
-    sent,     // queued for transmission (the queue may still refuse it: tx_full)
-    held,     // waits for its next hop's MAC
-    dropped,  // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
+    none,       // not reached (a drop verdict)
+    sent,       // queued for transmission (the queue may still refuse it: tx_full)
+    held,       // waits for its next hop's MAC
+    dropped,    // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
     frag_held,  // a later fragment waiting for its first in the fragment hold (frag_table.h)
     punted,     // handed to the port's host interface (the kernel's routing daemon, health ports)
 };
@@ -47,15 +47,15 @@ enum class FragRole : uint8_t {
 const char* l2_outcome_name(L2Outcome o) noexcept;
 
 struct PacketState {
-    PacketMeta meta;        // parse
-    FlowRef ref;            // flow lookup, in the table of the packet's family
-    union {                 // the tuple as it leaves, for dnat and reply (forward: meta.key)
+    PacketMeta meta;  // parse
+    FlowRef ref;      // flow lookup, in the table of the packet's family
+    union {           // the tuple as it leaves, for dnat and reply (forward: meta.key)
         FlowKey out;
         FlowKey6 out6;
     };
-    VipEntry vip;           // classify, packets of no flow
-    uint32_t local = 0;     // classify: LocalAddr flags of the destination
-    NatTarget attr;         // what the packet counts under, when `attributed`
+    VipEntry vip;        // classify, packets of no flow
+    uint32_t local = 0;  // classify: LocalAddr flags of the destination
+    NatTarget attr;      // what the packet counts under, when `attributed`
     bool attributed = false;
     FragRole frag = FragRole::none;
     Verdict verdict = Verdict::drop;
@@ -81,9 +81,9 @@ struct PacketState {
 // Optional per-packet record for trace and tests (null in the workers' loop).
 struct PacketTrace {
     static constexpr uint32_t kNone = UINT32_MAX;
-    uint32_t service_slot = kNone;   // the service port it was classified to or counts under
+    uint32_t service_slot = kNone;  // the service port it was classified to or counts under
     std::optional<EndpointKey> endpoint;
-    std::optional<AddrRole> role;    // set when the packet was classified as a new connection
+    std::optional<AddrRole> role;  // set when the packet was classified as a new connection
     bool masquerade = false;
     bool new_flow = false;
     // L2, from the output stage.
@@ -123,12 +123,12 @@ struct Burst {
 
     // Handed from stage to stage. The stages from lookup to insert run once per family, over
     // that family's packets (pipeline.cpp); misses, vip_hits and fresh are the current family's.
-    IndexList flows;    // parse: IPv4 packets, looked up in the IPv4 flow table
-    IndexList flows6;   // parse: IPv6 packets, looked up in the IPv6 flow table
-    IndexList misses;   // lookup: of those, no flow and no ICMP error
-    IndexList vip_hits; // classify: of the misses, those to a service address
-    IndexList fresh;    // select: new connections to insert, in packet order
-    IndexList frags;    // parse: first fragments, whose results frag_resolve records
+    IndexList flows;             // parse: IPv4 packets, looked up in the IPv4 flow table
+    IndexList flows6;            // parse: IPv6 packets, looked up in the IPv6 flow table
+    IndexList misses;            // lookup: of those, no flow and no ICMP error
+    IndexList vip_hits;          // classify: of the misses, those to a service address
+    IndexList fresh;             // select: new connections to insert, in packet order
+    IndexList frags;             // parse: first fragments, whose results frag_resolve records
     KeyHash miss_hash[kBurst];   // lookup: by packet, the hash of the tuple a miss looked up (the insert's key[0])
     NewFlow new_flow[kBurst];    // select: by position in `fresh` (IPv4)
     NewFlow6 new_flow6[kBurst];  // (IPv6)

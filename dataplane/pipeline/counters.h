@@ -21,14 +21,14 @@ namespace svcgate::dp {
 struct alignas(64) WorkerCounters {
     uint64_t rx_packets = 0;
     uint64_t rx_bytes = 0;
-    uint64_t tx_packets = 0;   // taken by a transmit queue
-    uint64_t generated = 0;    // built here: ARP requests
-    uint64_t held = 0;         // now waiting for a next hop's MAC (a gauge)
+    uint64_t tx_packets = 0;  // taken by a transmit queue
+    uint64_t generated = 0;   // built here: ARP requests
+    uint64_t held = 0;        // now waiting for a next hop's MAC (a gauge)
     uint64_t verdicts[kVerdicts] = {};
     uint64_t drops[kDropReasons] = {};    // packets freed, by reason
     uint64_t rejects[kDropReasons] = {};  // packets answered with RST / port unreachable, by reason
     uint64_t flows_created = 0;
-    uint64_t flows_joined = 0;       // a racing worker (or packet) created the same flow first
+    uint64_t flows_joined = 0;  // a racing worker (or packet) created the same flow first
     uint64_t flows_expired = 0;
     uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t affinity_hits = 0;
@@ -40,9 +40,9 @@ struct alignas(64) WorkerCounters {
     uint64_t takeovers = 0;
     // Fragments (frag_table.h, frag_stage.h). The hold is shared: a fragment one worker stores may be taken out
     // (released, timed out, dropped with its datagram) by another, so each counts its side.
-    uint64_t frag_stored = 0;    // later fragments this worker put in the hold
-    uint64_t frag_taken = 0;     // fragments this worker took out of the hold
-    uint64_t frag_released = 0;  // of those, sent on translated once their first fragment came
+    uint64_t frag_stored = 0;         // later fragments this worker put in the hold
+    uint64_t frag_taken = 0;          // fragments this worker took out of the hold
+    uint64_t frag_released = 0;       // of those, sent on translated once their first fragment came
     uint64_t frag_out_packets = 0;    // IPv4 packets fragmented to the egress MTU
     uint64_t frag_out_fragments = 0;  // the fragments they became (the extra ones count as generated)
     // The host path (output.cpp, worker.cpp): packets handed to the ports' host interfaces (also
@@ -62,7 +62,7 @@ struct alignas(64) WorkerCounters {
     // the packets of the burst in hand.
     int64_t unaccounted() const noexcept {
         return static_cast<int64_t>(rx_packets + generated + frag_taken) -
-               static_cast<int64_t>(tx_packets + dropped() + held + frag_stored);
+            static_cast<int64_t>(tx_packets + dropped() + held + frag_stored);
     }
 };
 
@@ -156,8 +156,8 @@ struct StatsTable {
           endpoints(workers, endpoint_slots),
           active(std::make_unique<std::atomic<int32_t>[]>(endpoint_slots)) {}
 
-    CounterMatrix services;   // [worker][service slot]
-    CounterMatrix endpoints;  // [worker][endpoint slot]
+    CounterMatrix services;                          // [worker][service slot]
+    CounterMatrix endpoints;                         // [worker][endpoint slot]
     std::unique_ptr<std::atomic<int32_t>[]> active;  // [endpoint slot]: live flows
 };
 

@@ -49,19 +49,22 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
         // takes its sequence number from that packet); datagrams are dropped until the owner
         // removes the entry, and then select again.
         const bool tcp = static_cast<Proto>(proto) == Proto::tcp;
-        if (tcp && !(m.tcp_flags & kRst)) p.set(Verdict::reject, DropReason::reject_endpoint_gone);
-        else p.set(Verdict::drop, DropReason::endpoint_gone);
+        if (tcp && !(m.tcp_flags & kRst))
+            p.set(Verdict::reject, DropReason::reject_endpoint_gone);
+        else
+            p.set(Verdict::drop, DropReason::endpoint_gone);
     } else if (const Track tr = m.inner_off ? Track::same : track(f, dir, m, proto, ctx.now); tr == Track::invalid) {
         p.set(Verdict::drop, DropReason::conntrack_invalid);
     } else {
         if (ctx.sync) {
             // A replica that carries a packet here is ours from now on (its owner is gone, or
             // ECMP moved the connection): counted, and replicated in turn.
-            const bool taken = f.origin.load(std::memory_order_relaxed) != 0 &&
-                               f.origin.exchange(0, std::memory_order_relaxed) != 0;
+            const bool taken =
+                f.origin.load(std::memory_order_relaxed) != 0 && f.origin.exchange(0, std::memory_order_relaxed) != 0;
             if (taken) {
                 ++ctx.counters.takeovers;
-                if (f.kind == FlowKind::nat) ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
+                if (f.kind == FlowKind::nat)
+                    ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
             }
             if ((taken || tr == Track::changed) && F::Table::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }

@@ -65,30 +65,34 @@ template <typename F>
 inline void exit_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port, PacketCounter* svc_row,
                      PacketCounter* ep_row) noexcept {
     switch (p.verdict) {
-    case Verdict::dnat:
-    case Verdict::reply:
-    case Verdict::forward:
-        if (p.frag == FragRole::follow) [[unlikely]] {
-            if (p.meta.is_v6()) follow_one<V6>(ctx, mb, p, in_port);
-            else follow_one<V4>(ctx, mb, p, in_port);
-        } else if (p.meta.is_v6()) [[unlikely]]
-            route_one<V6>(ctx, mb, p, in_port);
-        else
-            route_one<V4>(ctx, mb, p, in_port);
-        break;
-    case Verdict::reject:
-        if (build_reject(mb, p.meta)) p.out_port = in_port;
-        else p.set(Verdict::drop, DropReason::reject_failed);
-        break;
-    case Verdict::local:
-        // A first fragment for the gateway itself: it answers whole packets only (no reassembly
-        // for itself), and the rest of the datagram follows this drop.
-        if (p.frag == FragRole::first) [[unlikely]]
-            p.set(Verdict::drop, DropReason::to_gateway);
-        p.out_port = in_port;
-        break;
-    case Verdict::drop:
-        break;
+        case Verdict::dnat:
+        case Verdict::reply:
+        case Verdict::forward:
+            if (p.frag == FragRole::follow) [[unlikely]] {
+                if (p.meta.is_v6())
+                    follow_one<V6>(ctx, mb, p, in_port);
+                else
+                    follow_one<V4>(ctx, mb, p, in_port);
+            } else if (p.meta.is_v6()) [[unlikely]]
+                route_one<V6>(ctx, mb, p, in_port);
+            else
+                route_one<V4>(ctx, mb, p, in_port);
+            break;
+        case Verdict::reject:
+            if (build_reject(mb, p.meta))
+                p.out_port = in_port;
+            else
+                p.set(Verdict::drop, DropReason::reject_failed);
+            break;
+        case Verdict::local:
+            // A first fragment for the gateway itself: it answers whole packets only (no reassembly
+            // for itself), and the rest of the datagram follows this drop.
+            if (p.frag == FragRole::first) [[unlikely]]
+                p.set(Verdict::drop, DropReason::to_gateway);
+            p.out_port = in_port;
+            break;
+        case Verdict::drop:
+            break;
     }
     WorkerCounters& c = ctx.counters;
     c.verdicts[static_cast<unsigned>(p.verdict)]++;

@@ -80,12 +80,12 @@ uint32_t select_with_affinity(WorkerCtx& ctx, const ServicePort& sp, const Selec
     }
     const uint32_t chosen = select_endpoint(sp.scheduler, sc);
     typename F::Init init{.key = {ak, typename F::Key{}},
-                  .target = s.endpoints[chosen].key().word(),
-                  .svc_id = sp.id,
-                  .gen = s.generation,
-                  .aux = sp.affinity_timeout,
-                  .kind = FlowKind::affinity,
-                  .flags = kFlowOneKey};
+                          .target = s.endpoints[chosen].key().word(),
+                          .svc_id = sp.id,
+                          .gen = s.generation,
+                          .aux = sp.affinity_timeout,
+                          .kind = FlowKind::affinity,
+                          .flags = kFlowOneKey};
     InsertResult r = table->insert(ctx.worker, init, ctx.now);
     if (r.status == InsertStatus::exists) {
         // Another worker pinned this client a moment ago: follow it.
@@ -133,7 +133,8 @@ template <typename F>
     uint8_t state = static_cast<uint8_t>(DgramState::unreplied);
     if (static_cast<Proto>(k.proto) == Proto::tcp) {
         TcpState ts = tcp_transition(TcpState::none, Direction::original, tcp_flag_class(p.meta.tcp_flags));
-        if (ts == TcpState::invalid || ts == TcpState::ignore) return p.set(Verdict::drop, DropReason::conntrack_invalid);
+        if (ts == TcpState::invalid || ts == TcpState::ignore)
+            return p.set(Verdict::drop, DropReason::conntrack_invalid);
         state = static_cast<uint8_t>(ts);
     }
     // A source over its share of new flows this second (flow_table.new_flows_per_source), refused
@@ -142,20 +143,23 @@ template <typename F>
         return p.set(Verdict::drop, DropReason::source_new_flow_limit);
 
     SelectCtx sc{.snap = s, .stats = *ctx.stats, .set = set, .set_index = d.set, .rng = ctx.rng};
-    if constexpr (F::family == Family::v4) sc.key = &k;
-    else sc.key6 = &k;
-    const uint32_t e = sp.affinity_timeout ? select_with_affinity<F>(ctx, sp, sc, k.src) : select_endpoint(sp.scheduler, sc);
+    if constexpr (F::family == Family::v4)
+        sc.key = &k;
+    else
+        sc.key6 = &k;
+    const uint32_t e =
+        sp.affinity_timeout ? select_with_affinity<F>(ctx, sp, sc, k.src) : select_endpoint(sp.scheduler, sc);
     const Endpoint& ep = s.endpoints[e];
     const typename F::Addr ep_ip = F::addr(ep.ip);
 
     nf.masq = d.masq || ep_ip == k.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
-              (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip));
+        (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip));
     nf.init = typename F::Init{.key = {k, typename F::Key{}},
-                       .target = NatTarget{.service = sp.slot, .endpoint = ep.slot}.encode(),
-                       .svc_id = sp.id,
-                       .gen = s.generation,
-                       .state = state,
-                       .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
+                               .target = NatTarget{.service = sp.slot, .endpoint = ep.slot}.encode(),
+                               .svc_id = sp.id,
+                               .gen = s.generation,
+                               .state = state,
+                               .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
     nf.init.key[1] = typename F::Key{.src = ep_ip, .dst = k.src, .sport = ep.port, .dport = k.sport, .proto = k.proto};
     if (nf.masq) {
         const auto* hop = s.route(ep_ip);
@@ -186,17 +190,17 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     }
     if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
     switch (r.status) {
-    case InsertStatus::inserted:
-        ++ctx.counters.flows_created;
-        break;
-    case InsertStatus::exists:
-        // Two packets (of one burst, or on two workers) raced on this flow: the winner's record.
-        ++ctx.counters.flows_joined;
-        break;
-    case InsertStatus::reply_clash:
-        return p.set(Verdict::drop, nf.masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash);
-    case InsertStatus::full:
-        return p.set(Verdict::drop, DropReason::flow_table_full);
+        case InsertStatus::inserted:
+            ++ctx.counters.flows_created;
+            break;
+        case InsertStatus::exists:
+            // Two packets (of one burst, or on two workers) raced on this flow: the winner's record.
+            ++ctx.counters.flows_joined;
+            break;
+        case InsertStatus::reply_clash:
+            return p.set(Verdict::drop, nf.masq ? DropReason::snat_ports_exhausted : DropReason::flow_reply_clash);
+        case InsertStatus::full:
+            return p.set(Verdict::drop, DropReason::flow_table_full);
     }
     const auto& f = table->flow(r.id);
     F::out(p) = f.key[1].reversed();

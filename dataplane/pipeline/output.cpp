@@ -12,18 +12,24 @@ namespace svcgate::dp {
 
 const char* l2_outcome_name(L2Outcome o) noexcept {
     switch (o) {
-    case L2Outcome::none: return "none";
-    case L2Outcome::sent: return "sent";
-    case L2Outcome::held: return "held";
-    case L2Outcome::dropped: return "dropped";
-    case L2Outcome::frag_held: return "fragment held";
-    case L2Outcome::punted: return "to host interface";
+        case L2Outcome::none:
+            return "none";
+        case L2Outcome::sent:
+            return "sent";
+        case L2Outcome::held:
+            return "held";
+        case L2Outcome::dropped:
+            return "dropped";
+        case L2Outcome::frag_held:
+            return "fragment held";
+        case L2Outcome::punted:
+            return "to host interface";
     }
     return "?";
 }
 
-void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool,
-                  const rte_ether_addr* macs, uint16_t ports, TxSink sink) {
+void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool, const rte_ether_addr* macs,
+                  uint16_t ports, TxSink sink) {
     neighbors_ = &neighbors;
     neighbors6_ = &neighbors6;
     pool_ = pool;
@@ -53,8 +59,10 @@ bool request(WorkerCtx& ctx, rte_mempool* pool, const rte_ether_addr& mac, uint1
     rte_mbuf* m = rte_pktmbuf_alloc(pool);
     if (!m) return false;
     bool built;
-    if constexpr (std::is_same_v<A, Ip4>) built = build_arp_request(m, mac, nh->source, hop);
-    else built = build_nd_solicit(m, mac, nh->source, hop);
+    if constexpr (std::is_same_v<A, Ip4>)
+        built = build_arp_request(m, mac, nh->source, hop);
+    else
+        built = build_nd_solicit(m, mac, nh->source, hop);
     if (!built) {
         rte_pktmbuf_free(m);
         return false;
@@ -113,7 +121,6 @@ void output_flush(WorkerCtx& ctx) noexcept {
     }
 }
 
-
 // Puts a packet in the hold queue; false when it is full.
 bool hold(WorkerCtx& ctx, const Output::Held& h) noexcept {
     Output& o = ctx.out;
@@ -147,8 +154,7 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
         queue_routed(ctx, p.out_port, m);
         p.l2 = L2Outcome::sent;
         // A stale entry still forwards; one request refreshes it.
-        if (ns == State::stale && nt.want_request(hop, ctx.now))
-            asked = request(ctx, o.pool(), src, p.out_port, hop);
+        if (ns == State::stale && nt.want_request(hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, hop);
     } else {
         if (nt.want_request(hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, hop);
         if (hold(ctx, Output::Held{m, IpAddr::of(hop), p.out_port, ctx.now})) {
@@ -236,7 +242,7 @@ Ip6 eui64_link_local(const rte_ether_addr& mac) noexcept {
 }
 
 inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
-        switch (p.verdict) {
+    switch (p.verdict) {
         case Verdict::drop:
             output_drop(ctx, m, p.reason);
             break;
@@ -265,7 +271,7 @@ inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_
             else
                 send_routed(ctx, m, p, *ctx.out.neighbors(), p.next_hop, t);
             break;
-        }
+    }
 }
 
 }  // namespace
@@ -296,9 +302,12 @@ void output_retry_held(WorkerCtx& ctx) noexcept {
         } else if (ctx.now - h.since >= Output::kHoldSeconds) {
             output_drop(ctx, h.m, DropReason::neighbor_unresolved);
         } else {
-            if (v4 ? o.neighbors_->want_request(h.hop.v4(), ctx.now) : o.neighbors6_->want_request(h.hop.v6(), ctx.now)) {
-                if (v4) request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v4());
-                else request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v6());
+            if (v4 ? o.neighbors_->want_request(h.hop.v4(), ctx.now)
+                   : o.neighbors6_->want_request(h.hop.v6(), ctx.now)) {
+                if (v4)
+                    request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v4());
+                else
+                    request(ctx, o.pool_, o.macs_[h.port], h.port, h.hop.v6());
             }
             o.held_[keep++] = h;
         }

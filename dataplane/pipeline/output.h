@@ -48,7 +48,7 @@ public:
 
     struct Held {
         rte_mbuf* m;
-        IpAddr hop;   // waits for this address's MAC (ARP or ND, by its family)
+        IpAddr hop;  // waits for this address's MAC (ARP or ND, by its family)
         uint16_t port;
         uint32_t since;
     };

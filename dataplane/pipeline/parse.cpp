@@ -37,7 +37,7 @@ bool is_martian_source(Ip4 a) noexcept {
 
 bool is_icmp_error(uint8_t type) noexcept {
     return type == kIcmpDestUnreach || type == kIcmpTimeExceeded || type == kIcmpParamProblem ||
-           type == kIcmpSourceQuench;
+        type == kIcmpSourceQuench;
 }
 
 // RFC 792 / RFC 1812 4.3.2.3: an ICMP error carries the offending packet's IP header and at
@@ -74,8 +74,8 @@ constexpr unsigned kMaxExtHeaders = 8;
 enum : uint8_t { kNhHopByHop = 0, kNhRouting = 43, kNhFragment = 44, kNhAuth = 51, kNhDestOpts = 60 };
 
 struct ExtChain {
-    uint8_t proto;       // the upper-layer protocol (or 59, no next header; 50, ESP)
-    uint16_t l4;         // its offset from the IPv6 header
+    uint8_t proto;  // the upper-layer protocol (or 59, no next header; 50, ESP)
+    uint16_t l4;    // its offset from the IPv6 header
     bool more_fragments = false;
     bool fragment = false;   // a Fragment header was seen: the fields below are its
     uint16_t frag_off = 0;   // offset, bytes
@@ -89,16 +89,16 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
     uint32_t pos = 40;
     for (unsigned n = 0;; ++n) {
         switch (nh) {
-        case kNhHopByHop:
-        case kNhRouting:
-        case kNhDestOpts:
-        case kNhFragment:
-        case kNhAuth:
-            break;
-        default:
-            c.proto = nh;
-            c.l4 = static_cast<uint16_t>(pos);
-            return DropReason::none;
+            case kNhHopByHop:
+            case kNhRouting:
+            case kNhDestOpts:
+            case kNhFragment:
+            case kNhAuth:
+                break;
+            default:
+                c.proto = nh;
+                c.l4 = static_cast<uint16_t>(pos);
+                return DropReason::none;
         }
         if (n == kMaxExtHeaders) return DropReason::ip6_ext_chain_too_long;
         if (nh == kNhHopByHop && pos != 40) return DropReason::ip6_hbh_not_first;
@@ -132,7 +132,7 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
 
 bool is_icmp6_error(uint8_t type) noexcept {
     return type == kIcmp6DestUnreach || type == kIcmp6PacketTooBig || type == kIcmp6TimeExceeded ||
-           type == kIcmp6ParamProblem;
+        type == kIcmp6ParamProblem;
 }
 
 bool is_nd(uint8_t type) noexcept { return type >= kIcmp6RouterSolicit && type <= kIcmp6Redirect; }
@@ -168,7 +168,8 @@ DropReason parse_icmp6_error(const uint8_t* l4, PacketMeta& m) noexcept {
 // to a solicited-node address and without a source link-layer option).
 DropReason check_nd(const uint8_t* ip, const uint8_t* l4, const PacketMeta& m) noexcept {
     const uint8_t type = l4[0];
-    if (type != kIcmp6NeighborSolicit && type != kIcmp6NeighborAdvert) return DropReason::none;  // RS, RA, redirect: read by nobody
+    if (type != kIcmp6NeighborSolicit && type != kIcmp6NeighborAdvert)
+        return DropReason::none;  // RS, RA, redirect: read by nobody
     if (ip[7] != 255 || l4[1] != 0 || m.l4_len < 24) return DropReason::nd_invalid;
     if (l4[8] == 0xff) return DropReason::nd_bad_target;
     bool slla = false;
@@ -178,7 +179,8 @@ DropReason check_nd(const uint8_t* ip, const uint8_t* l4, const PacketMeta& m) n
         o += l4[o + 1] * 8u;
     }
     if (type == kIcmp6NeighborSolicit && m.key6.src.is_zero() &&
-        (slla || !(m.key6.dst.b[0] == 0xff && m.key6.dst.b[1] == 0x02 && m.key6.dst.b[11] == 1 && m.key6.dst.b[12] == 0xff)))
+        (slla ||
+         !(m.key6.dst.b[0] == 0xff && m.key6.dst.b[1] == 0x02 && m.key6.dst.b[11] == 1 && m.key6.dst.b[12] == 0xff)))
         return DropReason::nd_invalid;
     if (type == kIcmp6NeighborAdvert && m.key6.dst.is_multicast() && (l4[4] & 0x40))
         return DropReason::nd_invalid;  // a solicited advertisement is unicast
@@ -212,47 +214,46 @@ DropReason parse_icmp6(const uint8_t* ip, const uint8_t* l4, PacketMeta& m) noex
 
 DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
     switch (static_cast<Proto>(proto)) {
-    case Proto::tcp: {
-        if (m.l4_len < sizeof(rte_tcp_hdr)) return DropReason::tcp_truncated;
-        uint8_t doff = l4[12] >> 4;
-        if (doff < 5 || doff * 4u > m.l4_len) return DropReason::tcp_bad_doff;
-        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
-        m.tcp_flags = l4[13] & 0x3f;
-        uint8_t f = m.tcp_flags;
-        // No stack sends these; scanners do (nmap -sN/-sX, SYN+FIN / SYN+RST probes).
-        if (f == 0 || (f & (kSyn | kFin)) == (kSyn | kFin) || (f & (kSyn | kRst)) == (kSyn | kRst) ||
-            (f & (kFin | kPsh | kUrg)) == (kFin | kPsh | kUrg))
-            return DropReason::tcp_bad_flags;
-        return DropReason::none;
-    }
-    case Proto::udp: {
-        if (m.l4_len < sizeof(rte_udp_hdr)) return DropReason::udp_truncated;
-        uint16_t ulen = rte_be_to_cpu_16(load<rte_be16_t>(l4 + 4));
-        // A first fragment carries only part of the datagram: its length may exceed the payload.
-        if (ulen < sizeof(rte_udp_hdr) || (!m.more_fragments && ulen > m.l4_len))
-            return DropReason::udp_bad_length;
-        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
-        return DropReason::none;
-    }
-    case Proto::sctp:
-        if (m.l4_len < 12) return DropReason::sctp_truncated;
-        set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
-        return DropReason::none;
-    case Proto::icmp6:
-        return DropReason::none;  // parse_icmp6 (IPv6 only; over IPv4 it is another protocol)
-    case Proto::icmp: {
-        if (m.is_v6()) return DropReason::none;
-        if (m.l4_len < sizeof(rte_icmp_hdr)) return DropReason::icmp_truncated;
-        m.icmp_type = l4[0];
-        if (m.icmp_type == RTE_IP_ICMP_ECHO_REQUEST || m.icmp_type == RTE_IP_ICMP_ECHO_REPLY) {
-            // conntrack keys echo by identifier; both "ports" carry it so the reply key is the
-            // plain reversal of the request key.
-            m.key.sport = m.key.dport = load<rte_be16_t>(l4 + 4);
-        } else if (is_icmp_error(m.icmp_type) && !m.more_fragments) {
-            return parse_icmp_error(l4, m);
+        case Proto::tcp: {
+            if (m.l4_len < sizeof(rte_tcp_hdr)) return DropReason::tcp_truncated;
+            uint8_t doff = l4[12] >> 4;
+            if (doff < 5 || doff * 4u > m.l4_len) return DropReason::tcp_bad_doff;
+            set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
+            m.tcp_flags = l4[13] & 0x3f;
+            uint8_t f = m.tcp_flags;
+            // No stack sends these; scanners do (nmap -sN/-sX, SYN+FIN / SYN+RST probes).
+            if (f == 0 || (f & (kSyn | kFin)) == (kSyn | kFin) || (f & (kSyn | kRst)) == (kSyn | kRst) ||
+                (f & (kFin | kPsh | kUrg)) == (kFin | kPsh | kUrg))
+                return DropReason::tcp_bad_flags;
+            return DropReason::none;
         }
-        return DropReason::none;
-    }
+        case Proto::udp: {
+            if (m.l4_len < sizeof(rte_udp_hdr)) return DropReason::udp_truncated;
+            uint16_t ulen = rte_be_to_cpu_16(load<rte_be16_t>(l4 + 4));
+            // A first fragment carries only part of the datagram: its length may exceed the payload.
+            if (ulen < sizeof(rte_udp_hdr) || (!m.more_fragments && ulen > m.l4_len)) return DropReason::udp_bad_length;
+            set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
+            return DropReason::none;
+        }
+        case Proto::sctp:
+            if (m.l4_len < 12) return DropReason::sctp_truncated;
+            set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
+            return DropReason::none;
+        case Proto::icmp6:
+            return DropReason::none;  // parse_icmp6 (IPv6 only; over IPv4 it is another protocol)
+        case Proto::icmp: {
+            if (m.is_v6()) return DropReason::none;
+            if (m.l4_len < sizeof(rte_icmp_hdr)) return DropReason::icmp_truncated;
+            m.icmp_type = l4[0];
+            if (m.icmp_type == RTE_IP_ICMP_ECHO_REQUEST || m.icmp_type == RTE_IP_ICMP_ECHO_REPLY) {
+                // conntrack keys echo by identifier; both "ports" carry it so the reply key is the
+                // plain reversal of the request key.
+                m.key.sport = m.key.dport = load<rte_be16_t>(l4 + 4);
+            } else if (is_icmp_error(m.icmp_type) && !m.more_fragments) {
+                return parse_icmp_error(l4, m);
+            }
+            return DropReason::none;
+        }
     }
     return DropReason::none;  // other protocols: addresses only
 }
@@ -272,15 +273,15 @@ DropReason set_fragment(PacketMeta& m, uint32_t off, uint32_t data, uint32_t len
 // what parse_l4 calls truncated is, in a first fragment, a tiny fragment.
 DropReason first_fragment(DropReason r, const uint8_t* l4) noexcept {
     switch (r) {
-    case DropReason::tcp_truncated:
-    case DropReason::udp_truncated:
-    case DropReason::sctp_truncated:
-    case DropReason::icmp_truncated:
-        return DropReason::frag_tiny;
-    case DropReason::tcp_bad_doff:
-        return (l4[12] >> 4) >= 5 ? DropReason::frag_tiny : r;  // options cut off, not a bad offset
-    default:
-        return r;
+        case DropReason::tcp_truncated:
+        case DropReason::udp_truncated:
+        case DropReason::sctp_truncated:
+        case DropReason::icmp_truncated:
+            return DropReason::frag_tiny;
+        case DropReason::tcp_bad_doff:
+            return (l4[12] >> 4) >= 5 ? DropReason::frag_tiny : r;  // options cut off, not a bad offset
+        default:
+            return r;
     }
 }
 

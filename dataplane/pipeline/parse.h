@@ -15,16 +15,27 @@ enum class L3Kind : uint8_t { ipv4, arp, ipv6 };
 
 // ICMP types the dataplane tells apart (RFC 792; DPDK 22.11 names only the echo pair).
 enum IcmpType : uint8_t {
-    kIcmpEchoReply = 0, kIcmpDestUnreach = 3, kIcmpSourceQuench = 4, kIcmpEchoRequest = 8,
-    kIcmpTimeExceeded = 11, kIcmpParamProblem = 12,
+    kIcmpEchoReply = 0,
+    kIcmpDestUnreach = 3,
+    kIcmpSourceQuench = 4,
+    kIcmpEchoRequest = 8,
+    kIcmpTimeExceeded = 11,
+    kIcmpParamProblem = 12,
 };
 
 // ICMPv6 types the dataplane tells apart (RFC 4443, RFC 4861).
 enum Icmp6Type : uint8_t {
-    kIcmp6DestUnreach = 1, kIcmp6PacketTooBig = 2, kIcmp6TimeExceeded = 3, kIcmp6ParamProblem = 4,
-    kIcmp6EchoRequest = 128, kIcmp6EchoReply = 129,
-    kIcmp6RouterSolicit = 133, kIcmp6RouterAdvert = 134, kIcmp6NeighborSolicit = 135,
-    kIcmp6NeighborAdvert = 136, kIcmp6Redirect = 137,
+    kIcmp6DestUnreach = 1,
+    kIcmp6PacketTooBig = 2,
+    kIcmp6TimeExceeded = 3,
+    kIcmp6ParamProblem = 4,
+    kIcmp6EchoRequest = 128,
+    kIcmp6EchoReply = 129,
+    kIcmp6RouterSolicit = 133,
+    kIcmp6RouterAdvert = 134,
+    kIcmp6NeighborSolicit = 135,
+    kIcmp6NeighborAdvert = 136,
+    kIcmp6Redirect = 137,
 };
 
 // TCP flag bits as they sit in byte 13 of the TCP header.
@@ -38,10 +49,10 @@ struct PacketMeta {
         FlowKey key;
         FlowKey6 key6;
     };
-    uint16_t l3_off = 0;     // IPv4, IPv6 or ARP header
-    uint16_t l4_off = 0;     // L4 header (IPv6: after the extension headers)
-    uint16_t l4_len = 0;     // L4 header and payload, from the IP total / payload length
-    uint16_t ip_len = 0;     // IPv4 total length; IPv6: 40 + payload length
+    uint16_t l3_off = 0;  // IPv4, IPv6 or ARP header
+    uint16_t l4_off = 0;  // L4 header (IPv6: after the extension headers)
+    uint16_t l4_len = 0;  // L4 header and payload, from the IP total / payload length
+    uint16_t ip_len = 0;  // IPv4 total length; IPv6: 40 + payload length
     uint8_t tcp_flags = 0;
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
@@ -82,7 +93,7 @@ struct PacketMeta {
     // redirects): for the output stage, never forwarded.
     bool is_nd() const noexcept {
         return l3 == L3Kind::ipv6 && key6.proto == static_cast<uint8_t>(Proto::icmp6) &&
-               icmp_type >= kIcmp6RouterSolicit && icmp_type <= kIcmp6Redirect;
+            icmp_type >= kIcmp6RouterSolicit && icmp_type <= kIcmp6Redirect;
     }
 };
 

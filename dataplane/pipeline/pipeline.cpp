@@ -25,13 +25,13 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         PacketState& p = b.pkt[i];
         ctx.counters.rx_packets++;
         ctx.counters.rx_bytes += mb->pkt_len;
-        ParseOptions po{.ip_csum_verified = (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) ==
-                                            RTE_MBUF_F_RX_IP_CKSUM_GOOD};
+        ParseOptions po{.ip_csum_verified =
+                            (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD};
         // A frame larger than one mbuf arrives chained; headers split over segments are not
         // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
-        DropReason r = mb->nb_segs > 1 ? DropReason::mbuf_chained
-                                       : parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb),
-                                                      p.meta, po);
+        DropReason r = mb->nb_segs > 1
+            ? DropReason::mbuf_chained
+            : parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), p.meta, po);
         if ((mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none)
             r = DropReason::ip_bad_checksum;
         p.ref = FlowRef{};
@@ -114,8 +114,7 @@ bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
     auto* table = F::table(ctx);
     if (!table || id >= table->capacity()) return false;
     const auto& f = table->flow(id);
-    if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker ||
-        !FlowState::load(f.state).gone())
+    if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker || !FlowState::load(f.state).gone())
         return false;
     release_flow(*ctx.stats, f);
     table->remove(id);
@@ -136,7 +135,8 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
     output_burst(b, ctx);
     if (ctx.n_sync) {
         // One enqueue per burst; what a full ring refuses is sent by the periodic refresh.
-        const unsigned n = rte_ring_sp_enqueue_burst_elem(ctx.sync, ctx.sync_ids, sizeof(uint32_t), ctx.n_sync, nullptr);
+        const unsigned n =
+            rte_ring_sp_enqueue_burst_elem(ctx.sync, ctx.sync_ids, sizeof(uint32_t), ctx.n_sync, nullptr);
         ctx.counters.sync_events += n;
         ctx.counters.sync_ring_full += ctx.n_sync - n;
         ctx.n_sync = 0;

@@ -60,19 +60,19 @@ struct WorkerCtx {
     uint16_t worker = 0;
     uint16_t n_workers = 1;
     FlowTable* flows = nullptr;
-    FlowTable6* flows6 = nullptr;  // IPv6 flows: a table of their own (flow_table.h)
+    FlowTable6* flows6 = nullptr;           // IPv6 flows: a table of their own (flow_table.h)
     const ServiceSnapshot* snap = nullptr;  // set by the worker for each burst
     // Where flows count (by stable slot), set by the worker for each burst after `snap`: never
     // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
     StatsTable* stats = nullptr;
-    uint32_t now = 0;                       // seconds, the flow table's clock
-    uint64_t now_ms = 0;                    // milliseconds: fragment timeouts, the ICMP rate limit
+    uint32_t now = 0;     // seconds, the flow table's clock
+    uint64_t now_ms = 0;  // milliseconds: fragment timeouts, the ICMP rate limit
     Rng rng{1};
     uint32_t snat_cursor = 0;
     SourceLimiter sources;  // new flows per source this second
     WorkerCounters counters{};
     Output out;
-    HopCache<Ip4> hops;    // this worker's route and next-hop MAC answers (hop_cache.h)
+    HopCache<Ip4> hops;  // this worker's route and next-hop MAC answers (hop_cache.h)
     HopCache<Ip6> hops6;
     FragTable* frags = nullptr;  // shared by all workers; null: later fragments are dropped
     uint32_t frag_cursor = 0;    // where this worker's timeout sweep goes on

@@ -70,7 +70,8 @@ void Worker::run() noexcept {
             process_burst(burst_, ctx_);
         }
         if (ctx_.worker == 0 && shared_.hosts.size() && from_hosts()) busy = true;
-        if (ctx_.worker == 0) [[unlikely]] announce_addresses();
+        if (ctx_.worker == 0) [[unlikely]]
+            announce_addresses();
         if (ctx_.out.held()) output_retry_held(ctx_);
         remove_requested();
         // Ageing works in seconds: idle, a step every loop; under load, one a millisecond sized
@@ -137,8 +138,9 @@ void Worker::announce_addresses() noexcept {
         for (const IpCidr& c : ports[p].addrs) {
             rte_mbuf* m = rte_pktmbuf_alloc(shared_.pool);
             if (!m) return;
-            const bool built = c.family() == Family::v4 ? build_arp_request(m, shared_.port_macs[p], c.addr.v4(), c.addr.v4())
-                                                        : build_unsolicited_na(m, shared_.port_macs[p], c.addr.v6());
+            const bool built = c.family() == Family::v4
+                ? build_arp_request(m, shared_.port_macs[p], c.addr.v4(), c.addr.v4())
+                : build_unsolicited_na(m, shared_.port_macs[p], c.addr.v6());
             if (!built) {
                 rte_pktmbuf_free(m);
                 continue;

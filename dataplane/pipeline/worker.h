@@ -27,9 +27,7 @@ namespace svcgate::dp {
 
 // The flow table's clock (WorkerCtx::now): whole seconds of the TSC, never 0. The control thread
 // reads it too, to show how long a flow has been idle.
-inline uint32_t flow_clock_now() noexcept {
-    return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1;
-}
+inline uint32_t flow_clock_now() noexcept { return static_cast<uint32_t>(rte_get_tsc_cycles() / rte_get_tsc_hz()) + 1; }
 
 // What all workers share, set up by the daemon before they start.
 struct WorkerShared {
@@ -49,18 +47,18 @@ struct WorkerShared {
     NeighborTable6 neighbors6;
     rte_rcu_qsbr* qsbr = nullptr;
     rte_mempool* pool = nullptr;
-    FixedArray<rte_ether_addr> port_macs;  // by port index (config order)
-    FixedArray<uint16_t> port_ids;         // DPDK port id by port index
-    FixedArray<rte_ring*> remove_rings;    // per worker: flow ids the control thread wants gone
-    FixedArray<uint16_t> port_mtus;        // by port index
-    FragTable* frags = nullptr;            // the fragment hold, shared
+    FixedArray<rte_ether_addr> port_macs;    // by port index (config order)
+    FixedArray<uint16_t> port_ids;           // DPDK port id by port index
+    FixedArray<rte_ring*> remove_rings;      // per worker: flow ids the control thread wants gone
+    FixedArray<uint16_t> port_mtus;          // by port index
+    FragTable* frags = nullptr;              // the fragment hold, shared
     uint32_t icmp_errors_per_second = 1000;  // per worker
     // The host path: port_ids and each worker's transmit queues go on past the ports with one
     // entry per host interface (output index ports + k; port_macs and port_mtus do not: a host
     // interface is sent to as it is, never routed to); host_of maps a port
     // index to its host interface's output index (Output::kNoHost: none). Worker 0 polls each
     // host interface's single receive queue and sends what the kernel wrote out of its port.
-    FixedArray<uint16_t> host_of;          // by port index
+    FixedArray<uint16_t> host_of;  // by port index
     struct Host {
         uint16_t output;  // its output index (ports + k)
         uint16_t port;    // the port index it belongs to
@@ -71,7 +69,7 @@ struct WorkerShared {
 };
 
 struct RxQueue {
-    uint16_t port;   // port index
+    uint16_t port;  // port index
     uint16_t queue;
 };
 
@@ -117,10 +115,11 @@ private:
     // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
     // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).
     static constexpr unsigned kSpinPolls = 64;
-    static constexpr unsigned kMinSleepUs = 16, kMaxSleepUs = 1024;    static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
-    uint32_t age_budget_ = 64;                   // records a millisecond under load
-    uint32_t announce_seen_ = 0;  // WorkerShared::announce as last acted on
-    unsigned announce_left_ = 0;  // rounds still to send
+    static constexpr unsigned kMinSleepUs = 16, kMaxSleepUs = 1024;
+    static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
+    uint32_t age_budget_ = 64;                    // records a millisecond under load
+    uint32_t announce_seen_ = 0;                  // WorkerShared::announce as last acted on
+    unsigned announce_left_ = 0;                  // rounds still to send
     uint64_t announce_at_ms_ = 0;
 };
 

@@ -1,9 +1,8 @@
 // libFuzzer target: any bytes as a received frame (or, behind "SGSQ", a sequence of frames, each
 // a 16-bit big-endian length and its bytes: fragments of one datagram in any order), through
-// process_burst exactly as a worker runs it (Tracer::run_frame), against a dual-stack config with every kind of Service address in both
-// families. Flow state is kept
-// across inputs, so later inputs meet flows earlier ones created; the table is small, so its
-// full and early-drop paths are reached too. Each input is also replayed as the frame's answer
+// process_burst exactly as a worker runs it (Tracer::run_frame), against a dual-stack config with every kind of Service
+// address in both families. Flow state is kept across inputs, so later inputs meet flows earlier ones created; the
+// table is small, so its full and early-drop paths are reached too. Each input is also replayed as the frame's answer
 // (addresses and ports swapped), so reply translation and ICMP-error translation get exercised.
 // A crash, a sanitizer report or a leaked mbuf is a finding; the fragment hold is emptied after
 // each input, so a fragment it lost would be one.

@@ -56,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!sync::decode_hello(body, hello) || hello.n_addrs > sync::kHelloAddresses) std::abort();  // open() took it
     }
     if (h.type == sync::Type::flows) {
-        FlowImporter imp(tracer->snapshot(), tracer->slots().table(), tracer->flows(), &tracer->flows6(), tracer->flows().owners());
+        FlowImporter imp(tracer->snapshot(), tracer->slots().table(), tracer->flows(), &tracer->flows6(),
+                         tracer->flows().owners());
         uint32_t turn = 0;
         sync::for_each_flow(body, [&](const dp::FlowRecord& r) {
             dp::FlowRecord c = r;

@@ -7,7 +7,7 @@
 
 namespace svcgate::test {
 
-inline constexpr uint8_t kSyncFuzzKeyByte = 0x5a;  // every byte of the 32-byte key
+inline constexpr uint8_t kSyncFuzzKeyByte = 0x5a;        // every byte of the 32-byte key
 inline constexpr uint32_t kSyncFuzzSender = 0x01020304;  // the peer id the seeds are sealed as
 
 inline constexpr const char* kSyncFuzzConfig = R"(

@@ -16,16 +16,16 @@ bool checksums_verify(const std::vector<uint8_t>& f) {
         const uint8_t* ip = f.data() + m.l3_off;
         const uint8_t* l4 = f.data() + m.l4_off;
         switch (static_cast<Proto>(m.key6.proto)) {
-        case Proto::tcp:
-        case Proto::udp:
-            return ipv6_l4_csum(ip, l4, m.l4_len, m.key6.proto) == 0;
-        case Proto::sctp: {
-            rte_be32_t c;
-            std::memcpy(&c, l4 + 8, 4);
-            return c == sctp_crc32c(l4, m.l4_len);
-        }
-        default:
-            return true;
+            case Proto::tcp:
+            case Proto::udp:
+                return ipv6_l4_csum(ip, l4, m.l4_len, m.key6.proto) == 0;
+            case Proto::sctp: {
+                rte_be32_t c;
+                std::memcpy(&c, l4 + 8, 4);
+                return c == sctp_crc32c(l4, m.l4_len);
+            }
+            default:
+                return true;
         }
     }
     if (m.l3 != L3Kind::ipv4) return true;
@@ -33,22 +33,25 @@ bool checksums_verify(const std::vector<uint8_t>& f) {
     if (inet_csum(ip, m.l4_off - m.l3_off) != 0) return false;
     const uint8_t* l4 = f.data() + m.l4_off;
     switch (static_cast<Proto>(m.key.proto)) {
-    case Proto::tcp: return ipv4_l4_csum(ip, l4, m.l4_len) == 0;
-    case Proto::udp: return (l4[6] == 0 && l4[7] == 0) || ipv4_l4_csum(ip, l4, m.l4_len) == 0;
-    case Proto::icmp: return inet_csum(l4, m.l4_len) == 0;
-    case Proto::icmp6: return true;
-    case Proto::sctp: {
-        rte_be32_t c;
-        std::memcpy(&c, l4 + 8, 4);
-        return c == sctp_crc32c(l4, m.l4_len);
-    }
+        case Proto::tcp:
+            return ipv4_l4_csum(ip, l4, m.l4_len) == 0;
+        case Proto::udp:
+            return (l4[6] == 0 && l4[7] == 0) || ipv4_l4_csum(ip, l4, m.l4_len) == 0;
+        case Proto::icmp:
+            return inet_csum(l4, m.l4_len) == 0;
+        case Proto::icmp6:
+            return true;
+        case Proto::sctp: {
+            rte_be32_t c;
+            std::memcpy(&c, l4 + 8, 4);
+            return c == sctp_crc32c(l4, m.l4_len);
+        }
     }
     return true;
 }
 
-std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src,
-                                      const std::string& dst, const std::vector<uint8_t>& about,
-                                      size_t quote, uint32_t rest) {
+std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src, const std::string& dst,
+                                      const std::vector<uint8_t>& about, size_t quote, uint32_t rest) {
     PacketMeta am;
     if (parse_packet(about.data(), static_cast<uint32_t>(about.size()), am) != DropReason::none)
         throw std::invalid_argument("icmp_error_frame: the quoted frame does not parse");

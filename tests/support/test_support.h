@@ -24,9 +24,8 @@ bool checksums_verify(const std::vector<uint8_t>& frame);
 // An ICMP error (type, code; `rest` is the second word, e.g. the MTU of fragmentation-needed)
 // from `src` to `dst`, quoting the IPv4 header of `about` and `quote` bytes of its payload, as a
 // router would (RFC 1812 4.3.2.3). Checksums filled in.
-std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src,
-                                      const std::string& dst, const std::vector<uint8_t>& about,
-                                      size_t quote = 8, uint32_t rest = 0);
+std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src, const std::string& dst,
+                                      const std::vector<uint8_t>& about, size_t quote = 8, uint32_t rest = 0);
 
 // An output stage for a test's own WorkerCtx (the stress tests run their own workers): the next
 // hop of every route of the snapshot is known (pinned), and what the stage transmits is kept in
@@ -62,7 +61,8 @@ cluster:
   node_ips: [192.168.67.8]
   cluster_cidrs: [10.244.0.0/16]
   service_cidrs: [10.96.0.0/12]
-)") + extra_cluster + "services:\n" + services;
+)") + extra_cluster +
+        "services:\n" + services;
 }
 
 // The same gateway dual-stack, every IPv4 address beside its ULA mirror (fd00:67::/64 clients,
@@ -74,13 +74,15 @@ inline std::string dual_stack_config(const std::string& services, const std::str
 dataplane:
   ports:
     - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64']}
-    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64'])" + cluster_port + R"(}
+    - {name: cluster, addresses: [10.192.0.2/24, 'fd00:192::2/64'])" +
+        cluster_port + R"(}
   routes:
     - {prefix: 10.244.2.0/24, via: 10.192.0.3}
     - {prefix: 10.244.3.0/24, via: 10.192.0.4}
     - {prefix: 'fd00:244:2::/64', via: 'fd00:192::3'}
     - {prefix: 'fd00:244:3::/64', via: 'fd00:192::4'}
-)" + dataplane_extra + R"(cluster:
+)" + dataplane_extra +
+        R"(cluster:
   node_name: svcgate
   node_ips: [192.168.67.8, 'fd00:67::8']
   cluster_cidrs: [10.244.0.0/16, 'fd00:244::/32']

@@ -29,9 +29,9 @@ TEST(Address, HostPortDefaultPortOnlyWhenGiven) {
 }
 
 TEST(Address, HostPortRefusesWhatIsNotOneForm) {
-    for (const char* bad : {"", ":80", "[]:80", "[::1]:", "[::1]80", "[::1:80", "::1:9477", "10.0.0.1:",
-                            "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:80x", "localhost:80", "10.0.0.256:80",
-                            "[10.0.0.1:80", "[::ffff:10.0.0.1]:80", " 10.0.0.1:80"})
+    for (const char* bad :
+         {"", ":80", "[]:80", "[::1]:", "[::1]80", "[::1:80", "::1:9477", "10.0.0.1:", "10.0.0.1:0", "10.0.0.1:65536",
+          "10.0.0.1:80x", "localhost:80", "10.0.0.256:80", "[10.0.0.1:80", "[::ffff:10.0.0.1]:80", " 10.0.0.1:80"})
         EXPECT_FALSE(parse_host_port(bad)) << bad;
     // An IPv6 address alone has several colons: it is no ADDRESS:PORT ("::1:9477" is an address).
     EXPECT_FALSE(parse_host_port("fd00::1:80"));
@@ -48,7 +48,7 @@ TEST(Address, HostPortFormatsAsItParses) {
 
 TEST(Address, IpAndCidr) {
     EXPECT_EQ(format_ip(*parse_ip("fd00:0:0::0a")), "fd00::a");  // RFC 5952
-    EXPECT_FALSE(parse_ip("::ffff:10.0.0.1"));  // IPv4 is written as IPv4
+    EXPECT_FALSE(parse_ip("::ffff:10.0.0.1"));                   // IPv4 is written as IPv4
     EXPECT_TRUE(parse_ip("10.0.0.1")->is_v4());
     EXPECT_EQ(format_cidr(*parse_cidr("10.1.2.3/8")), "10.0.0.0/8");
     EXPECT_EQ(format_cidr(*parse_cidr("10.1.2.3/8", true)), "10.1.2.3/8");

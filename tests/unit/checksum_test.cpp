@@ -72,8 +72,12 @@ TEST(Checksum, UdpZeroChecksumStaysZero) {
     PacketMeta m;
     ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
     f[m.l4_off + 6] = f[m.l4_off + 7] = 0;
-    rewrite_tuple(f.data(), m, FlowKey{.src = m.key.src, .dst = Ip4::from_host(0x0af40202u), .sport = m.key.sport,
-                                       .dport = rte_cpu_to_be_16(5353), .proto = m.key.proto});
+    rewrite_tuple(f.data(), m,
+                  FlowKey{.src = m.key.src,
+                          .dst = Ip4::from_host(0x0af40202u),
+                          .sport = m.key.sport,
+                          .dport = rte_cpu_to_be_16(5353),
+                          .proto = m.key.proto});
     EXPECT_EQ(f[m.l4_off + 6], 0);
     EXPECT_EQ(f[m.l4_off + 7], 0);
     EXPECT_EQ(inet_csum(f.data() + m.l3_off, 20), 0) << "the IP header checksum still follows";
@@ -83,7 +87,9 @@ TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
     std::mt19937 rng(11);
     for (const char* proto : {"tcp", "udp", "sctp"}) {
         for (int i = 0; i < 2000; ++i) {
-            auto addr = [&] { return fmt::format("{}.{}.{}.{}", rng() % 223 + 1, rng() % 256, rng() % 256, rng() % 256); };
+            auto addr = [&] {
+                return fmt::format("{}.{}.{}.{}", rng() % 223 + 1, rng() % 256, rng() % 256, rng() % 256);
+            };
             std::string spec = fmt::format("{} {}:{} > {}:{} len={}", proto, addr(), rng() % 65535 + 1, addr(),
                                            rng() % 65535 + 1, rng() % 200);
             auto p = ctl::parse_packet_spec(spec);
@@ -93,8 +99,10 @@ TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
             ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
             // Unicast addresses (1.0.0.0 - 223.255.255.255): the parser refuses martian sources.
             auto unicast = [&] { return Ip4::from_host((rng() % 223 + 1) << 24 | (rng() & 0xffffff)); };
-            FlowKey to{.src = unicast(), .dst = unicast(),
-                       .sport = static_cast<rte_be16_t>(rng()), .dport = static_cast<rte_be16_t>(rng()),
+            FlowKey to{.src = unicast(),
+                       .dst = unicast(),
+                       .sport = static_cast<rte_be16_t>(rng()),
+                       .dport = static_cast<rte_be16_t>(rng()),
                        .proto = m.key.proto};
             rewrite_tuple(f.data(), m, to);
             const uint8_t ttl = f[m.l3_off + 8], proto = f[m.l3_off + 9];

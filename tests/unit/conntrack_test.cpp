@@ -33,7 +33,7 @@ TEST(Conntrack, HandshakeAndCloses) {
     EXPECT_EQ(tcp_transition(S::last_ack, O, C::ack), S::time_wait);
     EXPECT_EQ(tcp_transition(S::time_wait, O, C::syn), S::syn_sent);  // RFC 1122 reopen
     EXPECT_EQ(tcp_transition(S::established, R, C::rst), S::close);
-    EXPECT_EQ(tcp_transition(S::none, O, C::ack), S::established);    // picked up mid-stream
+    EXPECT_EQ(tcp_transition(S::none, O, C::ack), S::established);  // picked up mid-stream
 }
 
 TEST(Conntrack, SimultaneousOpenAndIgnored) {
@@ -61,10 +61,10 @@ TEST(Conntrack, InvalidCells) {
 // nf_conntrack_proto_tcp.c lists it cell by cell in its comments ("sSS -> sS2  Simultaneous open"):
 // one line per (direction, flag class), the results for sNO sSS sSR sES sFW sCW sLA sTW sCL sS2.
 TEST(Conntrack, EveryCellOfTheKernelsTable) {
-    const std::map<std::string, S> st = {{"sNO", S::none},       {"sSS", S::syn_sent},   {"sSR", S::syn_recv},
-                                         {"sES", S::established}, {"sFW", S::fin_wait},   {"sCW", S::close_wait},
-                                         {"sLA", S::last_ack},    {"sTW", S::time_wait},  {"sCL", S::close},
-                                         {"sS2", S::syn_sent2},   {"sIV", S::invalid},    {"sIG", S::ignore}};
+    const std::map<std::string, S> st = {{"sNO", S::none},        {"sSS", S::syn_sent},  {"sSR", S::syn_recv},
+                                         {"sES", S::established}, {"sFW", S::fin_wait},  {"sCW", S::close_wait},
+                                         {"sLA", S::last_ack},    {"sTW", S::time_wait}, {"sCL", S::close},
+                                         {"sS2", S::syn_sent2},   {"sIV", S::invalid},   {"sIG", S::ignore}};
     struct Row {
         Direction dir;
         C cls;
@@ -74,13 +74,13 @@ TEST(Conntrack, EveryCellOfTheKernelsTable) {
         {O, C::syn, "sSS sSS sIG sIG sIG sIG sIG sSS sSS sS2"},     // sTW -> sSS: reopened (RFC 1122)
         {O, C::synack, "sIV sIV sSR sIV sIV sIV sIV sIV sIV sSR"},  // the client cannot send SYN/ACK
         {O, C::fin, "sIV sIV sFW sFW sLA sLA sLA sTW sCL sIV"},
-        {O, C::ack, "sES sIV sES sES sCW sCW sTW sTW sCL sIV"},     // sNO -> sES: picked up
+        {O, C::ack, "sES sIV sES sES sCW sCW sTW sTW sCL sIV"},  // sNO -> sES: picked up
         {O, C::rst, "sIV sCL sCL sCL sCL sCL sCL sCL sCL sCL"},
         {O, C::none, "sIV sIV sIV sIV sIV sIV sIV sIV sIV sIV"},
-        {R, C::syn, "sIV sS2 sIV sIV sIV sIV sIV sSS sIV sS2"},     // simultaneous open; role switch
+        {R, C::syn, "sIV sS2 sIV sIV sIV sIV sIV sSS sIV sS2"},  // simultaneous open; role switch
         {R, C::synack, "sIV sSR sIG sIG sIG sIG sIG sIG sIG sSR"},
         {R, C::fin, "sIV sIV sFW sFW sLA sLA sLA sTW sCL sIV"},
-        {R, C::ack, "sIV sIG sSR sES sCW sCW sTW sTW sCL sIG"},     // sSS -> sIG: maybe half-open
+        {R, C::ack, "sIV sIG sSR sES sCW sCW sTW sTW sCL sIG"},  // sSS -> sIG: maybe half-open
         {R, C::rst, "sIV sCL sCL sCL sCL sCL sCL sCL sCL sCL"},
         {R, C::none, "sIV sIV sIV sIV sIV sIV sIV sIV sIV sIV"},
     };

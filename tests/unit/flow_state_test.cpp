@@ -26,8 +26,9 @@ TEST(FlowState, TcpPredicatesFollowConntrack) {
         const FlowState s = FlowState::of(t);
         const bool handshaking = t == TcpState::syn_sent || t == TcpState::syn_recv || t == TcpState::syn_sent2;
         EXPECT_EQ(s.tcp_handshaking(), handshaking) << i;
-        EXPECT_EQ(s.tcp_closing(), t == TcpState::fin_wait || t == TcpState::close_wait || t == TcpState::last_ack ||
-                                       t == TcpState::time_wait || t == TcpState::close)
+        EXPECT_EQ(s.tcp_closing(),
+                  t == TcpState::fin_wait || t == TcpState::close_wait || t == TcpState::last_ack ||
+                      t == TcpState::time_wait || t == TcpState::close)
             << i;
         EXPECT_EQ(s.tcp_past_handshake(), t >= TcpState::established && t <= TcpState::close) << i;
         EXPECT_EQ(s.tcp_open(), handshaking || t == TcpState::established || t == TcpState::close_wait) << i;

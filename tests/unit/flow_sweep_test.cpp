@@ -34,7 +34,8 @@ std::string config(const std::string& endpoints) {
   - name: default/web
     cluster_ip: 10.96.0.50
     ports: [{name: http, protocol: TCP, port: 80}, {name: dns, protocol: UDP, port: 53}]
-    endpoints: )" + endpoints + "\n";
+    endpoints: )" +
+        endpoints + "\n";
 }
 
 const std::string kAB = "[{ip: 10.244.2.4}, {ip: 10.244.2.6}]";
@@ -183,21 +184,25 @@ TEST(Reload, FlowKeepsCountingForItsOwnServiceAndEndpointAcrossReloads) {
     ASSERT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
     ASSERT_EQ(service_packets(*t, "default/web:http"), 2u);
     const std::vector<std::string> reloads = {
-        two_services(true),  // the Services reordered: every snapshot index changes
+        two_services(true),   // the Services reordered: every snapshot index changes
         two_services(true, R"(
   - name: default/first
     cluster_ip: 10.96.0.70
     ports: [{name: p, protocol: TCP, port: 80}]
     endpoints: [10.244.2.24]
-)"),                         // a Service in front of both
-        two_services(false), // back, that one gone again
-        two_services(true, [] {  // 150 Services in front: the StatsTable grows under the flow
-            std::string many;
-            for (int i = 0; i < 150; ++i)
-                many += fmt::format("\n  - {{name: default/m{}, cluster_ip: 10.96.1.{}, ports: [{{name: p, protocol: TCP, port: 80}}], "
-                                    "endpoints: [10.244.2.{}]}}\n", i, i + 1, 100 + i % 100);
-            return many;
-        }()),
+)"),                          // a Service in front of both
+        two_services(false),  // back, that one gone again
+        two_services(true,
+                     [] {  // 150 Services in front: the StatsTable grows under the flow
+                         std::string many;
+                         for (int i = 0; i < 150; ++i)
+                             many += fmt::format(
+                                 "\n  - {{name: default/m{}, cluster_ip: 10.96.1.{}, ports: [{{name: p, protocol: TCP, "
+                                 "port: 80}}], "
+                                 "endpoints: [10.244.2.{}]}}\n",
+                                 i, i + 1, 100 + i % 100);
+                         return many;
+                     }()),
     };
     uint64_t web = 2, mine = endpoint_packets(*t, ep);
     for (size_t n = 0; n < reloads.size(); ++n) {
@@ -222,9 +227,7 @@ TEST(Reload, FlowKeepsCountingForItsOwnServiceAndEndpointAcrossReloads) {
 // added by the reload gets the new connections until it has as many as the old one.
 TEST(Reload, LeastConnectionSeesLongLivedFlowsAfterAReload) {
     test::ensure_eal();
-    auto lc = [](const std::string& endpoints) {
-        return config(endpoints) + "    scheduler: lc\n";
-    };
+    auto lc = [](const std::string& endpoints) { return config(endpoints) + "    scheduler: lc\n"; };
     auto t = test::tracer(lc("[{ip: 10.244.2.4}]"), 9);
     for (int port = 42000; port < 42010; ++port)
         ASSERT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port)).endpoint.value_or(""),
@@ -254,12 +257,14 @@ TEST(Reload, ServicePortsWithCollidingIdsCountApart) {
     ASSERT_EQ(s.services.size(), 2u);
     ASSERT_EQ(s.services[0].id, s.services[1].id) << "the two names must collide for this test to mean anything";
     EXPECT_NE(s.services[0].slot, s.services[1].slot);
-    for (int i = 0; i < 3; ++i) ASSERT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.51:80 [S]", 45000 + i)).verdict, Verdict::dnat);
+    for (int i = 0; i < 3; ++i)
+        ASSERT_EQ(t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.51:80 [S]", 45000 + i)).verdict, Verdict::dnat);
     ASSERT_EQ(t->run_spec("tcp 10.244.2.9:46000 > 10.96.0.52:80 [S]").verdict, Verdict::dnat);
     t->reload(ctl::load_config_string(std::string(kGateway) + R"(
   - {name: d/85c38, cluster_ip: 10.96.0.52, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.5]}
   - {name: d/7e78b, cluster_ip: 10.96.0.51, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.4]}
-)", "r.yaml"));
+)",
+                                      "r.yaml"));
     EXPECT_EQ(service_packets(*t, "d/7e78b:p"), 3u);
     EXPECT_EQ(service_packets(*t, "d/85c38:p"), 1u);
 }
@@ -269,8 +274,12 @@ TEST(Reload, ServicePortsWithCollidingIdsCountApart) {
 // counters go on by name, its endpoint's restart from zero.
 TEST(Reload, SlotsAreGivenBackOnceNoConfigNamesThemAndNoFlowHoldsThem) {
     test::ensure_eal();
-    const std::string a = "\n  - {name: d/a, cluster_ip: 10.96.0.61, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.4]}";
-    const std::string b = "\n  - {name: d/b, cluster_ip: 10.96.0.62, ports: [{name: p, protocol: TCP, port: 80}], endpoints: [10.244.2.5]}";
+    const std::string a =
+        "\n  - {name: d/a, cluster_ip: 10.96.0.61, ports: [{name: p, protocol: TCP, port: 80}], endpoints: "
+        "[10.244.2.4]}";
+    const std::string b =
+        "\n  - {name: d/b, cluster_ip: 10.96.0.62, ports: [{name: p, protocol: TCP, port: 80}], endpoints: "
+        "[10.244.2.5]}";
     auto t = test::tracer(kGateway + a + b + "\n");
     ASSERT_EQ(t->run_spec("tcp 10.244.2.9:47000 > 10.96.0.62:80 [S]").verdict, Verdict::dnat);
     ASSERT_EQ(t->run_spec("tcp 10.244.2.9:47000 > 10.96.0.62:80 [S]").verdict, Verdict::dnat);

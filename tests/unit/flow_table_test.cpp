@@ -12,12 +12,19 @@ using namespace svcgate::dp;
 
 namespace {
 FlowKey key(uint32_t client, uint16_t port, uint8_t proto = 6) {
-    return FlowKey{.src = Ip4::from_host(0x0a000000 | client), .dst = Ip4::from_host(0xc0a84308),
-                   .sport = rte_cpu_to_be_16(port), .dport = rte_cpu_to_be_16(80), .proto = proto};
+    return FlowKey{.src = Ip4::from_host(0x0a000000 | client),
+                   .dst = Ip4::from_host(0xc0a84308),
+                   .sport = rte_cpu_to_be_16(port),
+                   .dport = rte_cpu_to_be_16(80),
+                   .proto = proto};
 }
 FlowInit nat(const FlowKey& k, uint32_t ep) {
-    FlowInit f{.key = {k, FlowKey{.src = Ip4::from_host(0x0af40000 | ep), .dst = k.src, .sport = k.dport,
-                                  .dport = k.sport, .proto = k.proto}}};
+    FlowInit f{.key = {k,
+                       FlowKey{.src = Ip4::from_host(0x0af40000 | ep),
+                               .dst = k.src,
+                               .sport = k.dport,
+                               .dport = k.sport,
+                               .proto = k.proto}}};
     return f;
 }
 }  // namespace
@@ -68,7 +75,7 @@ TEST(FlowTable, FillsAQuarterMillionSequentialFlowsWithoutOverflow) {
     uint32_t failed = 0;
     for (uint32_t i = 0; i < n; ++i)
         failed += t->insert(0, nat(key(i / 50000, static_cast<uint16_t>(10000 + i % 50000)), i), 0).status !=
-                  InsertStatus::inserted;
+            InsertStatus::inserted;
     EXPECT_EQ(failed, 0u);
     EXPECT_EQ(t->live_total(), n);
 }
@@ -137,8 +144,14 @@ TEST(FlowTable, RacingInsertsOfOneFlowConvergeOnOneRecord) {
         FlowKey k = key(round, 53, 17);
         std::atomic<int> go{0};
         InsertResult res[2];
-        std::thread a([&] { while (!go) {} res[0] = t->insert(0, nat(k, 1), 0); });
-        std::thread b([&] { while (!go) {} res[1] = t->insert(1, nat(k, 2), 0); });
+        std::thread a([&] {
+            while (!go) {}
+            res[0] = t->insert(0, nat(k, 1), 0);
+        });
+        std::thread b([&] {
+            while (!go) {}
+            res[1] = t->insert(1, nat(k, 2), 0);
+        });
         go = 1;
         a.join();
         b.join();

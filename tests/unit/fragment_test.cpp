@@ -98,10 +98,14 @@ std::vector<Frame> fragments(const Frame& whole, size_t data, uint32_t id = 0x42
         const bool more = off + len < payload;
         Frame f(whole.begin(), whole.begin() + static_cast<long>(kL3 + hl));
         if (v6) {
-            const uint8_t fh[8] = {whole[kL3 + 6], 0, static_cast<uint8_t>(off >> 8),
+            const uint8_t fh[8] = {whole[kL3 + 6],
+                                   0,
+                                   static_cast<uint8_t>(off >> 8),
                                    static_cast<uint8_t>((off & 0xf8) | (more ? 1 : 0)),
-                                   static_cast<uint8_t>(id >> 24), static_cast<uint8_t>(id >> 16),
-                                   static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id)};
+                                   static_cast<uint8_t>(id >> 24),
+                                   static_cast<uint8_t>(id >> 16),
+                                   static_cast<uint8_t>(id >> 8),
+                                   static_cast<uint8_t>(id)};
             f[kL3 + 6] = 44;
             f.insert(f.end(), fh, fh + 8);
             put16(&f[kL3 + 4], static_cast<uint16_t>(8 + len));
@@ -123,14 +127,20 @@ std::vector<Frame> fragments(const Frame& whole, size_t data, uint32_t id = 0x42
 // Frames that left (in any order) put back together into one datagram: the fragments' data by
 // offset, under the first fragment's headers. Empty when they do not make one whole datagram.
 Frame reassemble(const std::vector<Frame>& frames) {
-    struct Piece { size_t off; Frame data; bool more; };
+    struct Piece {
+        size_t off;
+        Frame data;
+        bool more;
+    };
     std::vector<Piece> pieces;
     Frame head;
     for (const Frame& f : frames) {
         PacketMeta m;
-        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none || !m.is_fragment()) return {};
+        if (parse_packet(f.data(), static_cast<uint32_t>(f.size()), m) != DropReason::none || !m.is_fragment())
+            return {};
         const size_t end = m.l3_off + m.ip_len;
-        pieces.push_back({m.frag_off, Frame(f.begin() + m.frag.data, f.begin() + static_cast<long>(end)), m.more_fragments});
+        pieces.push_back(
+            {m.frag_off, Frame(f.begin() + m.frag.data, f.begin() + static_cast<long>(end)), m.more_fragments});
         if (m.frag_off == 0) head = Frame(f.begin(), f.begin() + m.frag.data);
     }
     std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.off < b.off; });
@@ -219,8 +229,8 @@ TEST_P(Fragments, EveryOrderOfTwoAndThreeArrivesTranslated) {
                     ASSERT_EQ(out.size(), n);
                     for (const Frame& o : out) {
                         const PacketMeta m = meta_of(o);
-                        EXPECT_EQ(f().v6 ? IpAddr::of(m.key6.dst) : IpAddr::of(m.key.dst),
-                                  *ctl::parse_ip(f().pod)) << "every fragment to the pod";
+                        EXPECT_EQ(f().v6 ? IpAddr::of(m.key6.dst) : IpAddr::of(m.key.dst), *ctl::parse_ip(f().pod))
+                            << "every fragment to the pod";
                     }
                     const Frame got = reassemble(out);
                     ASSERT_FALSE(got.empty());
@@ -231,7 +241,8 @@ TEST_P(Fragments, EveryOrderOfTwoAndThreeArrivesTranslated) {
                     const WorkerCounters& c = t->ctx().counters;
                     // Held: what came before the first, in its own burst; in one burst, every later
                     // fragment (the first's result is known only at the burst's end).
-                    const size_t held = one_burst ? n - 1 : std::find(order.begin(), order.end(), size_t{0}) - order.begin();
+                    const size_t held =
+                        one_burst ? n - 1 : std::find(order.begin(), order.end(), size_t{0}) - order.begin();
                     EXPECT_EQ(c.frag_stored, held);
                     EXPECT_EQ(c.frag_released, held);
                     EXPECT_EQ(c.verdicts[static_cast<unsigned>(Verdict::dnat)], n);
@@ -248,7 +259,8 @@ TEST_P(Fragments, RepliesFragmentedComeBackTranslated) {
     const auto req = t->run_frame(datagram(to_nodeport(), 10), "request");
     ASSERT_EQ(req.verdict, Verdict::dnat);
     // The pod answers 4000 bytes (to the masquerade address: a NodePort), its fragments last first.
-    const std::string back = f().v6 ? ctl::format_tuple(req.out_key6.reversed()) : ctl::format_tuple(req.out_key.reversed());
+    const std::string back =
+        f().v6 ? ctl::format_tuple(req.out_key6.reversed()) : ctl::format_tuple(req.out_key.reversed());
     const Frame reply = datagram(back, 4000);
     auto frags = fragments(reply, 1232);
     std::reverse(frags.begin(), frags.end());
@@ -325,7 +337,8 @@ TEST_P(Fragments, HostileFragmentsAreCountedDrops) {
     // Overlap: a fragment over another drops it and the rest of its datagram (RFC 5722).
     auto a = fragments(datagram(to_nodeport(40001), 2600), 1200, 1);
     Frame over = a[1];  // fragment 1 again, shifted back by 8 bytes into fragment 0's range
-    if (f().v6) put16(&over[kL3 + 42], static_cast<uint16_t>(be16(&over[kL3 + 42]) - 8));
+    if (f().v6)
+        put16(&over[kL3 + 42], static_cast<uint16_t>(be16(&over[kL3 + 42]) - 8));
     else {
         put16(&over[kL3 + 6], static_cast<uint16_t>(be16(&over[kL3 + 6]) - 1));
         over[kL3 + 10] = over[kL3 + 11] = 0;
@@ -371,7 +384,8 @@ TEST_P(Fragments, HostileFragmentsAreCountedDrops) {
     EXPECT_FALSE(ack.new_flow);
 
     // A first fragment with 16 bytes of its 20-byte TCP header (RFC 3128): a tiny fragment.
-    const auto tcp = fragments(datagram(fmt::format("tcp {} > {} [S]", ep(f(), f().client, 50001), ep(f(), f().node, 30090)), 100), 16, 5);
+    const auto tcp = fragments(
+        datagram(fmt::format("tcp {} > {} [S]", ep(f(), f().client, 50001), ep(f(), f().node, 30090)), 100), 16, 5);
     EXPECT_EQ(t->run_frame(tcp[0], "tiny").reason, DropReason::frag_tiny);
     t->advance(3);
     EXPECT_EQ(t->ctx().frags->held(), 0u);
@@ -380,11 +394,13 @@ TEST_P(Fragments, HostileFragmentsAreCountedDrops) {
 
 TEST_P(Fragments, ToTheGatewayAreDroppedWholeDatagram) {
     auto t = test::tracer(config());
-    const auto frags = fragments(datagram(fmt::format("udp {} > {}", ep(f(), f().client, 40000), ep(f(), f().node, 9999)), 2600), 1200);
+    const auto frags = fragments(
+        datagram(fmt::format("udp {} > {}", ep(f(), f().client, 40000), ep(f(), f().node, 9999)), 2600), 1200);
     const auto r0 = t->run_frame(frags[0], "first, to the gateway");
     EXPECT_EQ(r0.verdict, Verdict::drop);
     EXPECT_EQ(r0.reason, DropReason::to_gateway) << "the gateway answers whole packets only";
-    EXPECT_EQ(t->ctx().counters.verdicts[static_cast<unsigned>(Verdict::local)], 0u) << "counted once, as the drop it is";
+    EXPECT_EQ(t->ctx().counters.verdicts[static_cast<unsigned>(Verdict::local)], 0u)
+        << "counted once, as the drop it is";
     EXPECT_EQ(t->run_frame(frags[1], "later").reason, DropReason::frag_first_dropped);
     EXPECT_EQ(t->run_frame(frags[2], "last").reason, DropReason::frag_first_dropped);
     EXPECT_EQ(t->ctx().frags->datagrams(), 0u);
@@ -411,8 +427,10 @@ TEST_P(Mtu, TooBigWithDfOrIpv6GetsTheErrorQuotingWhatWasSent) {
         EXPECT_EQ(icmp[0], kIcmp6PacketTooBig);
         EXPECT_EQ(be16(icmp + 6), 1280);
         EXPECT_EQ(IpAddr::of(m.key6.dst), *ctl::parse_ip(f().client));
-        EXPECT_EQ(IpAddr::of(m.key6.src), *ctl::parse_ip(f().node)) << "from the gateway's address on the client's side";
-        EXPECT_EQ(IpAddr::of(m.err_key6.src), *ctl::parse_ip(f().node)) << "quoting the packet as sent: to the NodePort";
+        EXPECT_EQ(IpAddr::of(m.key6.src), *ctl::parse_ip(f().node))
+            << "from the gateway's address on the client's side";
+        EXPECT_EQ(IpAddr::of(m.err_key6.src), *ctl::parse_ip(f().node))
+            << "quoting the packet as sent: to the NodePort";
     } else {
         EXPECT_EQ(icmp[0], kIcmpDestUnreach);
         EXPECT_EQ(icmp[1], 4);
@@ -464,7 +482,8 @@ TEST(MtuV4, WithoutDfIsFragmentedToTheEgressMtu) {
     EXPECT_EQ(rte_mempool_in_use_count(ctl::tool_mempool()), in_use);
 }
 
-INSTANTIATE_TEST_SUITE_P(Both, Mtu, ::testing::Values(kV4, kV6), [](const auto& i) { return std::string(i.param.name); });
+INSTANTIATE_TEST_SUITE_P(Both, Mtu, ::testing::Values(kV4, kV6),
+                         [](const auto& i) { return std::string(i.param.name); });
 
 // RFC 791 3.1: options with the copy flag go into every fragment, the others into the first only.
 TEST(FragmentIpv4, CopiesOnlyCopiedOptionsIntoLaterFragments) {

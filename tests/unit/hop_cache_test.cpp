@@ -25,7 +25,8 @@ struct Answer {
     uint8_t last;  // the MAC's last byte
 };
 template <typename A>
-Answer<A> ask(HopCache<A>& c, const BasicRouteTable<A>& t, const BasicNeighborTable<A>& nt, const A& dst, uint32_t now) {
+Answer<A> ask(HopCache<A>& c, const BasicRouteTable<A>& t, const BasicNeighborTable<A>& nt, const A& dst,
+              uint32_t now) {
     uint64_t m = 0xdead;
     const auto* hop = c.lookup(t, nt, dst, now, m);
     EXPECT_TRUE(m == 0 || (m & HopCache<A>::kResolved)) << "a MAC or nothing";
@@ -51,8 +52,10 @@ TEST(HopCache, RoutesAnswerAsTheirTableAndNeverFromAReplacedOne) {
     auto cidr6 = [](const char* s, uint8_t len) { return Cidr6{ip6(s), len}; };
     std::string err;
     auto a = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::3"), .port = 1}},
-                                  {cidr6("::", 0), NextHop6{.gateway = ip6("fd00:67::1"), .port = 0}}}, err);
-    auto b = RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::4"), .port = 1}}}, err);
+                                  {cidr6("::", 0), NextHop6{.gateway = ip6("fd00:67::1"), .port = 0}}},
+                                 err);
+    auto b =
+        RouteTable6::create({{cidr6("fd00:244:2::", 64), NextHop6{.gateway = ip6("fd00:192::4"), .port = 1}}}, err);
     ASSERT_TRUE(a && b) << err;
     ASSERT_NE(a->serial(), b->serial());
     NeighborTable6 nt;
@@ -66,10 +69,12 @@ TEST(HopCache, RoutesAnswerAsTheirTableAndNeverFromAReplacedOne) {
     // Each table twice in a row over every destination (the second pass answers from the cache
     // where no other destination took the entry), then the other table, then back.
     for (const RouteTable6* t : {a.get(), a.get(), b.get(), b.get(), a.get(), b.get()})
-        for (const Ip6& d : dsts) ASSERT_EQ(ask(*cache, *t, nt, d, 100).hop, t->lookup(d)) << (t == b.get() ? "b" : "a");
+        for (const Ip6& d : dsts)
+            ASSERT_EQ(ask(*cache, *t, nt, d, 100).hop, t->lookup(d)) << (t == b.get() ? "b" : "a");
     for (int i = 0; i < 3; ++i) {  // one destination: a hit after the first lookup, for each table
         ASSERT_EQ(ask(*cache, *a, nt, dsts[1], 100).hop, a->lookup(dsts[1]));
-        ASSERT_EQ(ask(*cache, *b, nt, dsts[1], 100).hop, b->lookup(dsts[1])) << "the new table's answer, not the old one's";
+        ASSERT_EQ(ask(*cache, *b, nt, dsts[1], 100).hop, b->lookup(dsts[1]))
+            << "the new table's answer, not the old one's";
     }
     EXPECT_EQ(ask(*cache, *b, nt, ip6("2001:db8::1"), 100).hop, nullptr) << "no route in b";
     EXPECT_EQ(ask(*cache, *a, nt, ip6("2001:db8::1"), 100).hop->gateway, ip6("fd00:67::1")) << "a's default route";

@@ -28,7 +28,8 @@ dataplane:
     - {name: cluster, addresses: [10.192.0.2/24]}
   routes:
     - {prefix: 10.244.2.0/24, via: 10.192.0.3}
-)" + host_path + R"(cluster:
+)" + host_path +
+        R"(cluster:
   node_name: svcgate
   node_ips: [192.168.67.8, 'fd00:67::8']
   service_cidrs: [10.96.0.0/12]
@@ -142,7 +143,8 @@ TEST(HostPath, OnlyTheAnswersToTheKernelsOwnNeighborQuestionsGoToIt) {
     EXPECT_EQ(t->run_frame(nd(kIcmp6NeighborSolicit, "fd00:67::1", "ff02::1:ff00:8", "fd00:67::8"), "ns for us").l2,
               L2Outcome::sent);
     EXPECT_FALSE(to_host(nd(kIcmp6NeighborSolicit, "fd00:67::1", "ff02::1:ff00:50", "fd00:67::50"), "ns for another"));
-    EXPECT_FALSE(to_host(nd(kIcmp6NeighborSolicit, "fe80::1", "ff02::1:ff00:2", "fe80::ff:fe00:2"), "ns for another fe80"));
+    EXPECT_FALSE(
+        to_host(nd(kIcmp6NeighborSolicit, "fe80::1", "ff02::1:ff00:2", "fe80::ff:fe00:2"), "ns for another fe80"));
     EXPECT_FALSE(to_host(nd(kIcmp6NeighborAdvert, "fd00:67::1", "ff02::1", "fd00:67::1", 0x20), "unsolicited na"));
     // Router advertisements and solicitations: the kernel takes none (its addresses are the config's).
     EXPECT_FALSE(to_host(icmp6(kIcmp6RouterAdvert, "fe80::1", "ff02::1", std::vector<uint8_t>(12, 0)), "ra"));
@@ -259,8 +261,10 @@ TEST(Announce, PolicyLocalOnlyWithAReadyLocalEndpoint) {
     health_check_node_port: 32100
     ports: [{port: 80, node_port: 30080}]
     endpoints:
-      - {ip: 10.244.2.4, node: )" + node + ", ready: " + (ready ? "true" : "false") + R"(}
-      - {ip: 'fd00:244:2::4', node: )" + node + ", ready: " + (ready ? "true" : "false") + "}\n";
+      - {ip: 10.244.2.4, node: )" +
+            node + ", ready: " + (ready ? "true" : "false") + R"(}
+      - {ip: 'fd00:244:2::4', node: )" +
+            node + ", ready: " + (ready ? "true" : "false") + "}\n";
     };
     const Strings node_ips{"192.168.67.8/32", "fd00:67::8/128"};
     EXPECT_EQ(names(ctl::announce_set(load(svc("kube-node-1", true)))), node_ips);
@@ -289,7 +293,8 @@ dataplane:
     - {name: ext, addresses: [192.168.67.8/24, 'fd00:67::8/64'], host_interface: sg-ext}
 cluster:
   node_ips: [192.168.67.8, 10.192.0.2, 203.0.113.5, 'fd00:67::8', 'fd00:99::5']
-)", "t.yaml");
+)",
+                                             "t.yaml");
     const auto a = ctl::host_interface_addresses(cfg);
     ASSERT_EQ(a.size(), 3u);
     EXPECT_TRUE(a[0].empty());  // no host interface

@@ -304,39 +304,71 @@ TEST(Ipv6, EachMalformedClassHasItsReason) {
     for (int i = 0; i < 9; ++i) too_long = with_ext(too_long, 60);
     const std::vector<Case> cases = {
         {"truncated header", edit([](Frame& f) { f.resize(kL3 + 30); }), DropReason::ip6_truncated},
-        {"payload length past the frame", edit([](Frame& f) { f[kL3 + 4] = 0x05; }), DropReason::ip6_bad_payload_length},
+        {"payload length past the frame", edit([](Frame& f) { f[kL3 + 4] = 0x05; }),
+         DropReason::ip6_bad_payload_length},
         {"version 4 under the IPv6 EtherType", edit([](Frame& f) { f[kL3] = 0x45; }), DropReason::ip6_bad_version},
         {"hop-by-hop not first", with_ext(with_ext(syn, 0), 60), DropReason::ip6_hbh_not_first},
         {"nine destination options (a loop of one header)", too_long, DropReason::ip6_ext_chain_too_long},
-        {"extension header past the payload", edit([](Frame& f) { f = with_ext(f, 60, 1); f[kL3 + 41] = 40; }),
+        {"extension header past the payload", edit([](Frame& f) {
+             f = with_ext(f, 60, 1);
+             f[kL3 + 41] = 40;
+         }),
          DropReason::ip6_ext_truncated},
         {"routing type 0", with_ext(syn, 43, 1, 0, 1), DropReason::ip6_routing_type0},
         {"TCP fragment at offset 8 (RFC 1858)", with_ext(syn, 44, 1, 0, 0x08), DropReason::frag_tiny},
         {"multicast source", edit([](Frame& f) { f[kL3 + 8] = 0xff; }), DropReason::ip_bad_source},
-        {"unspecified source", edit([](Frame& f) { std::memset(f.data() + kL3 + 8, 0, 16); }), DropReason::ip_bad_source},
-        {"multicast destination", edit([](Frame& f) { f[kL3 + 24] = 0xff; fix_l4_csum(f, kL3 + 40, 6); }),
-         DropReason::ip6_multicast},
-        {"link-local destination", edit([](Frame& f) { f[kL3 + 24] = 0xfe; f[kL3 + 25] = 0x80; fix_l4_csum(f, kL3 + 40, 6); }),
-         DropReason::ip6_scope},
-        {"loopback destination", edit([](Frame& f) { std::memset(f.data() + kL3 + 24, 0, 15); f[kL3 + 39] = 1;
-                                                     fix_l4_csum(f, kL3 + 40, 6); }),
-         DropReason::ip6_scope},
-        {"loopback source", edit([](Frame& f) { std::memset(f.data() + kL3 + 8, 0, 15); f[kL3 + 23] = 1; }),
+        {"unspecified source", edit([](Frame& f) { std::memset(f.data() + kL3 + 8, 0, 16); }),
          DropReason::ip_bad_source},
-        {"tcp truncated", edit([](Frame& f) { f.resize(kL3 + 50); f[kL3 + 4] = 0; f[kL3 + 5] = 10; }),
+        {"multicast destination", edit([](Frame& f) {
+             f[kL3 + 24] = 0xff;
+             fix_l4_csum(f, kL3 + 40, 6);
+         }),
+         DropReason::ip6_multicast},
+        {"link-local destination", edit([](Frame& f) {
+             f[kL3 + 24] = 0xfe;
+             f[kL3 + 25] = 0x80;
+             fix_l4_csum(f, kL3 + 40, 6);
+         }),
+         DropReason::ip6_scope},
+        {"loopback destination", edit([](Frame& f) {
+             std::memset(f.data() + kL3 + 24, 0, 15);
+             f[kL3 + 39] = 1;
+             fix_l4_csum(f, kL3 + 40, 6);
+         }),
+         DropReason::ip6_scope},
+        {"loopback source", edit([](Frame& f) {
+             std::memset(f.data() + kL3 + 8, 0, 15);
+             f[kL3 + 23] = 1;
+         }),
+         DropReason::ip_bad_source},
+        {"tcp truncated", edit([](Frame& f) {
+             f.resize(kL3 + 50);
+             f[kL3 + 4] = 0;
+             f[kL3 + 5] = 10;
+         }),
          DropReason::tcp_truncated},
         {"hop limit 1 to a VIP", edit([](Frame& f) { f[kL3 + 7] = 1; }), DropReason::ip_ttl_exceeded},
         {"hop limit 0 to a VIP", edit([](Frame& f) { f[kL3 + 7] = 0; }), DropReason::ip_ttl_exceeded},
-        {"bad ICMPv6 checksum", edit([](Frame& f) { f = spec("icmp6 fd00:67::100 > fd00:67::8"); f[kL3 + 42] ^= 1; }),
+        {"bad ICMPv6 checksum", edit([](Frame& f) {
+             f = spec("icmp6 fd00:67::100 > fd00:67::8");
+             f[kL3 + 42] ^= 1;
+         }),
          DropReason::icmp6_bad_checksum},
-        {"icmpv6 truncated", edit([](Frame& f) { f = spec("icmp6 fd00:67::100 > fd00:67::8"); f.resize(kL3 + 44);
-                                                 f[kL3 + 5] = 4; }),
+        {"icmpv6 truncated", edit([](Frame& f) {
+             f = spec("icmp6 fd00:67::100 > fd00:67::8");
+             f.resize(kL3 + 44);
+             f[kL3 + 5] = 4;
+         }),
          DropReason::icmp_truncated},
         {"NS with a multicast target", edit([](Frame& f) { f = neighbor_solicit("fd00:67::100", "ff02::1"); }),
          DropReason::nd_bad_target},
-        {"NS from off the link (hop limit 254)", neighbor_solicit("fd00:67::100", "fd00:67::8", 254), DropReason::nd_invalid},
-        {"NS with a zero-length option", edit([](Frame& f) { f = neighbor_solicit("fd00:67::100", "fd00:67::8");
-                                                             f[kL3 + 40 + 25] = 0; fix_l4_csum(f, kL3 + 40, 58); }),
+        {"NS from off the link (hop limit 254)", neighbor_solicit("fd00:67::100", "fd00:67::8", 254),
+         DropReason::nd_invalid},
+        {"NS with a zero-length option", edit([](Frame& f) {
+             f = neighbor_solicit("fd00:67::100", "fd00:67::8");
+             f[kL3 + 40 + 25] = 0;
+             fix_l4_csum(f, kL3 + 40, 58);
+         }),
          DropReason::nd_invalid},
     };
     const WorkerCounters& k = t->ctx().counters;
@@ -363,8 +395,10 @@ TEST(Ipv6, ExtensionHeadersInAnyOrderWithinTheBoundAreWalked) {
     // hop-by-hop first): eight, the bound, are walked to the TCP header behind them. with_ext()
     // puts each new header first, so the last one added is the first in the chain.
     const Frame syn = spec("tcp [fd00:67::100]:40000 > [fd00:67::8]:30001 [S]");
-    Frame ok = with_ext(with_ext(with_ext(with_ext(with_ext(with_ext(with_ext(with_ext(syn, 60), 60, 2), 43, 1, 2), 60), 44),
-                                          43, 1, 4), 60), 0);
+    Frame ok = with_ext(
+        with_ext(with_ext(with_ext(with_ext(with_ext(with_ext(with_ext(syn, 60), 60, 2), 43, 1, 2), 60), 44), 43, 1, 4),
+                 60),
+        0);
     PacketMeta m;
     ASSERT_EQ(parse_packet(ok.data(), static_cast<uint32_t>(ok.size()), m), DropReason::none);
     EXPECT_EQ(m.key6.proto, 6);
@@ -398,10 +432,16 @@ TEST(Ipv6, AReversedTupleSwapsAddressesAndPortsAndKeepsTheProtocol) {
 TEST(Ipv6, FlowTableHoldsBothTuplesOfAnIpv6Flow) {
     auto t = FlowTable6::create(FlowTableParams{.capacity = 4096});
     ASSERT_TRUE(t);
-    FlowKey6 a{.src = *ctl::parse_ip6("fd00:67::100"), .dst = *ctl::parse_ip6("fd00:96::79"),
-               .sport = rte_cpu_to_be_16(40000), .dport = rte_cpu_to_be_16(80), .proto = 6};
-    FlowKey6 b{.src = *ctl::parse_ip6("fd00:244:2::4"), .dst = *ctl::parse_ip6("fd00:192::2"),
-               .sport = rte_cpu_to_be_16(80), .dport = rte_cpu_to_be_16(61001), .proto = 6};
+    FlowKey6 a{.src = *ctl::parse_ip6("fd00:67::100"),
+               .dst = *ctl::parse_ip6("fd00:96::79"),
+               .sport = rte_cpu_to_be_16(40000),
+               .dport = rte_cpu_to_be_16(80),
+               .proto = 6};
+    FlowKey6 b{.src = *ctl::parse_ip6("fd00:244:2::4"),
+               .dst = *ctl::parse_ip6("fd00:192::2"),
+               .sport = rte_cpu_to_be_16(80),
+               .dport = rte_cpu_to_be_16(61001),
+               .proto = 6};
     const InsertResult r = t->insert(0, FlowInit6{.key = {a, b}}, 1);
     ASSERT_EQ(r.status, InsertStatus::inserted);
     EXPECT_EQ(t->lookup(a).id, r.id);

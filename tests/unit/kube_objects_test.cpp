@@ -175,14 +175,16 @@ TEST(KubeObjects, SnapshotMatchesSlicePortsByNameAndProtocol) {
     c.cluster.node_name = "node-a";
     test::ensure_eal();
     auto s = build_snapshot(c);
-    ASSERT_EQ(s->services.size(), 3u) << "web's two IPv4 ports and v6only's IPv6 one; headless and ExternalName get none";
+    ASSERT_EQ(s->services.size(), 3u)
+        << "web's two IPv4 ports and v6only's IPv6 one; headless and ExternalName get none";
     EXPECT_EQ(s->services[2].family, dp::Family::v6);
     EXPECT_EQ(s->info(2).name, "shop/v6only:");
     const dp::ServicePort& http = s->services[0];
     const dp::ServicePort& dns = s->services[1];
     EXPECT_EQ(s->info(0).name, "shop/web:http");
     ASSERT_EQ(http.ep_count, 3u) << "the IPv6 slice's endpoint serves no IPv4 port";
-    for (uint32_t i = 0; i < http.ep_count; ++i) EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[http.ep_first + i].port), 8080);
+    for (uint32_t i = 0; i < http.ep_count; ++i)
+        EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[http.ep_first + i].port), 8080);
     ASSERT_EQ(dns.ep_count, 2u) << "only web-abc has the dns port";
     EXPECT_EQ(rte_be_to_cpu_16(s->endpoints[dns.ep_first].port), 5353);
     EXPECT_EQ(s->sets[http.cluster_set].count, 2u) << "ready ones; the terminating one is fallback only";
@@ -204,7 +206,8 @@ metadata: {name: a-1, labels: {kubernetes.io/service-name: a}}
 endpoints: [{addresses: [10.1.1.1]}]
 ports: [{name: '', port: 8080}]
 ---
-)", errors);
+)",
+                    errors);
     ASSERT_TRUE(errors.empty()) << errors[0].str();
     const ServiceConfig* a = find(c, "default/a");
     ASSERT_NE(a, nullptr) << "no namespace = default";
@@ -234,7 +237,8 @@ addressType: IPv4
 metadata: {name: a-2, labels: {kubernetes.io/service-name: a}}
 endpoints: [{addresses: [10.1.1.2]}, {addresses: [10.1.1.3]}, {addresses: [10.1.1.1]}]
 ports: [{name: '', port: 8080}]
-)", errors);
+)",
+                    errors);
     ASSERT_TRUE(errors.empty()) << errors[0].str();
     test::ensure_eal();
     auto s = build_snapshot(c);
@@ -265,10 +269,13 @@ items:
   addressType: IPv4
   metadata: {name: lost, namespace: n, labels: {kubernetes.io/service-name: gone}}
   endpoints: [{addresses: [10.1.1.1], conditions: {ready: maybe}}]
-)", errors);
+)",
+         errors);
     // Every error, not only the first: each one positioned in the manifest.
     ASSERT_EQ(errors.size(), 6u);
-    EXPECT_EQ(errors[0].str(), "m.yaml:10:11: items[0].spec.type: \"Balancer\" is not ClusterIP, NodePort, LoadBalancer or ExternalName");
+    EXPECT_EQ(
+        errors[0].str(),
+        "m.yaml:10:11: items[0].spec.type: \"Balancer\" is not ClusterIP, NodePort, LoadBalancer or ExternalName");
     EXPECT_EQ(errors[1].str(), "m.yaml:8:16: items[0].spec.clusterIP: \"10.96.0.300\" is not an IPv4 or IPv6 address");
     EXPECT_EQ(errors[2].str(), "m.yaml:9:37: items[0].spec.ports[0].protocol: \"ICMP\" is not TCP, UDP or SCTP");
     EXPECT_EQ(errors[3].str(), "m.yaml:9:20: items[0].spec.ports[0].port: 99999 is out of range 1-65535");
@@ -280,11 +287,15 @@ items:
 }
 
 TEST(KubeObjects, BrokenYamlAndNonObjectsAreErrorsNotCrashes) {
-    const char* bad[] = {"items: [", "- 1\n- 2\n", "kind: List\nitems: 7\n", "kind: Service\napiVersion: v1\n",
-                         "kind: Service\napiVersion: v1\nmetadata: {name: x}\nspec: [1]\n",
-                         ("kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\naddressType: IPv4\n"
-                          "metadata: {name: s, labels: {kubernetes.io/service-name: x}}\nendpoints: [{addresses: []}]\n"),
-                         "\x01\x02"};
+    const char* bad[] = {
+        "items: [",
+        "- 1\n- 2\n",
+        "kind: List\nitems: 7\n",
+        "kind: Service\napiVersion: v1\n",
+        "kind: Service\napiVersion: v1\nmetadata: {name: x}\nspec: [1]\n",
+        ("kind: EndpointSlice\napiVersion: discovery.k8s.io/v1\naddressType: IPv4\n"
+         "metadata: {name: s, labels: {kubernetes.io/service-name: x}}\nendpoints: [{addresses: []}]\n"),
+        "\x01\x02"};
     for (const char* y : bad) {
         std::vector<ConfigIssue> errors;
         load(y, errors);

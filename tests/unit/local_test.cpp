@@ -92,7 +92,8 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
     rte_pktmbuf_free(m);
     m = arp_request(addr("192.168.67.100"), addr("192.168.67.50"));
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 130), DropReason::arp_consumed);
-    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 100 + NeighborTable::kStaleAfter + 10, mac), NeighborTable::State::fresh)
+    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 100 + NeighborTable::kStaleAfter + 10, mac),
+              NeighborTable::State::fresh)
         << "a known neighbor is refreshed by any of its ARPs";
     rte_pktmbuf_free(m);
 
@@ -100,7 +101,8 @@ TEST(Local, ArpIsAnsweredForEveryAddressTheGatewayOwnsAndTeachesTheCache) {
     m = arp_request(addr("192.168.67.100"), addr("192.168.67.8"));
     rte_pktmbuf_mtod_offset(m, rte_arp_hdr*, sizeof(rte_ether_hdr))->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 160), DropReason::arp_consumed);
-    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 160 + NeighborTable::kStaleAfter - 1, mac), NeighborTable::State::fresh);
+    EXPECT_EQ(nt.lookup(addr("192.168.67.100"), 160 + NeighborTable::kStaleAfter - 1, mac),
+              NeighborTable::State::fresh);
     rte_pktmbuf_free(m);
 }
 

@@ -68,40 +68,176 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"truncated Ethernet", [] { Frame f = spec(kSyn); f.resize(10); return f; }, DropReason::eth_truncated},
-    {"truncated IPv4", [] { Frame f = spec(kSyn); f.resize(kIp + 19); return f; }, DropReason::ip_truncated},
+    {"truncated Ethernet",
+     [] {
+         Frame f = spec(kSyn);
+         f.resize(10);
+         return f;
+     },
+     DropReason::eth_truncated},
+    {"truncated IPv4",
+     [] {
+         Frame f = spec(kSyn);
+         f.resize(kIp + 19);
+         return f;
+     },
+     DropReason::ip_truncated},
     {"truncated TCP", [] { return with_l4_bytes(spec(kSyn), 12); }, DropReason::tcp_truncated},
-    {"truncated UDP", [] { return with_l4_bytes(spec("udp 10.244.2.4:53 > 10.96.0.20:53"), 4); }, DropReason::udp_truncated},
-    {"truncated SCTP", [] { return with_l4_bytes(spec("sctp 10.244.2.9:5000 > 10.96.0.20:9000"), 8); }, DropReason::sctp_truncated},
-    {"truncated ICMP", [] { return with_l4_bytes(spec("icmp 192.168.67.100 > 192.168.67.8"), 4); }, DropReason::icmp_truncated},
-    {"IP version 5", [] { Frame f = spec(kSyn); f[kIp] = 0x55; fix_ip_csum(f); return f; }, DropReason::ip_bad_version},
-    {"IHL below 5", [] { Frame f = spec(kSyn); f[kIp] = 0x44; return f; }, DropReason::ip_bad_ihl},
-    {"IHL past the frame", [] { Frame f = spec(kSyn); f.resize(kIp + 40); f[kIp] = 0x4f; return f; }, DropReason::ip_bad_ihl},
-    {"total length past the frame", [] { Frame f = spec(kSyn); set_total_length(f, 1500); return f; }, DropReason::ip_bad_total_length},
-    {"total length below the header", [] { Frame f = spec(kSyn); set_total_length(f, 12); return f; }, DropReason::ip_bad_total_length},
-    {"bad IPv4 checksum", [] { Frame f = spec(kSyn); f[kIp + 10] ^= 0x5a; return f; }, DropReason::ip_bad_checksum},
+    {"truncated UDP", [] { return with_l4_bytes(spec("udp 10.244.2.4:53 > 10.96.0.20:53"), 4); },
+     DropReason::udp_truncated},
+    {"truncated SCTP", [] { return with_l4_bytes(spec("sctp 10.244.2.9:5000 > 10.96.0.20:9000"), 8); },
+     DropReason::sctp_truncated},
+    {"truncated ICMP", [] { return with_l4_bytes(spec("icmp 192.168.67.100 > 192.168.67.8"), 4); },
+     DropReason::icmp_truncated},
+    {"IP version 5",
+     [] {
+         Frame f = spec(kSyn);
+         f[kIp] = 0x55;
+         fix_ip_csum(f);
+         return f;
+     },
+     DropReason::ip_bad_version},
+    {"IHL below 5",
+     [] {
+         Frame f = spec(kSyn);
+         f[kIp] = 0x44;
+         return f;
+     },
+     DropReason::ip_bad_ihl},
+    {"IHL past the frame",
+     [] {
+         Frame f = spec(kSyn);
+         f.resize(kIp + 40);
+         f[kIp] = 0x4f;
+         return f;
+     },
+     DropReason::ip_bad_ihl},
+    {"total length past the frame",
+     [] {
+         Frame f = spec(kSyn);
+         set_total_length(f, 1500);
+         return f;
+     },
+     DropReason::ip_bad_total_length},
+    {"total length below the header",
+     [] {
+         Frame f = spec(kSyn);
+         set_total_length(f, 12);
+         return f;
+     },
+     DropReason::ip_bad_total_length},
+    {"bad IPv4 checksum",
+     [] {
+         Frame f = spec(kSyn);
+         f[kIp + 10] ^= 0x5a;
+         return f;
+     },
+     DropReason::ip_bad_checksum},
     {"TTL 1 to a service", [] { return spec(kSyn + " ttl=1"); }, DropReason::ip_ttl_exceeded},
-    {"TTL 0 to a service", [] { Frame f = spec(kSyn); f[kIp + 8] = 0; fix_ip_csum(f); return f; }, DropReason::ip_ttl_exceeded},
-    {"TTL 1 routed", [] { return spec("tcp 192.168.67.100:1 > 10.244.2.9:22 [S] ttl=1"); }, DropReason::ip_ttl_exceeded},
-    {"TCP data offset below 5", [] { Frame f = spec(kSyn); f[kL4 + 12] = 0x40; return f; }, DropReason::tcp_bad_doff},
-    {"TCP data offset past the frame", [] { Frame f = spec(kSyn); f[kL4 + 12] = 0xf0; return f; }, DropReason::tcp_bad_doff},
-    {"TCP SYN+FIN", [] { return spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [SF]"); }, DropReason::tcp_bad_flags},
-    {"TCP null scan", [] { Frame f = spec(kSyn); f[kL4 + 13] = 0; return f; }, DropReason::tcp_bad_flags},
-    {"TCP xmas scan", [] { Frame f = spec(kSyn); f[kL4 + 13] = kFin | kPsh | kUrg; return f; }, DropReason::tcp_bad_flags},
-    {"UDP length zero", [] { Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53"); f[kL4 + 4] = f[kL4 + 5] = 0; return f; }, DropReason::udp_bad_length},
-    {"UDP length past the payload", [] { Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53"); f[kL4 + 5] = 200; return f; }, DropReason::udp_bad_length},
-    {"unknown EtherType (LLDP)", [] { Frame f = spec(kSyn); f[12] = 0x88; f[13] = 0xcc; return f; }, DropReason::ethertype_unknown},
-    {"IPv4 bytes under the IPv6 EtherType", [] { Frame f = spec(kSyn); f[12] = 0x86; f[13] = 0xdd; return f; }, DropReason::ip6_bad_version},
+    {"TTL 0 to a service",
+     [] {
+         Frame f = spec(kSyn);
+         f[kIp + 8] = 0;
+         fix_ip_csum(f);
+         return f;
+     },
+     DropReason::ip_ttl_exceeded},
+    {"TTL 1 routed", [] { return spec("tcp 192.168.67.100:1 > 10.244.2.9:22 [S] ttl=1"); },
+     DropReason::ip_ttl_exceeded},
+    {"TCP data offset below 5",
+     [] {
+         Frame f = spec(kSyn);
+         f[kL4 + 12] = 0x40;
+         return f;
+     },
+     DropReason::tcp_bad_doff},
+    {"TCP data offset past the frame",
+     [] {
+         Frame f = spec(kSyn);
+         f[kL4 + 12] = 0xf0;
+         return f;
+     },
+     DropReason::tcp_bad_doff},
+    {"TCP SYN+FIN", [] { return spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [SF]"); },
+     DropReason::tcp_bad_flags},
+    {"TCP null scan",
+     [] {
+         Frame f = spec(kSyn);
+         f[kL4 + 13] = 0;
+         return f;
+     },
+     DropReason::tcp_bad_flags},
+    {"TCP xmas scan",
+     [] {
+         Frame f = spec(kSyn);
+         f[kL4 + 13] = kFin | kPsh | kUrg;
+         return f;
+     },
+     DropReason::tcp_bad_flags},
+    {"UDP length zero",
+     [] {
+         Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53");
+         f[kL4 + 4] = f[kL4 + 5] = 0;
+         return f;
+     },
+     DropReason::udp_bad_length},
+    {"UDP length past the payload",
+     [] {
+         Frame f = spec("udp 10.244.2.4:5000 > 10.96.0.20:53");
+         f[kL4 + 5] = 200;
+         return f;
+     },
+     DropReason::udp_bad_length},
+    {"unknown EtherType (LLDP)",
+     [] {
+         Frame f = spec(kSyn);
+         f[12] = 0x88;
+         f[13] = 0xcc;
+         return f;
+     },
+     DropReason::ethertype_unknown},
+    {"IPv4 bytes under the IPv6 EtherType",
+     [] {
+         Frame f = spec(kSyn);
+         f[12] = 0x86;
+         f[13] = 0xdd;
+         return f;
+     },
+     DropReason::ip6_bad_version},
     {"two stacked VLAN tags", [] { return vlan_tags(spec(kSyn), 2); }, DropReason::vlan_stacked},
-    {"802.1ad outer tag", [] { Frame f = vlan_tags(spec(kSyn), 1); f[12] = 0x88; f[13] = 0xa8; return f; }, DropReason::vlan_stacked},
-    {"IPv4 to the broadcast MAC", [] { Frame f = spec(kSyn); std::memset(f.data(), 0xff, 6); return f; }, DropReason::l2_not_for_us},
-    {"IPv4 to a multicast MAC", [] { Frame f = spec(kSyn); f[0] = 0x01; f[1] = 0x00; f[2] = 0x5e; return f; }, DropReason::l2_not_for_us},
+    {"802.1ad outer tag",
+     [] {
+         Frame f = vlan_tags(spec(kSyn), 1);
+         f[12] = 0x88;
+         f[13] = 0xa8;
+         return f;
+     },
+     DropReason::vlan_stacked},
+    {"IPv4 to the broadcast MAC",
+     [] {
+         Frame f = spec(kSyn);
+         std::memset(f.data(), 0xff, 6);
+         return f;
+     },
+     DropReason::l2_not_for_us},
+    {"IPv4 to a multicast MAC",
+     [] {
+         Frame f = spec(kSyn);
+         f[0] = 0x01;
+         f[1] = 0x00;
+         f[2] = 0x5e;
+         return f;
+     },
+     DropReason::l2_not_for_us},
     {"multicast source address", [] { return spec("udp 224.0.0.5:5000 > 10.96.0.20:53"); }, DropReason::ip_bad_source},
     {"a ClusterIP on a port no Service serves", [] { return spec("tcp 10.244.2.9:1000 > 10.96.0.20:81 [S]"); },
      DropReason::reject_unknown_port, Verdict::reject},
-    {"an unallocated service-CIDR address", [] { return spec("udp 10.244.2.9:1000 > 10.96.0.99:53"); }, DropReason::service_cidr_unallocated},
-    {"TCP FIN with no connection", [] { return spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [F.]"); }, DropReason::conntrack_invalid},
-    {"ICMP error quoting too little", [] { return test::icmp_error_frame(kIcmpDestUnreach, 1, "10.192.0.3", "10.192.0.2", spec(kSyn), 2); },
+    {"an unallocated service-CIDR address", [] { return spec("udp 10.244.2.9:1000 > 10.96.0.99:53"); },
+     DropReason::service_cidr_unallocated},
+    {"TCP FIN with no connection", [] { return spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [F.]"); },
+     DropReason::conntrack_invalid},
+    {"ICMP error quoting too little",
+     [] { return test::icmp_error_frame(kIcmpDestUnreach, 1, "10.192.0.3", "10.192.0.2", spec(kSyn), 2); },
      DropReason::icmp_error_bad_inner},
 };
 

@@ -107,8 +107,11 @@ TEST(MetricsCollectors, Sync) {
     y.ready = true;
     y.queued = 3;
     y.replicas = 12;
-    y.peers.push_back(SyncPeerStatus{.address = "10.0.9.2:7400", .alive = true, .last_heard_seconds = 0.25,
-                                     .flows_sent = 100, .flows_received = 90});
+    y.peers.push_back(SyncPeerStatus{.address = "10.0.9.2:7400",
+                                     .alive = true,
+                                     .last_heard_seconds = 0.25,
+                                     .flows_sent = 100,
+                                     .flows_received = 90});
     y.peers.push_back(SyncPeerStatus{.address = "[fd00:9::3]:7400"});
     y.drops[static_cast<unsigned>(sync::Drop::bad_mac)] = 4;
     dp::WorkerCounters t{};
@@ -161,11 +164,16 @@ TEST(MetricsCollectors, ServicesAndEndpoints) {
     MetricsText m;
     collect_services(m, t->snapshot(), t->slots());
     const std::string& s = m.str();
-    EXPECT_TRUE(has_line(s, "svcgate_service_packets_total{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv4\"} 0"));
-    EXPECT_TRUE(has_line(s, "svcgate_service_bytes_total{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv6\"} 0"));
-    EXPECT_TRUE(has_line(s, "svcgate_endpoint_flows{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv4\","
-                            "endpoint=\"10.244.2.7:80\"} 0"));
-    EXPECT_TRUE(has_line(s, "svcgate_endpoint_packets_total{service=\"default/web\",port=\"http\",protocol=\"TCP\","
-                            "family=\"IPv6\",endpoint=\"[fd00:244:2::7]:80\"} 0"));
+    EXPECT_TRUE(has_line(
+        s, "svcgate_service_packets_total{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv4\"} 0"));
+    EXPECT_TRUE(has_line(
+        s, "svcgate_service_bytes_total{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv6\"} 0"));
+    EXPECT_TRUE(
+        has_line(s,
+                 "svcgate_endpoint_flows{service=\"default/web\",port=\"http\",protocol=\"TCP\",family=\"IPv4\","
+                 "endpoint=\"10.244.2.7:80\"} 0"));
+    EXPECT_TRUE(has_line(s,
+                         "svcgate_endpoint_packets_total{service=\"default/web\",port=\"http\",protocol=\"TCP\","
+                         "family=\"IPv6\",endpoint=\"[fd00:244:2::7]:80\"} 0"));
     expect_declared(s);
 }

@@ -55,29 +55,112 @@ TEST(Parse, EachMalformedClassHasItsReason) {
         {"ip truncated", tcp, [](auto& f) { f.resize(14 + 19); }, DropReason::ip_truncated},
         {"version 6 in an IPv4 frame", tcp, [](auto& f) { f[14] = 0x65; }, DropReason::ip_bad_version},
         {"ihl < 5", tcp, [](auto& f) { f[14] = 0x44; }, DropReason::ip_bad_ihl},
-        {"ihl past frame", tcp, [](auto& f) { f[14] = 0x4f; f.resize(14 + 40); }, DropReason::ip_bad_ihl},
-        {"total length past frame", tcp, [](auto& f) { f[16] = 0x05; fix_ip_csum(f); }, DropReason::ip_bad_total_length},
-        {"total length below header", tcp, [](auto& f) { f[16] = 0; f[17] = 10; fix_ip_csum(f); }, DropReason::ip_bad_total_length},
+        {"ihl past frame", tcp,
+         [](auto& f) {
+             f[14] = 0x4f;
+             f.resize(14 + 40);
+         },
+         DropReason::ip_bad_ihl},
+        {"total length past frame", tcp,
+         [](auto& f) {
+             f[16] = 0x05;
+             fix_ip_csum(f);
+         },
+         DropReason::ip_bad_total_length},
+        {"total length below header", tcp,
+         [](auto& f) {
+             f[16] = 0;
+             f[17] = 10;
+             fix_ip_csum(f);
+         },
+         DropReason::ip_bad_total_length},
         {"bad ip checksum", tcp, [](auto& f) { f[24] ^= 0xff; }, DropReason::ip_bad_checksum},
-        {"TCP fragment at offset 8 (RFC 1858)", tcp, [](auto& f) { f[21] = 0x01; fix_ip_csum(f); }, DropReason::frag_tiny},
-        {"first fragment without the whole TCP header", tcp, [](auto& f) { f[20] = 0x20; f[16] = 0; f[17] = 36; fix_ip_csum(f); }, DropReason::frag_tiny},
-        {"fragment past 65,535 bytes", tcp, [](auto& f) { f[20] = 0x1f; f[21] = 0xff; fix_ip_csum(f); }, DropReason::frag_oversize},
-        {"multicast source", tcp, [](auto& f) { f[26] = 224; fix_ip_csum(f); }, DropReason::ip_bad_source},
+        {"TCP fragment at offset 8 (RFC 1858)", tcp,
+         [](auto& f) {
+             f[21] = 0x01;
+             fix_ip_csum(f);
+         },
+         DropReason::frag_tiny},
+        {"first fragment without the whole TCP header", tcp,
+         [](auto& f) {
+             f[20] = 0x20;
+             f[16] = 0;
+             f[17] = 36;
+             fix_ip_csum(f);
+         },
+         DropReason::frag_tiny},
+        {"fragment past 65,535 bytes", tcp,
+         [](auto& f) {
+             f[20] = 0x1f;
+             f[21] = 0xff;
+             fix_ip_csum(f);
+         },
+         DropReason::frag_oversize},
+        {"multicast source", tcp,
+         [](auto& f) {
+             f[26] = 224;
+             fix_ip_csum(f);
+         },
+         DropReason::ip_bad_source},
         {"broadcast frame", tcp, [](auto& f) { f[0] = 0xff; }, DropReason::l2_not_for_us},
-        {"tcp truncated", tcp, [](auto& f) { f.resize(14 + 20 + 19); f[17] = 39; fix_ip_csum(f); }, DropReason::tcp_truncated},
+        {"tcp truncated", tcp,
+         [](auto& f) {
+             f.resize(14 + 20 + 19);
+             f[17] = 39;
+             fix_ip_csum(f);
+         },
+         DropReason::tcp_truncated},
         {"tcp doff < 5", tcp, [](auto& f) { f[14 + 20 + 12] = 0x40; }, DropReason::tcp_bad_doff},
         {"tcp doff past payload", tcp, [](auto& f) { f[14 + 20 + 12] = 0xf0; }, DropReason::tcp_bad_doff},
         {"syn+fin", tcp, [](auto& f) { f[14 + 20 + 13] = kSyn | kFin; }, DropReason::tcp_bad_flags},
         {"null flags", tcp, [](auto& f) { f[14 + 20 + 13] = 0; }, DropReason::tcp_bad_flags},
         {"xmas flags", tcp, [](auto& f) { f[14 + 20 + 13] = kFin | kPsh | kUrg; }, DropReason::tcp_bad_flags},
-        {"udp truncated", udp, [](auto& f) { f.resize(14 + 20 + 7); f[17] = 27; fix_ip_csum(f); }, DropReason::udp_truncated},
-        {"udp length zero", udp, [](auto& f) { f[14 + 20 + 4] = 0; f[14 + 20 + 5] = 0; }, DropReason::udp_bad_length},
+        {"udp truncated", udp,
+         [](auto& f) {
+             f.resize(14 + 20 + 7);
+             f[17] = 27;
+             fix_ip_csum(f);
+         },
+         DropReason::udp_truncated},
+        {"udp length zero", udp,
+         [](auto& f) {
+             f[14 + 20 + 4] = 0;
+             f[14 + 20 + 5] = 0;
+         },
+         DropReason::udp_bad_length},
         {"udp length past payload", udp, [](auto& f) { f[14 + 20 + 5] = 200; }, DropReason::udp_bad_length},
-        {"icmp truncated", icmp, [](auto& f) { f.resize(14 + 20 + 7); f[17] = 27; fix_ip_csum(f); }, DropReason::icmp_truncated},
-        {"IPv4 bytes under the IPv6 EtherType", tcp, [](auto& f) { f[12] = 0x86; f[13] = 0xdd; }, DropReason::ip6_bad_version},
-        {"unknown ethertype", tcp, [](auto& f) { f[12] = 0x88; f[13] = 0xb5; }, DropReason::ethertype_unknown},
-        {"arp truncated", tcp, [](auto& f) { f[12] = 0x08; f[13] = 0x06; f.resize(14 + 27); }, DropReason::arp_truncated},
-        {"qinq outer tag", tcp, [](auto& f) { f[12] = 0x88; f[13] = 0xa8; }, DropReason::vlan_stacked},
+        {"icmp truncated", icmp,
+         [](auto& f) {
+             f.resize(14 + 20 + 7);
+             f[17] = 27;
+             fix_ip_csum(f);
+         },
+         DropReason::icmp_truncated},
+        {"IPv4 bytes under the IPv6 EtherType", tcp,
+         [](auto& f) {
+             f[12] = 0x86;
+             f[13] = 0xdd;
+         },
+         DropReason::ip6_bad_version},
+        {"unknown ethertype", tcp,
+         [](auto& f) {
+             f[12] = 0x88;
+             f[13] = 0xb5;
+         },
+         DropReason::ethertype_unknown},
+        {"arp truncated", tcp,
+         [](auto& f) {
+             f[12] = 0x08;
+             f[13] = 0x06;
+             f.resize(14 + 27);
+         },
+         DropReason::arp_truncated},
+        {"qinq outer tag", tcp,
+         [](auto& f) {
+             f[12] = 0x88;
+             f[13] = 0xa8;
+         },
+         DropReason::vlan_stacked},
     };
     for (auto& c : cases) {
         auto f = c.f;

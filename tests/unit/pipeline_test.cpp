@@ -36,7 +36,8 @@ std::string three_endpoints(const std::string& scheduler) {
     scheduler: {}
     ports: [{{name: p, protocol: TCP, port: 80}}]
     endpoints: [{{ip: 10.244.2.4}}, {{ip: 10.244.2.6}}, {{ip: 10.244.3.6}}]
-)", scheduler);
+)",
+                       scheduler);
 }
 
 }  // namespace
@@ -94,7 +95,8 @@ TEST(Pipeline, MasqueradeInEachKubeProxyCase) {
         {"pod to ClusterIP", "", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", false},
         {"off-cluster source to ClusterIP", "", "tcp 192.168.67.100:1000 > 10.107.169.79:80 [S]", true},
         {"NodePort, externalTrafficPolicy Cluster", "", "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true},
-        {"pod to ClusterIP with masquerade_all", "  masquerade_all: true\n", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", true},
+        {"pod to ClusterIP with masquerade_all", "  masquerade_all: true\n",
+         "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", true},
     };
     for (const auto& c : cases) {
         auto t = test::tracer(with_services(kTestSvc, c.cluster_extra));
@@ -173,7 +175,8 @@ TEST(Pipeline, ExternalTrafficPolicyLocal) {
     cluster_ip: 10.107.0.3
     external_traffic_policy: Local
     ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}]
-    endpoints: )" + endpoints + "\n");
+    endpoints: )" + endpoints +
+                             "\n");
     };
     auto t = test::tracer(etp_local("[{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}]"));
     for (int i = 0; i < 50; ++i) {
@@ -239,7 +242,8 @@ TEST(Pipeline, SessionAffinityClientIpPinsTheClient) {
         EXPECT_EQ(t->run_spec(fmt::format("tcp 10.244.3.5:{} > 10.107.0.6:80 [S]", 4000 + i)).endpoint, first.endpoint);
     std::set<std::string> others;
     for (int i = 0; i < 100; ++i)
-        others.insert(*t->run_spec(fmt::format("tcp 10.244.{}.{}:5000 > 10.107.0.6:80 [S]", 2 + i % 2, 10 + i)).endpoint);
+        others.insert(
+            *t->run_spec(fmt::format("tcp 10.244.{}.{}:5000 > 10.107.0.6:80 [S]", 2 + i % 2, 10 + i)).endpoint);
     EXPECT_EQ(others.size(), 3u) << "other clients still spread";
     t->advance(10801);  // past the default 10800 s timeout: the pin goes
     EXPECT_EQ(t->flows().live_total(), 0u);
@@ -286,9 +290,9 @@ namespace {
 
 // An ICMP error as it leaves: outer addresses, the embedded tuple, and each checksum checked.
 struct ErrorView {
-    std::string outer;   // "src > dst"
-    std::string inner;   // the embedded packet's tuple
-    uint32_t rest = 0;   // the second word (the MTU of fragmentation-needed)
+    std::string outer;  // "src > dst"
+    std::string inner;  // the embedded packet's tuple
+    uint32_t rest = 0;  // the second word (the MTU of fragmentation-needed)
     bool inner_ip_ok = false;
 };
 
@@ -316,7 +320,8 @@ TEST(IcmpError, FragNeededFromThePodSideReachesTheClientAboutItsOwnPacket) {
     ASSERT_EQ(syn.verdict, Verdict::dnat);
     ASSERT_TRUE(syn.masquerade);
     // The whole TCP header quoted, so its checksum is carried too.
-    auto err = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 4, "10.192.0.3", "10.192.0.2", syn.frame, 20, 1400), "frag-needed");
+    auto err = t->run_frame(
+        test::icmp_error_frame(kIcmpDestUnreach, 4, "10.192.0.3", "10.192.0.2", syn.frame, 20, 1400), "frag-needed");
     ASSERT_EQ(err.verdict, Verdict::reply) << err.text();
     EXPECT_EQ(*err.port, "ext");
     EXPECT_EQ(*err.service, "default/test-svc:http");
@@ -338,7 +343,8 @@ TEST(IcmpError, UnreachableFromTheClientSideReachesThePodAboutItsReply) {
     auto syn = t->run_spec("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
     auto synack = t->run_spec("reply 1 [S.]");
     ASSERT_EQ(*synack.out, "tcp 192.168.67.8:30001 > 192.168.67.100:40000");
-    auto err = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 1, "192.168.67.1", "192.168.67.8", synack.frame), "host-unreachable");
+    auto err = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 1, "192.168.67.1", "192.168.67.8", synack.frame),
+                            "host-unreachable");
     ASSERT_EQ(err.verdict, Verdict::dnat) << err.text();
     EXPECT_EQ(*err.port, "cluster");
     ErrorView v = view_error(err.frame);
@@ -382,7 +388,8 @@ TEST(IcmpError, TimeExceededKeepsTheRouterAsSourceWhenNothingWasMasqueraded) {
 TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
     auto t = test::tracer(with_services(kTestSvc));
     auto other = t->run_spec("tcp 10.244.3.5:1000 > 10.244.2.9:22 [S]");
-    auto routed = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "10.244.2.9", "10.244.3.5", other.frame), "unrelated");
+    auto routed =
+        t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "10.244.2.9", "10.244.3.5", other.frame), "unrelated");
     EXPECT_EQ(routed.verdict, Verdict::forward) << "routed untouched";
     EXPECT_FALSE(routed.new_flow);
     EXPECT_EQ(t->flows().live_total(), 0u) << "an error never starts a connection";
@@ -390,7 +397,8 @@ TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
     const std::string spec = "tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]";
     auto syn = t->run_spec(spec);
     const auto as_sent = ctl::build_frame(ctl::parse_packet_spec(spec));
-    auto mine = t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "192.168.67.1", "192.168.67.8", as_sent), "to-gw");
+    auto mine =
+        t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "192.168.67.1", "192.168.67.8", as_sent), "to-gw");
     EXPECT_EQ(mine.verdict, Verdict::local);
     // Fewer than 8 bytes of the quoted L4 header: malformed, counted.
     auto err = test::icmp_error_frame(kIcmpDestUnreach, 4, "10.192.0.3", "10.192.0.2", syn.frame, 4);
@@ -403,7 +411,8 @@ TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
 namespace {
 
 std::string with_capacity(std::string cfg, unsigned capacity) {
-    return cfg.replace(cfg.find("dataplane:\n"), 11, fmt::format("dataplane:\n  flow_table: {{capacity: {}}}\n", capacity));
+    return cfg.replace(cfg.find("dataplane:\n"), 11,
+                       fmt::format("dataplane:\n  flow_table: {{capacity: {}}}\n", capacity));
 }
 
 // A small table (1024 flows) and a default route, so that random sources are routable.
@@ -471,8 +480,10 @@ TEST(SynFlood, ATableOfEstablishedFlowsRefusesNewOnesInsteadOfEvicting) {
     EXPECT_EQ(n, 1024u) << "every record holds an established flow";
     EXPECT_EQ(t->ctx().counters.flows_early_dropped, 0u);
     for (unsigned i = 0; i < n; i += 97)
-        EXPECT_EQ(t->run_spec(fmt::format("tcp 192.168.67.{}:{} > 192.168.67.8:30001 [.]", 100 + i % 100, 2000 + i)).verdict,
-                  Verdict::dnat) << i;
+        EXPECT_EQ(
+            t->run_spec(fmt::format("tcp 192.168.67.{}:{} > 192.168.67.8:30001 [.]", 100 + i % 100, 2000 + i)).verdict,
+            Verdict::dnat)
+            << i;
 }
 
 // conntrack picks a connection up from a mid-stream ACK (loose mode) as ESTABLISHED, but it is
@@ -485,7 +496,8 @@ TEST(SynFlood, AckFloodPickupsAreEvictableUntilAnswered) {
     ASSERT_EQ(first.verdict, Verdict::dnat) << "picked up mid-stream";
     ASSERT_EQ(t->run_spec("reply 1 [.]").verdict, Verdict::reply);
     for (int i = 0; i < 5000; ++i) {
-        auto r = t->run_spec(fmt::format("tcp 203.0.{}.{}:{} > 192.168.67.8:30001 [.]", i / 250, 1 + i % 250, 1024 + i));
+        auto r =
+            t->run_spec(fmt::format("tcp 203.0.{}.{}:{} > 192.168.67.8:30001 [.]", i / 250, 1 + i % 250, 1024 + i));
         ASSERT_EQ(r.verdict, Verdict::dnat) << i;
     }
     EXPECT_GT(t->ctx().counters.flows_early_dropped, 3000u);
@@ -506,7 +518,8 @@ TEST(SynFlood, OneSourceIsCappedPerSecondOthersGetIn) {
     ASSERT_EQ(t->run_spec("reply 1 [S.]").verdict, Verdict::reply);
     unsigned in = 0;
     for (int i = 0; i < 300; ++i)
-        in += t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", 1024 + i)).verdict == Verdict::dnat;
+        in += t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", 1024 + i)).verdict ==
+            Verdict::dnat;
     EXPECT_EQ(in, 99u) << "the cap counts the established connection's SYN too";
     EXPECT_EQ(drops(*t, DropReason::source_new_flow_limit), 201u);
     EXPECT_EQ(t->run_spec(est + " [.]").verdict, Verdict::dnat) << "its established flow is not new";
@@ -544,7 +557,8 @@ int64_t total_active(const ctl::Tracer& t) {
 TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
     auto t = test::tracer(with_services(three_endpoints("lc")));
     std::vector<std::string> specs;
-    for (int i = 0; i < 30; ++i) specs.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
+    for (int i = 0; i < 30; ++i)
+        specs.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
     const auto b = run_burst(*t, specs);
     std::map<std::string, int> per;
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -619,7 +633,8 @@ TEST(Output, EveryPacketIsSentFreedOrHeldAndNothingElse) {
 // configured), or that the packet waits for ARP.
 TEST(Output, TraceShowsTheNextHopAndItsMacOrTheWaitForArp) {
     std::string cfg = with_services(kTestSvc);
-    cfg.replace(cfg.find("dataplane:\n"), 11, "dataplane:\n  neighbors: [{ip: 10.192.0.3, mac: '02:aa:00:00:00:03'}]\n");
+    cfg.replace(cfg.find("dataplane:\n"), 11,
+                "dataplane:\n  neighbors: [{ip: 10.192.0.3, mac: '02:aa:00:00:00:03'}]\n");
     auto t = test::tracer(cfg, 3);
     bool saw_sent = false, saw_held = false;
     for (int port = 40000; port < 40040 && !(saw_sent && saw_held); ++port) {

@@ -95,8 +95,10 @@ uint32_t restore(ctl::Tracer& t, const TempFile& f, const std::string& identity,
     ctl::FlowImporter imp(t.snapshot(), t.slots().table(), t.flows(), &t.flows6(), t.flows().owners());
     std::string e = ctl::restore_flow_state(f.path, identity, max_age, imp, t.ctx().now, now_unix, r);
     t.ctx().snat_cursor = imp.snat_cursor(0);  // as the daemon sets its workers' (one here)
-    if (err) *err = e;
-    else EXPECT_EQ(e, "");
+    if (err)
+        *err = e;
+    else
+        EXPECT_EQ(e, "");
     return r.outcome[static_cast<unsigned>(O::inserted)];
 }
 
@@ -141,8 +143,10 @@ TEST(FlowRecord, EveryKindOfFlowRoundTrips) {
             FlowRecord r;
             ASSERT_EQ(decode_flow(buf, sizeof buf, r), flow_record_size<K>());
             const auto& in = [&]() -> const BasicFlowInit<K>& {
-                if constexpr (sizeof(K) == sizeof(FlowKey)) return r.v4;
-                else return r.v6;
+                if constexpr (sizeof(K) == sizeof(FlowKey))
+                    return r.v4;
+                else
+                    return r.v6;
             }();
             EXPECT_EQ(r.family, sizeof(K) == sizeof(FlowKey) ? Family::v4 : Family::v6);
             EXPECT_TRUE(in.key[0] == f.key[0]);
@@ -206,7 +210,8 @@ TEST(FlowRecord, TheDecoderRefusesWhatTheTableCouldNotHold) {
         b[kFlowRecordHead + 12] = b[kFlowRecordHead + 16 + 12] = 58;
         EXPECT_EQ(decode_flow(b, sizeof b, r), 0u) << "ICMPv6 in an IPv4 record";
         b[kFlowRecordHead + 12] = b[kFlowRecordHead + 16 + 12] = 17;
-        EXPECT_EQ(decode_flow(b, sizeof b, r), kFlowRecordV4) << "the same bytes as UDP decode (so the case above can fail)";
+        EXPECT_EQ(decode_flow(b, sizeof b, r), kFlowRecordV4)
+            << "the same bytes as UDP decode (so the case above can fail)";
     }
     bad(kFlowRecordHead + 13, 1, "key[0]'s padding");
     bad(kFlowRecordHead + 16 + 15, 1, "key[1]'s padding");
@@ -339,12 +344,36 @@ TEST(FlowState, AFileThatIsNotThisGatewaysFreshOneIsRefusedAndLeftWhereItIs) {
         {"cut short", [](auto& b) { b.resize(b.size() - 30); }, id, kUnix, "checksum mismatch"},
         {"tiny", [](auto& b) { b.resize(10); }, id, kUnix, "not a svcgate flow state file"},
         {"not one", [](auto& b) { b.assign(100, 'x'); }, id, kUnix, "not a svcgate flow state file"},
-        {"another version", [](auto& b) { b[8] = 2; reseal(b); }, id, kUnix, "format version 2"},
-        {"a header that overstates its identity", [](auto& b) { b[14] = 0x7f; reseal(b); }, id, kUnix, "cut short"},
-        {"a malformed flow", [&](auto& b) { b[32 + id.size() + 1] = 9; reseal(b); }, id, kUnix, "flow 1 (at byte"},
-        {"a wrong count", [](auto& b) { b[24] += 1; reseal(b); }, id, kUnix, "the header counts 5 flows, the file holds 4"},
-        {"a count of four billion", [](auto& b) { b[24] = b[25] = b[26] = b[27] = 0xff; reseal(b); }, id, kUnix,
-         "the header counts 4294967295 flows, the file holds 4"},
+        {"another version",
+         [](auto& b) {
+             b[8] = 2;
+             reseal(b);
+         },
+         id, kUnix, "format version 2"},
+        {"a header that overstates its identity",
+         [](auto& b) {
+             b[14] = 0x7f;
+             reseal(b);
+         },
+         id, kUnix, "cut short"},
+        {"a malformed flow",
+         [&](auto& b) {
+             b[32 + id.size() + 1] = 9;
+             reseal(b);
+         },
+         id, kUnix, "flow 1 (at byte"},
+        {"a wrong count",
+         [](auto& b) {
+             b[24] += 1;
+             reseal(b);
+         },
+         id, kUnix, "the header counts 5 flows, the file holds 4"},
+        {"a count of four billion",
+         [](auto& b) {
+             b[24] = b[25] = b[26] = b[27] = 0xff;
+             reseal(b);
+         },
+         id, kUnix, "the header counts 4294967295 flows, the file holds 4"},
     };
     for (const Case& c : cases) {
         std::vector<uint8_t> b = good;
@@ -378,7 +407,8 @@ TEST(FlowState, AnUnwritableDirectoryIsAClearError) {
     test::ensure_eal();
     auto t = test::tracer(config(), 4);
     uint32_t written = 0;
-    const std::string e = ctl::save_flow_state("/nonexistent-dir/flows", "x", t->flows(), &t->flows6(), 1, kUnix, written);
+    const std::string e =
+        ctl::save_flow_state("/nonexistent-dir/flows", "x", t->flows(), &t->flows6(), 1, kUnix, written);
     EXPECT_NE(e.find("/nonexistent-dir/flows.tmp: cannot create"), std::string::npos) << e;
 }
 
@@ -394,11 +424,13 @@ std::string maglev_config(const std::string& endpoints, const std::string& clust
     cluster_ip: 10.107.169.79
     scheduler: maglev
     ports: [{name: http, protocol: TCP, port: 80}]
-    endpoints: )" + endpoints + "\n", cluster_extra);
+    endpoints: )" + endpoints + "\n",
+                                cluster_extra);
 }
 // On kube-node-2; the client pod is on kube-node-1 (so not one-armed: no masquerade).
 const std::string kEps = "[{ip: 10.244.3.4}, {ip: 10.244.3.5}, {ip: 10.244.3.6}, {ip: 10.244.3.7}, {ip: 10.244.3.8}]";
-const std::string kEpsReordered = "[{ip: 10.244.3.8}, {ip: 10.244.3.5}, {ip: 10.244.3.7}, {ip: 10.244.3.4}, {ip: 10.244.3.6}]";
+const std::string kEpsReordered =
+    "[{ip: 10.244.3.8}, {ip: 10.244.3.5}, {ip: 10.244.3.7}, {ip: 10.244.3.4}, {ip: 10.244.3.6}]";
 }  // namespace
 
 TEST(ConsistentChoice, GatewaysSharingMaglevsSeedChooseAlikeForNewAndPickedUpConnections) {
@@ -418,7 +450,8 @@ TEST(ConsistentChoice, GatewaysSharingMaglevsSeedChooseAlikeForNewAndPickedUpCon
         EXPECT_EQ(b->run_spec(syn).endpoint, ra.endpoint) << "a new connection, port " << port;
         // Picked up mid-flow by a gateway that never saw its SYN.
         auto mid = b->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [.]", port + 1000));
-        EXPECT_EQ(mid.endpoint, a->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [S]", port + 1000)).endpoint)
+        EXPECT_EQ(mid.endpoint,
+                  a->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.107.169.79:80 [S]", port + 1000)).endpoint)
             << "picked up mid-flow, port " << port + 1000;
         differ_with_other_seed += other_seed->run_spec(syn).endpoint != ra.endpoint;
         used.insert(ra.endpoint.value_or(""));
@@ -436,7 +469,9 @@ TEST(ConsistentChoice, MasqueradePortsStayInTheGatewaysRange) {
     cluster_ip: 10.107.169.79
     ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}]
     endpoints: [{ip: 10.244.2.4}]
-)", "  masquerade_ports: 20000-20299\n"), 1);
+)",
+                                               "  masquerade_ports: 20000-20299\n"),
+                          1);
     std::set<int> ports;
     for (int port = 40000; port < 40400; ++port) {
         const auto r = t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", port));

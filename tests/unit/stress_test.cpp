@@ -51,7 +51,8 @@ services:
     cluster_ip: 10.96.0.20
     ports: [{{name: http, protocol: TCP, port: 80, node_port: 30001}}, {{name: dns, protocol: UDP, port: 53, node_port: 30053}}]
     endpoints: [10.244.2.4, 10.244.2.5{}]
-)", third_endpoint ? ", 10.244.2.6" : "");
+)",
+                       third_endpoint ? ", 10.244.2.6" : "");
 }
 
 rte_mbuf* mbuf_of(const std::vector<uint8_t>& f) {
@@ -68,7 +69,7 @@ std::vector<uint8_t> frame(const FlowKey& k, const char* flags) {
 // (so ThreadSanitizer sees it; DPDK 22.11's rte_ring orders with fences TSan does not model).
 template <class T, size_t N>
 class Spsc {
-  public:
+public:
     bool push(const T& v) {
         const size_t t = tail_.load(std::memory_order_relaxed);
         if (t - head_.load(std::memory_order_acquire) == N) return false;
@@ -86,7 +87,7 @@ class Spsc {
     bool empty() const { return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire); }
     size_t size() const { return tail_.load(std::memory_order_acquire) - head_.load(std::memory_order_acquire); }
 
-  private:
+private:
     std::array<T, N> buf_{};
     alignas(64) std::atomic<size_t> head_{0};
     alignas(64) std::atomic<size_t> tail_{0};
@@ -150,12 +151,13 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
         std::atomic<size_t> generations{0};
     } progress[2];
     // The daemon's publisher: build, stable slots, publish, grace period, sweep, give back.
-    ctl::Publisher pub(2, ctl::PublishTarget{
-        .store = [&](const ServiceSnapshot* s) { published.store(s, std::memory_order_release); },
-        .store_stats = [&](StatsTable* t) { stats.store(t, std::memory_order_release); },
-        .qsbr = rcu.qsbr,
-        .flows = flows.get(),
-        .remove_dgram = [&](uint32_t id, uint8_t owner) { (void)removals[owner]->push(id); }});
+    ctl::Publisher pub(
+        2,
+        ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { published.store(s, std::memory_order_release); },
+                           .store_stats = [&](StatsTable* t) { stats.store(t, std::memory_order_release); },
+                           .qsbr = rcu.qsbr,
+                           .flows = flows.get(),
+                           .remove_dgram = [&](uint32_t id, uint8_t owner) { (void)removals[owner]->push(id); }});
     pub.publish(cfg_a);
     test::TestOutput outputs[2];
     for (int w = 0; w < 2; ++w) outputs[w].attach(ctx[w], *pub.current());
@@ -315,8 +317,9 @@ void race_datagrams(uint64_t& races) {
     const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
     auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
     WorkerCtx ctx[2];
-    ctl::Publisher pub(2, ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
-                                             .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
+    ctl::Publisher pub(2,
+                       ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
+                                          .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
     pub.publish(cfg);
     test::TestOutput outputs[2];
     for (uint16_t w = 0; w < 2; ++w) {
@@ -334,9 +337,11 @@ void race_datagrams(uint64_t& races) {
     std::vector<FlowKey> queries(kQueries);
     std::vector<std::array<rte_mbuf*, 2>> m(kQueries);
     for (unsigned q = 0; q < kQueries; ++q) {
-        queries[q] = FlowKey{.src = Ip4::from_host(0x0af40305u + (q >> 14)), .dst = Ip4::from_host(0x0a600014u),
+        queries[q] = FlowKey{.src = Ip4::from_host(0x0af40305u + (q >> 14)),
+                             .dst = Ip4::from_host(0x0a600014u),
                              .sport = rte_cpu_to_be_16(static_cast<uint16_t>(20000 + (q & 0x3fff))),
-                             .dport = rte_cpu_to_be_16(53), .proto = 17};
+                             .dport = rte_cpu_to_be_16(53),
+                             .proto = 17};
         for (int w = 0; w < 2; ++w) {
             m[q][w] = mbuf_of(frame(queries[q], ""));
             ASSERT_NE(m[q][w], nullptr);
@@ -348,8 +353,7 @@ void race_datagrams(uint64_t& races) {
         own_cpu(static_cast<unsigned>(w));
         for (unsigned round = 0; round < kRounds; ++round) {
             arrived[round].fetch_add(1);
-            while (arrived[round].load() < 2) {
-            }
+            while (arrived[round].load() < 2) {}
             auto b = std::make_unique<Burst>();
             for (unsigned i = 0; i < kBurst; ++i) b->mbufs[i] = m[round * kBurst + i][w];
             b->start(kBurst, 0);
@@ -379,7 +383,7 @@ void race_datagrams(uint64_t& races) {
             PacketMeta pm;
             (void)parse_packet(rte_pktmbuf_mtod(r, const uint8_t*), rte_pktmbuf_data_len(r), pm);
             answered += b->pkt[0].verdict == Verdict::reply && b->pkt[0].l2 == L2Outcome::sent &&
-                        pm.key == queries[q].reversed();
+                pm.key == queries[q].reversed();
         }
     }
     for (auto& o : outputs) o.free_sent();
@@ -389,7 +393,9 @@ void race_datagrams(uint64_t& races) {
     // How often the two inserts really raced (the rest: the second found the first's flow).
     const uint64_t raced = ctx[0].counters.flows_joined + ctx[1].counters.flows_joined;
     races += raced;
-    std::printf("queries whose two inserts raced: %llu of %u (flows created by worker 0: %llu, 1: %llu)\n", static_cast<unsigned long long>(raced), kQueries, (unsigned long long)ctx[0].counters.flows_created, (unsigned long long)ctx[1].counters.flows_created);
+    std::printf("queries whose two inserts raced: %llu of %u (flows created by worker 0: %llu, 1: %llu)\n",
+                static_cast<unsigned long long>(raced), kQueries, (unsigned long long)ctx[0].counters.flows_created,
+                (unsigned long long)ctx[1].counters.flows_created);
 }
 
 }  // namespace

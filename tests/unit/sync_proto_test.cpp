@@ -61,7 +61,8 @@ std::vector<uint8_t> some_records(unsigned& count) {
     cluster_ip: 10.107.169.79
     ports: [{name: http, protocol: TCP, port: 80, node_port: 30001}]
     endpoints: [{ip: 10.244.2.4}, {ip: 10.244.3.6}]
-)"), 3);
+)"),
+                          3);
     for (int port = 40000; port < 40010; ++port) {
         t->run_spec(fmt::format("tcp 192.168.67.100:{} > 192.168.67.8:30001 [S]", port));
         t->run_spec("reply 1 [S.]");
@@ -194,7 +195,8 @@ TEST(Sync, ABodyThatDoesNotDecodeIsMalformedEvenWithAGoodMac) {
 
 TEST(Sync, HelloRoundTrips) {
     uint8_t b[kHelloMax];
-    Hello in{.flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .to = 0xa1b2c3d4, .n_addrs = 2};
+    Hello in{
+        .flags = kHelloStarting, .flows = 123456, .copied_for = 0x0102030405060708, .to = 0xa1b2c3d4, .n_addrs = 2};
     in.addrs[0] = *ctl::parse_ip("10.192.0.12");
     in.addrs[1] = *ctl::parse_ip("fd00:192::12");
     const size_t n = encode_hello(in, b);

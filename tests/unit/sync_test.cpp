@@ -171,10 +171,16 @@ struct Node {
 
     Node(const char* ring_name, const ctl::HaConfig& cfg, bool events = true) : ring(ring_name) {
         if (events) t->ctx().sync = ring.r;
-        sync = std::make_unique<ctl::Syncer>(
-            cfg, ctl::Syncer::Wiring{.flows = &t->flows(), .flows6 = &t->flows6(), .owner = 1, .workers = 1,
-                                     .rings = {ring.r}, .qsbr = nullptr, .qsbr_id = 0, .snapshot = &snap,
-                                     .stats = &stats});
+        sync = std::make_unique<ctl::Syncer>(cfg,
+                                             ctl::Syncer::Wiring{.flows = &t->flows(),
+                                                                 .flows6 = &t->flows6(),
+                                                                 .owner = 1,
+                                                                 .workers = 1,
+                                                                 .rings = {ring.r},
+                                                                 .qsbr = nullptr,
+                                                                 .qsbr_id = 0,
+                                                                 .snapshot = &snap,
+                                                                 .stats = &stats});
     }
     ~Node() { sync->stop(); }
 };
@@ -293,8 +299,8 @@ TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     ASSERT_TRUE(within(kPatience, [&] {
         const auto s = b.sync->status();
         return s.drops[static_cast<unsigned>(ctl::sync::Drop::bad_mac)] == 1 &&
-               s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1 &&
-               s.drops[static_cast<unsigned>(ctl::sync::Drop::wrong_peer)] == 1;
+            s.drops[static_cast<unsigned>(ctl::sync::Drop::unknown_peer)] == 1 &&
+            s.drops[static_cast<unsigned>(ctl::sync::Drop::wrong_peer)] == 1;
     }));
     EXPECT_EQ(find(*b.t, kClient), nullptr) << "nothing forged or foreign made a flow";
     // Authentic, then the same datagram again.
@@ -302,9 +308,8 @@ TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     send(x, good);
     ASSERT_TRUE(within(kPatience, [&] { return find(*b.t, kClient) != nullptr; }));
     send(x, good);
-    EXPECT_TRUE(within(kPatience, [&] {
-        return b.sync->status().drops[static_cast<unsigned>(ctl::sync::Drop::replayed)] == 1;
-    }));
+    EXPECT_TRUE(within(kPatience,
+                       [&] { return b.sync->status().drops[static_cast<unsigned>(ctl::sync::Drop::replayed)] == 1; }));
     const auto s = b.sync->status();
     EXPECT_EQ(s.peers[0].datagrams_received, 1u) << "only the authentic one";
     EXPECT_EQ(s.peers[0].flows_received, 1u);

@@ -57,7 +57,8 @@ TEST(Config, DuplicateVipAndNodePortOutOfRange) {
     type: NodePort
     cluster_ip: 10.0.0.1
     ports: [{name: p, port: 80, node_port: 80}]
-)", true);
+)",
+                       true);
     ASSERT_EQ(e.size(), 2u);
     EXPECT_EQ(e[0].mark.line, 8);
     EXPECT_NE(e[0].message.find("already used by a/one"), std::string::npos) << e[0].str();
@@ -68,7 +69,8 @@ TEST(Config, RouteViaUnreachableAddress) {
     auto e = errors_of(R"(dataplane:
   ports: [{name: a, addresses: [10.0.0.1/24]}]
   routes: [{prefix: 10.1.0.0/16, via: 10.9.9.9}]
-)", true);
+)",
+                       true);
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].mark.line, 3);
     EXPECT_NE(e[0].message.find("not on the subnet of any port"), std::string::npos);
@@ -79,7 +81,8 @@ TEST(Config, StaticNeighborsAndMbufs) {
   mbufs: 200000
   ports: [{name: a, addresses: [10.0.0.1/24]}]
   neighbors: [{ip: 10.0.0.9, mac: "02:00:5e:0a:0B:ff"}]
-)", "t.yaml");
+)",
+                                  "t.yaml");
     EXPECT_EQ(c.dataplane.mbufs, 200000u);
     ASSERT_EQ(c.dataplane.neighbors.size(), 1u);
     EXPECT_EQ(c.dataplane.neighbors[0].ip, *parse_ip("10.0.0.9"));
@@ -89,14 +92,17 @@ TEST(Config, StaticNeighborsAndMbufs) {
   neighbors:
     - {ip: 10.0.0.9, mac: 02:00:5e:0a:0b}
     - {ip: 10.7.0.9, mac: 02:00:5e:0a:0b:01}
-)", true);
+)",
+                       true);
     ASSERT_EQ(e.size(), 1u) << "the MAC error stops the load before the build";
-    EXPECT_EQ(e[0].str(), "t.yaml:4:27: dataplane.neighbors[0].mac: \"02:00:5e:0a:0b\" is not a MAC address (02:00:00:00:00:01)");
+    EXPECT_EQ(e[0].str(),
+              "t.yaml:4:27: dataplane.neighbors[0].mac: \"02:00:5e:0a:0b\" is not a MAC address (02:00:00:00:00:01)");
     e = errors_of(R"(dataplane:
   ports: [{name: a, addresses: [10.0.0.1/24]}]
   neighbors:
     - {ip: 10.7.0.9, mac: 02:00:5e:0a:0b:01}
-)", true);
+)",
+                  true);
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].str(), "t.yaml:4:7: dataplane.neighbors[0].ip: 10.7.0.9 is not on the subnet of any port");
 }
@@ -114,7 +120,8 @@ TEST(Config, FlowTableTimeoutsAreRead) {
     Config c = load_config_string(R"(dataplane:
   flow_table:
     timeouts: {tcp_established: 7200, tcp_syn_sent2: 5, udp_replied: 60, other: 9, tcp_bogus: 1}
-)", "t.yaml");
+)",
+                                  "t.yaml");
     EXPECT_EQ(c.dataplane.timeouts.tcp[static_cast<unsigned>(dp::TcpState::established)], 7200u);
     EXPECT_EQ(c.dataplane.timeouts.tcp[static_cast<unsigned>(dp::TcpState::syn_sent2)], 5u);
     EXPECT_EQ(c.dataplane.timeouts.udp_replied, 60u);
@@ -145,7 +152,8 @@ TEST(Config, DuplicateNodePortIsPositioned) {
     type: NodePort
     cluster_ip: 10.0.0.2
     ports: [{name: p, port: 81, node_port: 30080}]
-)", true);
+)",
+                       true);
     ASSERT_EQ(e.size(), 1u);
     EXPECT_EQ(e[0].mark.line, 9);
     EXPECT_EQ(e[0].mark.column, 13);

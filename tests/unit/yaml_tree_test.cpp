@@ -23,8 +23,9 @@ std::string diff(const YAML::Node& a, const ytree::Node& b, const std::string& p
     const YAML::Mark m = a.Mark();
     if (m.line != b.Mark().line || m.column != b.Mark().column)
         return path + ": position " + std::to_string(m.line) + ":" + std::to_string(m.column) + " vs " +
-               std::to_string(b.Mark().line) + ":" + std::to_string(b.Mark().column);
-    if (a.IsScalar()) return a.Scalar() == b.Scalar() ? "" : path + ": \"" + a.Scalar() + "\" vs \"" + b.Scalar() + "\"";
+            std::to_string(b.Mark().line) + ":" + std::to_string(b.Mark().column);
+    if (a.IsScalar())
+        return a.Scalar() == b.Scalar() ? "" : path + ": \"" + a.Scalar() + "\" vs \"" + b.Scalar() + "\"";
     if (a.size() != b.size()) return path + ": sizes differ";
     if (a.IsSequence()) {
         for (size_t i = 0; i < a.size(); ++i)
@@ -97,13 +98,13 @@ TEST(YamlTree, ShapesConfigsAndKubectlUse) {
 
 TEST(YamlTree, WhatTheScannerLeavesToYamlCppIsStillRead) {
     const char* cases[] = {
-        "a: &x 1\nb: *x\n",                       // anchors
-        "text: |\n  line one\n  line two\n",      // block scalars
-        "a:\n  - b\n c: d\n",                    // an error for yaml-cpp to name
-        "a:\r\n  b: 1\r\n",                       // CRLF
-        "a:\n\tb: 1\n",                           // tab (an error)
-        "!tag a: b\n",                            // tags
-        "? complex\n: key\n",                     // explicit keys
+        "a: &x 1\nb: *x\n",                   // anchors
+        "text: |\n  line one\n  line two\n",  // block scalars
+        "a:\n  - b\n c: d\n",                 // an error for yaml-cpp to name
+        "a:\r\n  b: 1\r\n",                   // CRLF
+        "a:\n\tb: 1\n",                       // tab (an error)
+        "!tag a: b\n",                        // tags
+        "? complex\n: key\n",                 // explicit keys
     };
     for (const char* c : cases) {
         ytree::Tree t;
