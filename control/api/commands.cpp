@@ -1,4 +1,5 @@
 #include "control/api/commands.h"
+#include "control/base/flow_scan.h"
 
 #include "control/api/command_table.h"
 
@@ -216,14 +217,13 @@ Json endpoints_json(const DaemonState& st) {
 template <typename K>
 void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std::string& service, size_t limit,
                 uint32_t now, Json& a) {
-    const typename BasicFlowTable<K>::ScanGuard reading(table);  // no record is reused while we read it
-    for (uint32_t id = 0; id < table.capacity() && a.size() < limit; ++id) {
-        const auto& f = table.flow(id);
-        if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat) continue;
+    scan_live_flows(table, [&](uint32_t, const BasicFlow<K>& f) {
+        if (a.size() >= limit) return false;
+        if (f.kind != FlowKind::nat) return true;
         // The flow's service slot names its service port for as long as the flow lives.
         std::string name = st.slots().service_name(f.nat().service);
         if (name.empty()) name = "(removed service)";
-        if (!service.empty() && name.rfind(service, 0) != 0) continue;
+        if (!service.empty() && name.rfind(service, 0) != 0) return true;
         const FlowState sv = FlowState::load(f.state);
         std::string state = static_cast<Proto>(f.key[0].proto) == Proto::tcp ? tcp_state_name(sv.tcp())
             : sv.dgram_replied()                                             ? "replied"
@@ -242,7 +242,8 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
                      {"idle", idle},
                      {"service", name},
                      {"replica_of", origin ? Json(origin) : Json(nullptr)}});
-    }
+        return a.size() < limit;
+    });
 }
 
 Json flows(DaemonState& st, const std::string& service, size_t limit) {

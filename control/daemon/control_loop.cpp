@@ -1,4 +1,5 @@
 #include "control/daemon/control_loop.h"
+#include "control/base/flow_scan.h"
 
 #include <atomic>
 #include <chrono>
@@ -106,13 +107,10 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
 // (each gateway then sees part of its close, so its state here may never reach the end).
 template <typename K>
 uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool replicated) {
-    const typename BasicFlowTable<K>::ScanGuard reading(table);
     uint32_t n = 0;
-    for (uint32_t id = 0; id < table.capacity(); ++id) {
-        const auto& f = table.flow(id);
-        if (!f.live.load(std::memory_order_acquire) || f.origin.load(std::memory_order_relaxed) != 0) continue;
+    scan_live_flows(table, [&](uint32_t, const BasicFlow<K>& f) {
         const FlowState sv = FlowState::load(f.state);
-        if (sv.gone()) continue;
+        if (f.origin.load(std::memory_order_relaxed) != 0 || sv.gone()) return true;
         const uint32_t seen = f.last_seen.load(std::memory_order_relaxed);
         const bool recent = seen >= now || now - seen < 10;  // another worker's clock may be ahead of ours
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
@@ -120,7 +118,8 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool rep
         } else {
             n += recent;
         }
-    }
+        return true;
+    });
     return n;
 }
 

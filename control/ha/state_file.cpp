@@ -1,4 +1,5 @@
 #include "control/ha/state_file.h"
+#include "control/base/flow_scan.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -40,17 +41,15 @@ void put(std::vector<uint8_t>& out, uint64_t v, unsigned bytes) {
 
 template <typename K>
 void append_flows(std::vector<uint8_t>& out, const BasicFlowTable<K>& table, uint32_t now, uint32_t& n) {
-    const typename BasicFlowTable<K>::ScanGuard reading(table);
     uint8_t rec[flow_record_size<K>()];
-    for (uint32_t id = 0; id < table.capacity(); ++id) {
-        const auto& f = table.flow(id);
-        if (!f.live.load(std::memory_order_acquire)) continue;
-        if (FlowState::load(f.state).gone()) continue;                // its endpoint is gone
-        if (f.origin.load(std::memory_order_relaxed) != 0) continue;  // a peer's (sync.h): the peers have it
+    scan_live_flows(table, [&](uint32_t, const BasicFlow<K>& f) {
+        if (FlowState::load(f.state).gone()) return true;                // its endpoint is gone
+        if (f.origin.load(std::memory_order_relaxed) != 0) return true;  // a peer's (sync.h): the peers have it
         encode_flow(f, now, rec);
         out.insert(out.end(), rec, rec + sizeof rec);
         ++n;
-    }
+        return true;
+    });
 }
 
 std::string errno_text() { return std::strerror(errno); }

@@ -1,4 +1,5 @@
 #include "control/snapshot/flow_sweep.h"
+#include "control/base/flow_scan.h"
 
 #include <unordered_set>
 
@@ -25,21 +26,21 @@ using Alive = std::unordered_set<Key, KeyHash>;
 template <typename K>
 void sweep(BasicFlowTable<K>& flows, const Alive& alive, uint32_t generation, uint32_t id_bit,
            const std::function<void(uint32_t, uint8_t)>& remove_dgram, SweepResult& r) {
-    const typename BasicFlowTable<K>::ScanGuard reading(flows);  // no record is reused while we read it
-    for (uint32_t id = 0; id < flows.capacity(); ++id) {
-        auto& f = flows.flow(id);
-        if (!f.live.load(std::memory_order_acquire) || f.kind != FlowKind::nat || f.gen == generation) continue;
+    scan_live_flows(flows, [&](uint32_t id, BasicFlow<K>& f) {
+        if (f.kind != FlowKind::nat || f.gen == generation) return true;
         ++r.scanned;
         // key[1] is the reply tuple: its source is the endpoint.
-        if (alive.count(Key{f.svc_id, EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport}.word()})) continue;
-        if (FlowState{f.state.fetch_or(FlowState::kGone, std::memory_order_relaxed)}.gone()) continue;  // marked before
+        if (alive.count(Key{f.svc_id, EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport}.word()})) return true;
+        if (FlowState{f.state.fetch_or(FlowState::kGone, std::memory_order_relaxed)}.gone())
+            return true;  // marked before
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
             ++r.tcp_closed;
         } else {
             ++r.dgram_removed;
             remove_dgram(id | id_bit, f.owner);
         }
-    }
+        return true;
+    });
 }
 }  // namespace
 
