@@ -71,12 +71,20 @@ std::string proto_name(Proto p, bool lowercase) {
 
 namespace {
 
-// A number of the field table's row section.key (config_fields.h), within its range.
+// A number at `path` within the range of the field table's row section.key (config_fields.h);
+// nullopt (with the error recorded) when it is not one.
+template <typename T>
+std::optional<T> field_number(Reader& r, const ytree::Node& v, std::string_view section, std::string_view key,
+                              const Path& path) {
+    const ConfigField& f = config_field(section, key);
+    return r.uint<T>(v, path, f.lo, f.hi);
+}
+
+// The same for the field's own key, into `out` when the key is there and valid.
 template <typename T>
 void read_number(Reader& r, const ytree::Node& v, std::string_view section, std::string_view key, T& out) {
     if (!v) return;
-    const ConfigField& f = config_field(section, key);
-    if (auto x = r.uint<T>(v, fmt::format("{}.{}", section, key), static_cast<T>(f.lo), static_cast<T>(f.hi))) out = *x;
+    if (auto x = field_number<T>(r, v, section, key, fmt::format("{}.{}", section, key))) out = *x;
 }
 
 // dataplane.ports[]: each port's name, device, MTU, MAC, host interface and addresses.
@@ -94,12 +102,9 @@ void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
-            if (p["mtu"]) {
-                const ConfigField& f = config_field("dataplane", "ports[].mtu");
-                if (auto m = r.uint<uint16_t>(p["mtu"], {path, ".mtu"}, static_cast<uint16_t>(f.lo),
-                                              static_cast<uint16_t>(f.hi)))
+            if (p["mtu"])
+                if (auto m = field_number<uint16_t>(r, p["mtu"], "dataplane", "ports[].mtu", {path, ".mtu"}))
                     pc.mtu = *m;
-            }
             if (const ytree::Node m = p["mac"]) {
                 const auto text = r.view(m, {path, ".mac"}).value_or("");
                 pc.mac = parse_mac(text);
@@ -214,10 +219,9 @@ void read_flow_table(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
                     for (size_t i = 0; i < std::size(kKeys); ++i) {
                         const std::string key(kKeys[i]);
-                        const ConfigField& f = config_field("dataplane", "flow_table.timeouts");
                         if (t[key])
-                            if (auto v = r.uint<uint32_t>(t[key], "dataplane.flow_table.timeouts." + key,
-                                                          static_cast<uint32_t>(f.lo), static_cast<uint32_t>(f.hi)))
+                            if (auto v = field_number<uint32_t>(r, t[key], "dataplane", "flow_table.timeouts",
+                                                                "dataplane.flow_table.timeouts." + key))
                                 *slots[i] = *v;
                     }
                 }
@@ -306,13 +310,14 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
     range("masquerade_ports", 1024, 256, c.masquerade_port_min, c.masquerade_port_max);
     read_number(r, n["maglev_seed"], "cluster", "maglev_seed", c.maglev_seed);
-    uint32_t size = 0;
-    read_number(r, n["maglev_table_size"], "cluster", "maglev_table_size", size);
-    if (size && dp::next_prime(size) != size)
-        r.error(n["maglev_table_size"], "cluster.maglev_table_size",
-                fmt::format("{} is not a prime (next: {})", size, dp::next_prime(size)));
-    else if (size)
-        c.maglev_table_size = size;
+    if (const ytree::Node m = n["maglev_table_size"])
+        if (auto size = field_number<uint32_t>(r, m, "cluster", "maglev_table_size", "cluster.maglev_table_size")) {
+            if (dp::next_prime(*size) != *size)
+                r.error(m, "cluster.maglev_table_size",
+                        fmt::format("{} is not a prime (next: {})", *size, dp::next_prime(*size)));
+            else
+                c.maglev_table_size = *size;
+        }
 }
 
 void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
@@ -352,8 +357,7 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     c.mark = r.mark(n);
     if (!r.strict_map(n, "routing", keys_under("routing", ""))) return;
     if (const ytree::Node t = n["table"]) {
-        if (auto x =
-                r.uint<uint32_t>(t, "routing.table", 1, static_cast<uint32_t>(config_field("routing", "table").hi))) {
+        if (auto x = field_number<uint32_t>(r, t, "routing", "table", "routing.table")) {
             // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
             if (*x >= 253 && *x <= 255)
                 r.error(
