@@ -33,11 +33,15 @@ CommandRequest parse_request(const std::vector<std::string>& words) {
             if (c.flag == words[i]) o = &c;
         if (!o) {
             // An option another command takes reads better as such.
-            for (const CommandSpec& c : kCommands)
-                for (const CommandOption& other : c.options)
-                    if (other.flag == words[i] && c.remote && r.error.empty())
-                        r.error = fmt::format("{} is for {}, not {}", words[i], c.name, r.spec->name);
-            if (r.error.empty()) r.error = fmt::format("unexpected \"{}\"", words[i]);
+            const auto takes = [&](const CommandSpec& c) {
+                return c.remote && std::any_of(c.options.begin(), c.options.end(), [&](const CommandOption& x) {
+                           return x.flag == words[i];
+                       });
+            };
+            const auto other = std::find_if(kCommands.begin(), kCommands.end(), takes);
+            r.error = other != kCommands.end()
+                ? fmt::format("{} is for {}, not {}", words[i], other->name, r.spec->name)
+                : fmt::format("unexpected \"{}\"", words[i]);
             return r;
         }
         std::string value;
@@ -59,7 +63,7 @@ std::string synopsis(const CommandSpec& c) {
     std::string s(c.name);
     for (const CommandOption& o : c.options)
         s += o.value.empty() ? fmt::format(" [{}]", o.flag) : fmt::format(" [{} {}]", o.flag, o.value);
-    if (c.name == "trace") s += " [PACKET...]";
+    if (!c.operands.empty()) s += " " + std::string(c.operands);
     return s;
 }
 

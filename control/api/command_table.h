@@ -33,7 +33,8 @@ struct CommandSpec {
     std::string_view name;
     std::span<const CommandOption> options;
     std::string_view help;
-    bool remote = true;  // answered by the daemon over its socket (else run by svcgatectl itself)
+    bool remote = true;              // answered by the daemon over its socket (else run by svcgatectl itself)
+    std::string_view operands = {};  // after the options, in the synopsis: "[PACKET...]"
 };
 
 namespace command_options {
@@ -61,7 +62,8 @@ inline constexpr std::array<CommandSpec, 10> kCommands{{
     {"reload", command_options::kJsonOnly, "read the config again and publish it (the old one stays on error)"},
     {"drain", command_options::kDrain, "withdraw the announcements, serve the connections here, then leave"},
     {"undrain", command_options::kJsonOnly, "stop draining: announce again once healthy"},
-    {"trace", command_options::kTrace, "run packets through the real pipeline against a config, offline", false},
+    {"trace", command_options::kTrace, "run packets through the real pipeline against a config, offline", false,
+     "[PACKET...]"},
     {"completion", {}, "print the bash completion script of svcgatectl and svcgate", false},
 }};
 

@@ -1,23 +1,20 @@
 #include "control/api/commands.h"
-#include "control/base/flow_scan.h"
 
-#include "control/api/command_table.h"
-
-#include "control/ha/sync.h"
-
-#include <map>
+#include <charconv>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <rte_ethdev.h>
 
-#include "control/config/kube_objects.h"
+#include "control/api/command_table.h"
+#include "control/base/flow_scan.h"
+#include "control/config/config_fields.h"
+#include "control/config/yaml_config.h"
+#include "control/ha/sync.h"
 #include "control/trace/packet_spec.h"
 #include "dataplane/lb/scheduler.h"
-#include "control/ha/sync.h"
-#include "control/config/yaml_config.h"
 
 namespace svcgate::ctl {
 
@@ -117,7 +114,7 @@ Json sync_json(const DaemonState& st, const WorkerCounters& t) {
                 {"drops", drops}};
 }
 
-Json status(DaemonState& st) {
+Json status(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
     const WorkerCounters t = sum_counters(st);
@@ -260,7 +257,7 @@ Json by_reason(const uint64_t (&v)[kDropReasons]) {
     return j;
 }
 
-Json stats(DaemonState& st) {
+Json stats(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
     Json ports = Json::object(), verdicts = Json::object(), workers = Json::array();
     for (const PortView& p : st.ports) {
@@ -330,44 +327,42 @@ Answer run_reload(const Request& r) {
     return Answer{.result = Json{{"ok", ok}, {"generation", r.st.generation()}, {"message", message}}, .ok = ok};
 }
 
+// The value of option `flag` as a whole number in [lo, hi]: `absent` when not given, nullopt
+// (with `why` set) when it is not such a number.
+std::optional<uint64_t> number_option(const Request& r, std::string_view flag, uint64_t lo, uint64_t hi,
+                                      uint64_t absent, std::string_view what, std::string& why) {
+    const auto it = r.req.options.find(flag);
+    if (it == r.req.options.end()) return absent;
+    uint64_t v = 0;
+    const std::string& s = it->second;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc{} && p == s.data() + s.size() && !s.empty() && v >= lo && v <= hi) return v;
+    why = fmt::format("{} \"{}\" is not {} ({} to {})", flag, s, what, lo, hi);
+    return std::nullopt;
+}
+
 Answer run_flows(const Request& r) {
-    size_t limit = 100;
-    if (auto it = r.req.options.find("--limit"); it != r.req.options.end()) {
-        try {
-            size_t used = 0;
-            limit = std::stoul(it->second, &used);
-            if (used != it->second.size()) throw std::invalid_argument("limit");
-        } catch (const std::exception&) {
-            return refuse(fmt::format("--limit \"{}\" is not a number", it->second));
-        }
-    }
+    std::string why;
+    const auto limit = number_option(r, "--limit", 0, UINT32_MAX, 100, "a number", why);
+    if (!limit) return refuse(why);
     const auto service = r.req.options.find("--service");
     std::lock_guard lk(r.st.mu);
-    return Answer{.result = flows(r.st, service == r.req.options.end() ? "" : service->second, limit)};
+    return Answer{.result = flows(r.st, service == r.req.options.end() ? "" : service->second, *limit)};
 }
 
+// --timeout takes what control.drain_timeout takes (config_fields.h).
 Answer run_drain(const Request& r) {
-    long timeout = -1;
-    if (auto it = r.req.options.find("--timeout"); it != r.req.options.end()) {
-        try {
-            size_t used = 0;
-            timeout = std::stol(it->second, &used);
-            if (used != it->second.size() || timeout < 1 || timeout > 86400) throw std::out_of_range("timeout");
-        } catch (const std::exception&) {
-            return refuse(fmt::format("--timeout \"{}\" is not a number of seconds (1 to 86400)", it->second));
-        }
-    }
+    const ConfigField& f = config_field("control", "drain_timeout");
+    std::string why;
+    const auto timeout = number_option(r, "--timeout", f.lo, f.hi, 0, "a number of seconds", why);
+    if (!timeout) return refuse(why);
     std::lock_guard lk(r.st.mu);
-    return Answer{.result = drain(r.st, timeout)};
+    return Answer{.result = drain(r.st, static_cast<long>(*timeout))};
 }
 
-template <Json (*F)(DaemonState&)>
+// A command that reads or changes the daemon's state under its lock.
+template <auto F>
 Answer locked(const Request& r) {
-    std::lock_guard lk(r.st.mu);
-    return Answer{.result = F(r.st)};
-}
-template <Json (*F)(const DaemonState&)>
-Answer locked_const(const Request& r) {
     std::lock_guard lk(r.st.mu);
     return Answer{.result = F(r.st)};
 }
@@ -379,8 +374,8 @@ struct Handler {
 };
 constexpr Handler kHandlers[] = {
     {"status", locked<status>},
-    {"services", locked_const<services_json>},
-    {"endpoints", locked_const<endpoints_json>},
+    {"services", locked<services_json>},
+    {"endpoints", locked<endpoints_json>},
     {"flows", run_flows},
     {"stats", locked<stats>},
     {"reload", run_reload},

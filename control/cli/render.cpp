@@ -181,7 +181,10 @@ std::string render_answer(const CommandRequest& req, const Json& result) {
     if (cmd == "endpoints") return render_endpoints(result);
     if (cmd == "flows") return render_flows(result, req);
     if (cmd == "stats") return render_stats(result);
-    if (cmd == "reload") return str(result, "message") + (str(result, "message").ends_with('\n') ? "" : "\n");
+    if (cmd == "reload") {
+        const std::string m = str(result, "message");
+        return m.ends_with('\n') ? m : m + "\n";
+    }
     if (cmd == "drain")
         return fmt::format(
             "draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "

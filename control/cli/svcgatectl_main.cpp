@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,8 +38,6 @@ int cmd_trace(const std::vector<std::string>& args) {
         const std::string name(o.flag.substr(2));
         if (o.value.empty())
             opts.add_options()(name.c_str(), std::string(o.help).c_str());
-        else if (name == "seed")
-            opts.add_options()(name.c_str(), po::value<uint64_t>()->default_value(1), std::string(o.help).c_str());
         else
             opts.add_options()(name.c_str(), po::value<std::string>(), std::string(o.help).c_str());
     }
@@ -58,10 +57,17 @@ int cmd_trace(const std::vector<std::string>& args) {
     if (vm.count("packet")) packets = vm["packet"].as<std::vector<std::string>>();
     if (packets.empty() && !vm.count("pcap")) throw po::error("give packets or --pcap");
 
+    uint64_t seed = 1;
+    if (vm.count("seed")) {
+        const std::string& s = vm["seed"].as<std::string>();
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seed);
+        if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
+            throw po::error("--seed \"" + s + "\" is not a number");
+    }
     Config cfg = load_config_file(vm["config"].as<std::string>());
     for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
     init_tool_eal("svcgatectl");
-    Tracer tracer(cfg, TraceOptions{.seed = vm["seed"].as<uint64_t>()});
+    Tracer tracer(cfg, TraceOptions{.seed = seed});
 
     std::vector<Frame> out_frames;
     int failures = 0;
