@@ -1,10 +1,10 @@
 #include "control/daemon/control_loop.h"
-#include "control/base/flow_scan.h"
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 #include <rte_ethdev.h>
@@ -13,6 +13,7 @@
 #include "control/api/control_server.h"
 #include "control/api/metrics.h"
 #include "control/api/telemetry.h"
+#include "control/base/flow_scan.h"
 #include "control/base/log.h"
 #include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"
@@ -253,8 +254,7 @@ public:
         if (notify_.watchdog().count())
             log(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
                             notify_.watchdog().count() / 2000));
-        HealthKeeper health(st_, rt_, pub_);
-        health_ = &health;
+        health_.emplace(st_, rt_, pub_);  // after the workers run: it watches their progress
         auto last_tick = std::chrono::steady_clock::now();
         for (;;) {
             const int sig = g_signal.exchange(0);
@@ -265,9 +265,9 @@ public:
                 return handle_command(st_, line, [&] { return reload_now("svcgatectl"); });
             });
             notify_.tick([&] { return status_line(); });
-            health.tick();
+            health_->tick();
             follow_sync();
-            if (health.done()) break;
+            if (health_->done()) break;
             test_stall();
             // Slots that flows stopped holding since the last reload go back, once a second.
             if (const auto now = std::chrono::steady_clock::now(); now - last_tick >= std::chrono::seconds(1)) {
@@ -275,7 +275,7 @@ public:
                 last_tick = now;
             }
         }
-        health_ = nullptr;
+        health_.reset();  // its announcements withdrawn before the endpoints close
     }
 
 private:
@@ -379,7 +379,7 @@ private:
     MetricsServer metrics_;
     Watcher watch_;
     SystemdNotifier notify_;
-    HealthKeeper* health_ = nullptr;
+    std::optional<HealthKeeper> health_;  // from the workers' launch to the loop's end
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_status_{};
     uint64_t last_rx_ = 0;
