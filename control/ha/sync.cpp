@@ -273,7 +273,6 @@ void Syncer::receive(uint64_t now_ms) {
         socklen_t fl = sizeof from;
         const ssize_t n = recvfrom(fd_, d, sizeof d, 0, reinterpret_cast<sockaddr*>(&from), &fl);
         if (n < 0) return;  // EAGAIN: nothing more
-        active_ = true;
         Peer* peer = nullptr;
         for (auto& p : peers_) {
             if (from.ss_family != p->sa.ss_family) continue;
@@ -328,6 +327,9 @@ void Syncer::receive(uint64_t now_ms) {
             }
             continue;
         }
+        // Authentic flow records: a peer is busy, more may follow. (Hellos, forged or stray
+        // datagrams keep an idle thread idle.)
+        active_ = true;
         sync::for_each_flow(body, [&](const FlowRecord& r) {
             FlowRecord c = r;
             if (c.family == Family::v4)

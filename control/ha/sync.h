@@ -170,7 +170,7 @@ private:
     uint64_t refresh_last_ms_ = 0;
     uint64_t hello_last_ms_ = 0;
     bool backlog_ = false;  // the last tick left flows in a ring: no sleep before the next
-    bool active_ = false;   // the last tick received, took or copied anything
+    bool active_ = false;   // the last tick received flow records, took events or copied
     uint64_t wait_ms_ = 1;  // the next sleep: 1 ms while active, doubling to kIdleWaitMs while idle
     uint64_t count_last_ms_ = 0, expire_last_ms_ = 0;
 
