@@ -1,5 +1,4 @@
 #include "control/ha/state_file.h"
-#include "control/base/flow_scan.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,9 +15,10 @@
 
 #include <fmt/format.h>
 
-#include "dataplane/pipeline/pipeline.h"
-#include "dataplane/base/static_hash.h"
+#include "control/base/flow_scan.h"
 #include "control/config/yaml_config.h"
+#include "dataplane/base/static_hash.h"
+#include "dataplane/pipeline/pipeline.h"
 
 namespace svcgate::ctl {
 
@@ -63,7 +63,7 @@ FlowImporter::FlowImporter(const ServiceSnapshot& snap, const StatsTable& stats,
     for (const ServicePort& sp : snap.services) {
         services_.insert(sp.id);
         for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-            endpoints_.emplace(Key{sp.id, snap.endpoints[i].key().word()},
+            endpoints_.emplace(ServiceEndpoint{sp.id, snap.endpoints[i].key().word()},
                                NatTarget{.service = sp.slot, .endpoint = snap.endpoints[i].slot});
     }
 }
@@ -73,7 +73,7 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
                                               uint32_t now, uint32_t idle) {
     NatTarget target{};
     if (in.kind == FlowKind::nat) {
-        const auto it = endpoints_.find(Key{in.svc_id, EndpointKey{IpAddr::of(in.key[1].src), in.key[1].sport}.word()});
+        const auto it = endpoints_.find(ServiceEndpoint::of_flow(in));
         if (it == endpoints_.end()) return Outcome::gone;
         target = it->second;
         in.target = target.encode();

@@ -28,6 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "control/snapshot/service_endpoint.h"
 #include "control/config/config_model.h"
 #include "dataplane/flow/flow_record.h"
 #include "dataplane/lb/snapshot.h"
@@ -63,21 +64,11 @@ private:
                       uint32_t idle);
     void hold_snat_port(uint16_t port) noexcept;
 
-    struct Key {
-        uint32_t svc;
-        uint64_t ep;  // EndpointKey::word()
-        bool operator==(const Key&) const = default;
-    };
-    struct KeyHash {
-        size_t operator()(const Key& k) const noexcept {
-            return std::hash<uint64_t>()(k.ep * 0x9e3779b97f4a7c15ull ^ k.svc);
-        }
-    };
     const dp::ServiceSnapshot& snap_;
     const dp::StatsTable& stats_;
     dp::FlowTable& flows_;
     dp::FlowTable6* flows6_;
-    std::unordered_map<Key, dp::NatTarget, KeyHash> endpoints_;
+    std::unordered_map<ServiceEndpoint, dp::NatTarget, ServiceEndpointHash> endpoints_;
     std::unordered_set<uint32_t> services_;  // ServicePort::id
     std::vector<uint32_t> snat_cursor_;      // by worker (the IPv4 table's owners)
 };

@@ -1,8 +1,9 @@
 #include "control/snapshot/flow_sweep.h"
-#include "control/base/flow_scan.h"
 
 #include <unordered_set>
 
+#include "control/base/flow_scan.h"
+#include "control/snapshot/service_endpoint.h"
 #include "dataplane/pipeline/pipeline.h"
 
 namespace svcgate::ctl {
@@ -10,18 +11,8 @@ namespace svcgate::ctl {
 using namespace svcgate::dp;
 
 namespace {
-// (service id, endpoint word): which endpoints each Service still lists.
-struct Key {
-    uint32_t svc;
-    uint64_t ep;  // EndpointKey::word()
-    bool operator==(const Key&) const = default;
-};
-struct KeyHash {
-    size_t operator()(const Key& k) const noexcept {
-        return std::hash<uint64_t>()(k.ep * 0x9e3779b97f4a7c15ull ^ k.svc);
-    }
-};
-using Alive = std::unordered_set<Key, KeyHash>;
+// Which endpoints each Service still lists.
+using Alive = std::unordered_set<ServiceEndpoint, ServiceEndpointHash>;
 
 template <typename K>
 void sweep(BasicFlowTable<K>& flows, const Alive& alive, uint32_t generation, uint32_t id_bit,
@@ -30,7 +21,7 @@ void sweep(BasicFlowTable<K>& flows, const Alive& alive, uint32_t generation, ui
         if (f.kind != FlowKind::nat || f.gen == generation) return true;
         ++r.scanned;
         // key[1] is the reply tuple: its source is the endpoint.
-        if (alive.count(Key{f.svc_id, EndpointKey{IpAddr::of(f.key[1].src), f.key[1].sport}.word()})) return true;
+        if (alive.count(ServiceEndpoint::of_flow(f))) return true;
         if (FlowState{f.state.fetch_or(FlowState::kGone, std::memory_order_relaxed)}.gone())
             return true;  // marked before
         if (static_cast<Proto>(f.key[0].proto) == Proto::tcp) {
@@ -50,7 +41,7 @@ SweepResult sweep_removed_endpoints(FlowTable& flows, FlowTable6* flows6, const 
     alive.reserve(fresh.endpoints.size());
     for (const ServicePort& sp : fresh.services)
         for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-            alive.insert(Key{sp.id, fresh.endpoints[i].key().word()});
+            alive.insert(ServiceEndpoint{sp.id, fresh.endpoints[i].key().word()});
     SweepResult r;
     sweep(flows, alive, fresh.generation, 0, remove_dgram, r);
     if (flows6) sweep(*flows6, alive, fresh.generation, kFlowIdV6, remove_dgram, r);
