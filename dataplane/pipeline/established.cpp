@@ -14,8 +14,8 @@ template <typename K>
 Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, uint32_t now) noexcept {
     if (f.last_seen.load(std::memory_order_relaxed) != now) f.last_seen.store(now, std::memory_order_relaxed);
     if (static_cast<Proto>(proto) != Proto::tcp) {
-        if (dir == Direction::reply && f.state.load(std::memory_order_relaxed) == 0) {
-            f.state.store(static_cast<uint8_t>(DgramState::replied), std::memory_order_relaxed);
+        if (dir == Direction::reply && FlowState::load(f.state) == FlowState::of(DgramState::unreplied)) {
+            f.state.store(FlowState::of(DgramState::replied).bits, std::memory_order_relaxed);
             return Track::changed;
         }
         return Track::same;
