@@ -60,6 +60,18 @@ const std::vector<ConfigField> kConfigFields = {
     {"control", "watch", "`true`", false, 0, 0, [](const Config& c) -> uint64_t { return c.control.watch; }},
     {"control", "drain_timeout", "`300`", false, 1, kDay,
      [](const Config& c) -> uint64_t { return c.control.drain_timeout; }},
+    {"kubernetes", "manifests", "none"},
+    {"kubernetes", "api.kubeconfig", "— (or `in_cluster`)", true},
+    {"kubernetes", "api.context", "its `current-context`", true},
+    {"kubernetes", "api.in_cluster", "`false`", true, 0, 0,
+     [](const Config& c) -> uint64_t { return c.kube_api.in_cluster; }},
+    {"kubernetes", "api.proxy_name", "none", true},
+    {"kubernetes", "api.min_sync_period_ms", "`1000`", true, 0, 60000,
+     [](const Config& c) -> uint64_t { return c.kube_api.min_sync_ms; }},
+    {"kubernetes", "api.watch_timeout_seconds", "`300`", true, 1, 3600,
+     [](const Config& c) -> uint64_t { return c.kube_api.watch_timeout_s; }},
+    {"kubernetes", "api.list_page_size", "`500`", true, 1, 10000,
+     [](const Config& c) -> uint64_t { return c.kube_api.list_page_size; }},
     {"routing", "table", "— (required)", true, 1, 4294967294u},
     {"routing", "announce", "`[load_balancer_ips, external_ips, node_ips]`"},
     {"ha", "listen", "— (required)", true},
@@ -155,6 +167,20 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     }
     keep(next.control.socket, running.control.socket, "control", "socket");
     keep(next.control.metrics, running.control.metrics, "control", "metrics");
+    // The API's connection and its watchers are set up at start (control/kube/).
+    KubeApiConfig& ka = next.kube_api;
+    const KubeApiConfig& kr = running.kube_api;
+    if (ka.enabled != kr.enabled) {
+        ka = kr;
+        changed += std::string(changed.empty() ? "" : ", ") + "kubernetes.api";
+    }
+    keep(ka.kubeconfig, kr.kubeconfig, "kubernetes", "api.kubeconfig");
+    keep(ka.context, kr.context, "kubernetes", "api.context");
+    keep(ka.in_cluster, kr.in_cluster, "kubernetes", "api.in_cluster");
+    keep(ka.proxy_name, kr.proxy_name, "kubernetes", "api.proxy_name");
+    keep(ka.min_sync_ms, kr.min_sync_ms, "kubernetes", "api.min_sync_period_ms");
+    keep(ka.watch_timeout_s, kr.watch_timeout_s, "kubernetes", "api.watch_timeout_seconds");
+    keep(ka.list_page_size, kr.list_page_size, "kubernetes", "api.list_page_size");
     return changed;
 }
 

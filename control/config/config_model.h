@@ -254,6 +254,19 @@ struct KubeStats {
     unsigned ignored_objects = 0;  // other kinds
 };
 
+// kubernetes.api: follow a cluster's API server (control/kube/). Every field takes a restart.
+struct KubeApiConfig {
+    bool enabled = false;     // kubernetes.api is there
+    std::string kubeconfig;   // a kubeconfig file (resolved); "" with in_cluster
+    std::string context;      // "" = its current-context
+    bool in_cluster = false;  // the pod's service account and KUBERNETES_SERVICE_HOST/PORT
+    // Services labelled service.kubernetes.io/service-proxy-name are skipped unless it names this.
+    std::string proxy_name;
+    uint32_t min_sync_ms = 1000;     // kube-proxy's --min-sync-period: at most one publish per this
+    uint32_t watch_timeout_s = 300;  // a WATCH's timeoutSeconds; silence longer than this + 30 s: reconnect
+    uint32_t list_page_size = 500;   // LIST ?limit= (client-go's pager: 500)
+};
+
 struct Config {
     std::string file;
     DataplaneConfig dataplane;
@@ -263,6 +276,7 @@ struct Config {
     HaConfig ha;
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
+    KubeApiConfig kube_api;
     KubeStats kube;
     std::vector<ConfigIssue> warnings;  // unknown fields and the like
 };

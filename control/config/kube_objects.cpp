@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -265,13 +266,18 @@ struct KubeLoader {
         }
     }
 
-    // Every slice joins its Service; all slices of one Service are merged by the builder.
-    void attach() {
+    // Every slice joins its Service; all slices of one Service are merged by the builder. With
+    // `orphans` (the API's objects), a slice without its Service is counted there, not an error.
+    void attach(unsigned* orphans = nullptr) {
         std::map<std::string, ServiceConfig*> by_name;
         for (ServiceConfig& s : cfg.services) by_name.emplace(s.full_name(), &s);
         for (PendingSlice& ps : slices) {
             auto it = by_name.find(ps.ns + "/" + ps.service);
             if (it == by_name.end()) {
+                if (orphans) {
+                    ++*orphans;
+                    continue;
+                }
                 errors.push_back(
                     ConfigIssue{ps.mark, "",
                                 fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
@@ -314,6 +320,34 @@ void load_kube_string(const std::string& yaml, const std::string& name, Config& 
     KubeLoader l{cfg, errors, {}};
     l.stream(yaml, name);
     l.attach();
+}
+
+void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
+                       unsigned& orphan_slices) {
+    std::vector<ConfigIssue> errors, warnings;
+    std::set<std::string> names;
+    for (const ServiceConfig& s : cfg.services) names.insert(s.full_name());
+    KubeLoader l{cfg, errors, {}};
+    for (const KubeObjectRef& o : objects) {
+        const size_t e0 = errors.size(), s0 = cfg.services.size(), p0 = l.slices.size();
+        const KubeStats k0 = cfg.kube;
+        Reader r(*o.name, errors, warnings);
+        l.object(r, o.node, "");
+        std::string reason = errors.size() > e0 ? "invalid_object" : "";
+        if (reason.empty() && cfg.services.size() > s0 && !names.insert(cfg.services.back().full_name()).second) {
+            reason = "duplicate_service";
+            errors.push_back(ConfigIssue{Mark{}, "", "a Service of that name is in the config file"});
+        }
+        if (reason.empty()) continue;
+        cfg.services.resize(s0);
+        l.slices.resize(p0);
+        cfg.kube = k0;
+        rejected.push_back(
+            RejectedObject{*o.name, reason,
+                           errors[e0].path.empty() ? errors[e0].message : errors[e0].path + ": " + errors[e0].message});
+        errors.resize(e0);
+    }
+    l.attach(&orphan_slices);
 }
 
 }  // namespace svcgate::ctl

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "control/config/config_model.h"
+#include "control/config/yaml_tree.h"
 
 namespace svcgate::ctl {
 
@@ -33,5 +34,20 @@ std::string kube_summary(const KubeStats& k);
 
 // The same for objects already in memory (one YAML stream), named `name` in messages.
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors);
+
+// Objects from the API server (control/kube/), each already a tree, named in messages by `name`
+// ("Service default/web"). Unlike a file, one bad object does not fail the lot: an object with
+// an error adds nothing and is listed in `rejected` (reason, first message); a Service named as
+// one already in cfg (from the config file) is rejected as a duplicate; a slice whose Service is
+// not there is held back quietly, as kube-proxy's cache holds it, and counted in `orphan_slices`.
+struct KubeObjectRef {
+    ytree::Node node;
+    const std::string* name;
+};
+struct RejectedObject {
+    std::string name, reason, message;
+};
+void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
+                       unsigned& orphan_slices);
 
 }  // namespace svcgate::ctl

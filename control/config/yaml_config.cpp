@@ -600,6 +600,26 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
     cfg.services.push_back(std::move(s));
 }
 
+// kubernetes.api: where the API server is and how to follow it (control/kube/).
+template <typename Beside>
+void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside beside) {
+    if (!r.strict_map(n, "kubernetes.api", keys_under("kubernetes", "api"))) return;
+    c.enabled = true;
+    if (n["kubeconfig"])
+        if (auto p = r.str(n["kubeconfig"], "kubernetes.api.kubeconfig")) c.kubeconfig = beside(*p);
+    if (n["context"])
+        if (auto p = r.str(n["context"], "kubernetes.api.context")) c.context = *p;
+    if (n["in_cluster"])
+        if (auto b = r.boolean(n["in_cluster"], "kubernetes.api.in_cluster")) c.in_cluster = *b;
+    if (n["proxy_name"])
+        if (auto p = r.str(n["proxy_name"], "kubernetes.api.proxy_name")) c.proxy_name = *p;
+    read_number(r, n["min_sync_period_ms"], "kubernetes", "api.min_sync_period_ms", c.min_sync_ms);
+    read_number(r, n["watch_timeout_seconds"], "kubernetes", "api.watch_timeout_seconds", c.watch_timeout_s);
+    read_number(r, n["list_page_size"], "kubernetes", "api.list_page_size", c.list_page_size);
+    if (c.in_cluster == !c.kubeconfig.empty())
+        r.error(n, "kubernetes.api", "give either kubeconfig (a file) or in_cluster: true");
+}
+
 Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
     Config cfg;
     cfg.file = file;
@@ -621,7 +641,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     // Relative paths (manifests, the state file) are relative to the config file's directory.
     const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
     auto beside = [&dir](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + p; };
-    if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", {"manifests"})) {
+    if (const ytree::Node k = root["kubernetes"]; k && r.strict_map(k, "kubernetes", keys_under("kubernetes", ""))) {
         std::vector<ManifestRef> refs;
         const ytree::Node m = k["manifests"];
         if (m && r.seq(m, "kubernetes.manifests"))
@@ -629,6 +649,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
                 if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
                     refs.push_back({beside(*p), r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors);
+        if (k["api"]) read_kube_api(r, k["api"], cfg.kube_api, beside);
     }
     cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
     if (root["ha"]) read_ha(r, root["ha"], cfg.ha, cfg.dataplane.ports, beside);

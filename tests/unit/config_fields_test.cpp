@@ -31,7 +31,7 @@ std::map<std::string, DocRow> documented() {
     std::map<std::string, DocRow> rows;
     std::string section;
     bool all_restart = false;
-    const std::set<std::string> sections{"dataplane", "control", "routing", "ha", "cluster"};
+    const std::set<std::string> sections{"dataplane", "control", "routing", "ha", "cluster", "kubernetes"};
     const std::regex heading(R"(^## `(\w+)`)"), row(R"(^\| `([^`]+)` \| (.*?) \| (.*) \|$)");
     for (std::string line; std::getline(in, line);) {
         std::smatch m;
@@ -123,6 +123,7 @@ dataplane:
   ports: [{name: a, device: net_null0, addresses: [10.0.0.1/24]}]
 routing: {table: 100}
 ha: {listen: '10.0.0.1:7400', peers: [10.0.0.2], key_file: a.key, takeover_ports: []}
+kubernetes: {api: {kubeconfig: k}}
 )");
     auto load = [&](const std::string& yaml) {
         const std::string path = std::string(dir) + "/gw.yaml";
@@ -164,6 +165,13 @@ ha: {listen: '10.0.0.1:7400', peers: [10.0.0.2], key_file: a.key, takeover_ports
         {"ha.dead_after_ms", {"takeover_ports: []", "takeover_ports: [], dead_after_ms: 2000"}},
         {"control.socket", {"routing:", "control: {socket: /tmp/x.sock}\nrouting:"}},
         {"control.metrics", {"routing:", "control: {metrics: '127.0.0.1:9999'}\nrouting:"}},
+        {"kubernetes.api.kubeconfig", {"kubeconfig: k}", "kubeconfig: k2}"}},
+        {"kubernetes.api.context", {"kubeconfig: k}", "kubeconfig: k, context: c}"}},
+        {"kubernetes.api.in_cluster", {"kubeconfig: k}", "in_cluster: true}"}},
+        {"kubernetes.api.proxy_name", {"kubeconfig: k}", "kubeconfig: k, proxy_name: p}"}},
+        {"kubernetes.api.min_sync_period_ms", {"kubeconfig: k}", "kubeconfig: k, min_sync_period_ms: 5}"}},
+        {"kubernetes.api.watch_timeout_seconds", {"kubeconfig: k}", "kubeconfig: k, watch_timeout_seconds: 5}"}},
+        {"kubernetes.api.list_page_size", {"kubeconfig: k}", "kubeconfig: k, list_page_size: 5}"}},
     };
     const Config running = load(base);
     for (const ConfigField& f : kConfigFields) {
