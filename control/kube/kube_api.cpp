@@ -1,0 +1,529 @@
+#include "control/kube/kube_api.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "control/api/metrics_collectors.h"
+#include "control/base/clock.h"
+#include "control/kube/json_tree.h"
+
+namespace svcgate::ctl::kube {
+
+namespace {
+
+constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-name";
+constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
+constexpr const char* kTriggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time";
+constexpr std::array<const char*, 5> kEventTypes{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+
+const std::array<KindInfo, kKinds> kInfo{{
+    {"services", "/api/v1/services", "Service", "v1"},
+    {"endpointslices", "/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1"},
+}};
+
+std::string query_escape(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '~')
+            out += c;
+        else
+            out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    }
+    return out;
+}
+
+const nlohmann::json* member(const nlohmann::json& o, const char* key) {
+    if (!o.is_object()) return nullptr;
+    const auto it = o.find(key);
+    return it == o.end() ? nullptr : &*it;
+}
+
+std::string string_at(const nlohmann::json& o, const char* a, const char* b) {
+    const nlohmann::json* x = member(o, a);
+    const nlohmann::json* y = x ? member(*x, b) : nullptr;
+    return y && y->is_string() ? y->get<std::string>() : std::string();
+}
+
+// client-go's backoff: 0.8 s doubling to 30 s, each wait jittered up to +100%.
+class Backoff {
+public:
+    std::chrono::milliseconds next() {
+        std::uniform_int_distribution<int> j(0, step_);
+        const auto d = std::chrono::milliseconds(step_ + j(rng_));
+        step_ = std::min(step_ * 2, 30000);
+        return d;
+    }
+    void reset() { step_ = 800; }
+
+private:
+    int step_ = 800;
+    std::mt19937 rng_{std::random_device{}()};
+};
+
+}  // namespace
+
+const KindInfo& kind_info(Kind k) { return kInfo[static_cast<size_t>(k)]; }
+
+const char* bad_name(Bad b) {
+    static constexpr std::array<const char*, static_cast<size_t>(Bad::count)> names{
+        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type", "truncated", "malformed_list"};
+    return names[static_cast<size_t>(b)];
+}
+
+std::string label_selector(const std::string& proxy_name) {
+    const std::string proxy =
+        proxy_name.empty() ? std::string("!") + kProxyNameLabel : std::string(kProxyNameLabel) + "=" + proxy_name;
+    return query_escape(proxy + ",!" + kHeadlessLabel);
+}
+
+bool selected(const nlohmann::json& obj, const std::string& proxy_name) {
+    const nlohmann::json* meta = member(obj, "metadata");
+    const nlohmann::json* labels = meta ? member(*meta, "labels") : nullptr;
+    if (!labels || !labels->is_object()) return proxy_name.empty();
+    if (labels->contains(kHeadlessLabel)) return false;
+    const auto it = labels->find(kProxyNameLabel);
+    if (it == labels->end()) return proxy_name.empty();
+    return !proxy_name.empty() && it->is_string() && it->get<std::string>() == proxy_name;
+}
+
+const std::vector<double>& programming_buckets() {
+    // kube-proxy: 0.25 s ... 300 s, plus finer ones below for a gateway's sub-second programming.
+    static const std::vector<double> b{
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,  2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12, 13, 14, 15,
+        16,    17,   18,    19,   20,  21,   22,  23, 24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34, 35, 36, 37,
+        38,    39,   40,    41,   42,  43,   44,  45, 46,  47,  48,  49,  50,  51,  52,  53,  54,  55,  56, 57, 58, 59,
+        60,    65,   70,    75,   80,  85,   90,  95, 100, 105, 110, 115, 120, 150, 180, 210, 240, 270, 300};
+    return b;
+}
+
+KubeApi::KubeApi(const KubeApiConfig& cfg)
+    : cfg_(cfg),
+      server_(cfg.in_cluster ? in_cluster() : load_kubeconfig(cfg.kubeconfig, cfg.context)),
+      creds_(server_),
+      started_unix_(unix_now()),
+      prog_buckets_(programming_buckets().size(), 0) {
+    for (auto& r : bad_log_) r = std::make_unique<RateLimit>(1, std::chrono::seconds(60));
+}
+
+KubeApi::~KubeApi() { stop(); }
+
+void KubeApi::start() {
+    for (size_t k = 0; k < kKinds; ++k) threads_.emplace_back([this, k] { run(static_cast<Kind>(k)); });
+}
+
+void KubeApi::stop() {
+    stopping_ = true;
+    {
+        std::lock_guard lk(wait_mu_);
+        for (ApiClient* c : clients_)
+            if (c) c->stop();
+    }
+    wait_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+}
+
+bool KubeApi::sleep_for(std::chrono::milliseconds d) {
+    std::unique_lock lk(wait_mu_);
+    wait_cv_.wait_for(lk, d, [&] { return stopping_.load(); });
+    return !stopping_;
+}
+
+void KubeApi::bad(Bad b, const std::string& detail) {
+    const auto i = static_cast<size_t>(b);
+    {
+        std::lock_guard lk(mu_);
+        ++bad_[i];
+    }
+    bad_log_[i]->log(LogLevel::warning, fmt::format("kubernetes API: {}: {}", bad_name(b), detail));
+}
+
+void KubeApi::note_trigger(const nlohmann::json& obj) {
+    const nlohmann::json* meta = member(obj, "metadata");
+    const nlohmann::json* ann = meta ? member(*meta, "annotations") : nullptr;
+    const nlohmann::json* t = ann ? member(*ann, kTriggerAnnotation) : nullptr;
+    if (!t || !t->is_string()) return;
+    const long long when = parse_rfc3339(t->get<std::string>());
+    // As kube-proxy: only changes after this process started (a relist's old slices are not).
+    if (when >= 0 && static_cast<double>(when) >= std::floor(started_unix_)) triggers_.push_back(when);
+}
+
+bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out) {
+    const KindInfo& info = kind_info(k);
+    if (!obj.is_object()) {
+        bad(Bad::invalid_object, fmt::format("{}: an object that is not a JSON object", info.name));
+        return false;
+    }
+    // A LIST's items carry no kind; a watch's do. Another kind is not ours to take.
+    const std::string kind = obj.contains("kind") && obj["kind"].is_string() ? obj["kind"].get<std::string>() : "";
+    if (!kind.empty() && kind != info.kind) {
+        bad(Bad::unexpected_kind, fmt::format("{} on the {} watch", kind, info.name));
+        return false;
+    }
+    obj["kind"] = info.kind;
+    obj["apiVersion"] = info.api_version;
+    const std::string name = string_at(obj, "metadata", "name");
+    std::string ns = string_at(obj, "metadata", "namespace");
+    if (name.empty() || string_at(obj, "metadata", "resourceVersion").empty()) {
+        bad(Bad::invalid_object, fmt::format("{}: an object without metadata.name or resourceVersion", info.name));
+        return false;
+    }
+    if (ns.empty()) ns = "default";
+    key = ns + "/" + name;
+    if (nlohmann::json* meta = &obj["metadata"]; meta->contains("managedFields")) meta->erase("managedFields");
+    out.tree = json_tree(obj);
+    out.name = fmt::format("{} {}", info.kind, key);
+    return true;
+}
+
+std::string KubeApi::list(Kind k, ApiClient& c) {
+    const KindInfo& info = kind_info(k);
+    std::map<std::string, Stored> fresh;
+    std::vector<double> triggers;
+    std::string cont, rv;
+    for (int pages = 0;; ++pages) {
+        std::string path = fmt::format("{}?limit={}&labelSelector={}", info.path, cfg_.list_page_size,
+                                       label_selector(cfg_.proxy_name));
+        if (!cont.empty()) path += "&continue=" + query_escape(cont);
+        HttpResult r = c.get(path, 60);
+        if (r.status == 410 && !cont.empty()) {  // the continue token expired: from the start
+            fresh.clear(), cont.clear();
+            continue;
+        }
+        if (r.status != 200) return r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error;
+        nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
+            bad(j.is_discarded() ? Bad::truncated : Bad::malformed_list, fmt::format("LIST {}", info.name));
+            return fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind);
+        }
+        for (nlohmann::json& item : j["items"]) {
+            if (!selected(item, cfg_.proxy_name)) continue;
+            std::string key;
+            Stored s;
+            if (!accept(k, item, key, s)) continue;
+            if (k == Kind::slices) {
+                std::lock_guard lk(mu_);
+                note_trigger(item);
+            }
+            fresh[key] = std::move(s);
+        }
+        rv = string_at(j, "metadata", "resourceVersion");
+        cont = string_at(j, "metadata", "continue");
+        if (cont.empty()) break;
+    }
+    std::lock_guard lk(mu_);
+    KindState& ks = kinds_[static_cast<size_t>(k)];
+    ks.objects = std::move(fresh);
+    ks.st.synced = true;
+    ks.st.objects = ks.objects.size();
+    ks.st.resource_version = rv;
+    ++ks.st.lists;
+    ks.st.last_error.clear();
+    ++changes_;
+    last_queued_unix_ = unix_now();
+    return {};
+}
+
+bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
+    const KindInfo& info = kind_info(k);
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("object")) {
+        bad(Bad::malformed_event, fmt::format("{} watch: {:.120}", info.name, line));
+        end = WatchEnd::untrusted;
+        return false;
+    }
+    const std::string type = e["type"].get<std::string>();
+    const auto t = std::find(kEventTypes.begin(), kEventTypes.end(), type) - kEventTypes.begin();
+    if (t == static_cast<long>(kEventTypes.size())) {
+        bad(Bad::unknown_event_type, fmt::format("{} watch: event type \"{:.40}\"", info.name, type));
+        end = WatchEnd::untrusted;
+        return false;
+    }
+    nlohmann::json& obj = e["object"];
+    {
+        std::lock_guard lk(mu_);
+        KindState& ks = kinds_[static_cast<size_t>(k)];
+        ++ks.st.events[t];
+        ks.st.last_event_unix = unix_now();
+    }
+    if (type == "ERROR") {  // a Status: 410 relists, anything else reconnects
+        const nlohmann::json* code = member(obj, "code");
+        const bool gone = code && code->is_number_integer() && code->get<int>() == 410;
+        std::lock_guard lk(mu_);
+        kinds_[static_cast<size_t>(k)].st.last_error = fmt::format(
+            "watch ERROR event: {}", obj.is_object() && obj.contains("message") ? obj["message"].dump() : obj.dump());
+        end = gone ? WatchEnd::gone : WatchEnd::failed;
+        return false;
+    }
+    const std::string rv = string_at(obj, "metadata", "resourceVersion");
+    if (type == "BOOKMARK") {
+        if (rv.empty()) {
+            bad(Bad::invalid_object, fmt::format("{} watch: a BOOKMARK without resourceVersion", info.name));
+            return true;
+        }
+        std::lock_guard lk(mu_);
+        kinds_[static_cast<size_t>(k)].st.resource_version = rv;
+        return true;
+    }
+    const bool keep = type != "DELETED" && selected(obj, cfg_.proxy_name);
+    std::string key;
+    Stored s;
+    if (!accept(k, obj, key, s)) return true;  // counted; the next good event's version moves on
+    std::lock_guard lk(mu_);
+    KindState& ks = kinds_[static_cast<size_t>(k)];
+    if (keep) {
+        if (k == Kind::slices) note_trigger(obj);
+        ks.objects[key] = std::move(s);
+    } else {
+        ks.objects.erase(key);  // deleted, or no longer selected
+    }
+    ks.st.objects = ks.objects.size();
+    ks.st.resource_version = rv;
+    ++changes_;
+    last_queued_unix_ = unix_now();
+    return true;
+}
+
+KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
+    const KindInfo& info = kind_info(k);
+    std::string rv;
+    {
+        std::lock_guard lk(mu_);
+        rv = kinds_[static_cast<size_t>(k)].st.resource_version;
+    }
+    const std::string path =
+        fmt::format("{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}&labelSelector={}",
+                    info.path, cfg_.watch_timeout_s, query_escape(rv), label_selector(cfg_.proxy_name));
+    WatchEnd end = WatchEnd::closed;
+    // Silence past the server's own timeout, plus a margin, is a stalled watch.
+    HttpResult r = c.stream(path, static_cast<int>(cfg_.watch_timeout_s) + 5,
+                            [&](std::string_view line) { return event(k, line, end); });
+    answered = r.status == 200;
+    if (end != WatchEnd::closed) return end;
+    if (r.status == 410) return WatchEnd::gone;
+    if (r.status == 200 && r.error.empty()) return WatchEnd::closed;  // the server's timeout: watch on
+    if (r.status == 200 && r.error == kCutInsideEvent) {
+        bad(Bad::truncated, fmt::format("{} watch: the stream ended inside an event", info.name));
+        return WatchEnd::untrusted;
+    }
+    std::lock_guard lk(mu_);
+    kinds_[static_cast<size_t>(k)].st.last_error =
+        fmt::format("WATCH {}: {}", info.name, r.error.empty() ? fmt::format("HTTP {}", r.status) : r.error);
+    return WatchEnd::failed;
+}
+
+void KubeApi::run(Kind k) {
+    const KindInfo& info = kind_info(k);
+    ApiClient client(server_, creds_);
+    {
+        std::lock_guard lk(wait_mu_);
+        if (stopping_) return;
+        clients_[static_cast<size_t>(k)] = &client;
+    }
+    Backoff backoff;
+    bool need_list = true;
+    while (!stopping_) {
+        if (need_list) {
+            if (std::string e = list(k, client); !e.empty()) {
+                if (stopping_) break;
+                {
+                    std::lock_guard lk(mu_);
+                    KindState& ks = kinds_[static_cast<size_t>(k)];
+                    ks.st.last_error = e;
+                    ++ks.st.reconnects;
+                }
+                static RateLimit rl(4, std::chrono::seconds(60));
+                rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, e));
+                if (!sleep_for(backoff.next())) break;
+                continue;
+            }
+            log_info(fmt::format("kubernetes API: {} listed: {} objects", info.name, [&] {
+                std::lock_guard lk(mu_);
+                return kinds_[static_cast<size_t>(k)].objects.size();
+            }()));
+            need_list = false;
+            backoff.reset();
+        }
+        bool answered = false;
+        const WatchEnd end = watch(k, client, answered);
+        if (stopping_) break;
+        if (answered) backoff.reset();
+        if (end == WatchEnd::closed) continue;
+        {
+            std::lock_guard lk(mu_);
+            KindState& ks = kinds_[static_cast<size_t>(k)];
+            if (end == WatchEnd::gone || end == WatchEnd::untrusted) {
+                ++ks.st.relists;
+                need_list = true;
+            } else {
+                ++ks.st.reconnects;
+            }
+        }
+        if (end == WatchEnd::gone) continue;  // relist at once, as client-go does for 410
+        if (!sleep_for(backoff.next())) break;
+    }
+    std::lock_guard lk(wait_mu_);
+    clients_[static_cast<size_t>(k)] = nullptr;
+}
+
+bool KubeApi::synced() const {
+    std::lock_guard lk(mu_);
+    return std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; });
+}
+
+bool KubeApi::due(std::chrono::steady_clock::time_point now) const {
+    std::lock_guard lk(mu_);
+    if (changes_ == published_changes_ ||
+        !std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; }))
+        return false;
+    return !published_once_ || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
+}
+
+bool KubeApi::apply(Config& cfg) {
+    // The trees are shared and the names copied: a watch may replace an object meanwhile.
+    std::vector<std::shared_ptr<const ytree::Tree>> trees;
+    std::vector<std::string> names;
+    {
+        std::lock_guard lk(mu_);
+        if (!std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; })) return false;
+        size_t n = 0;
+        for (const KindState& ks : kinds_) n += ks.objects.size();
+        trees.reserve(n), names.reserve(n);
+        for (const KindState& ks : kinds_)
+            for (const auto& [key, s] : ks.objects) {
+                trees.push_back(s.tree);
+                names.push_back(s.name);
+            }
+        applying_ = triggers_.size();
+        applying_changes_ = changes_;
+    }
+    std::vector<KubeObjectRef> refs;
+    refs.reserve(trees.size());
+    for (size_t i = 0; i < trees.size(); ++i)
+        refs.push_back(KubeObjectRef{ytree::Node(trees[i].get(), trees[i]->roots[0]), &names[i]});
+    std::vector<RejectedObject> rejected;
+    unsigned orphans = 0;
+    load_kube_objects(refs, cfg, rejected, orphans);
+    for (const RejectedObject& r : rejected) {
+        auto [it, fresh] = rejected_logged_.emplace(r.name, r.message);
+        if (fresh || it->second != r.message) {
+            it->second = r.message;
+            static RateLimit rl(10, std::chrono::seconds(60));
+            rl.log(LogLevel::warning, fmt::format("kubernetes API: {} left out ({}): {}", r.name, r.reason, r.message));
+        }
+    }
+    std::lock_guard lk(mu_);
+    rejected_ = std::move(rejected);
+    orphan_slices_ = orphans;
+    return true;
+}
+
+void KubeApi::published() {
+    const double now = unix_now();
+    std::lock_guard lk(mu_);
+    const auto& b = programming_buckets();
+    // The changes the applied objects held; what arrived while the publish was built stays due.
+    const size_t n = std::min(applying_, triggers_.size());
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::max(0.0, now - triggers_[i]);
+        ++prog_count_;
+        prog_sum_ += d;
+        for (size_t j = 0; j < b.size(); ++j)
+            if (d <= b[j]) ++prog_buckets_[j];
+    }
+    triggers_.erase(triggers_.begin(), triggers_.begin() + static_cast<long>(n));
+    applying_ = 0;
+    published_changes_ = applying_changes_;
+    last_publish_ = std::chrono::steady_clock::now();
+    published_once_ = true;
+    ++publishes_;
+}
+
+nlohmann::ordered_json KubeApi::status() const {
+    std::lock_guard lk(mu_);
+    nlohmann::ordered_json kinds = nlohmann::ordered_json::object();
+    bool all = true;
+    for (size_t k = 0; k < kKinds; ++k) {
+        const KindStatus& st = kinds_[k].st;
+        all = all && st.synced;
+        nlohmann::ordered_json events = nlohmann::ordered_json::object();
+        for (size_t t = 0; t < kEventTypes.size(); ++t) events[kEventTypes[t]] = st.events[t];
+        kinds[kInfo[k].name] = {{"synced", st.synced},
+                                {"objects", kinds_[k].objects.size()},
+                                {"resource_version", st.resource_version},
+                                {"last_event_unix", st.last_event_unix},
+                                {"lists", st.lists},
+                                {"relists", st.relists},
+                                {"reconnects", st.reconnects},
+                                {"events", events},
+                                {"last_error", st.last_error}};
+    }
+    nlohmann::ordered_json bad = nlohmann::ordered_json::object();
+    for (size_t b = 0; b < bad_.size(); ++b) bad[bad_name(static_cast<Bad>(b))] = bad_[b];
+    nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
+    for (const RejectedObject& r : rejected_)
+        rejected.push_back({{"object", r.name}, {"reason", r.reason}, {"message", r.message}});
+    return {{"server", server_.server},
+            {"source", server_.source},
+            {"synced", all},
+            {"kinds", kinds},
+            {"publishes", publishes_},
+            {"pending_changes", changes_ - published_changes_},
+            {"min_sync_period_ms", cfg_.min_sync_ms},
+            {"credentials_error", creds_.error()},
+            {"exec_runs", creds_.exec_runs()},
+            {"bad_input", bad},
+            {"rejected", rejected},
+            {"orphan_slices", orphan_slices_}};
+}
+
+void KubeApi::metrics(MetricsText& m) const {
+    std::lock_guard lk(mu_);
+    m.family("svcgate_kube_synced", "gauge", "1 once the kind has been listed from the API server");
+    for (size_t k = 0; k < kKinds; ++k)
+        m.sample("svcgate_kube_synced", fmt::format("kind=\"{}\"", kInfo[k].name), uint64_t{kinds_[k].st.synced});
+    m.family("svcgate_kube_objects", "gauge", "Objects held from the API server");
+    for (size_t k = 0; k < kKinds; ++k)
+        m.sample("svcgate_kube_objects", fmt::format("kind=\"{}\"", kInfo[k].name),
+                 static_cast<uint64_t>(kinds_[k].objects.size()));
+    m.family("svcgate_kube_events_total", "counter", "Watch events by kind and type");
+    for (size_t k = 0; k < kKinds; ++k)
+        for (size_t t = 0; t < kEventTypes.size(); ++t)
+            m.sample("svcgate_kube_events_total", fmt::format("kind=\"{}\",type=\"{}\"", kInfo[k].name, kEventTypes[t]),
+                     kinds_[k].st.events[t]);
+    m.family("svcgate_kube_lists_total", "counter", "Complete LISTs (the first, and each relist)");
+    m.family("svcgate_kube_relists_total", "counter", "Relists: 410 Gone or a stream that could not be trusted");
+    m.family("svcgate_kube_reconnects_total", "counter", "Failed LISTs and WATCHes retried after a backoff");
+    for (size_t k = 0; k < kKinds; ++k) {
+        const std::string l = fmt::format("kind=\"{}\"", kInfo[k].name);
+        m.sample("svcgate_kube_lists_total", l, kinds_[k].st.lists);
+        m.sample("svcgate_kube_relists_total", l, kinds_[k].st.relists);
+        m.sample("svcgate_kube_reconnects_total", l, kinds_[k].st.reconnects);
+    }
+    m.family("svcgate_kube_bad_input_total", "counter", "Events and answers from the API server refused, by reason");
+    for (size_t b = 0; b < bad_.size(); ++b)
+        m.sample("svcgate_kube_bad_input_total", fmt::format("reason=\"{}\"", bad_name(static_cast<Bad>(b))), bad_[b]);
+    m.family("svcgate_kube_rejected_objects", "gauge", "Objects left out of the last publish, by reason");
+    std::map<std::string, uint64_t> by_reason{{"invalid_object", 0}, {"duplicate_service", 0}};
+    for (const RejectedObject& r : rejected_) ++by_reason[r.reason];
+    by_reason["orphan_slice"] = orphan_slices_;
+    for (const auto& [reason, n] : by_reason)
+        m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", reason), n);
+    m.family("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "gauge",
+             "When the last change from the API server was queued for a publish (kube-proxy's name)");
+    m.sample("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "", last_queued_unix_, 3);
+    m.family("kubeproxy_network_programming_duration_seconds", "histogram",
+             "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)");
+    const auto& b = programming_buckets();
+    for (size_t i = 0; i < b.size(); ++i)
+        m.sample("kubeproxy_network_programming_duration_seconds_bucket", fmt::format("le=\"{}\"", b[i]),
+                 prog_buckets_[i]);
+    m.sample("kubeproxy_network_programming_duration_seconds_bucket", "le=\"+Inf\"", prog_count_);
+    m.sample("kubeproxy_network_programming_duration_seconds_sum", "", prog_sum_, 6);
+    m.sample("kubeproxy_network_programming_duration_seconds_count", "", prog_count_);
+}
+
+}  // namespace svcgate::ctl::kube

@@ -1,0 +1,165 @@
+// Follows a cluster's API server as kube-proxy's informers do (client-go's reflector): for each
+// kind, Services (core/v1) and EndpointSlices (discovery.k8s.io/v1), a paginated LIST (limit +
+// continue), then a WATCH from the list's resourceVersion with allowWatchBookmarks and
+// timeoutSeconds, resumed from the last event's or bookmark's version. 410 Gone (as a status or
+// an ERROR event) relists; a stream that cannot be trusted (a malformed event, an event cut
+// mid-object, an unknown event type) relists; any other failure reconnects after a jittered
+// exponential backoff (0.8 s doubling to 30 s, as client-go's). Both kinds use kube-proxy's
+// label selector: no `service.kubernetes.io/headless`, and `service.kubernetes.io/service-proxy-
+// name` absent or equal to kubernetes.api.proxy_name (checked again here, should a server ignore
+// the selector).
+//
+// Publishing: nothing from the API until every kind has listed once (synced()); after that, due()
+// says when the objects changed and the last publish is at least min_sync_period old, and
+// apply() adds them to a config loaded from the file (the reload path: one reader for files and
+// API, control/config/kube_objects.h). An object the reader refuses is left out and counted; the
+// rest are served. A lost connection keeps the last good state.
+//
+// Runs on: one thread per kind (list and watch), plus the control thread (due, apply, published,
+// status, metrics). The objects and counters are under one mutex.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "control/base/log.h"
+#include "control/config/config_model.h"
+#include "control/config/kube_objects.h"
+#include "control/kube/api_client.h"
+#include "control/kube/kubeconfig.h"
+
+namespace svcgate::ctl {
+class MetricsText;
+}
+
+namespace svcgate::ctl::kube {
+
+enum class Kind : uint8_t { services, slices };
+inline constexpr size_t kKinds = 2;
+
+struct KindInfo {
+    const char* name;         // "services": status and metrics
+    const char* path;         // "/api/v1/services"
+    const char* kind;         // "Service"
+    const char* api_version;  // "v1"
+};
+const KindInfo& kind_info(Kind k);
+
+// kube-proxy's selector for `proxy_name` ("" = the label must be absent), as a query value.
+std::string label_selector(const std::string& proxy_name);
+// The same test on an object's labels.
+bool selected(const nlohmann::json& obj, const std::string& proxy_name);
+
+// Stream-level problems, counted by reason (svcgate_kube_bad_input_total).
+enum class Bad : uint8_t {
+    malformed_event,     // not JSON, or not {type, object}
+    invalid_object,      // no metadata.name / resourceVersion, or not an object
+    unexpected_kind,     // a kind this watch did not ask for
+    unknown_event_type,  // not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
+    truncated,           // the body ended inside an event or a list
+    malformed_list,      // a LIST answer that is not a list
+    count
+};
+const char* bad_name(Bad b);
+
+struct KindStatus {
+    bool synced = false;
+    size_t objects = 0;
+    std::string resource_version;
+    double last_event_unix = 0;
+    uint64_t lists = 0, relists = 0, reconnects = 0;
+    std::array<uint64_t, 5> events{};  // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    std::string last_error;
+};
+
+class KubeApi {
+public:
+    // Reads the kubeconfig (or the pod's service account); throws std::runtime_error.
+    explicit KubeApi(const KubeApiConfig& cfg);
+    ~KubeApi();
+    KubeApi(const KubeApi&) = delete;
+    KubeApi& operator=(const KubeApi&) = delete;
+
+    void start();
+    void stop();
+
+    bool synced() const;  // every kind has listed once
+    // A publish is due: synced, something changed, and the last publish is min_sync_period old.
+    bool due(std::chrono::steady_clock::time_point now) const;
+    // Adds the objects held now to `cfg` (loaded from the file): what the next publish serves.
+    bool apply(Config& cfg);  // false (nothing added) until synced
+    // The publish of the last apply() went out: its changes are programmed.
+    void published();
+
+    nlohmann::ordered_json status() const;  // svcgatectl status's kubernetes.api
+    void metrics(MetricsText& m) const;
+    const ApiServer& server() const { return server_; }
+
+    // The list/watch loop of one kind (public for tests that drive it with their own server).
+    void run(Kind k);
+
+private:
+    struct Stored {
+        std::shared_ptr<const ytree::Tree> tree;
+        std::string name;  // "Service default/web": the reader's messages
+    };
+    struct KindState {
+        std::map<std::string, Stored> objects;  // by namespace/name: one order on every gateway
+        KindStatus st;
+    };
+    enum class WatchEnd { closed, gone, untrusted, failed };
+
+    std::string list(Kind k, ApiClient& c);
+    WatchEnd watch(Kind k, ApiClient& c, bool& answered);
+    // One watch event line; false when the stream cannot be trusted any more (relist).
+    bool event(Kind k, std::string_view line, WatchEnd& end);
+    // An object of kind k checked and made into what the store holds; false (counted) if bad.
+    bool accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out);
+    void bad(Bad b, const std::string& detail);
+    void note_trigger(const nlohmann::json& obj);
+    bool sleep_for(std::chrono::milliseconds d);  // false when stopping
+
+    KubeApiConfig cfg_;
+    ApiServer server_;
+    Credentials creds_;
+    mutable std::mutex mu_;
+    std::array<KindState, kKinds> kinds_;
+    std::array<uint64_t, static_cast<size_t>(Bad::count)> bad_{};
+    std::array<std::unique_ptr<RateLimit>, static_cast<size_t>(Bad::count)> bad_log_;
+    uint64_t changes_ = 0, published_changes_ = 0, applying_changes_ = 0;  // object changes, counted
+    std::chrono::steady_clock::time_point last_publish_{};
+    bool published_once_ = false;
+    double last_queued_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
+    std::vector<double> triggers_;  // last-change-trigger-times not yet programmed, oldest first
+    size_t applying_ = 0;           // how many of them the last apply() took
+    const double started_unix_;
+    uint64_t publishes_ = 0;
+    std::vector<RejectedObject> rejected_;
+    unsigned orphan_slices_ = 0;
+    std::map<std::string, std::string> rejected_logged_;  // name -> message, logged once
+    // network_programming_duration_seconds: a histogram of kube-proxy's buckets.
+    std::vector<uint64_t> prog_buckets_;
+    uint64_t prog_count_ = 0;
+    double prog_sum_ = 0;
+
+    std::atomic<bool> stopping_{false};
+    std::mutex wait_mu_;
+    std::condition_variable wait_cv_;
+    std::array<ApiClient*, kKinds> clients_{};
+    std::vector<std::thread> threads_;
+};
+
+// kube-proxy's network_programming_duration_seconds buckets (pkg/proxy/metrics).
+const std::vector<double>& programming_buckets();
+
+}  // namespace svcgate::ctl::kube

@@ -1,0 +1,300 @@
+#include "control/kube/kubeconfig.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "control/config/yaml_tree.h"
+
+namespace svcgate::ctl::kube {
+
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(fmt::format("{}: cannot read \"{}\"", what, path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string base64(const std::string& text, const std::string& what) {
+    std::string out(text.size(), '\0');
+    size_t n = 0;
+    if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(), text.size(), " \n\r\t",
+                          &n, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
+        throw std::runtime_error(fmt::format("{}: not base64", what));
+    out.resize(n);
+    return out;
+}
+
+std::string scalar(const ytree::Node& n, const char* key) {
+    const ytree::Node v = n[key];
+    return v && v.IsScalar() ? v.Scalar() : std::string();
+}
+
+// The entry of kubeconfig list `list` (clusters, users, contexts) named `name`: its `field` map.
+ytree::Node named(const ytree::Node& root, const char* list, const char* field, const std::string& name,
+                  const std::string& where) {
+    const ytree::Node l = root[list];
+    if (l && l.IsSequence())
+        for (size_t i = 0; i < l.size(); ++i)
+            if (scalar(l[i], "name") == name) {
+                const ytree::Node f = l[i][field];
+                if (!f || !f.IsMap()) break;
+                return f;
+            }
+    throw std::runtime_error(fmt::format("{}: no {} \"{}\"", where, list, name));
+}
+
+// A file or its inline -data form.
+std::string file_or_data(const ytree::Node& n, const char* file_key, const std::string& data_key,
+                         const std::string& dir, const std::string& where) {
+    if (const std::string d = scalar(n, data_key.c_str()); !d.empty()) return base64(d, where + ": " + data_key);
+    std::string f = scalar(n, file_key);
+    if (f.empty()) return {};
+    if (f[0] != '/') f = dir + f;
+    return read_file(f, where + ": " + file_key);
+}
+
+}  // namespace
+
+void split_server(const std::string& server, std::string& host, int& port) {
+    if (!server.starts_with("https://"))
+        throw std::runtime_error(
+            fmt::format("server \"{}\": only https:// is followed (TLS is always verified)", server));
+    std::string rest = server.substr(8);
+    rest = rest.substr(0, rest.find('/'));
+    port = 443;
+    size_t colon = std::string::npos;
+    if (!rest.empty() && rest[0] == '[') {
+        const size_t end = rest.find(']');
+        if (end == std::string::npos) throw std::runtime_error(fmt::format("server \"{}\": no ']'", server));
+        host = rest.substr(1, end - 1);
+        if (end + 1 < rest.size() && rest[end + 1] == ':') colon = end + 1;
+    } else {
+        colon = rest.rfind(':');
+        host = rest.substr(0, colon);
+    }
+    if (colon != std::string::npos) {
+        const std::string p = rest.substr(colon + 1);
+        char* e = nullptr;
+        const long v = std::strtol(p.c_str(), &e, 10);
+        if (p.empty() || *e || v < 1 || v > 65535)
+            throw std::runtime_error(fmt::format("server \"{}\": bad port \"{}\"", server, p));
+        port = static_cast<int>(v);
+    }
+    if (host.empty()) throw std::runtime_error(fmt::format("server \"{}\": no host", server));
+}
+
+ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
+    const std::string text = read_file(path, "kubeconfig");
+    const std::string dir = path.find('/') == std::string::npos ? "" : path.substr(0, path.rfind('/') + 1);
+    ytree::Stream stream;
+    try {
+        stream = ytree::Stream::parse(text);
+    } catch (const ytree::ParseError& e) {
+        throw std::runtime_error(fmt::format("kubeconfig {}:{}: {}", path, e.mark.line + 1, e.msg));
+    }
+    const auto docs = stream.documents();
+    if (docs.empty() || !docs[0].IsMap()) throw std::runtime_error(fmt::format("kubeconfig {}: not a map", path));
+    const ytree::Node root = docs[0];
+    const std::string ctx_name = context.empty() ? scalar(root, "current-context") : context;
+    if (ctx_name.empty()) throw std::runtime_error(fmt::format("kubeconfig {}: no current-context", path));
+    const std::string where = fmt::format("kubeconfig {}, context {}", path, ctx_name);
+    const ytree::Node ctx = named(root, "contexts", "context", ctx_name, fmt::format("kubeconfig {}", path));
+    const ytree::Node cluster = named(root, "clusters", "cluster", scalar(ctx, "cluster"), where);
+    ApiServer s;
+    s.source = where;
+    s.server = scalar(cluster, "server");
+    split_server(s.server, s.host, s.port);
+    if (scalar(cluster, "insecure-skip-tls-verify") == "true")
+        throw std::runtime_error(where + ": insecure-skip-tls-verify is refused (TLS is always verified)");
+    s.ca_pem = file_or_data(cluster, "certificate-authority", "certificate-authority-data", dir, where);
+    if (s.ca_pem.empty())
+        throw std::runtime_error(where + ": the cluster has no certificate-authority(-data) to verify it with");
+    if (const std::string u = scalar(ctx, "user"); !u.empty()) {
+        const ytree::Node user = named(root, "users", "user", u, where);
+        s.cert_pem = file_or_data(user, "client-certificate", "client-certificate-data", dir, where);
+        s.key_pem = file_or_data(user, "client-key", "client-key-data", dir, where);
+        if (s.cert_pem.empty() != s.key_pem.empty())
+            throw std::runtime_error(where + ": a client certificate needs its key, and a key its certificate");
+        s.token = scalar(user, "token");
+        s.token_file = scalar(user, "tokenFile");
+        if (!s.token_file.empty() && s.token_file[0] != '/') s.token_file = dir + s.token_file;
+        if (const ytree::Node e = user["exec"]; e && e.IsMap()) {
+            s.exec.command = scalar(e, "command");
+            if (s.exec.command.empty()) throw std::runtime_error(where + ": exec needs a command");
+            if (s.exec.command.find('/') != std::string::npos && s.exec.command[0] != '/')
+                s.exec.command = dir + s.exec.command;
+            if (const std::string v = scalar(e, "apiVersion"); !v.empty()) s.exec.api_version = v;
+            if (const ytree::Node a = e["args"]; a && a.IsSequence())
+                for (size_t i = 0; i < a.size(); ++i) s.exec.args.push_back(a[i].Scalar());
+            if (const ytree::Node env = e["env"]; env && env.IsSequence())
+                for (size_t i = 0; i < env.size(); ++i)
+                    s.exec.env.emplace_back(scalar(env[i], "name"), scalar(env[i], "value"));
+        }
+    }
+    return s;
+}
+
+ApiServer in_cluster(const std::string& root) {
+    const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+    const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+    if (!host || !*host || !port || !*port)
+        throw std::runtime_error("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
+    ApiServer s;
+    const std::string h(host);
+    s.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
+    split_server(s.server, s.host, s.port);
+    s.ca_pem = read_file(root + "/ca.crt", "in-cluster CA");
+    s.token_file = root + "/token";
+    s.source = "in-cluster (" + root + ")";
+    return s;
+}
+
+long long parse_rfc3339(const std::string& s) {
+    std::tm tm{};
+    const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!p) return -1;
+    if (*p == '.')
+        for (++p; *p >= '0' && *p <= '9';) ++p;
+    long long off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        ++p;
+    } else if (*p == '+' || *p == '-') {
+        int hh = 0, mm = 0;
+        if (std::sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2) return -1;
+        off = (hh * 3600LL + mm * 60LL) * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        return -1;
+    }
+    if (*p) return -1;
+    return static_cast<long long>(timegm(&tm)) - off;
+}
+
+std::string Credentials::bearer() {
+    std::lock_guard lk(mu_);
+    if (!s_.exec.command.empty()) {
+        const long long now = std::time(nullptr);
+        if (!exec_valid_ || (exec_expiry_ && now >= exec_expiry_)) {
+            std::string e = run_exec();
+            if (!e.empty()) {
+                error_ = e;
+                return exec_token_;  // the last one, should it still work
+            }
+        }
+        return exec_token_;
+    }
+    if (!s_.token_file.empty()) {
+        struct stat st {};
+        if (stat(s_.token_file.c_str(), &st) != 0) {
+            error_ = fmt::format("token file {}: cannot stat", s_.token_file);
+            return file_token_;
+        }
+        if (st.st_mtim.tv_sec != file_mtime_.tv_sec || st.st_mtim.tv_nsec != file_mtime_.tv_nsec ||
+            file_token_.empty()) {
+            try {
+                std::string t = read_file(s_.token_file, "token file");
+                while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+                file_token_ = std::move(t);
+                file_mtime_ = st.st_mtim;
+            } catch (const std::exception& e) {
+                error_ = e.what();
+            }
+        }
+        return file_token_;
+    }
+    return s_.token;
+}
+
+void Credentials::invalidate() {
+    std::lock_guard lk(mu_);
+    exec_valid_ = false;
+    file_token_.clear();
+}
+
+std::string Credentials::error() const {
+    std::lock_guard lk(mu_);
+    return error_;
+}
+
+unsigned Credentials::exec_runs() const {
+    std::lock_guard lk(mu_);
+    return exec_runs_;
+}
+
+// Runs the plugin as kubectl does: KUBERNETES_EXEC_INFO set, stdout an ExecCredential. "" or
+// what failed. Called with mu_ held.
+std::string Credentials::run_exec() {
+    ++exec_runs_;
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return "exec plugin: pipe failed";
+    const nlohmann::json info = {
+        {"apiVersion", s_.exec.api_version}, {"kind", "ExecCredential"}, {"spec", {{"interactive", false}}}};
+    const std::string info_text = info.dump();
+    // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+    std::vector<std::string> envs{"KUBERNETES_EXEC_INFO=" + info_text};
+    for (const auto& [k, v] : s_.exec.env) envs.push_back(k + "=" + v);
+    for (char** e = environ; *e; ++e)
+        if (!std::string_view(*e).starts_with("KUBERNETES_EXEC_INFO=")) envs.emplace_back(*e);
+    std::vector<char*> envp;
+    for (std::string& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> argv{s_.exec.command.data()};
+    for (std::string& a : s_.exec.args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(out[0]), close(out[1]);
+        if (null >= 0) close(null);
+        return "exec plugin: fork failed";
+    }
+    if (pid == 0) {
+        dup2(out[1], 1);
+        if (null >= 0) dup2(null, 0);
+        execvpe(argv[0], argv.data(), envp.data());
+        _exit(127);
+    }
+    if (null >= 0) close(null);
+    close(out[1]);
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0 && text.size() < (1u << 20);) text.append(buf, n);
+    close(out[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fmt::format("exec plugin {}: exited with {}", s_.exec.command,
+                           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("status") || !j["status"].is_object())
+        return fmt::format("exec plugin {}: its output is not an ExecCredential", s_.exec.command);
+    const nlohmann::json& st = j["status"];
+    if (!st.contains("token") || !st["token"].is_string() || st["token"].get<std::string>().empty())
+        return fmt::format("exec plugin {}: its ExecCredential has no status.token", s_.exec.command);
+    exec_token_ = st["token"].get<std::string>();
+    exec_expiry_ = 0;
+    if (st.contains("expirationTimestamp") && st["expirationTimestamp"].is_string()) {
+        const long long t = parse_rfc3339(st["expirationTimestamp"].get<std::string>());
+        if (t < 0) return fmt::format("exec plugin {}: bad expirationTimestamp", s_.exec.command);
+        exec_expiry_ = t;
+    }
+    exec_valid_ = true;
+    error_.clear();
+    return {};
+}
+
+}  // namespace svcgate::ctl::kube

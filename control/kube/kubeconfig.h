@@ -1,0 +1,78 @@
+// Where the API server is and who we are to it, read as kubectl reads them (client-go's
+// clientcmd and rest.InClusterConfig):
+//   - a kubeconfig file: the named context or current-context; its cluster's server,
+//     certificate-authority (a file, relative to the kubeconfig) or certificate-authority-data;
+//     its user's token, tokenFile, client-certificate(-data) and client-key(-data), or an `exec`
+//     credential plugin (client.authentication.k8s.io/v1 or v1beta1 ExecCredential);
+//   - in-cluster: KUBERNETES_SERVICE_HOST/PORT, the service account's token file and CA under
+//     /var/run/secrets/kubernetes.io/serviceaccount.
+// TLS is always verified: insecure-skip-tls-verify is refused, and an http:// server too.
+//
+// Credentials: a token file is read again when its modification time changes (a projected
+// service account token is rotated); an exec plugin's token is kept until its
+// expirationTimestamp (or for the process's life without one), or until the server answers 401.
+//
+// Runs on: the control thread (load) and the API watcher threads (Credentials, locked inside).
+#pragma once
+
+#include <chrono>
+#include <ctime>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace svcgate::ctl::kube {
+
+struct ExecPlugin {
+    std::string command;  // as written; a relative path with a '/' is relative to the kubeconfig
+    std::vector<std::string> args;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string api_version = "client.authentication.k8s.io/v1";
+};
+
+struct ApiServer {
+    std::string server;  // "https://10.0.0.1:6443"
+    std::string host;    // "10.0.0.1" (brackets off an IPv6 literal)
+    int port = 443;
+    std::string ca_pem;             // the CA certificates to verify the server with
+    std::string cert_pem, key_pem;  // the client certificate, if any
+    std::string token;              // a fixed bearer token
+    std::string token_file;         // read on use
+    ExecPlugin exec;                // command empty: none
+    std::string source;             // "kubeconfig /etc/kube.conf, context lab" or "in-cluster"
+};
+
+// The API server of a kubeconfig (context "" = current-context). Throws std::runtime_error with
+// a message naming the file and what is wrong.
+ApiServer load_kubeconfig(const std::string& path, const std::string& context);
+// The pod's own (rest.InClusterConfig); `root` replaces /var/run/secrets/... for tests.
+ApiServer in_cluster(const std::string& root = "/var/run/secrets/kubernetes.io/serviceaccount");
+
+// "https://host:port" split; throws for anything else.
+void split_server(const std::string& server, std::string& host, int& port);
+
+// An RFC 3339 time ("2026-11-25T21:00:00Z", with fraction or offset) as Unix seconds; -1 if not.
+long long parse_rfc3339(const std::string& s);
+
+// The bearer token to send now: the fixed one, the token file's (re-read when it changed), or
+// the exec plugin's (run again when expired or invalidated). "" = none. Errors go to error().
+class Credentials {
+public:
+    explicit Credentials(ApiServer s) : s_(std::move(s)) {}
+    std::string bearer();
+    void invalidate();  // the server said 401: the next bearer() runs the plugin again
+    std::string error() const;
+    unsigned exec_runs() const;
+
+private:
+    std::string run_exec();
+    mutable std::mutex mu_;
+    ApiServer s_;
+    std::string file_token_, exec_token_, error_;
+    std::timespec file_mtime_{};
+    long long exec_expiry_ = 0;  // Unix seconds; 0 = none given
+    bool exec_valid_ = false;
+    unsigned exec_runs_ = 0;
+};
+
+}  // namespace svcgate::ctl::kube

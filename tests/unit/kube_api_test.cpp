@@ -1,0 +1,348 @@
+// control/kube/: the kubeconfig as kubectl reads it, RFC 3339 times, kube-proxy's label selector,
+// and the API's JSON objects read exactly as the same objects in YAML (one reader for both), with
+// a bad object left out instead of refusing the lot.
+#include <gtest/gtest.h>
+
+#include <sodium.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "control/config/kube_objects.h"
+#include "control/config/yaml_config.h"
+#include "control/kube/json_tree.h"
+#include "control/kube/kube_api.h"
+#include "control/kube/kubeconfig.h"
+#include "test_support.h"
+
+using namespace svcgate::ctl;
+using namespace svcgate::ctl::kube;
+
+namespace {
+
+std::string b64(const std::string& s) {
+    std::string out(sodium_base64_ENCODED_LEN(s.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
+    sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char*>(s.data()), s.size(),
+                      sodium_base64_VARIANT_ORIGINAL);
+    out.resize(out.find('\0'));
+    return out;
+}
+
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char t[] = "/tmp/kube_api_test.XXXXXX";
+        path = mkdtemp(t);
+    }
+    ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+    std::string write(const std::string& name, const std::string& text) const {
+        std::ofstream(path + "/" + name) << text;
+        return path + "/" + name;
+    }
+};
+
+const char* kCa = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+std::string kubeconfig(const std::string& cluster_extra, const std::string& user) {
+    return "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+           "contexts:\n- name: a\n  context: {cluster: c1, user: u1}\n- name: b\n  context: {cluster: c2, user: u2}\n"
+           "clusters:\n- name: c1\n  cluster:\n    server: https://10.0.0.1:6443\n" +
+        cluster_extra +
+        "- name: c2\n  cluster:\n    server: 'https://[fd00::1]'\n    certificate-authority-data: " + b64(kCa) +
+        "\nusers:\n- name: u1\n  user:\n" + user + "- name: u2\n  user: {token: two}\n";
+}
+
+}  // namespace
+
+TEST(Kubeconfig, CurrentContextCaFileAndToken) {
+    TempDir d;
+    d.write("ca.crt", kCa);
+    const std::string p =
+        d.write("kc", kubeconfig("    certificate-authority: ca.crt\n", "    token: abc\n    tokenFile: tok\n"));
+    const ApiServer s = load_kubeconfig(p, "");
+    EXPECT_EQ(s.host, "10.0.0.1");
+    EXPECT_EQ(s.port, 6443);
+    EXPECT_EQ(s.ca_pem, kCa);  // relative to the kubeconfig's directory
+    EXPECT_EQ(s.token, "abc");
+    EXPECT_EQ(s.token_file, d.path + "/tok");
+    EXPECT_NE(s.source.find("context a"), std::string::npos);
+}
+
+TEST(Kubeconfig, NamedContextDataAndIpv6Server) {
+    TempDir d;
+    const std::string p =
+        d.write("kc", kubeconfig("    certificate-authority-data: " + b64(kCa) + "\n", "    token: x\n"));
+    const ApiServer s = load_kubeconfig(p, "b");
+    EXPECT_EQ(s.host, "fd00::1");
+    EXPECT_EQ(s.port, 443);
+    EXPECT_EQ(s.ca_pem, kCa);
+    EXPECT_EQ(s.token, "two");
+}
+
+TEST(Kubeconfig, ClientCertificateAndExec) {
+    TempDir d;
+    const std::string p =
+        d.write("kc",
+                kubeconfig("    certificate-authority-data: " + b64(kCa) + "\n",
+                           "    client-certificate-data: " + b64("CERT") + "\n    client-key-data: " + b64("KEY") +
+                               "\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                               "      command: ./plugin\n      args: [get-token, --x]\n"
+                               "      env: [{name: A, value: '1'}]\n"));
+    const ApiServer s = load_kubeconfig(p, "");
+    EXPECT_EQ(s.cert_pem, "CERT");
+    EXPECT_EQ(s.key_pem, "KEY");
+    EXPECT_EQ(s.exec.command, d.path + "/./plugin");
+    EXPECT_EQ(s.exec.args, (std::vector<std::string>{"get-token", "--x"}));
+    ASSERT_EQ(s.exec.env.size(), 1u);
+    EXPECT_EQ(s.exec.env[0].first, "A");
+    EXPECT_EQ(s.exec.api_version, "client.authentication.k8s.io/v1beta1");
+}
+
+TEST(Kubeconfig, RefusesWhatIsNotVerified) {
+    TempDir d;
+    auto refused = [&](const std::string& text, const std::string& context, const std::string& want) {
+        const std::string p = d.write("kc", text);
+        try {
+            (void)load_kubeconfig(p, context);
+            ADD_FAILURE() << "taken: " << want;
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        }
+    };
+    refused(kubeconfig("    insecure-skip-tls-verify: true\n    certificate-authority-data: " + b64(kCa) + "\n",
+                       "    token: x\n"),
+            "", "insecure-skip-tls-verify is refused");
+    refused(kubeconfig("", "    token: x\n"), "", "no certificate-authority");
+    refused(kubeconfig("    certificate-authority-data: " + b64(kCa) + "\n", "    token: x\n"), "nosuch",
+            "no contexts \"nosuch\"");
+    refused("apiVersion: v1\nclusters: []\n", "", "no current-context");
+    refused(kubeconfig("    certificate-authority-data: '!!notbase64'\n", "    token: x\n"), "", "not base64");
+    refused(kubeconfig("    certificate-authority-data: " + b64(kCa) + "\n",
+                       "    client-certificate-data: " + b64("C") + "\n"),
+            "", "needs its key");
+    refused("- [unclosed\n", "", "kubeconfig");
+    std::string host;
+    int port = 0;
+    EXPECT_THROW(split_server("http://10.0.0.1:8080", host, port), std::runtime_error);
+    EXPECT_THROW(split_server("https://10.0.0.1:99999", host, port), std::runtime_error);
+    EXPECT_THROW(split_server("https://:443", host, port), std::runtime_error);
+}
+
+TEST(Kubeconfig, InCluster) {
+    TempDir d;
+    d.write("ca.crt", kCa);
+    d.write("token", "tok-1\n");
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    const ApiServer s = in_cluster(d.path);
+    EXPECT_EQ(s.server, "https://10.96.0.1:443");
+    EXPECT_EQ(s.ca_pem, kCa);
+    Credentials c(s);
+    EXPECT_EQ(c.bearer(), "tok-1");  // the file's, trimmed
+    // A rotated token (a projected service account token) is read again.
+    usleep(20000);
+    d.write("token", "tok-2\n");
+    EXPECT_EQ(c.bearer(), "tok-2");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    EXPECT_THROW(in_cluster(d.path), std::runtime_error);
+}
+
+TEST(Kubeconfig, ExecPluginRunsUntilExpiry) {
+    TempDir d;
+    // Each run prints a new token; the first expires in the past, the second far ahead.
+    const std::string plugin =
+        d.write("plugin",
+                "#!/bin/sh\nn=$(cat " + d.path + "/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > " + d.path +
+                    "/n\n"
+                    "test -n \"$KUBERNETES_EXEC_INFO\" || exit 3\n"
+                    "if [ $n = 1 ]; then exp=2000-01-01T00:00:00Z; else exp=2999-01-01T00:00:00.5+01:00; fi\n"
+                    "echo \"{\\\"kind\\\":\\\"ExecCredential\\\",\\\"status\\\":{\\\"token\\\":\\\"t$n\\\","
+                    "\\\"expirationTimestamp\\\":\\\"$exp\\\"}}\"\n");
+    chmod(plugin.c_str(), 0755);
+    ApiServer s;
+    s.exec.command = plugin;
+    Credentials c(s);
+    EXPECT_EQ(c.bearer(), "t1");
+    EXPECT_EQ(c.bearer(), "t2");  // t1 had expired
+    EXPECT_EQ(c.bearer(), "t2");  // kept until 2999
+    EXPECT_EQ(c.exec_runs(), 2u);
+    c.invalidate();  // a 401
+    EXPECT_EQ(c.bearer(), "t3");
+    EXPECT_EQ(c.error(), "");
+    ApiServer bad;
+    bad.exec.command = d.path + "/nosuch";
+    Credentials cb(bad);
+    EXPECT_EQ(cb.bearer(), "");
+    EXPECT_NE(cb.error().find("exited with 127"), std::string::npos) << cb.error();
+}
+
+TEST(Kubeconfig, Rfc3339) {
+    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10Z"), 10);
+    EXPECT_EQ(parse_rfc3339("1970-01-01T01:00:10+01:00"), 10);
+    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10.123456Z"), 10);
+    EXPECT_EQ(parse_rfc3339("2026-11-25T21:00:00-00:30"), parse_rfc3339("2026-11-25T21:30:00Z"));
+    EXPECT_EQ(parse_rfc3339("yesterday"), -1);
+    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10"), -1);  // no zone
+    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10Zjunk"), -1);
+}
+
+TEST(KubeSelector, AsKubeProxys) {
+    EXPECT_EQ(label_selector(""),
+              "%21service.kubernetes.io%2Fservice-proxy-name%2C%21service.kubernetes.io%2Fheadless");
+    EXPECT_EQ(label_selector("gw"),
+              "service.kubernetes.io%2Fservice-proxy-name%3Dgw%2C%21service.kubernetes.io%2Fheadless");
+    auto obj = [](const nlohmann::json& labels) { return nlohmann::json{{"metadata", {{"labels", labels}}}}; };
+    EXPECT_TRUE(selected(obj(nlohmann::json::object()), ""));
+    EXPECT_TRUE(selected(nlohmann::json{{"metadata", nlohmann::json::object()}}, ""));
+    EXPECT_FALSE(selected(obj({{"service.kubernetes.io/headless", ""}}), ""));
+    EXPECT_FALSE(selected(obj({{"service.kubernetes.io/service-proxy-name", "other"}}), ""));
+    EXPECT_FALSE(selected(obj({{"service.kubernetes.io/service-proxy-name", "other"}}), "gw"));
+    EXPECT_TRUE(selected(obj({{"service.kubernetes.io/service-proxy-name", "gw"}}), "gw"));
+    EXPECT_FALSE(selected(obj(nlohmann::json::object()), "gw"));
+}
+
+// The fixtures (kubectl's YAML) and the same objects as the API sends them (JSON) give the same
+// Services with the same endpoints.
+TEST(KubeObjects, JsonReadAsTheSameYaml) {
+    const std::string src = std::string(SVCGATE_SOURCE_DIR) + "/config/";
+    const Config from_yaml = load_config_string("kubernetes:\n  manifests: [" + src + "k8s-objects.yaml]\n", "k.yaml");
+    // The same file through yaml-cpp into JSON, item by item, as the API would send each.
+    const std::string cmd =
+        "/usr/bin/python3 -c 'import json,sys,yaml; d=yaml.safe_load(open(sys.argv[1]));"
+        " print(\"\\n\".join(json.dumps(i) for i in d[\"items\"]))' " +
+        src + "k8s-objects.yaml";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_TRUE(f);
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    ASSERT_EQ(pclose(f), 0);
+    std::vector<std::shared_ptr<const ytree::Tree>> trees;
+    std::vector<std::string> names;
+    for (size_t a = 0, b; a < text.size(); a = b + 1) {
+        b = text.find('\n', a);
+        if (b == std::string::npos) b = text.size();
+        if (b == a) continue;
+        trees.push_back(json_tree(nlohmann::json::parse(text.substr(a, b - a))));
+        names.push_back("object " + std::to_string(names.size()));
+    }
+    std::vector<KubeObjectRef> refs;
+    for (size_t i = 0; i < trees.size(); ++i) refs.push_back({ytree::Node(trees[i].get(), 0), &names[i]});
+    Config from_json;
+    std::vector<RejectedObject> rejected;
+    unsigned orphans = 0;
+    load_kube_objects(refs, from_json, rejected, orphans);
+    EXPECT_TRUE(rejected.empty());
+    EXPECT_EQ(orphans, 0u);
+    ASSERT_EQ(from_json.services.size(), from_yaml.services.size());
+    for (size_t i = 0; i < from_yaml.services.size(); ++i) {
+        const ServiceConfig &a = from_yaml.services[i], &b = from_json.services[i];
+        EXPECT_EQ(a.full_name(), b.full_name());
+        EXPECT_EQ(a.cluster_ips, b.cluster_ips);
+        EXPECT_EQ(a.type, b.type);
+        ASSERT_EQ(a.ports.size(), b.ports.size());
+        for (size_t p = 0; p < a.ports.size(); ++p) {
+            EXPECT_EQ(a.ports[p].port, b.ports[p].port);
+            EXPECT_EQ(a.ports[p].node_port, b.ports[p].node_port);
+        }
+        ASSERT_EQ(a.groups.size(), b.groups.size());
+        for (size_t g = 0; g < a.groups.size(); ++g) {
+            ASSERT_EQ(a.groups[g].endpoints.size(), b.groups[g].endpoints.size());
+            for (size_t e = 0; e < a.groups[g].endpoints.size(); ++e) {
+                EXPECT_EQ(a.groups[g].endpoints[e].ip, b.groups[g].endpoints[e].ip);
+                EXPECT_EQ(a.groups[g].endpoints[e].ready, b.groups[g].endpoints[e].ready);
+            }
+        }
+    }
+    EXPECT_EQ(from_json.kube.services, from_yaml.kube.services);
+    EXPECT_EQ(from_json.kube.slices, from_yaml.kube.slices);
+}
+
+// One bad object is left out with its reason; a duplicate of a file Service too; an orphan slice
+// is counted; the good ones stay.
+TEST(KubeObjects, BadObjectsLeftOutNotTheLot) {
+    Config cfg = load_config_string(
+        "services:\n  - {name: default/file, cluster_ip: 10.96.0.9, ports: [{port: 80}], endpoints: [10.9.0.2]}\n");
+    const std::vector<nlohmann::json> objs{
+        {{"kind", "Service"},
+         {"apiVersion", "v1"},
+         {"metadata", {{"name", "good"}, {"namespace", "default"}}},
+         {"spec", {{"clusterIP", "10.96.0.1"}, {"ports", {{{"port", 80}}}}}}},
+        {{"kind", "Service"},
+         {"apiVersion", "v1"},
+         {"metadata", {{"name", "bad"}, {"namespace", "default"}}},
+         {"spec", {{"clusterIP", "10.96.0.2"}, {"ports", {{{"port", 99999}}}}}}},
+        {{"kind", "Service"},
+         {"apiVersion", "v1"},
+         {"metadata", {{"name", "file"}, {"namespace", "default"}}},
+         {"spec", {{"clusterIP", "10.96.0.3"}, {"ports", {{{"port", 80}}}}}}},
+        {{"kind", "EndpointSlice"},
+         {"apiVersion", "discovery.k8s.io/v1"},
+         {"addressType", "IPv4"},
+         {"metadata",
+          {{"name", "good-1"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "good"}}}}},
+         {"ports", {{{"port", 8080}, {"protocol", "TCP"}}}},
+         {"endpoints", {{{"addresses", {"10.244.0.5"}}}}}},
+        {{"kind", "EndpointSlice"},
+         {"apiVersion", "discovery.k8s.io/v1"},
+         {"addressType", "IPv4"},
+         {"metadata",
+          {{"name", "x-1"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "nosuch"}}}}},
+         {"endpoints", {{{"addresses", {"10.244.0.6"}}}}}},
+        {{"kind", "EndpointSlice"},
+         {"apiVersion", "discovery.k8s.io/v1"},
+         {"addressType", "IPv4"},
+         {"metadata",
+          {{"name", "good-2"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "good"}}}}},
+         {"endpoints", {{{"addresses", {"not-an-ip"}}}}}},
+    };
+    std::vector<std::shared_ptr<const ytree::Tree>> trees;
+    std::vector<std::string> names;
+    for (const auto& o : objs) {
+        trees.push_back(json_tree(o));
+        names.push_back(o["kind"].get<std::string>() + " " + o["metadata"]["name"].get<std::string>());
+    }
+    std::vector<KubeObjectRef> refs;
+    for (size_t i = 0; i < trees.size(); ++i) refs.push_back({ytree::Node(trees[i].get(), 0), &names[i]});
+    std::vector<RejectedObject> rejected;
+    unsigned orphans = 0;
+    load_kube_objects(refs, cfg, rejected, orphans);
+    ASSERT_EQ(rejected.size(), 3u);
+    EXPECT_EQ(rejected[0].name, "Service bad");
+    EXPECT_EQ(rejected[0].reason, "invalid_object");
+    EXPECT_NE(rejected[0].message.find("99999"), std::string::npos) << rejected[0].message;
+    EXPECT_EQ(rejected[1].name, "Service file");
+    EXPECT_EQ(rejected[1].reason, "duplicate_service");
+    EXPECT_EQ(rejected[2].name, "EndpointSlice good-2");
+    EXPECT_EQ(orphans, 1u);
+    ASSERT_EQ(cfg.services.size(), 2u);
+    EXPECT_EQ(cfg.services[0].full_name(), "default/file");
+    EXPECT_EQ(cfg.services[0].cluster_ips[0], IpAddr::of(Ip4::from_host(0x0a600009)));  // the file's, not the API's
+    EXPECT_EQ(cfg.services[1].full_name(), "default/good");
+    ASSERT_EQ(cfg.services[1].groups.size(), 1u);
+    EXPECT_EQ(cfg.services[1].groups[0].endpoints.size(), 1u);
+}
+
+// kubernetes.api in the config: its fields, its defaults, and what it refuses.
+TEST(KubeConfigFields, ReadAndChecked) {
+    TempDir d;
+    const std::string cfg = d.write("c.yaml",
+                                    "kubernetes:\n  api: {kubeconfig: kc, context: x, proxy_name: gw, "
+                                    "min_sync_period_ms: 250, watch_timeout_seconds: 60, list_page_size: 50}\n");
+    const Config c = load_config_file(cfg);
+    EXPECT_TRUE(c.kube_api.enabled);
+    EXPECT_EQ(c.kube_api.kubeconfig, d.path + "/kc");  // beside the config
+    EXPECT_EQ(c.kube_api.context, "x");
+    EXPECT_EQ(c.kube_api.proxy_name, "gw");
+    EXPECT_EQ(c.kube_api.min_sync_ms, 250u);
+    EXPECT_EQ(c.kube_api.watch_timeout_s, 60u);
+    EXPECT_EQ(c.kube_api.list_page_size, 50u);
+    EXPECT_FALSE(load_config_string("dataplane: {ports: [{name: a}]}\n").kube_api.enabled);
+    for (const char* bad : {"kubernetes:\n  api: {}\n", "kubernetes:\n  api: {kubeconfig: k, in_cluster: true}\n",
+                            "kubernetes:\n  api: {kubeconfig: k, min_sync_period_ms: 70000}\n",
+                            "kubernetes:\n  api: {kubeconfig: k, nosuch: 1}\n"})
+        EXPECT_THROW(load_config_string(bad), ConfigError) << bad;
+}
