@@ -9,6 +9,8 @@
 #include <rte_ethdev.h>
 
 #include "control/api/command_table.h"
+#include "control/base/clock.h"
+#include "control/kube/kube_api.h"
 #include "control/base/flow_scan.h"
 #include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"
@@ -46,8 +48,6 @@ bool link_up(uint16_t port) {
     rte_eth_link_get_nowait(port, &link);
     return link.link_status;
 }
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 Json health_json(const DaemonState& st) {
     const HealthState& h = st.health;
@@ -158,7 +158,8 @@ Json status(const DaemonState& st) {
                   {"headless", k.headless},
                   {"external_name", k.external_name},
                   {"ignored_objects", k.ignored_objects},
-                  {"no_rule", no_rule}}}};
+                  {"no_rule", no_rule},
+                  {"api", st.kube ? st.kube->status() : Json(nullptr)}}}};
 }
 
 Json services_json(const DaemonState& st) {

@@ -12,6 +12,7 @@
 #include "control/api/commands.h"
 #include "control/api/metrics_collectors.h"
 #include "control/ha/sync.h"
+#include "control/kube/kube_api.h"
 #include "control/config/yaml_config.h"
 
 namespace svcgate::ctl {
@@ -33,6 +34,7 @@ std::string render_metrics(const DaemonState& st) {
     collect_fragments(m, t, st.frags ? st.frags->held() : 0, st.frags ? st.frags->datagrams() : 0);
     collect_host_path(m, t, st.health);
     if (st.sync) collect_sync(m, st.sync->status(), t);
+    if (st.kube) st.kube->metrics(m);
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {

@@ -119,6 +119,21 @@ std::string render_status(const Json& j) {
         for (const Json& n : k.value("no_rule", Json::array()))
             o += fmt::format("            {} {}\n", str(n, "service"), str(n, "why"));
     }
+    if (const Json a = j.value("kubernetes", Json::object()).value("api", Json()); a.is_object()) {
+        o += fmt::format("kube API    {} ({}): {}, {} publishes, {} changes pending{}\n", str(a, "server"),
+                         str(a, "source"), a.value("synced", false) ? "synced" : "NOT SYNCED (not ready)",
+                         num<uint64_t>(a, "publishes"), num<uint64_t>(a, "pending_changes"),
+                         str(a, "credentials_error").empty() ? "" : "; credentials: " + str(a, "credentials_error"));
+        const Json kinds = a.value("kinds", Json::object());
+        for (const auto& [name, kd] : kinds.items())
+            o += fmt::format("            {}: {}, {} objects, resourceVersion {}, {} relists, {} reconnects{}\n", name,
+                             kd.value("synced", false) ? "synced" : "not synced", num<uint64_t>(kd, "objects"),
+                             str(kd, "resource_version"), num<uint64_t>(kd, "relists"), num<uint64_t>(kd, "reconnects"),
+                             str(kd, "last_error").empty() ? "" : "; last error: " + str(kd, "last_error"));
+        for (const Json& r : a.value("rejected", Json::array()))
+            o += fmt::format("            left out: {} ({}): {}\n", str(r, "object"), str(r, "reason"),
+                             str(r, "message"));
+    }
     const Json h = j.value("health", Json::object());
     const bool healthy = h.value("healthy", false);
     o += fmt::format("health      {}{}\n", healthy ? "healthy" : "UNHEALTHY",

@@ -13,6 +13,7 @@
 #include "control/api/control_server.h"
 #include "control/api/metrics.h"
 #include "control/api/telemetry.h"
+#include "control/base/clock.h"
 #include "control/base/flow_scan.h"
 #include "control/base/log.h"
 #include "control/config/config_fields.h"
@@ -20,6 +21,7 @@
 #include "control/daemon/host_interface.h"
 #include "control/daemon/notify.h"
 #include "control/daemon/watcher.h"
+#include "control/kube/kube_api.h"
 #include "control/routing/announce.h"
 #include "control/routing/health.h"
 #include "control/trace/trace.h"
@@ -35,8 +37,6 @@ std::atomic<int> g_signal{0};
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 void log(const std::string& s) { log_info(s); }
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
 // ports whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows
@@ -68,6 +68,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     try {
         Config next = load_config_file(st.config_path);
         const std::string restart = keep_restart_fields(next, st.cfg);
+        const bool api = st.kube && st.kube->apply(next);  // the API's objects beside the file's
         r = pub.publish(with_adopted(next, adopted), [&] {
             for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
                                                  st.cfg.dataplane.neighbors))
@@ -80,6 +81,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
             st.reload.last_seconds = secs;
             st.reload.last_trigger = trigger;
             st.reload.observe(secs, unix_now());
+            if (api) st.kube->published();
         });
         if (!restart.empty())
             log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
@@ -178,17 +180,20 @@ public:
                 std::chrono::duration<double>(now - last_progress_).count() < HealthState::kLiveSeconds;
             h.ports_up = up;
             h.synced = !st_.sync || st_.sync->ready();
-            h.healthy = h.live && up && !h.draining && h.synced;
+            // kube-proxy's "has synced": no announcement of a half-known cluster.
+            h.api_synced = !st_.kube || st_.kube->synced();
+            h.healthy = h.live && up && !h.draining && h.synced && h.api_synced;
             h.last_update_unix = st_.reload.last_ok_unix;
             if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
             if (!h.draining) drain_seen_ = false;
             if (h.healthy && announcer_.table() != 0) want = set_;
             if (h.healthy != was_healthy_)
                 log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
-                                h.healthy ? ", announcing"
-                                          : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}), "
-                                                        "withdrawing",
-                                                        h.live, up, h.draining, h.synced)));
+                                h.healthy
+                                    ? ", announcing"
+                                    : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}, API synced "
+                                                  "{}), withdrawing",
+                                                  h.live, up, h.draining, h.synced, h.api_synced)));
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {
@@ -261,6 +266,7 @@ public:
             if (sig == SIGINT || sig == SIGTERM) break;
             if (sig == SIGHUP) reload_now("SIGHUP");
             if (watch_.due()) reload_now("file change");
+            if (st_.kube && st_.kube->due(std::chrono::steady_clock::now())) reload_now("kubernetes API");
             server_.poll_once(50, [&](const std::string& line) {
                 return handle_command(st_, line, [&] { return reload_now("svcgatectl"); });
             });

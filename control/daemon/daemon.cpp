@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <rte_ethdev.h>
 
+#include "control/base/clock.h"
 #include "control/base/log.h"
 #include "control/config/kube_objects.h"
 #include "control/config/yaml_config.h"
@@ -20,6 +21,7 @@
 #include "control/daemon/runtime.h"
 #include "control/ha/state_file.h"
 #include "control/ha/sync.h"
+#include "control/kube/kube_api.h"
 #include "control/snapshot/publisher.h"
 #include "control/snapshot/snapshot_builder.h"
 
@@ -30,8 +32,6 @@ using namespace svcgate::dp;
 namespace {
 
 void log(const std::string& s) { log_info(s); }
-
-double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 void print_summary(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
@@ -116,6 +116,11 @@ int check_config(const std::string& path) {
         for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         auto snap = build_snapshot(cfg, 1, nullptr, BuildMode::validate);  // no DPDK: nothing is started
         auto problems = host_interface_problems(cfg);
+        if (cfg.kube_api.enabled) try {  // the kubeconfig read as at start; nothing is connected
+                kube::KubeApi api(cfg.kube_api);
+            } catch (const std::exception& e) {
+                problems.push_back(fmt::format("kubernetes.api: {}", e.what()));
+            }
         for (std::string& m : state_file_problems(cfg)) problems.push_back(std::move(m));
         if (!problems.empty()) {
             for (const std::string& m : problems) fmt::print(stderr, "{}\n", m);
@@ -225,6 +230,17 @@ std::string start_sync(DaemonState& st, Runtime& rt) {
 int run_daemon(const DaemonOptions& opts) {
     DaemonState st;
     if (!load_for_start(opts.config, st)) return 1;
+    // kubernetes.api: its kubeconfig read now (a bad one stops the start); it connects once the
+    // workers run, and the gateway is not ready before every kind has listed.
+    std::unique_ptr<kube::KubeApi> api;
+    if (st.cfg.kube_api.enabled) {
+        try {
+            api = std::make_unique<kube::KubeApi>(st.cfg.kube_api);
+        } catch (const std::exception& e) {
+            log_err(fmt::format("kubernetes.api: {}", e.what()));
+            return 1;
+        }
+    }
     Runtime rt;
     if (std::string err = start_runtime(rt, st, opts.eal_extra); !err.empty()) {
         log_err(err);
@@ -257,9 +273,16 @@ int run_daemon(const DaemonOptions& opts) {
         Runtime& rt;
         ~StopWorkers() { rt.stop_workers(); }
     } stop_workers{rt};
+    if (api) {
+        log(fmt::format("kubernetes API {} ({}): listing Services and EndpointSlices; not ready until both are",
+                        api->server().server, api->server().source));
+        api->start();
+        st.kube = api.get();
+    }
 
     serve(st, pub, rt);
     log("stopping");
+    if (api) api->stop();
     if (rt.sync) rt.sync->stop();  // its peers take over this gateway's addresses now
     rt.stop_workers();
     if (!st.cfg.dataplane.state_file.empty()) save_flows(st, rt);

@@ -22,6 +22,9 @@
 namespace svcgate::ctl {
 
 class Syncer;
+namespace kube {
+class KubeApi;
+}
 
 struct PortView {
     std::string name, device;
@@ -70,7 +73,8 @@ struct DaemonState {
     uint32_t flows_capacity() const { return flows->capacity() + (flows6 ? flows6->capacity() : 0); }
     std::vector<const dp::Worker*> workers;
     const Publisher* publisher = nullptr;
-    const Syncer* sync = nullptr;  // flow replication (ha:), null when off
+    const Syncer* sync = nullptr;   // flow replication (ha:), null when off
+    kube::KubeApi* kube = nullptr;  // following the API server (kubernetes.api), null when off
     ReloadStatus reload;
     HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

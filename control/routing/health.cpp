@@ -30,6 +30,7 @@ std::pair<int, std::string> healthz_answer(const HealthState& h, double now_unix
         j["nodeEligible"] = !h.draining;  // kube-proxy: false while its node is being deleted
         j["draining"] = h.draining;
         j["portsUp"] = h.ports_up;
+        j["apiSynced"] = h.api_synced;
     }
     j["live"] = h.live;
     return {ok ? 200 : 503, j.dump() + "\n"};

@@ -43,7 +43,8 @@ struct HealthState {
     bool ports_up = false;
     bool healthy = false;
     bool draining = false;
-    bool synced = true;  // replicating (sync.h): the peers' flows are here
+    bool synced = true;      // replicating (sync.h): the peers' flows are here
+    bool api_synced = true;  // following the API (control/kube/): every kind listed once
     double drain_started_unix = 0, drain_deadline_unix = 0;
     uint32_t connections_left = 0;  // while draining, counted once a second
     double last_update_unix = 0;    // the config in service was published then
