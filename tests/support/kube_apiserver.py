@@ -1,0 +1,402 @@
+"""A Kubernetes API server of the tests' own, for what svcgate's client relies on (control/kube/):
+no kube-apiserver can be installed on Debian 12, so this one follows the API conventions as a
+real one serves them, for Services (core/v1) and EndpointSlices (discovery.k8s.io/v1):
+
+  - HTTPS, with a CA, a server certificate (SAN 127.0.0.1) and a client certificate made at start
+    by openssl; a bearer token or a client certificate signed by the CA authenticates (401
+    otherwise, as a Status object);
+  - LIST with limit and continue (pages of one consistent snapshot; an expired continue token or
+    a compacted resourceVersion is 410 Gone), items without kind/apiVersion, as a typed list;
+  - WATCH (?watch=1) as a chunked stream of {"type", "object"} lines from resourceVersion on:
+    ADDED, MODIFIED, DELETED, a BOOKMARK every bookmark_seconds with allowWatchBookmarks, ended
+    after timeoutSeconds; a resourceVersion older than the kept history (or not of this history)
+    is answered with an ERROR event holding a 410 Status (gone_as_status=True: HTTP 410 instead);
+  - label selectors: key, !key, key=value, key!=value, comma-separated;
+  - every write bumps one resourceVersion counter and stamps the object.
+
+The tests drive it from Python: put/delete objects, compact the history, drop every stream,
+restart with a new history, stall the watches (no byte, no end), send raw lines (garbage) into
+them, hold a kind's LIST until released, count the requests.
+
+Run alone (python3 kube_apiserver.py DIR [OBJECTS.yaml]) it serves the objects and writes
+DIR/kubeconfig, for a look with kubectl or svcgate."""
+import base64
+import copy
+import http.server
+import json
+import os
+import socketserver
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+KINDS = {
+    "services": ("/api/v1/services", "Service", "v1"),
+    "endpointslices": ("/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1"),
+}
+
+
+def kind_of(obj):
+    for name, (_, kind, _) in KINDS.items():
+        if obj.get("kind") == kind:
+            return name
+    raise ValueError(f"not a Service or an EndpointSlice: {obj.get('kind')}")
+
+
+def make_certs(d):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN svcgate), in d."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
+    for name, cn, ext in (("server", "127.0.0.1", "subjectAltName=IP:127.0.0.1"),
+                          ("client", "svcgate", "extendedKeyUsage=clientAuth")):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{d}/{name}.key",
+            "-out", f"{d}/{name}.csr")
+        with open(f"{d}/{name}.ext", "w") as f:
+            f.write(ext + "\n")
+        run("x509", "-req", "-in", f"{d}/{name}.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", f"{d}/{name}.ext", "-out", f"{d}/{name}.crt")
+
+
+def b64file(path):
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def selector_matches(sel, labels):
+    for term in filter(None, (sel or "").split(",")):
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k) == v:
+                return False
+        elif "=" in term:
+            k, v = term.split("=", 1)
+            if labels.get(k.rstrip("=")) != v:
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def status(code, reason, message):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+
+
+class Store:
+    """Objects by kind and namespace/name, one resourceVersion counter, the event history."""
+
+    def __init__(self, first_rv=1):
+        self.cv = threading.Condition()
+        self.rv = first_rv
+        self.oldest = first_rv  # watches from before this get 410
+        self.epoch = 0  # a restart: streams of an older epoch end
+        self.objects = {k: {} for k in KINDS}
+        self.history = []  # (rv, kind, type, object)
+
+    def put(self, obj):
+        obj = copy.deepcopy(obj)
+        kind = kind_of(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        key = f"{meta['namespace']}/{meta['name']}"
+        with self.cv:
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
+            typ = "MODIFIED" if key in self.objects[kind] else "ADDED"
+            self.objects[kind][key] = obj
+            self.history.append((self.rv, kind, typ, obj))
+            self.cv.notify_all()
+        return obj
+
+    def delete(self, kind, key):
+        with self.cv:
+            obj = self.objects[kind].pop(key)
+            self.rv += 1
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.history.append((self.rv, kind, "DELETED", obj))
+            self.cv.notify_all()
+
+    def compact(self):
+        """Forget the history: a watch from any version seen so far gets 410."""
+        with self.cv:
+            self.history.clear()
+            self.oldest = self.rv + 1
+            self.cv.notify_all()
+
+
+class Server:
+    def __init__(self, d, tokens=("test-token",), gone_as_status=False, bookmark_seconds=1.0):
+        self.dir = d
+        make_certs(d)
+        self.tokens = set(tokens)
+        self.token_prefixes = []  # any token starting so is taken (an exec plugin's)
+        self.gone_as_status = gone_as_status
+        self.bookmark_seconds = bookmark_seconds
+        self.store = Store()
+        self.stall = False  # watches send nothing and do not end
+        self.hold = {}  # kind -> threading.Event: its LIST waits until set
+        self.requests = []  # (method, path, query dict) of every authenticated request
+        self.raw = []  # (epoch, kind or None, bytes): lines to write into the open watches
+        self.continues = {}  # token -> (rv, items)
+        self.lock = threading.Lock()
+        self.streams = 0  # watches open now
+        self._start()
+
+    # --- driving it --------------------------------------------------------------------------
+    def put(self, obj):
+        return self.store.put(obj)
+
+    def delete(self, kind, key):
+        self.store.delete(kind, key)
+
+    def compact(self):
+        self.store.compact()
+
+    def drop_streams(self):
+        """Every open watch ends now, mid-stream (the connection is closed, no final chunk)."""
+        with self.store.cv:
+            self.store.epoch += 1
+            self.store.cv.notify_all()
+
+    def restart(self, objects=(), first_rv=1):
+        """A new server with its history gone: new objects, versions from first_rv again."""
+        store = Store(first_rv)
+        for o in objects:
+            store.put(o)
+        old = self.store
+        self.store = store
+        with old.cv:
+            old.epoch += 1
+            old.cv.notify_all()
+        self.continues.clear()
+
+    def send_raw(self, data, kind=None):
+        """Writes data (bytes, e.g. garbage or half an event) into the open watches of kind (all if
+        None); cut=True in the data's tuple ends the stream right after it."""
+        with self.store.cv:
+            self.raw.append((kind, data))
+            self.store.cv.notify_all()
+
+    def count(self, kind, watch=None):
+        """Requests for kind so far (LIST pages, WATCHes, or both)."""
+        path = KINDS[kind][0]
+        return sum(1 for m, p, q in self.requests
+                   if p == path and (watch is None or (q.get("watch") in ("1", "true")) == watch))
+
+    def kubeconfig(self, path, token="test-token", ca=None, client_cert=False, exec_plugin=None, server=None):
+        user = {}
+        if token:
+            user["token"] = token
+        if client_cert:
+            user["client-certificate-data"] = b64file(f"{self.dir}/client.crt")
+            user["client-key-data"] = b64file(f"{self.dir}/client.key")
+        if exec_plugin:
+            user["exec"] = exec_plugin
+        cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
+               "clusters": [{"name": "test", "cluster": {
+                   "server": server or self.url,
+                   "certificate-authority-data": b64file(ca or f"{self.dir}/ca.crt")}}],
+               "users": [{"name": "u", "user": user}],
+               "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}]}
+        with open(path, "w") as f:
+            json.dump(cfg, f)  # JSON is YAML
+        return path
+
+    def stop(self):
+        self.drop_streams()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # --- serving -----------------------------------------------------------------------------
+    def _start(self):
+        srv = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def send_json(self, code, obj):
+                body = (json.dumps(obj) + "\n").encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def authenticated(self):
+                auth = self.headers.get("Authorization", "")
+                if auth.startswith("Bearer ") and (auth[7:] in srv.tokens or
+                                                   any(auth[7:].startswith(p) for p in srv.token_prefixes)):
+                    return True
+                cert = self.connection.getpeercert()
+                if not auth and cert:
+                    return True  # verified against the CA by the TLS layer
+                self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
+                return False
+
+            def do_GET(self):
+                u = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(u.query))
+                if not self.authenticated():
+                    return
+                with srv.lock:
+                    srv.requests.append(("GET", u.path, q))
+                kind = next((k for k, v in KINDS.items() if v[0] == u.path), None)
+                if kind is None:
+                    self.send_json(404, status(404, "NotFound", f"the server could not find {u.path}"))
+                elif q.get("watch") in ("1", "true"):
+                    self.watch(kind, q)
+                else:
+                    self.list(kind, q)
+
+            def list(self, kind, q):
+                if kind in srv.hold:
+                    srv.hold[kind].wait(120)
+                store = srv.store
+                limit = int(q.get("limit", "0") or 0)
+                token = q.get("continue")
+                if token:
+                    if token not in srv.continues:
+                        return self.send_json(410, status(410, "Expired", "the continue token has expired"))
+                    rv, items = srv.continues.pop(token)
+                else:
+                    with store.cv:
+                        rv = store.rv
+                        items = [copy.deepcopy(o) for _, o in sorted(store.objects[kind].items())
+                                 if selector_matches(q.get("labelSelector"),
+                                                     o["metadata"].get("labels", {}))]
+                    for o in items:  # a typed list's items carry no kind
+                        o.pop("kind", None)
+                        o.pop("apiVersion", None)
+                page, rest = (items[:limit], items[limit:]) if limit else (items, [])
+                meta = {"resourceVersion": str(rv)}
+                if rest:
+                    t = base64.b64encode(os.urandom(12)).decode()
+                    srv.continues[t] = (rv, rest)
+                    meta["continue"] = t
+                _, k, api = KINDS[kind]
+                self.send_json(200, {"kind": k + "List", "apiVersion": api, "metadata": meta, "items": page})
+
+            def chunk(self, data):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+            def watch(self, kind, q):
+                store = srv.store
+                try:
+                    since = int(q.get("resourceVersion", "0") or 0)
+                except ValueError:
+                    since = -1
+                timeout = float(q.get("timeoutSeconds", "300"))
+                bookmarks = q.get("allowWatchBookmarks") == "true"
+                sel = q.get("labelSelector")
+                gone = since != 0 and (since < store.oldest - 1 or since > store.rv)
+                if gone and srv.gone_as_status:
+                    return self.send_json(410, status(410, "Expired", f"too old resource version: {since}"))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if gone:
+                    self.chunk((json.dumps({"type": "ERROR", "object": status(
+                        410, "Expired", f"too old resource version: {since} ({store.oldest})")}) + "\n").encode())
+                    self.chunk(b"")
+                    return
+                with srv.lock:
+                    srv.streams += 1
+                epoch = store.epoch
+                raw_seen = len(srv.raw)
+                end = time.monotonic() + timeout
+                next_bookmark = time.monotonic() + srv.bookmark_seconds
+                last = since
+                try:
+                    while True:
+                        with store.cv:
+                            store.cv.wait(0.1)
+                            if store.epoch != epoch or srv.store is not store:
+                                return  # dropped: no final chunk
+                            events = [e for e in store.history if e[0] > last and e[1] == kind]
+                            at = store.rv  # every event of this kind up to here is in events
+                            raw = srv.raw[raw_seen:]
+                            raw_seen = len(srv.raw)
+                        if srv.stall:
+                            end = time.monotonic() + timeout  # neither a byte nor an end
+                            continue
+                        for r_kind, data in raw:
+                            if r_kind in (None, kind):
+                                if isinstance(data, tuple):  # (bytes, "cut"): then the connection ends
+                                    self.chunk(data[0])
+                                    return
+                                self.chunk(data)
+                        for rv, _, typ, obj in events:
+                            last = rv
+                            if typ != "DELETED" and not selector_matches(sel, obj["metadata"].get("labels", {})):
+                                typ = "DELETED"  # left the selector: gone for this watch
+                            self.chunk((json.dumps({"type": typ, "object": obj}) + "\n").encode())
+                        now = time.monotonic()
+                        if bookmarks and now >= next_bookmark:
+                            next_bookmark = now + srv.bookmark_seconds
+                            _, k, api = KINDS[kind]
+                            last = max(last, at)
+                            self.chunk((json.dumps({"type": "BOOKMARK", "object": {
+                                "kind": k, "apiVersion": api,
+                                "metadata": {"resourceVersion": str(last)}}}) + "\n").encode())
+                        if now >= end:
+                            self.chunk(b"")
+                            return
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                    return
+                finally:
+                    with srv.lock:
+                        srv.streams -= 1
+                    self.close_connection = True
+
+        class TLSServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.httpd = TLSServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(f"{self.dir}/server.crt", f"{self.dir}/server.key")
+        ctx.load_verify_locations(f"{self.dir}/ca.crt")
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self.url = f"https://127.0.0.1:{self.port}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def load_objects(path):
+    """The Services and EndpointSlices of a kubectl -o yaml file (a List or a stream)."""
+    import yaml
+    out = []
+    with open(path) as f:
+        for doc in yaml.safe_load_all(f):
+            if not doc:
+                continue
+            for o in doc.get("items", [doc]) if doc.get("kind", "").endswith("List") else [doc]:
+                if o.get("kind") in ("Service", "EndpointSlice"):
+                    out.append(o)
+    return out
+
+
+if __name__ == "__main__":
+    d = sys.argv[1]
+    os.makedirs(d, exist_ok=True)
+    s = Server(d)
+    for o in load_objects(sys.argv[2]) if len(sys.argv) > 2 else []:
+        s.put(o)
+    s.kubeconfig(f"{d}/kubeconfig")
+    print(f"serving {s.url}; kubeconfig {d}/kubeconfig", flush=True)
+    threading.Event().wait()
