@@ -4,7 +4,7 @@
 
 #include <fstream>
 #include <map>
-#include <set>
+#include <unordered_map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -322,32 +322,73 @@ void load_kube_string(const std::string& yaml, const std::string& name, Config& 
     l.attach();
 }
 
+KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name) {
+    KubeObjectRead out;
+    Config scratch;
+    std::vector<ConfigIssue> errors, warnings;
+    KubeLoader l{scratch, errors, {}};
+    Reader r(name, errors, warnings);
+    l.object(r, obj, "");
+    out.stats = scratch.kube;
+    if (!errors.empty()) {
+        out.reason = "invalid_object";
+        out.message = errors[0].path.empty() ? errors[0].message : errors[0].path + ": " + errors[0].message;
+        out.stats = {};
+        return out;
+    }
+    if (!scratch.services.empty()) out.service = std::move(scratch.services[0]);
+    if (!l.slices.empty())
+        out.slice = KubeObjectRead::Slice{std::move(l.slices[0].ns), std::move(l.slices[0].service),
+                                          std::move(l.slices[0].group)};
+    return out;
+}
+
+void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const std::vector<const std::string*>& names,
+                      Config& cfg, std::vector<RejectedObject>& rejected, unsigned& orphan_slices) {
+    std::unordered_map<std::string, size_t> by_name;  // Service -> its index in cfg.services
+    by_name.reserve(cfg.services.size() + objects.size());
+    cfg.services.reserve(cfg.services.size() + objects.size() / 2);
+    for (size_t i = 0; i < cfg.services.size(); ++i) by_name.emplace(cfg.services[i].full_name(), i);
+    const size_t file_services = cfg.services.size();
+    for (size_t i = 0; i < objects.size(); ++i) {
+        const KubeObjectRead& o = *objects[i];
+        if (!o.reason.empty()) {
+            rejected.push_back(RejectedObject{*names[i], o.reason, o.message});
+            continue;
+        }
+        if (!o.service) continue;
+        if (!by_name.emplace(o.service->full_name(), cfg.services.size()).second) {
+            rejected.push_back(
+                RejectedObject{*names[i], "duplicate_service", "a Service of that name is in the config file"});
+            continue;
+        }
+        cfg.services.push_back(*o.service);
+        cfg.kube.services += o.stats.services;
+        cfg.kube.headless += o.stats.headless;
+        cfg.kube.external_name += o.stats.external_name;
+    }
+    for (size_t i = 0; i < objects.size(); ++i) {
+        const KubeObjectRead& o = *objects[i];
+        if (!o.reason.empty() || !o.slice) continue;
+        const auto it = by_name.find(o.slice->ns + "/" + o.slice->service);
+        if (it == by_name.end() || it->second < file_services) {  // a file Service takes no API slice
+            ++orphan_slices;
+            continue;
+        }
+        cfg.services[it->second].groups.push_back(o.slice->group);
+        ++cfg.kube.slices;
+    }
+}
+
 void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
                        unsigned& orphan_slices) {
-    std::vector<ConfigIssue> errors, warnings;
-    std::set<std::string> names;
-    for (const ServiceConfig& s : cfg.services) names.insert(s.full_name());
-    KubeLoader l{cfg, errors, {}};
-    for (const KubeObjectRef& o : objects) {
-        const size_t e0 = errors.size(), s0 = cfg.services.size(), p0 = l.slices.size();
-        const KubeStats k0 = cfg.kube;
-        Reader r(*o.name, errors, warnings);
-        l.object(r, o.node, "");
-        std::string reason = errors.size() > e0 ? "invalid_object" : "";
-        if (reason.empty() && cfg.services.size() > s0 && !names.insert(cfg.services.back().full_name()).second) {
-            reason = "duplicate_service";
-            errors.push_back(ConfigIssue{Mark{}, "", "a Service of that name is in the config file"});
-        }
-        if (reason.empty()) continue;
-        cfg.services.resize(s0);
-        l.slices.resize(p0);
-        cfg.kube = k0;
-        rejected.push_back(
-            RejectedObject{*o.name, reason,
-                           errors[e0].path.empty() ? errors[e0].message : errors[e0].path + ": " + errors[e0].message});
-        errors.resize(e0);
-    }
-    l.attach(&orphan_slices);
+    std::vector<KubeObjectRead> reads;
+    reads.reserve(objects.size());
+    for (const KubeObjectRef& o : objects) reads.push_back(read_kube_object(o.node, *o.name));
+    std::vector<const KubeObjectRead*> ptrs;
+    std::vector<const std::string*> names;
+    for (size_t i = 0; i < objects.size(); ++i) ptrs.push_back(&reads[i]), names.push_back(objects[i].name);
+    add_kube_objects(ptrs, names, cfg, rejected, orphan_slices);
 }
 
 }  // namespace svcgate::ctl

@@ -13,6 +13,7 @@
 // Runs on: the control thread and the command-line tools.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,5 +50,22 @@ struct RejectedObject {
 };
 void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
                        unsigned& orphan_slices);
+
+// The same in two steps, so that an object is read once per version (control/kube/ keeps the
+// result beside the object): read_kube_object reads one object on its own; add_kube_objects
+// joins read objects into cfg as load_kube_objects does.
+struct KubeObjectRead {
+    struct Slice {
+        std::string ns, service;
+        EndpointGroup group;
+    };
+    std::optional<ServiceConfig> service;
+    std::optional<Slice> slice;
+    KubeStats stats;              // what it adds to Config::kube
+    std::string reason, message;  // non-empty: left out, why, and its first error
+};
+KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name);
+void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const std::vector<const std::string*>& names,
+                      Config& cfg, std::vector<RejectedObject>& rejected, unsigned& orphan_slices);
 
 }  // namespace svcgate::ctl

@@ -146,9 +146,9 @@ void KubeApi::note_trigger(const nlohmann::json& obj) {
     const nlohmann::json* ann = meta ? member(*meta, "annotations") : nullptr;
     const nlohmann::json* t = ann ? member(*ann, kTriggerAnnotation) : nullptr;
     if (!t || !t->is_string()) return;
-    const long long when = parse_rfc3339(t->get<std::string>());
+    const double when = parse_rfc3339(t->get<std::string>());
     // As kube-proxy: only changes after this process started (a relist's old slices are not).
-    if (when >= 0 && static_cast<double>(when) >= std::floor(started_unix_)) triggers_.push_back(when);
+    if (when >= started_unix_) triggers_.push_back(when);
 }
 
 bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out) {
@@ -222,6 +222,8 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
     ks.st.resource_version = rv;
     ++ks.st.lists;
     ks.st.last_error.clear();
+    if (!first_synced_ && std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; }))
+        first_synced_ = std::chrono::steady_clock::now();
     ++changes_;
     last_queued_unix_ = unix_now();
     return {};
@@ -383,30 +385,50 @@ bool KubeApi::due(std::chrono::steady_clock::time_point now) const {
 }
 
 bool KubeApi::apply(Config& cfg) {
-    // The trees are shared and the names copied: a watch may replace an object meanwhile.
-    std::vector<std::shared_ptr<const ytree::Tree>> trees;
-    std::vector<std::string> names;
+    // Each object is read once per version: the result stays beside it until a watch replaces it.
+    // The trees and reads are shared and the names copied, so the reading runs unlocked.
+    struct Item {
+        size_t kind;
+        std::string key, name;
+        std::shared_ptr<const ytree::Tree> tree;
+        std::shared_ptr<const KubeObjectRead> read;
+    };
+    std::vector<Item> items;
     {
         std::lock_guard lk(mu_);
         if (!std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; })) return false;
         size_t n = 0;
         for (const KindState& ks : kinds_) n += ks.objects.size();
-        trees.reserve(n), names.reserve(n);
-        for (const KindState& ks : kinds_)
-            for (const auto& [key, s] : ks.objects) {
-                trees.push_back(s.tree);
-                names.push_back(s.name);
-            }
+        items.reserve(n);
+        for (size_t k = 0; k < kKinds; ++k)
+            for (const auto& [key, s] : kinds_[k].objects) items.push_back(Item{k, key, s.name, s.tree, s.read});
         applying_ = triggers_.size();
         applying_changes_ = changes_;
+        publish_started_ = std::chrono::steady_clock::now();
     }
-    std::vector<KubeObjectRef> refs;
-    refs.reserve(trees.size());
-    for (size_t i = 0; i < trees.size(); ++i)
-        refs.push_back(KubeObjectRef{ytree::Node(trees[i].get(), trees[i]->roots[0]), &names[i]});
+    std::vector<size_t> fresh;
+    for (size_t i = 0; i < items.size(); ++i)
+        if (!items[i].read) {
+            const ytree::Tree& t = *items[i].tree;
+            items[i].read =
+                std::make_shared<const KubeObjectRead>(read_kube_object(ytree::Node(&t, t.roots[0]), items[i].name));
+            fresh.push_back(i);
+        }
+    {
+        std::lock_guard lk(mu_);
+        for (const size_t i : fresh) {
+            const auto it = kinds_[items[i].kind].objects.find(items[i].key);
+            if (it != kinds_[items[i].kind].objects.end() && it->second.tree == items[i].tree)
+                it->second.read = items[i].read;
+        }
+    }
+    std::vector<const KubeObjectRead*> reads;
+    std::vector<const std::string*> names;
+    reads.reserve(items.size()), names.reserve(items.size());
+    for (const Item& it : items) reads.push_back(it.read.get()), names.push_back(&it.name);
     std::vector<RejectedObject> rejected;
     unsigned orphans = 0;
-    load_kube_objects(refs, cfg, rejected, orphans);
+    add_kube_objects(reads, names, cfg, rejected, orphans);
     for (const RejectedObject& r : rejected) {
         auto [it, fresh] = rejected_logged_.emplace(r.name, r.message);
         if (fresh || it->second != r.message) {
@@ -431,15 +453,31 @@ void KubeApi::published() {
         const double d = std::max(0.0, now - triggers_[i]);
         ++prog_count_;
         prog_sum_ += d;
+        recent_[recent_next_++ % recent_.size()] = d;
         for (size_t j = 0; j < b.size(); ++j)
             if (d <= b[j]) ++prog_buckets_[j];
     }
     triggers_.erase(triggers_.begin(), triggers_.begin() + static_cast<long>(n));
     applying_ = 0;
     published_changes_ = applying_changes_;
-    last_publish_ = std::chrono::steady_clock::now();
+    last_publish_ = publish_started_;
+    if (!published_once_ && first_synced_)
+        first_sync_ms_ =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *first_synced_).count();
     published_once_ = true;
     ++publishes_;
+}
+
+// Quantiles of the last programming durations (the histogram's buckets are kube-proxy's, too
+// coarse below a second). Called with mu_ held.
+nlohmann::ordered_json KubeApi::programming() const {
+    std::vector<double> v(recent_.begin(), recent_.begin() + static_cast<long>(std::min(recent_next_, recent_.size())));
+    if (v.empty()) return {{"samples", 0}};
+    std::sort(v.begin(), v.end());
+    auto q = [&](double p) {
+        return 1e3 * v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+    };
+    return {{"samples", v.size()}, {"p50_ms", q(0.5)}, {"p99_ms", q(0.99)}, {"max_ms", 1e3 * v.back()}};
 }
 
 nlohmann::ordered_json KubeApi::status() const {
@@ -475,6 +513,8 @@ nlohmann::ordered_json KubeApi::status() const {
             {"min_sync_period_ms", cfg_.min_sync_ms},
             {"credentials_error", creds_.error()},
             {"exec_runs", creds_.exec_runs()},
+            {"first_sync_ms", first_sync_ms_},
+            {"programming", programming()},
             {"bad_input", bad},
             {"rejected", rejected},
             {"orphan_slices", orphan_slices_}};

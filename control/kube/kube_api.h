@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,7 +112,8 @@ public:
 private:
     struct Stored {
         std::shared_ptr<const ytree::Tree> tree;
-        std::string name;  // "Service default/web": the reader's messages
+        std::string name;                            // "Service default/web": the reader's messages
+        std::shared_ptr<const KubeObjectRead> read;  // filled by the first apply() that takes it
     };
     struct KindState {
         std::map<std::string, Stored> objects;  // by namespace/name: one order on every gateway
@@ -137,7 +139,9 @@ private:
     std::array<uint64_t, static_cast<size_t>(Bad::count)> bad_{};
     std::array<std::unique_ptr<RateLimit>, static_cast<size_t>(Bad::count)> bad_log_;
     uint64_t changes_ = 0, published_changes_ = 0, applying_changes_ = 0;  // object changes, counted
-    std::chrono::steady_clock::time_point last_publish_{};
+    // When the last publish began: min_sync_period runs between publish starts, as kube-proxy's
+    // BoundedFrequencyRunner's minInterval runs between runs.
+    std::chrono::steady_clock::time_point last_publish_{}, publish_started_{};
     bool published_once_ = false;
     double last_queued_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
     std::vector<double> triggers_;  // last-change-trigger-times not yet programmed, oldest first
@@ -151,6 +155,11 @@ private:
     std::vector<uint64_t> prog_buckets_;
     uint64_t prog_count_ = 0;
     double prog_sum_ = 0;
+    std::array<double, 16384> recent_{};  // the last durations, for status's quantiles
+    size_t recent_next_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> first_synced_;  // every kind listed, first time
+    double first_sync_ms_ = -1;  // from then to the first publish done; -1: not yet
+    nlohmann::ordered_json programming() const;
 
     std::atomic<bool> stopping_{false};
     std::mutex wait_mu_;
