@@ -140,6 +140,7 @@ def main():
         return {"parse_ns": own[0], "lookup_ns": own[1], "nat_ns": own[2], "pipeline_ns": own[3], "budget_ns": budget}
     floor4k, floor1m = floor(4096, 0.5, sw4k, tp4k), floor(1 << 20, 0.4, sw1m, tp1m)
 
+    kube = load(f"{r}/kube.json", {})
     summary = {
         "established_ratio_vs_testpmd": med(r4k),
         "established_ratio_vs_testpmd_1m": med(r1m),
@@ -154,6 +155,10 @@ def main():
         "services_flatness_established": flat_est,
         "services_flatness_new_flows": flat_new,
         "reload_10k_ms": reload_ms.get(10000),
+        "kube_first_sync_10k_ms": kube.get("first_sync_ms"),
+        "kube_programming_p50_ms": kube.get("programming_p50_ms"),
+        "kube_programming_p99_ms": kube.get("programming_p99_ms"),
+        "kube_publishes_per_second": kube.get("publishes_per_second"),
         "reload_speedup_vs_iptables": (ipt[10000] / reload_ms[10000]) if 10000 in ipt and 10000 in reload_ms else None,
         "bytes_per_flow": bpf,
         "bytes_per_flow_v6": bpf6,
@@ -250,6 +255,9 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | services flatness, established (slowest ÷ fastest) | {f(flat_est)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(svc.items()))} Mpps |
 | services flatness, new flows (slowest ÷ fastest) | {f(flat_new)} | ≥ 0.9 | {', '.join(f'{k:,}: {v:.2f}' for k, v in sorted(new_svc.items()))} Mpps |
 | reload 10,000 Services, ms | {f(summary['reload_10k_ms'], '{:.1f}')} | < 50 | file read → published snapshot, median |
+| API: first sync of 10,000 Services + slices, ms | {f(summary['kube_first_sync_10k_ms'], '{:.0f}')} | | both LISTs complete → first snapshot published (tests' API server, loopback) |
+| API: network programming p50 / p99, ms | {f(summary['kube_programming_p50_ms'], '{:.0f}')} / {f(summary['kube_programming_p99_ms'], '{:.0f}')} | p99 ≤ min_sync + 100 | {kube.get('changes_per_second', '?')} EndpointSlice edits/s for {kube.get('seconds', '?')} s on 10,000 Services, min_sync_period {kube.get('min_sync_ms', '?')} ms; trigger time → publish done |
+| API: publishes per second under that churn | {f(summary['kube_publishes_per_second'])} | ≤ 1 / min_sync | |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
 | new flows with replication on ÷ off | {f(summary['new_flows_sync_ratio'])} | ≥ 0.8 | connections proven (a client packet and the reply), in-process, the sync thread on the other core sending to a peer on loopback: {f(med(sync_on))} ÷ {f(med(sync_off))} M/s, median of {len(sync_ratios)} interleaved rounds |
 | replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |

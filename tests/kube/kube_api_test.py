@@ -68,23 +68,6 @@ def now_rfc3339():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def bulk(n):
-    """n Services with one slice each: 10.97.x.y, endpoint 10.245.x.y."""
-    out = []
-    for i in range(n):
-        name = f"bulk-{i:04d}"
-        out.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "bulk"},
-                    "spec": {"type": "ClusterIP", "clusterIP": f"10.97.{i // 250}.{i % 250 + 1}",
-                             "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
-        out.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
-                    "metadata": {"name": name + "-abc", "namespace": "bulk",
-                                 "labels": {"kubernetes.io/service-name": name}},
-                    "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-                    "endpoints": [{"addresses": [f"10.245.{i // 250}.{i % 250 + 1}"],
-                                   "conditions": {"ready": True}}]})
-    return out
-
-
 class Gateway:
     def __init__(self, d, name, kubeconfig, extra_api=""):
         self.d, self.name = d, name
@@ -164,10 +147,10 @@ class Gateway:
 def main(d):
     srv = kube_apiserver.Server(d, bookmark_seconds=1.0)
     fixtures = kube_apiserver.load_objects(FIXTURES)
-    for o in fixtures + bulk(250):
+    for o in fixtures + kube_apiserver.generated(250):
         srv.put(o)
     api_services = {f"{o['metadata'].get('namespace', 'default')}/{o['metadata']['name']}"
-                    for o in fixtures + bulk(250) if o["kind"] == "Service"}
+                    for o in fixtures + kube_apiserver.generated(250) if o["kind"] == "Service"}
     kc = srv.kubeconfig(f"{d}/kubeconfig")
 
     if shutil.which("kubectl"):

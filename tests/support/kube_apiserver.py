@@ -21,6 +21,7 @@ them, hold a kind's LIST until released, count the requests.
 Run alone (python3 kube_apiserver.py DIR [OBJECTS.yaml]) it serves the objects and writes
 DIR/kubeconfig, for a look with kubectl or svcgate."""
 import base64
+import bisect
 import copy
 import http.server
 import json
@@ -99,7 +100,8 @@ class Store:
         self.oldest = first_rv  # watches from before this get 410
         self.epoch = 0  # a restart: streams of an older epoch end
         self.objects = {k: {} for k in KINDS}
-        self.history = []  # (rv, kind, type, object)
+        self.history = []  # (rv, kind, type, object), by rv
+        self.rvs = []  # the history's versions, for bisect
 
     def put(self, obj):
         obj = copy.deepcopy(obj)
@@ -113,6 +115,7 @@ class Store:
             typ = "MODIFIED" if key in self.objects[kind] else "ADDED"
             self.objects[kind][key] = obj
             self.history.append((self.rv, kind, typ, obj))
+            self.rvs.append(self.rv)
             self.cv.notify_all()
         return obj
 
@@ -123,12 +126,14 @@ class Store:
             obj = copy.deepcopy(obj)
             obj["metadata"]["resourceVersion"] = str(self.rv)
             self.history.append((self.rv, kind, "DELETED", obj))
+            self.rvs.append(self.rv)
             self.cv.notify_all()
 
     def compact(self):
         """Forget the history: a watch from any version seen so far gets 410."""
         with self.cv:
             self.history.clear()
+            self.rvs.clear()
             self.oldest = self.rv + 1
             self.cv.notify_all()
 
@@ -326,7 +331,8 @@ class Server:
                             store.cv.wait(0.1)
                             if store.epoch != epoch or srv.store is not store:
                                 return  # dropped: no final chunk
-                            events = [e for e in store.history if e[0] > last and e[1] == kind]
+                            events = [e for e in store.history[bisect.bisect_right(store.rvs, last):]
+                                      if e[1] == kind]
                             at = store.rv  # every event of this kind up to here is in events
                             raw = srv.raw[raw_seen:]
                             raw_seen = len(srv.raw)
@@ -375,6 +381,23 @@ class Server:
         self.port = self.httpd.server_address[1]
         self.url = f"https://127.0.0.1:{self.port}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def generated(n, namespace="bulk"):
+    """n ClusterIP Services (10.97.x.y:80) with one EndpointSlice each (endpoint 10.245.x.y:8080)."""
+    out = []
+    for i in range(n):
+        name = f"{namespace}-{i:05d}" if n > 9999 else f"{namespace}-{i:04d}"
+        out.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"type": "ClusterIP", "clusterIP": f"10.{97 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}",
+                             "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+        out.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+                    "metadata": {"name": name + "-abc", "namespace": namespace,
+                                 "labels": {"kubernetes.io/service-name": name}},
+                    "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+                    "endpoints": [{"addresses": [f"10.{245 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}"],
+                                   "conditions": {"ready": True}}]})
+    return out
 
 
 def load_objects(path):
