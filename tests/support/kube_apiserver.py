@@ -14,6 +14,9 @@ real one serves them, for Services (core/v1) and EndpointSlices (discovery.k8s.i
   - label selectors: key, !key, key=value, key!=value, comma-separated;
   - every write bumps one resourceVersion counter and stamps the object.
 
+GET and PUT of one object (/api/v1/namespaces/NS/services/NAME, /apis/discovery.k8s.io/v1/
+namespaces/NS/endpointslices/NAME) let a shell script edit it, as `kubectl replace` would.
+
 The tests drive it from Python: put/delete objects, compact the history, drop every stream,
 restart with a new history, stall the watches (no byte, no end), send raw lines (garbage) into
 them, hold a kind's LIST until released, count the requests.
@@ -258,12 +261,49 @@ class Server:
                 with srv.lock:
                     srv.requests.append(("GET", u.path, q))
                 kind = next((k for k, v in KINDS.items() if v[0] == u.path), None)
+                if kind is None and self.object_path(u.path):
+                    kind, key = self.object_path(u.path)
+                    obj = srv.store.objects[kind].get(key)
+                    return self.send_json(200, obj) if obj else self.send_json(
+                        404, status(404, "NotFound", f"{KINDS[kind][1]} {key} not found"))
                 if kind is None:
                     self.send_json(404, status(404, "NotFound", f"the server could not find {u.path}"))
                 elif q.get("watch") in ("1", "true"):
                     self.watch(kind, q)
                 else:
                     self.list(kind, q)
+
+            def object_path(self, path):
+                """(kind, namespace/name) of /api/v1/namespaces/NS/services/NAME and the like."""
+                for kind, (base, _, _) in KINDS.items():
+                    head, _, plural = base.rpartition("/")
+                    prefix = head + "/namespaces/"
+                    if path.startswith(prefix):
+                        parts = path[len(prefix):].split("/")
+                        if len(parts) == 3 and parts[1] == plural:
+                            return kind, f"{parts[0]}/{parts[2]}"
+                return None
+
+            def do_PUT(self):
+                """An update (kubectl replace's request): the object replaced, a MODIFIED event."""
+                u = urllib.parse.urlsplit(self.path)
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+                if not self.authenticated():
+                    return
+                target = self.object_path(u.path)
+                try:
+                    obj = json.loads(body)
+                except ValueError:
+                    return self.send_json(400, status(400, "BadRequest", "the body is not JSON"))
+                if not target or not isinstance(obj, dict) or KINDS[target[0]][1] != obj.get("kind") or \
+                        f"{obj.get('metadata', {}).get('namespace', 'default')}/{obj.get('metadata', {}).get('name')}" \
+                        != target[1]:
+                    return self.send_json(400, status(400, "BadRequest", "the object does not match the path"))
+                with srv.lock:
+                    srv.requests.append(("PUT", u.path, {}))
+                if target[1] not in srv.store.objects[target[0]]:
+                    return self.send_json(404, status(404, "NotFound", f"{obj['kind']} {target[1]} not found"))
+                self.send_json(200, srv.store.put(obj))
 
             def list(self, kind, q):
                 if kind in srv.hold:

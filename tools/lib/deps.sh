@@ -3,14 +3,13 @@
 # tests, the sanitizer builds, the package and the man pages need besides (tools/test).
 SVCGATE_BUILD_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev
                     libcpp-httplib-dev libssl-dev libboost-program-options-dev libsystemd-dev libsodium-dev python3 python3-yaml)
-# What the lab, the demo and the end-to-end tests run: real programs in network namespaces.
-SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy)
+# What the lab, the demo and the end-to-end tests run: real programs in network namespaces (and
+# openssl: the certificates of the tests' API server, tools/demo --kube-api).
+SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy openssl)
 # The unit tests and benchmarks (GoogleTest, Google Benchmark); the sanitizer and fuzzing builds of
 # tools/test (clang: libFuzzer, ASan, UBSan, TSan); the Debian package (tools/package) and its
-# checks (debhelper, lintian, systemd-analyze); the man pages (pandoc); the format check; the test
-# API server's certificates (openssl).
-SVCGATE_TEST_DEPS=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev debhelper lintian systemd pandoc clang-format
-                   openssl)
+# checks (debhelper, lintian, systemd-analyze); the man pages (pandoc); the format check.
+SVCGATE_TEST_DEPS=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev debhelper lintian systemd pandoc clang-format)
 
 # install_packages PACKAGE...: those not installed yet.
 install_packages() {
