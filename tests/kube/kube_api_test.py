@@ -271,7 +271,8 @@ def main(d):
                  "spec": {"clusterIP": "10.96.77.1", "ports": [{"port": 80}]}})
         srv.put({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "fine", "namespace": "default"},
                  "spec": {"clusterIP": "10.96.77.2", "ports": [{"port": 80}]}})
-        ok = wait_for(lambda: "default/fine" in gw.services(), 15)
+        # The two kinds' watches are separate streams: wait for both to have delivered.
+        ok = wait_for(lambda: "default/fine" in gw.services() and gw.api().get("orphan_slices") == 1, 15)
         a = gw.api()
         rej = {r["object"]: r for r in a.get("rejected", [])}
         check(ok and "Service default/broken" in rej and rej["Service default/broken"]["reason"] == "invalid_object"
@@ -281,7 +282,7 @@ def main(d):
         check("default/fine" in svcs and "default/test-svc" in svcs and "default/broken" not in svcs,
               "the good objects are still served beside a refused one", sorted(svcs)[:8])
         check(a.get("orphan_slices") == 1, "a slice whose Service does not exist is held back and counted",
-              a.get("orphan_slices"))
+              f"orphan_slices {a.get('orphan_slices')}")
         check("default/other-proxy" not in svcs,
               "a Service labelled for another service-proxy-name is not served", sorted(svcs)[:8])
         check(gw.metric('svcgate_kube_rejected_objects{reason="invalid_object"}') == 1,
@@ -332,6 +333,25 @@ def main(d):
             check(wait_for(lambda: want in g.log() or "certificate" in g.log(), 5),
                   f"a wrong {name}: logged", g.log()[-600:])
         finally:
+            g.stop()
+
+    # Two gateways following one server on their own, as the HA lab's do: the same Services with
+    # the same endpoints in the same order (with one Maglev seed, the same choices), after an edit
+    # too.
+    kc = srv.kubeconfig(f"{d}/kc-pair")
+    pair = [Gateway(d, f"gw-pair{i}", kc) for i in (1, 2)]
+    try:
+        def published(g):
+            return [(e["service"], e["endpoint"], e["conditions"]) for e in g.ctl("endpoints") or []]
+        check(all(wait_for(lambda g=g: g.api().get("synced"), 20) for g in pair), "two gateways sync on their own")
+        extra = [o for o in kube_apiserver.generated(40, "pair")]
+        for o in extra:
+            srv.put(o)
+        same = wait_for(lambda: len(published(pair[0])) >= 40 and published(pair[0]) == published(pair[1]), 15)
+        check(same, "two gateways publish the same endpoints in the same order",
+              (len(published(pair[0])), len(published(pair[1]))))
+    finally:
+        for g in pair:
             g.stop()
 
     # An exec plugin whose tokens expire after 2 s: kubectl's protocol, run again when expired.
