@@ -80,6 +80,7 @@ def main():
             result["first_sync_ms"] = s.get("first_sync_ms")
             result["first_publish_reload_ms"] = round(1e3 * status.get("last_reload_seconds", 0), 1)
             result["start_to_first_publish_s"] = round(time.monotonic() - t0, 3)
+            result["publishes_at_first_sync"] = s.get("publishes")
             result["list_requests"] = srv.count("services", watch=False) + srv.count("endpointslices", watch=False)
             before = s.get("publishes", 0)
             slices = [o for o in objs if o["kind"] == "EndpointSlice"]

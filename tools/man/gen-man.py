@@ -98,6 +98,7 @@ INSTALLED = {
     "config/lab.yaml": "/etc/svcgate/examples/lab.yaml",
     "config/kubernetes.yaml": "/etc/svcgate/examples/kubernetes.yaml",
     "config/k8s-objects.yaml": "/etc/svcgate/examples/k8s-objects.yaml",
+    "config/kube-api.yaml": "/etc/svcgate/examples/kube-api.yaml",
     "config/bird-gateway.conf": "/etc/svcgate/examples/bird-gateway.conf",
     "config/bird-router.conf": "/etc/svcgate/examples/bird-router.conf",
     "contrib/grafana/svcgate.json": "",
