@@ -163,12 +163,13 @@ ApiServer in_cluster(const std::string& root) {
     return s;
 }
 
-long long parse_rfc3339(const std::string& s) {
+double parse_rfc3339(const std::string& s) {
     std::tm tm{};
     const char* p = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
     if (!p) return -1;
+    double frac = 0;
     if (*p == '.')
-        for (++p; *p >= '0' && *p <= '9';) ++p;
+        for (double scale = 0.1; *++p >= '0' && *p <= '9'; scale /= 10) frac += (*p - '0') * scale;
     long long off = 0;
     if (*p == 'Z' || *p == 'z') {
         ++p;
@@ -181,13 +182,13 @@ long long parse_rfc3339(const std::string& s) {
         return -1;
     }
     if (*p) return -1;
-    return static_cast<long long>(timegm(&tm)) - off;
+    return static_cast<double>(timegm(&tm) - off) + frac;
 }
 
 std::string Credentials::bearer() {
     std::lock_guard lk(mu_);
     if (!s_.exec.command.empty()) {
-        const long long now = std::time(nullptr);
+        const double now = static_cast<double>(std::time(nullptr));
         if (!exec_valid_ || (exec_expiry_ && now >= exec_expiry_)) {
             std::string e = run_exec();
             if (!e.empty()) {
@@ -288,7 +289,7 @@ std::string Credentials::run_exec() {
     exec_token_ = st["token"].get<std::string>();
     exec_expiry_ = 0;
     if (st.contains("expirationTimestamp") && st["expirationTimestamp"].is_string()) {
-        const long long t = parse_rfc3339(st["expirationTimestamp"].get<std::string>());
+        const double t = parse_rfc3339(st["expirationTimestamp"].get<std::string>());
         if (t < 0) return fmt::format("exec plugin {}: bad expirationTimestamp", s_.exec.command);
         exec_expiry_ = t;
     }

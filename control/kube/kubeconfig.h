@@ -51,8 +51,9 @@ ApiServer in_cluster(const std::string& root = "/var/run/secrets/kubernetes.io/s
 // "https://host:port" split; throws for anything else.
 void split_server(const std::string& server, std::string& host, int& port);
 
-// An RFC 3339 time ("2026-11-25T21:00:00Z", with fraction or offset) as Unix seconds; -1 if not.
-long long parse_rfc3339(const std::string& s);
+// An RFC 3339 time ("2026-11-25T21:00:00Z", with a fraction as RFC3339Nano writes it, or an
+// offset) as Unix seconds; -1 if not one.
+double parse_rfc3339(const std::string& s);
 
 // The bearer token to send now: the fixed one, the token file's (re-read when it changed), or
 // the exec plugin's (run again when expired or invalidated). "" = none. Errors go to error().
@@ -70,7 +71,7 @@ private:
     ApiServer s_;
     std::string file_token_, exec_token_, error_;
     std::timespec file_mtime_{};
-    long long exec_expiry_ = 0;  // Unix seconds; 0 = none given
+    double exec_expiry_ = 0;  // Unix seconds; 0 = none given
     bool exec_valid_ = false;
     unsigned exec_runs_ = 0;
 };

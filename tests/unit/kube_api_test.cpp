@@ -182,7 +182,7 @@ TEST(Kubeconfig, ExecPluginRunsUntilExpiry) {
 TEST(Kubeconfig, Rfc3339) {
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10Z"), 10);
     EXPECT_EQ(parse_rfc3339("1970-01-01T01:00:10+01:00"), 10);
-    EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10.123456Z"), 10);
+    EXPECT_DOUBLE_EQ(parse_rfc3339("1970-01-01T00:00:10.123456789Z"), 10.123456789);  // RFC3339Nano
     EXPECT_EQ(parse_rfc3339("2026-11-25T21:00:00-00:30"), parse_rfc3339("2026-11-25T21:30:00Z"));
     EXPECT_EQ(parse_rfc3339("yesterday"), -1);
     EXPECT_EQ(parse_rfc3339("1970-01-01T00:00:10"), -1);  // no zone
