@@ -134,10 +134,8 @@ bool KubeApi::sleep_for(std::chrono::milliseconds d) {
 
 void KubeApi::bad(Bad b, const std::string& detail) {
     const auto i = static_cast<size_t>(b);
-    {
-        std::lock_guard lk(mu_);
-        ++bad_[i];
-    }
+    std::lock_guard lk(mu_);  // the rate limits too: both kinds' threads come here
+    ++bad_[i];
     bad_log_[i]->log(LogLevel::warning, fmt::format("kubernetes API: {}: {}", bad_name(b), detail));
 }
 
@@ -332,13 +330,13 @@ void KubeApi::run(Kind k) {
             if (std::string e = list(k, client); !e.empty()) {
                 if (stopping_) break;
                 {
-                    std::lock_guard lk(mu_);
+                    std::lock_guard lk(mu_);  // the rate limit too: one per kind's thread
                     KindState& ks = kinds_[static_cast<size_t>(k)];
                     ks.st.last_error = e;
                     ++ks.st.reconnects;
+                    static RateLimit rl(4, std::chrono::seconds(60));
+                    rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, e));
                 }
-                static RateLimit rl(4, std::chrono::seconds(60));
-                rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, e));
                 if (!sleep_for(backoff.next())) break;
                 continue;
             }
@@ -362,6 +360,8 @@ void KubeApi::run(Kind k) {
                 need_list = true;
             } else {
                 ++ks.st.reconnects;
+                static RateLimit rl(4, std::chrono::seconds(60));
+                rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, ks.st.last_error));
             }
         }
         if (end == WatchEnd::gone) continue;  // relist at once, as client-go does for 410
