@@ -1,6 +1,5 @@
 #include "control/api/commands.h"
 
-#include <charconv>
 #include <optional>
 #include <sstream>
 
@@ -9,12 +8,13 @@
 #include <rte_ethdev.h>
 
 #include "control/api/command_table.h"
+#include "control/base/address.h"
 #include "control/base/clock.h"
-#include "control/kube/kube_api.h"
 #include "control/base/flow_scan.h"
 #include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"
 #include "control/ha/sync.h"
+#include "control/kube/kube_api.h"
 #include "control/trace/packet_spec.h"
 #include "dataplane/lb/scheduler.h"
 
@@ -334,11 +334,8 @@ std::optional<uint64_t> number_option(const Request& r, std::string_view flag, u
                                       uint64_t absent, std::string_view what, std::string& why) {
     const auto it = r.req.options.find(flag);
     if (it == r.req.options.end()) return absent;
-    uint64_t v = 0;
-    const std::string& s = it->second;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc{} && p == s.data() + s.size() && !s.empty() && v >= lo && v <= hi) return v;
-    why = fmt::format("{} \"{}\" is not {} ({} to {})", flag, s, what, lo, hi);
+    if (const auto v = parse_number(it->second, lo, hi)) return v;
+    why = fmt::format("{} \"{}\" is not {} ({} to {})", flag, it->second, what, lo, hi);
     return std::nullopt;
 }
 

@@ -10,6 +10,13 @@
 
 namespace svcgate::ctl {
 
+std::optional<uint64_t> parse_number(std::string_view s, uint64_t lo, uint64_t hi) {
+    uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || v < lo || v > hi) return std::nullopt;
+    return v;
+}
+
 std::optional<std::array<uint8_t, 6>> parse_mac(std::string_view s) {
     std::array<uint8_t, 6> m{};
     if (s.size() != 17) return std::nullopt;
@@ -143,10 +150,9 @@ std::optional<HostPort> parse_host_port(std::string_view s, uint16_t default_por
     if (!a) return std::nullopt;
     HostPort e{*a, default_port};
     if (!port.empty()) {
-        unsigned v = 0;
-        auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-        if (ec != std::errc{} || p != port.data() + port.size() || v == 0 || v > 65535) return std::nullopt;
-        e.port = static_cast<uint16_t>(v);
+        const auto v = parse_number(port, 1, 65535);
+        if (!v) return std::nullopt;
+        e.port = static_cast<uint16_t>(*v);
     }
     return e.port ? std::optional(e) : std::nullopt;
 }

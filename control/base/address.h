@@ -1,4 +1,4 @@
-// Addresses, prefixes, MACs and ADDRESS:PORT endpoints as text: the one place they are parsed
+// Numbers, addresses, prefixes, MACs and ADDRESS:PORT endpoints as text: the one place they are parsed
 // into their value types (dataplane/base/types.h's Ip4, Ip6, IpAddr, IpCidr; HostPort below) and
 // the one place they are formatted, for the config, the tools, the replies and the logs alike.
 // Parsers answer nullopt for anything that is not exactly one of the forms they name.
@@ -28,6 +28,9 @@ struct HostPort {
     uint16_t port = 0;
     bool operator==(const HostPort&) const = default;
 };
+
+// A whole decimal number ("80"; not "", "+1", "8O", "80 ") within [lo, hi].
+std::optional<uint64_t> parse_number(std::string_view s, uint64_t lo = 0, uint64_t hi = UINT64_MAX);
 
 // "10.0.0.1" / "10.0.0.0/8".
 std::optional<Ip4> parse_ip4(std::string_view s);

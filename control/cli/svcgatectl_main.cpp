@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,12 +17,13 @@
 #include <fmt/format.h>
 
 #include "control/api/command_table.h"
+#include "control/base/address.h"
+#include "control/base/tool_eal.h"
 #include "control/cli/render.h"
+#include "control/config/yaml_config.h"
 #include "control/trace/packet_spec.h"
 #include "control/trace/pcap_io.h"
-#include "control/base/tool_eal.h"
 #include "control/trace/trace.h"
-#include "control/config/yaml_config.h"
 
 namespace po = boost::program_options;
 using namespace svcgate::ctl;
@@ -60,9 +60,9 @@ int cmd_trace(const std::vector<std::string>& args) {
     uint64_t seed = 1;
     if (vm.count("seed")) {
         const std::string& s = vm["seed"].as<std::string>();
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), seed);
-        if (ec != std::errc{} || p != s.data() + s.size() || s.empty())
-            throw po::error("--seed \"" + s + "\" is not a number");
+        const auto v = parse_number(s);
+        if (!v) throw po::error("--seed \"" + s + "\" is not a number");
+        seed = *v;
     }
     Config cfg = load_config_file(vm["config"].as<std::string>());
     for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());

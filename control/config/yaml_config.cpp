@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "control/base/file.h"
 #include "control/config/config_fields.h"
 #include "control/config/kube_objects.h"
 #include "control/config/yaml_reader.h"
@@ -13,7 +14,6 @@
 #include <cerrno>
 #include <charconv>
 #include <functional>
-#include <fstream>
 #include <initializer_list>
 #include <map>
 #include <set>
@@ -433,12 +433,10 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
     }
     if (auto s = r.str(key, "ha.key_file")) {
         c.key_file = beside(*s);
-        std::ifstream in(c.key_file);
-        std::stringstream text;
-        if (in) text << in.rdbuf();
-        if (!in) {
+        const auto text = read_file(c.key_file);
+        if (!text) {
             r.error(key, "ha.key_file", fmt::format("cannot read {}: {}", c.key_file, std::strerror(errno)));
-        } else if (std::string e = sync::parse_key(text.str(), c.key); !e.empty()) {
+        } else if (std::string e = sync::parse_key(*text, c.key); !e.empty()) {
             r.error(key, "ha.key_file", fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, e));
         }
     }
@@ -688,11 +686,9 @@ Config load_guarded(const std::string& text, const std::string& file) {
 Config load_config_string(const std::string& yaml, const std::string& name) { return load_guarded(yaml, name); }
 
 Config load_config_file(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw ConfigError({ConfigIssue{Mark{path, 0, 0}, "", "cannot open file"}});
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return load_guarded(ss.str(), path);
+    const auto text = read_file(path);
+    if (!text) throw ConfigError({ConfigIssue{Mark{path, 0, 0}, "", "cannot open file"}});
+    return load_guarded(*text, path);
 }
 
 }  // namespace svcgate::ctl

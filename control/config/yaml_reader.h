@@ -4,7 +4,6 @@
 // Runs on: the control thread and the command-line tools. Internal to control/.
 #pragma once
 
-#include <charconv>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -12,10 +11,11 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include "control/config/yaml_tree.h"
 
+#include "control/base/address.h"
 #include "control/config/config_model.h"
 #include "control/config/yaml_config.h"
+#include "control/config/yaml_tree.h"
 
 namespace svcgate::ctl {
 
@@ -135,17 +135,16 @@ public:
             return std::nullopt;
         }
         const std::string& s = n.Scalar();
-        uint64_t v = 0;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) {
+        const auto v = parse_number(s);
+        if (!v) {
             error(n, path, fmt::format("\"{}\" is not a number", s));
             return std::nullopt;
         }
-        if (v < lo || v > hi) {
-            error(n, path, fmt::format("{} is out of range {}-{}", v, lo, hi));
+        if (*v < lo || *v > hi) {
+            error(n, path, fmt::format("{} is out of range {}-{}", *v, lo, hi));
             return std::nullopt;
         }
-        return static_cast<T>(v);
+        return static_cast<T>(*v);
     }
     std::optional<bool> boolean(const ytree::Node& n, const Path& path) {
         if (n.IsScalar()) {

@@ -7,25 +7,23 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "control/base/address.h"
+#include "control/base/file.h"
 #include "control/config/yaml_tree.h"
 
 namespace svcgate::ctl::kube {
 
 namespace {
 
-std::string read_file(const std::string& path, const std::string& what) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot read \"{}\"", what, path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+std::string read_or_throw(const std::string& path, const std::string& what) {
+    auto text = read_file(path);
+    if (!text) throw std::runtime_error(fmt::format("{}: cannot read \"{}\"", what, path));
+    return std::move(*text);
 }
 
 std::string base64(const std::string& text, const std::string& what) {
@@ -64,7 +62,7 @@ std::string file_or_data(const ytree::Node& n, const char* file_key, const std::
     std::string f = scalar(n, file_key);
     if (f.empty()) return {};
     if (f[0] != '/') f = dir + f;
-    return read_file(f, where + ": " + file_key);
+    return read_or_throw(f, where + ": " + file_key);
 }
 
 }  // namespace
@@ -88,17 +86,15 @@ void split_server(const std::string& server, std::string& host, int& port) {
     }
     if (colon != std::string::npos) {
         const std::string p = rest.substr(colon + 1);
-        char* e = nullptr;
-        const long v = std::strtol(p.c_str(), &e, 10);
-        if (p.empty() || *e || v < 1 || v > 65535)
-            throw std::runtime_error(fmt::format("server \"{}\": bad port \"{}\"", server, p));
-        port = static_cast<int>(v);
+        const auto v = parse_number(p, 1, 65535);
+        if (!v) throw std::runtime_error(fmt::format("server \"{}\": bad port \"{}\"", server, p));
+        port = static_cast<int>(*v);
     }
     if (host.empty()) throw std::runtime_error(fmt::format("server \"{}\": no host", server));
 }
 
 ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
-    const std::string text = read_file(path, "kubeconfig");
+    const std::string text = read_or_throw(path, "kubeconfig");
     const std::string dir = path.find('/') == std::string::npos ? "" : path.substr(0, path.rfind('/') + 1);
     ytree::Stream stream;
     try {
@@ -157,7 +153,7 @@ ApiServer in_cluster(const std::string& root) {
     const std::string h(host);
     s.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
     split_server(s.server, s.host, s.port);
-    s.ca_pem = read_file(root + "/ca.crt", "in-cluster CA");
+    s.ca_pem = read_or_throw(root + "/ca.crt", "in-cluster CA");
     s.token_file = root + "/token";
     s.source = "in-cluster (" + root + ")";
     return s;
@@ -207,7 +203,7 @@ std::string Credentials::bearer() {
         if (st.st_mtim.tv_sec != file_mtime_.tv_sec || st.st_mtim.tv_nsec != file_mtime_.tv_nsec ||
             file_token_.empty()) {
             try {
-                std::string t = read_file(s_.token_file, "token file");
+                std::string t = read_or_throw(s_.token_file, "token file");
                 while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
                 file_token_ = std::move(t);
                 file_mtime_ = st.st_mtim;

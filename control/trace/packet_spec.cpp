@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -14,8 +13,9 @@
 #include <rte_tcp.h>
 #include <rte_udp.h>
 
-#include "dataplane/base/checksum.h"
+#include "control/base/address.h"
 #include "control/config/yaml_config.h"
+#include "dataplane/base/checksum.h"
 
 namespace svcgate::ctl {
 
@@ -25,11 +25,9 @@ namespace {
 
 // A number in [lo, hi] from `s`, or a readable std::invalid_argument.
 unsigned number(const std::string& s, unsigned lo, unsigned hi, const std::string& what, const std::string& all) {
-    unsigned v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || v < lo || v > hi)
-        throw std::invalid_argument(fmt::format("\"{}\": bad {} \"{}\" ({}-{})", all, what, s, lo, hi));
-    return v;
+    const auto v = parse_number(s, lo, hi);
+    if (!v) throw std::invalid_argument(fmt::format("\"{}\": bad {} \"{}\" ({}-{})", all, what, s, lo, hi));
+    return static_cast<unsigned>(*v);
 }
 
 // ADDR:PORT or [ADDR]:PORT, or tcpdump's ADDR.PORT (IPv4 with four dots, IPv6 with colons);
