@@ -22,6 +22,14 @@ void MetricsText::sample(std::string_view name, std::string_view labels, int64_t
     out_ += labels.empty() ? fmt::format("{} {}\n", name, value) : fmt::format("{}{{{}}} {}\n", name, labels, value);
 }
 
+void MetricsText::histogram(std::string_view name, std::string_view help, const Histogram& h) {
+    family(name, "histogram", help);
+    for (size_t i = 0; i < h.bounds().size(); ++i)
+        out_ += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, h.bounds()[i], h.buckets()[i]);
+    out_ += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, h.count(), name, h.sum(), name,
+                        h.count());
+}
+
 void MetricsText::sample(std::string_view name, std::string_view labels, double value, int decimals) {
     out_ += labels.empty() ? fmt::format("{} {:.{}f}\n", name, value, decimals)
                            : fmt::format("{}{{{}}} {:.{}f}\n", name, labels, value, decimals);
@@ -193,13 +201,7 @@ void collect_reload(MetricsText& m, const ReloadStatus& r, uint64_t generation, 
     m.str() += fmt::format("svcgate_last_reload_duration_seconds {}\n", r.last_seconds);
     // kube-proxy's sync_proxy_rules_duration_seconds and sync_proxy_rules_last_timestamp_seconds,
     // under svcgate's names (docs/operations.md).
-    m.family("svcgate_reload_duration_seconds", "histogram", "Successful reloads: file read to published snapshot.");
-    double le = ReloadStatus::kBucket0;
-    for (unsigned i = 0; i < ReloadStatus::kBuckets; ++i, le *= 2)
-        m.sample("svcgate_reload_duration_seconds_bucket", fmt::format("le=\"{}\"", le), r.bucket[i]);
-    m.sample("svcgate_reload_duration_seconds_bucket", "le=\"+Inf\"", r.count);
-    m.str() += fmt::format("svcgate_reload_duration_seconds_sum {}\n", r.sum_seconds);
-    m.sample("svcgate_reload_duration_seconds_count", "", r.count);
+    m.histogram("svcgate_reload_duration_seconds", "Successful reloads: file read to published snapshot.", r.durations);
     m.family("svcgate_reload_last_success_timestamp_seconds", "gauge",
              "When the config in service was published (start or last successful reload), Unix time.");
     m.sample("svcgate_reload_last_success_timestamp_seconds", "", r.last_ok_unix, 3);

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "control/base/histogram.h"
 #include "control/daemon/daemon_state.h"
 #include "control/ha/sync.h"
 #include "control/snapshot/slot_registry.h"
@@ -25,6 +26,8 @@ public:
     void sample(std::string_view name, std::string_view labels, uint64_t value);
     void sample(std::string_view name, std::string_view labels, int64_t value);
     void sample(std::string_view name, std::string_view labels, double value, int decimals);
+    // A whole histogram family: HELP, TYPE, the buckets, +Inf, sum and count.
+    void histogram(std::string_view name, std::string_view help, const Histogram& h);
     std::string& str() { return out_; }
 
 private:

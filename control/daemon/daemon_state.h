@@ -13,6 +13,7 @@
 
 #include <rte_mempool.h>
 
+#include "control/base/histogram.h"
 #include "control/config/config_model.h"
 #include "dataplane/flow/flow_table.h"
 #include "control/routing/health.h"
@@ -40,19 +41,11 @@ struct ReloadStatus {
     std::string last_trigger;  // SIGHUP, file change, svcgatectl
     double last_ok_unix = 0;   // when the config in service was published (the first one too), Unix seconds
     // Durations of successful reloads, kube-proxy's buckets (sync_proxy_rules_duration_seconds:
-    // 1 ms doubling, 15 buckets): bucket[i] counts those ≤ kBucket0 · 2^i; sum and count beside.
-    static constexpr double kBucket0 = 0.001;
-    static constexpr unsigned kBuckets = 15;
-    uint64_t bucket[kBuckets] = {};
-    double sum_seconds = 0;
-    uint64_t count = 0;
+    // 1 ms doubling, 15 buckets).
+    Histogram durations{Histogram::exponential(0.001, 2, 15)};
 
     void observe(double seconds, double now_unix) noexcept {
-        double le = kBucket0;
-        for (unsigned i = 0; i < kBuckets; ++i, le *= 2)
-            if (seconds <= le) ++bucket[i];  // cumulative, as Prometheus exposes them
-        sum_seconds += seconds;
-        ++count;
+        durations.observe(seconds);
         last_ok_unix = now_unix;
     }
 };
