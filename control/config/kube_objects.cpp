@@ -2,13 +2,12 @@
 
 #include <algorithm>
 
-#include <fstream>
 #include <map>
 #include <unordered_map>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "control/base/file.h"
 #include "control/config/yaml_reader.h"
 
 namespace svcgate::ctl {
@@ -266,18 +265,13 @@ struct KubeLoader {
         }
     }
 
-    // Every slice joins its Service; all slices of one Service are merged by the builder. With
-    // `orphans` (the API's objects), a slice without its Service is counted there, not an error.
-    void attach(unsigned* orphans = nullptr) {
+    // Every slice joins its Service; all slices of one Service are merged by the builder.
+    void attach() {
         std::map<std::string, ServiceConfig*> by_name;
         for (ServiceConfig& s : cfg.services) by_name.emplace(s.full_name(), &s);
         for (PendingSlice& ps : slices) {
             auto it = by_name.find(ps.ns + "/" + ps.service);
             if (it == by_name.end()) {
-                if (orphans) {
-                    ++*orphans;
-                    continue;
-                }
                 errors.push_back(
                     ConfigIssue{ps.mark, "",
                                 fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
@@ -296,15 +290,13 @@ struct KubeLoader {
 void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors) {
     KubeLoader l{cfg, errors, {}};
     for (const ManifestRef& f : files) {
-        std::ifstream in(f.path);
-        if (!in) {
+        const auto text = read_file(f.path);
+        if (!text) {
             errors.push_back(ConfigIssue{f.from, "kubernetes.manifests", fmt::format("cannot open \"{}\"", f.path)});
             continue;
         }
-        std::stringstream ss;
-        ss << in.rdbuf();
         cfg.manifests.push_back(f.path);
-        l.stream(ss.str(), f.path);
+        l.stream(*text, f.path);
     }
     l.attach();
 }
@@ -323,7 +315,7 @@ void load_kube_string(const std::string& yaml, const std::string& name, Config& 
 }
 
 KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name) {
-    KubeObjectRead out;
+    KubeObjectRead out{.name = name};
     Config scratch;
     std::vector<ConfigIssue> errors, warnings;
     KubeLoader l{scratch, errors, {}};
@@ -343,8 +335,8 @@ KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name)
     return out;
 }
 
-void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const std::vector<const std::string*>& names,
-                      Config& cfg, std::vector<RejectedObject>& rejected, unsigned& orphan_slices) {
+void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config& cfg,
+                      std::vector<RejectedObject>& rejected, unsigned& orphan_slices) {
     std::unordered_map<std::string, size_t> by_name;  // Service -> its index in cfg.services
     by_name.reserve(cfg.services.size() + objects.size());
     cfg.services.reserve(cfg.services.size() + objects.size() / 2);
@@ -353,13 +345,13 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const s
     for (size_t i = 0; i < objects.size(); ++i) {
         const KubeObjectRead& o = *objects[i];
         if (!o.reason.empty()) {
-            rejected.push_back(RejectedObject{*names[i], o.reason, o.message});
+            rejected.push_back(RejectedObject{o.name, o.reason, o.message});
             continue;
         }
         if (!o.service) continue;
         if (!by_name.emplace(o.service->full_name(), cfg.services.size()).second) {
             rejected.push_back(
-                RejectedObject{*names[i], "duplicate_service", "a Service of that name is in the config file"});
+                RejectedObject{o.name, "duplicate_service", "a Service of that name is in the config file"});
             continue;
         }
         cfg.services.push_back(*o.service);
@@ -378,17 +370,6 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const s
         cfg.services[it->second].groups.push_back(o.slice->group);
         ++cfg.kube.slices;
     }
-}
-
-void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
-                       unsigned& orphan_slices) {
-    std::vector<KubeObjectRead> reads;
-    reads.reserve(objects.size());
-    for (const KubeObjectRef& o : objects) reads.push_back(read_kube_object(o.node, *o.name));
-    std::vector<const KubeObjectRead*> ptrs;
-    std::vector<const std::string*> names;
-    for (size_t i = 0; i < objects.size(); ++i) ptrs.push_back(&reads[i]), names.push_back(objects[i].name);
-    add_kube_objects(ptrs, names, cfg, rejected, orphan_slices);
 }
 
 }  // namespace svcgate::ctl

@@ -36,36 +36,29 @@ std::string kube_summary(const KubeStats& k);
 // The same for objects already in memory (one YAML stream), named `name` in messages.
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors);
 
-// Objects from the API server (control/kube/), each already a tree, named in messages by `name`
-// ("Service default/web"). Unlike a file, one bad object does not fail the lot: an object with
-// an error adds nothing and is listed in `rejected` (reason, first message); a Service named as
-// one already in cfg (from the config file) is rejected as a duplicate; a slice whose Service is
-// not there is held back quietly, as kube-proxy's cache holds it, and counted in `orphan_slices`.
-struct KubeObjectRef {
-    ytree::Node node;
-    const std::string* name;
-};
-struct RejectedObject {
-    std::string name, reason, message;
-};
-void load_kube_objects(const std::vector<KubeObjectRef>& objects, Config& cfg, std::vector<RejectedObject>& rejected,
-                       unsigned& orphan_slices);
-
-// The same in two steps, so that an object is read once per version (control/kube/ keeps the
-// result beside the object): read_kube_object reads one object on its own; add_kube_objects
-// joins read objects into cfg as load_kube_objects does.
+// Objects from the API server (control/kube/), read one at a time so that each is read once per
+// version (control/kube/ keeps the result beside the object). Unlike a file, one bad object does
+// not fail the lot: read_kube_object records why it is left out (reason "invalid_object" and its
+// first error) instead of throwing; add_kube_objects adds the good ones to cfg, lists the bad
+// ones in `rejected`, leaves out a Service named as one already in cfg (the config file's) as
+// "duplicate_service", and holds back a slice whose Service is not there, as kube-proxy's cache
+// holds it, counting it in `orphan_slices`.
 struct KubeObjectRead {
     struct Slice {
         std::string ns, service;
         EndpointGroup group;
     };
+    std::string name;  // in messages: "Service default/web"
     std::optional<ServiceConfig> service;
     std::optional<Slice> slice;
     KubeStats stats;              // what it adds to Config::kube
     std::string reason, message;  // non-empty: left out, why, and its first error
 };
+struct RejectedObject {
+    std::string name, reason, message;
+};
 KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name);
-void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, const std::vector<const std::string*>& names,
-                      Config& cfg, std::vector<RejectedObject>& rejected, unsigned& orphan_slices);
+void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config& cfg,
+                      std::vector<RejectedObject>& rejected, unsigned& orphan_slices);
 
 }  // namespace svcgate::ctl

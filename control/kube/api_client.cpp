@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace svcgate::ctl::kube {
 
@@ -36,49 +37,46 @@ X509_STORE* ca_store(const std::string& pem) {
     return store;
 }
 
-// The status line a Status body carries ("services is forbidden: ..."), or the body's start.
+// A Status body's message ("services is forbidden: ..."), or the body's start.
 std::string message_of(const std::string& body) {
-    const size_t m = body.find("\"message\"");
-    if (m != std::string::npos) {
-        const size_t q = body.find('"', body.find(':', m) + 1);
-        const size_t e = q == std::string::npos ? q : body.find('"', q + 1);
-        if (e != std::string::npos) return body.substr(q + 1, e - q - 1);
-    }
+    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    if (j.is_object() && j.contains("message") && j["message"].is_string()) return j["message"].get<std::string>();
     return body.substr(0, 200);
 }
 
 }  // namespace
 
-ApiClient::ApiClient(const ApiServer& server, Credentials& creds) : server_(server), creds_(creds) {}
-ApiClient::~ApiClient() = default;
-
-std::unique_ptr<httplib::SSLClient> ApiClient::connect(int read_timeout_s) {
-    std::unique_ptr<httplib::SSLClient> c;
-    if (!server_.cert_pem.empty()) {
-        BIO* cb = BIO_new_mem_buf(server_.cert_pem.data(), static_cast<int>(server_.cert_pem.size()));
-        BIO* kb = BIO_new_mem_buf(server_.key_pem.data(), static_cast<int>(server_.key_pem.size()));
-        X509* cert = cb ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
-        EVP_PKEY* key = kb ? PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr) : nullptr;
+ApiClient::ApiClient(const ApiServer& server, Credentials& creds) : creds_(creds) {
+    X509* cert = nullptr;
+    EVP_PKEY* key = nullptr;
+    if (!server.cert_pem.empty()) {
+        BIO* cb = BIO_new_mem_buf(server.cert_pem.data(), static_cast<int>(server.cert_pem.size()));
+        BIO* kb = BIO_new_mem_buf(server.key_pem.data(), static_cast<int>(server.key_pem.size()));
+        cert = cb ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
+        key = kb ? PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr) : nullptr;
         if (cb) BIO_free(cb);
         if (kb) BIO_free(kb);
-        if (cert && key) c = std::make_unique<httplib::SSLClient>(server_.host, server_.port, cert, key);
-        if (cert) X509_free(cert);
-        if (key) EVP_PKEY_free(key);
-        if (!c) return nullptr;
-    } else {
-        c = std::make_unique<httplib::SSLClient>(server_.host, server_.port);
     }
-    X509_STORE* store = ca_store(server_.ca_pem);
-    if (!store) return nullptr;
-    c->set_ca_cert_store(store);  // the client owns it now
-    c->enable_server_certificate_verification(true);
-    c->set_connection_timeout(5, 0);
-    c->set_read_timeout(read_timeout_s, 0);
-    c->set_write_timeout(10, 0);
-    c->set_keep_alive(false);
-    if (const std::string t = creds_.bearer(); !t.empty()) c->set_bearer_token_auth(t);
-    return c;
+    X509_STORE* store = ca_store(server.ca_pem);
+    if (!store) {
+        setup_error_ = "the CA is not PEM certificates";
+    } else if (!server.cert_pem.empty() && !(cert && key)) {
+        setup_error_ = "the client certificate or key is not PEM";
+        X509_STORE_free(store);
+    } else {
+        client_ = cert ? std::make_unique<httplib::SSLClient>(server.host, server.port, cert, key)
+                       : std::make_unique<httplib::SSLClient>(server.host, server.port);
+        client_->set_ca_cert_store(store);  // the client owns it now
+        client_->enable_server_certificate_verification(true);
+        client_->set_connection_timeout(5, 0);
+        client_->set_write_timeout(10, 0);
+        client_->set_keep_alive(true);
+    }
+    if (cert) X509_free(cert);  // the client holds its own references
+    if (key) EVP_PKEY_free(key);
 }
+
+ApiClient::~ApiClient() = default;
 
 HttpResult ApiClient::get(const std::string& path, int timeout_s) { return request(path, timeout_s, nullptr); }
 
@@ -90,29 +88,27 @@ HttpResult ApiClient::stream(const std::string& path, int idle_s,
 HttpResult ApiClient::request(const std::string& path, int timeout_s,
                               const std::function<bool(std::string_view)>* on_line) {
     HttpResult r;
-    std::unique_ptr<httplib::SSLClient> c = connect(timeout_s);
-    if (!c) {
-        r.error = "the CA, client certificate or key is not PEM";
+    if (!client_) {
+        r.error = setup_error_;
         return r;
     }
-    {
-        std::lock_guard lk(mu_);
-        if (stopped_) {
-            r.error = "stopped";
-            return r;
-        }
-        current_ = c.get();
+    if (stopped_) {
+        r.error = "stopped";
+        return r;
     }
+    client_->set_read_timeout(timeout_s, 0);
+    if (const std::string t = creds_.bearer(); !t.empty()) client_->set_bearer_token_auth(t);
     std::string line;
     bool cut = false;  // on_line ended it, or a line grew too long
     const httplib::Headers headers{{"Accept", "application/json"}};
-    auto res = c->Get(
+    auto res = client_->Get(
         path, headers,
         [&](const httplib::Response& resp) {
             r.status = resp.status;
-            return true;
+            return !stopped_;
         },
         [&](const char* data, size_t n) {
+            if (stopped_) return false;
             if (!on_line || r.status != 200) {
                 if (r.body.size() + n > kMaxBody) return false;
                 r.body.append(data, n);
@@ -139,10 +135,6 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
             }
             return true;
         });
-    {
-        std::lock_guard lk(mu_);
-        current_ = nullptr;
-    }
     if (!res && !cut && r.error.empty()) {
         const httplib::Error e = res.error();
         r.error = e == httplib::Error::Read && on_line
@@ -160,9 +152,8 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
 }
 
 void ApiClient::stop() {
-    std::lock_guard lk(mu_);
     stopped_ = true;
-    if (current_) current_->stop();
+    if (client_) client_->stop();  // httplib: shuts the socket of what is under way
 }
 
 }  // namespace svcgate::ctl::kube

@@ -1,13 +1,14 @@
-// One HTTPS connection to the API server (cpp-httplib over OpenSSL), verified against the
-// kubeconfig's CA, with the client certificate and the bearer token of kubeconfig.h: a GET whose
-// body is read whole (a LIST page) and a GET whose body is a stream of lines (a WATCH).
+// One HTTPS client of the API server (cpp-httplib over OpenSSL, keep-alive: a LIST's pages share a
+// connection), verified against the kubeconfig's CA, with its client certificate (both read from
+// PEM once) and the bearer token of kubeconfig.h at each request: a GET whose body is read whole
+// (a LIST page) and a GET whose body is a stream of lines (a WATCH).
 //
 // Runs on: one API watcher thread each; stop() from any thread.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "control/kube/kubeconfig.h"
@@ -36,17 +37,16 @@ public:
     // A 200 body handed over line by line (a line longer than 64 MiB cuts the stream); on_line
     // returns false to end it. Silence for `idle_s` seconds cuts it (error "silent for N s").
     HttpResult stream(const std::string& path, int idle_s, const std::function<bool(std::string_view)>& on_line);
-    // Cuts what is under way, from another thread; later calls fail at once.
+    // Cuts what is under way, from another thread; later calls fail at once. (A request between
+    // its start and its socket's opening is not cut: call again until the caller has returned.)
     void stop();
 
 private:
-    std::unique_ptr<httplib::SSLClient> connect(int read_timeout_s);
     HttpResult request(const std::string& path, int timeout_s, const std::function<bool(std::string_view)>* on_line);
-    const ApiServer& server_;
     Credentials& creds_;
-    std::mutex mu_;  // current_ against stop()
-    bool stopped_ = false;
-    httplib::SSLClient* current_ = nullptr;
+    std::unique_ptr<httplib::SSLClient> client_;  // null when the PEM was not usable: setup_error_
+    std::string setup_error_;
+    std::atomic<bool> stopped_{false};
 };
 
 }  // namespace svcgate::ctl::kube

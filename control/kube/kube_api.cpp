@@ -17,7 +17,6 @@ namespace {
 constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-name";
 constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kTriggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time";
-constexpr std::array<const char*, 5> kEventTypes{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
 
 const std::array<KindInfo, kKinds> kInfo{{
     {"services", "/api/v1/services", "Service", "v1"},
@@ -104,24 +103,35 @@ KubeApi::KubeApi(const KubeApiConfig& cfg)
       server_(cfg.in_cluster ? in_cluster() : load_kubeconfig(cfg.kubeconfig, cfg.context)),
       creds_(server_),
       started_unix_(unix_now()),
-      prog_buckets_(programming_buckets().size(), 0) {
+      programming_(programming_buckets()) {
     for (auto& r : bad_log_) r = std::make_unique<RateLimit>(1, std::chrono::seconds(60));
 }
 
 KubeApi::~KubeApi() { stop(); }
 
 void KubeApi::start() {
-    for (size_t k = 0; k < kKinds; ++k) threads_.emplace_back([this, k] { run(static_cast<Kind>(k)); });
+    for (size_t k = 0; k < kKinds; ++k) {
+        ++running_;
+        threads_.emplace_back([this, k] {
+            run(static_cast<Kind>(k));
+            --running_;
+        });
+    }
 }
 
 void KubeApi::stop() {
     stopping_ = true;
-    {
-        std::lock_guard lk(wait_mu_);
-        for (ApiClient* c : clients_)
-            if (c) c->stop();
+    // Again until every thread is out: a request that had not opened its socket when its client
+    // was stopped would otherwise wait for its read timeout.
+    while (running_ > 0) {
+        {
+            std::lock_guard lk(wait_mu_);
+            for (ApiClient* c : clients_)
+                if (c) c->stop();
+        }
+        wait_cv_.notify_all();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    wait_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
 }
@@ -139,14 +149,19 @@ void KubeApi::bad(Bad b, const std::string& detail) {
     bad_log_[i]->log(LogLevel::warning, fmt::format("kubernetes API: {}: {}", bad_name(b), detail));
 }
 
-void KubeApi::note_trigger(const nlohmann::json& obj) {
-    const nlohmann::json* meta = member(obj, "metadata");
-    const nlohmann::json* ann = meta ? member(*meta, "annotations") : nullptr;
-    const nlohmann::json* t = ann ? member(*ann, kTriggerAnnotation) : nullptr;
-    if (!t || !t->is_string()) return;
-    const double when = parse_rfc3339(t->get<std::string>());
-    // As kube-proxy: only changes after this process started (a relist's old slices are not).
-    if (when >= started_unix_) triggers_.push_back(when);
+void KubeApi::store(KindState& ks, const std::string& key, Stored&& s) {
+    const auto it = ks.objects.find(key);
+    if (it != ks.objects.end() && it->second.version == s.version) return;  // a relist's: kept, read and all
+    // As kube-proxy: only changes made after this process started.
+    if (s.trigger >= started_unix_) triggers_.push_back(s.trigger);
+    if (it == ks.objects.end())
+        ks.objects.emplace(key, std::move(s));
+    else
+        it->second = std::move(s);
+}
+
+bool KubeApi::all_synced() const {
+    return std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; });
 }
 
 bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out) {
@@ -165,13 +180,18 @@ bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out)
     obj["apiVersion"] = info.api_version;
     const std::string name = string_at(obj, "metadata", "name");
     std::string ns = string_at(obj, "metadata", "namespace");
-    if (name.empty() || string_at(obj, "metadata", "resourceVersion").empty()) {
+    out.version = string_at(obj, "metadata", "resourceVersion");
+    if (name.empty() || out.version.empty()) {
         bad(Bad::invalid_object, fmt::format("{}: an object without metadata.name or resourceVersion", info.name));
         return false;
     }
     if (ns.empty()) ns = "default";
     key = ns + "/" + name;
-    if (nlohmann::json* meta = &obj["metadata"]; meta->contains("managedFields")) meta->erase("managedFields");
+    nlohmann::json& meta = obj["metadata"];
+    meta.erase("managedFields");
+    if (const nlohmann::json* ann = member(meta, "annotations"))
+        if (const nlohmann::json* t = member(*ann, kTriggerAnnotation); t && t->is_string())
+            out.trigger = parse_rfc3339(t->get<std::string>());
     out.tree = json_tree(obj);
     out.name = fmt::format("{} {}", info.kind, key);
     return true;
@@ -180,9 +200,8 @@ bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out)
 std::string KubeApi::list(Kind k, ApiClient& c) {
     const KindInfo& info = kind_info(k);
     std::map<std::string, Stored> fresh;
-    std::vector<double> triggers;
     std::string cont, rv;
-    for (int pages = 0;; ++pages) {
+    for (;;) {
         std::string path = fmt::format("{}?limit={}&labelSelector={}", info.path, cfg_.list_page_size,
                                        label_selector(cfg_.proxy_name));
         if (!cont.empty()) path += "&continue=" + query_escape(cont);
@@ -201,12 +220,7 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
             if (!selected(item, cfg_.proxy_name)) continue;
             std::string key;
             Stored s;
-            if (!accept(k, item, key, s)) continue;
-            if (k == Kind::slices) {
-                std::lock_guard lk(mu_);
-                note_trigger(item);
-            }
-            fresh[key] = std::move(s);
+            if (accept(k, item, key, s)) fresh[key] = std::move(s);
         }
         rv = string_at(j, "metadata", "resourceVersion");
         cont = string_at(j, "metadata", "continue");
@@ -214,14 +228,13 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
     }
     std::lock_guard lk(mu_);
     KindState& ks = kinds_[static_cast<size_t>(k)];
-    ks.objects = std::move(fresh);
+    std::erase_if(ks.objects, [&](const auto& o) { return !fresh.count(o.first); });  // gone meanwhile
+    for (auto& [key, s] : fresh) store(ks, key, std::move(s));
     ks.st.synced = true;
-    ks.st.objects = ks.objects.size();
     ks.st.resource_version = rv;
     ++ks.st.lists;
     ks.st.last_error.clear();
-    if (!first_synced_ && std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; }))
-        first_synced_ = std::chrono::steady_clock::now();
+    if (!first_synced_ && all_synced()) first_synced_ = std::chrono::steady_clock::now();
     ++changes_;
     last_queued_unix_ = unix_now();
     return {};
@@ -274,13 +287,10 @@ bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     if (!accept(k, obj, key, s)) return true;  // counted; the next good event's version moves on
     std::lock_guard lk(mu_);
     KindState& ks = kinds_[static_cast<size_t>(k)];
-    if (keep) {
-        if (k == Kind::slices) note_trigger(obj);
-        ks.objects[key] = std::move(s);
-    } else {
+    if (keep)
+        store(ks, key, std::move(s));
+    else
         ks.objects.erase(key);  // deleted, or no longer selected
-    }
-    ks.st.objects = ks.objects.size();
     ks.st.resource_version = rv;
     ++changes_;
     last_queued_unix_ = unix_now();
@@ -373,15 +383,13 @@ void KubeApi::run(Kind k) {
 
 bool KubeApi::synced() const {
     std::lock_guard lk(mu_);
-    return std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; });
+    return all_synced();
 }
 
 bool KubeApi::due(std::chrono::steady_clock::time_point now) const {
     std::lock_guard lk(mu_);
-    if (changes_ == published_changes_ ||
-        !std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; }))
-        return false;
-    return !published_once_ || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
+    if (changes_ == published_changes_ || !all_synced()) return false;
+    return publishes_ == 0 || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
 }
 
 bool KubeApi::apply(Config& cfg) {
@@ -396,7 +404,7 @@ bool KubeApi::apply(Config& cfg) {
     std::vector<Item> items;
     {
         std::lock_guard lk(mu_);
-        if (!std::all_of(kinds_.begin(), kinds_.end(), [](const KindState& k) { return k.st.synced; })) return false;
+        if (!all_synced()) return false;
         size_t n = 0;
         for (const KindState& ks : kinds_) n += ks.objects.size();
         items.reserve(n);
@@ -406,37 +414,40 @@ bool KubeApi::apply(Config& cfg) {
         applying_changes_ = changes_;
         publish_started_ = std::chrono::steady_clock::now();
     }
-    std::vector<size_t> fresh;
+    std::vector<size_t> unread;
     for (size_t i = 0; i < items.size(); ++i)
         if (!items[i].read) {
             const ytree::Tree& t = *items[i].tree;
             items[i].read =
                 std::make_shared<const KubeObjectRead>(read_kube_object(ytree::Node(&t, t.roots[0]), items[i].name));
-            fresh.push_back(i);
+            unread.push_back(i);
         }
     {
         std::lock_guard lk(mu_);
-        for (const size_t i : fresh) {
+        for (const size_t i : unread) {
             const auto it = kinds_[items[i].kind].objects.find(items[i].key);
             if (it != kinds_[items[i].kind].objects.end() && it->second.tree == items[i].tree)
                 it->second.read = items[i].read;
         }
     }
     std::vector<const KubeObjectRead*> reads;
-    std::vector<const std::string*> names;
-    reads.reserve(items.size()), names.reserve(items.size());
-    for (const Item& it : items) reads.push_back(it.read.get()), names.push_back(&it.name);
+    reads.reserve(items.size());
+    for (const Item& it : items) reads.push_back(it.read.get());
     std::vector<RejectedObject> rejected;
     unsigned orphans = 0;
-    add_kube_objects(reads, names, cfg, rejected, orphans);
+    add_kube_objects(reads, cfg, rejected, orphans);
+    // Each object left out is logged when it is first left out or its reason changes; the list
+    // holds those left out now, no more.
+    std::map<std::string, std::string> logged;
     for (const RejectedObject& r : rejected) {
-        auto [it, fresh] = rejected_logged_.emplace(r.name, r.message);
-        if (fresh || it->second != r.message) {
-            it->second = r.message;
+        const auto before = rejected_logged_.find(r.name);
+        if (before == rejected_logged_.end() || before->second != r.message) {
             static RateLimit rl(10, std::chrono::seconds(60));
             rl.log(LogLevel::warning, fmt::format("kubernetes API: {} left out ({}): {}", r.name, r.reason, r.message));
         }
+        logged.emplace(r.name, r.message);
     }
+    rejected_logged_ = std::move(logged);
     std::lock_guard lk(mu_);
     rejected_ = std::move(rejected);
     orphan_slices_ = orphans;
@@ -446,32 +457,28 @@ bool KubeApi::apply(Config& cfg) {
 void KubeApi::published() {
     const double now = unix_now();
     std::lock_guard lk(mu_);
-    const auto& b = programming_buckets();
     // The changes the applied objects held; what arrived while the publish was built stays due.
     const size_t n = std::min(applying_, triggers_.size());
     for (size_t i = 0; i < n; ++i) {
         const double d = std::max(0.0, now - triggers_[i]);
-        ++prog_count_;
-        prog_sum_ += d;
-        recent_[recent_next_++ % recent_.size()] = d;
-        for (size_t j = 0; j < b.size(); ++j)
-            if (d <= b[j]) ++prog_buckets_[j];
+        recent_[programming_.count() % recent_.size()] = d;
+        programming_.observe(d);
     }
     triggers_.erase(triggers_.begin(), triggers_.begin() + static_cast<long>(n));
     applying_ = 0;
     published_changes_ = applying_changes_;
     last_publish_ = publish_started_;
-    if (!published_once_ && first_synced_)
+    if (publishes_ == 0 && first_synced_)
         first_sync_ms_ =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *first_synced_).count();
-    published_once_ = true;
     ++publishes_;
 }
 
 // Quantiles of the last programming durations (the histogram's buckets are kube-proxy's, too
 // coarse below a second). Called with mu_ held.
 nlohmann::ordered_json KubeApi::programming() const {
-    std::vector<double> v(recent_.begin(), recent_.begin() + static_cast<long>(std::min(recent_next_, recent_.size())));
+    std::vector<double> v(
+        recent_.begin(), recent_.begin() + static_cast<long>(std::min<uint64_t>(programming_.count(), recent_.size())));
     if (v.empty()) return {{"samples", 0}};
     std::sort(v.begin(), v.end());
     auto q = [&](double p) {
@@ -555,15 +562,9 @@ void KubeApi::metrics(MetricsText& m) const {
     m.family("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "gauge",
              "When the last change from the API server was queued for a publish (kube-proxy's name)");
     m.sample("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "", last_queued_unix_, 3);
-    m.family("kubeproxy_network_programming_duration_seconds", "histogram",
-             "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)");
-    const auto& b = programming_buckets();
-    for (size_t i = 0; i < b.size(); ++i)
-        m.sample("kubeproxy_network_programming_duration_seconds_bucket", fmt::format("le=\"{}\"", b[i]),
-                 prog_buckets_[i]);
-    m.sample("kubeproxy_network_programming_duration_seconds_bucket", "le=\"+Inf\"", prog_count_);
-    m.sample("kubeproxy_network_programming_duration_seconds_sum", "", prog_sum_, 6);
-    m.sample("kubeproxy_network_programming_duration_seconds_count", "", prog_count_);
+    m.histogram("kubeproxy_network_programming_duration_seconds",
+                "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)",
+                programming_);
 }
 
 }  // namespace svcgate::ctl::kube

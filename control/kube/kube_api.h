@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/base/histogram.h"
 #include "control/base/log.h"
 #include "control/config/config_model.h"
 #include "control/config/kube_objects.h"
@@ -73,13 +74,15 @@ enum class Bad : uint8_t {
 };
 const char* bad_name(Bad b);
 
+// The watch event types, in KindStatus::events' order.
+inline constexpr std::array<const char*, 5> kEventTypes{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
+
 struct KindStatus {
     bool synced = false;
-    size_t objects = 0;
     std::string resource_version;
     double last_event_unix = 0;
     uint64_t lists = 0, relists = 0, reconnects = 0;
-    std::array<uint64_t, 5> events{};  // ADDED, MODIFIED, DELETED, BOOKMARK, ERROR
+    std::array<uint64_t, kEventTypes.size()> events{};
     std::string last_error;
 };
 
@@ -106,13 +109,12 @@ public:
     void metrics(MetricsText& m) const;
     const ApiServer& server() const { return server_; }
 
-    // The list/watch loop of one kind (public for tests that drive it with their own server).
-    void run(Kind k);
-
 private:
     struct Stored {
         std::shared_ptr<const ytree::Tree> tree;
         std::string name;                            // "Service default/web": the reader's messages
+        std::string version;                         // metadata.resourceVersion
+        double trigger = -1;                         // a slice's last-change-trigger-time (Unix seconds); -1: none
         std::shared_ptr<const KubeObjectRead> read;  // filled by the first apply() that takes it
     };
     struct KindState {
@@ -121,6 +123,7 @@ private:
     };
     enum class WatchEnd { closed, gone, untrusted, failed };
 
+    void run(Kind k);  // the list/watch loop of one kind, on its thread
     std::string list(Kind k, ApiClient& c);
     WatchEnd watch(Kind k, ApiClient& c, bool& answered);
     // One watch event line; false when the stream cannot be trusted any more (relist).
@@ -128,7 +131,10 @@ private:
     // An object of kind k checked and made into what the store holds; false (counted) if bad.
     bool accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out);
     void bad(Bad b, const std::string& detail);
-    void note_trigger(const nlohmann::json& obj);
+    // `s` becomes what `ks` holds under `key`, unless the same version is there already; a new
+    // version's trigger time is queued for the programming latency. Called with mu_ held.
+    void store(KindState& ks, const std::string& key, Stored&& s);
+    bool all_synced() const;                      // called with mu_ held
     bool sleep_for(std::chrono::milliseconds d);  // false when stopping
 
     KubeApiConfig cfg_;
@@ -142,7 +148,6 @@ private:
     // When the last publish began: min_sync_period runs between publish starts, as kube-proxy's
     // BoundedFrequencyRunner's minInterval runs between runs.
     std::chrono::steady_clock::time_point last_publish_{}, publish_started_{};
-    bool published_once_ = false;
     double last_queued_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
     std::vector<double> triggers_;  // last-change-trigger-times not yet programmed, oldest first
     size_t applying_ = 0;           // how many of them the last apply() took
@@ -150,18 +155,15 @@ private:
     uint64_t publishes_ = 0;
     std::vector<RejectedObject> rejected_;
     unsigned orphan_slices_ = 0;
-    std::map<std::string, std::string> rejected_logged_;  // name -> message, logged once
-    // network_programming_duration_seconds: a histogram of kube-proxy's buckets.
-    std::vector<uint64_t> prog_buckets_;
-    uint64_t prog_count_ = 0;
-    double prog_sum_ = 0;
-    std::array<double, 16384> recent_{};  // the last durations, for status's quantiles
-    size_t recent_next_ = 0;
+    std::map<std::string, std::string> rejected_logged_;  // those left out now -> the message logged
+    Histogram programming_;                               // network_programming_duration_seconds
+    std::array<double, 16384> recent_{};                  // the last programming_.count() durations, for quantiles
     std::optional<std::chrono::steady_clock::time_point> first_synced_;  // every kind listed, first time
     double first_sync_ms_ = -1;  // from then to the first publish done; -1: not yet
     nlohmann::ordered_json programming() const;
 
     std::atomic<bool> stopping_{false};
+    std::atomic<int> running_{0};  // list/watch threads not yet out of run()
     std::mutex wait_mu_;
     std::condition_variable wait_cv_;
     std::array<ApiClient*, kKinds> clients_{};

@@ -55,6 +55,37 @@ std::string kubeconfig(const std::string& cluster_extra, const std::string& user
         "\nusers:\n- name: u1\n  user:\n" + user + "- name: u2\n  user: {token: two}\n";
 }
 
+// The objects as the API sends them, read and added to `cfg` as control/kube/ does.
+void add_json(const std::vector<nlohmann::json>& objs, Config& cfg, std::vector<RejectedObject>& rejected,
+              unsigned& orphans) {
+    std::vector<KubeObjectRead> reads;
+    for (const nlohmann::json& o : objs) {
+        const auto tree = json_tree(o);
+        const std::string name = o.value("kind", "?") + " " + o["metadata"].value("name", "?");
+        reads.push_back(read_kube_object(ytree::Node(tree.get(), 0), name));
+    }
+    std::vector<const KubeObjectRead*> ptrs;
+    for (const KubeObjectRead& r : reads) ptrs.push_back(&r);
+    add_kube_objects(ptrs, cfg, rejected, orphans);
+}
+
+nlohmann::json service(const char* name, const char* ip, int port) {
+    return {{"kind", "Service"},
+            {"apiVersion", "v1"},
+            {"metadata", {{"name", name}, {"namespace", "default"}}},
+            {"spec", {{"clusterIP", ip}, {"ports", {{{"port", port}}}}}}};
+}
+
+nlohmann::json slice(const char* name, const char* service, const char* address) {
+    return {
+        {"kind", "EndpointSlice"},
+        {"apiVersion", "discovery.k8s.io/v1"},
+        {"addressType", "IPv4"},
+        {"metadata", {{"name", name}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", service}}}}},
+        {"ports", {{{"port", 8080}, {"protocol", "TCP"}}}},
+        {"endpoints", {{{"addresses", {address}}}}}};
+}
+
 }  // namespace
 
 TEST(Kubeconfig, CurrentContextCaFileAndToken) {
@@ -220,21 +251,16 @@ TEST(KubeObjects, JsonReadAsTheSameYaml) {
     char buf[4096];
     for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
     ASSERT_EQ(pclose(f), 0);
-    std::vector<std::shared_ptr<const ytree::Tree>> trees;
-    std::vector<std::string> names;
+    std::vector<nlohmann::json> objs;
     for (size_t a = 0, b; a < text.size(); a = b + 1) {
         b = text.find('\n', a);
         if (b == std::string::npos) b = text.size();
-        if (b == a) continue;
-        trees.push_back(json_tree(nlohmann::json::parse(text.substr(a, b - a))));
-        names.push_back("object " + std::to_string(names.size()));
+        if (b > a) objs.push_back(nlohmann::json::parse(text.substr(a, b - a)));
     }
-    std::vector<KubeObjectRef> refs;
-    for (size_t i = 0; i < trees.size(); ++i) refs.push_back({ytree::Node(trees[i].get(), 0), &names[i]});
     Config from_json;
     std::vector<RejectedObject> rejected;
     unsigned orphans = 0;
-    load_kube_objects(refs, from_json, rejected, orphans);
+    add_json(objs, from_json, rejected, orphans);
     EXPECT_TRUE(rejected.empty());
     EXPECT_EQ(orphans, 0u);
     ASSERT_EQ(from_json.services.size(), from_yaml.services.size());
@@ -266,50 +292,12 @@ TEST(KubeObjects, JsonReadAsTheSameYaml) {
 TEST(KubeObjects, BadObjectsLeftOutNotTheLot) {
     Config cfg = load_config_string(
         "services:\n  - {name: default/file, cluster_ip: 10.96.0.9, ports: [{port: 80}], endpoints: [10.9.0.2]}\n");
-    const std::vector<nlohmann::json> objs{
-        {{"kind", "Service"},
-         {"apiVersion", "v1"},
-         {"metadata", {{"name", "good"}, {"namespace", "default"}}},
-         {"spec", {{"clusterIP", "10.96.0.1"}, {"ports", {{{"port", 80}}}}}}},
-        {{"kind", "Service"},
-         {"apiVersion", "v1"},
-         {"metadata", {{"name", "bad"}, {"namespace", "default"}}},
-         {"spec", {{"clusterIP", "10.96.0.2"}, {"ports", {{{"port", 99999}}}}}}},
-        {{"kind", "Service"},
-         {"apiVersion", "v1"},
-         {"metadata", {{"name", "file"}, {"namespace", "default"}}},
-         {"spec", {{"clusterIP", "10.96.0.3"}, {"ports", {{{"port", 80}}}}}}},
-        {{"kind", "EndpointSlice"},
-         {"apiVersion", "discovery.k8s.io/v1"},
-         {"addressType", "IPv4"},
-         {"metadata",
-          {{"name", "good-1"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "good"}}}}},
-         {"ports", {{{"port", 8080}, {"protocol", "TCP"}}}},
-         {"endpoints", {{{"addresses", {"10.244.0.5"}}}}}},
-        {{"kind", "EndpointSlice"},
-         {"apiVersion", "discovery.k8s.io/v1"},
-         {"addressType", "IPv4"},
-         {"metadata",
-          {{"name", "x-1"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "nosuch"}}}}},
-         {"endpoints", {{{"addresses", {"10.244.0.6"}}}}}},
-        {{"kind", "EndpointSlice"},
-         {"apiVersion", "discovery.k8s.io/v1"},
-         {"addressType", "IPv4"},
-         {"metadata",
-          {{"name", "good-2"}, {"namespace", "default"}, {"labels", {{"kubernetes.io/service-name", "good"}}}}},
-         {"endpoints", {{{"addresses", {"not-an-ip"}}}}}},
-    };
-    std::vector<std::shared_ptr<const ytree::Tree>> trees;
-    std::vector<std::string> names;
-    for (const auto& o : objs) {
-        trees.push_back(json_tree(o));
-        names.push_back(o["kind"].get<std::string>() + " " + o["metadata"]["name"].get<std::string>());
-    }
-    std::vector<KubeObjectRef> refs;
-    for (size_t i = 0; i < trees.size(); ++i) refs.push_back({ytree::Node(trees[i].get(), 0), &names[i]});
+    const std::vector<nlohmann::json> objs{service("good", "10.96.0.1", 80),     service("bad", "10.96.0.2", 99999),
+                                           service("file", "10.96.0.3", 80),     slice("good-1", "good", "10.244.0.5"),
+                                           slice("x-1", "nosuch", "10.244.0.6"), slice("good-2", "good", "not-an-ip")};
     std::vector<RejectedObject> rejected;
     unsigned orphans = 0;
-    load_kube_objects(refs, cfg, rejected, orphans);
+    add_json(objs, cfg, rejected, orphans);
     ASSERT_EQ(rejected.size(), 3u);
     EXPECT_EQ(rejected[0].name, "Service bad");
     EXPECT_EQ(rejected[0].reason, "invalid_object");
