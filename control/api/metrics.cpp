@@ -11,9 +11,9 @@
 
 #include "control/api/commands.h"
 #include "control/api/metrics_collectors.h"
+#include "control/config/yaml_config.h"
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
-#include "control/config/yaml_config.h"
 
 namespace svcgate::ctl {
 

@@ -116,11 +116,13 @@ int check_config(const std::string& path) {
         for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         auto snap = build_snapshot(cfg, 1, nullptr, BuildMode::validate);  // no DPDK: nothing is started
         auto problems = host_interface_problems(cfg);
-        if (cfg.kube_api.enabled) try {  // the kubeconfig read as at start; nothing is connected
+        if (cfg.kube_api.enabled) {
+            try {  // the kubeconfig read as at start; nothing is connected
                 kube::KubeApi api(cfg.kube_api);
             } catch (const std::exception& e) {
                 problems.push_back(fmt::format("kubernetes.api: {}", e.what()));
             }
+        }
         for (std::string& m : state_file_problems(cfg)) problems.push_back(std::move(m));
         if (!problems.empty()) {
             for (const std::string& m : problems) fmt::print(stderr, "{}\n", m);

@@ -28,8 +28,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "control/snapshot/service_endpoint.h"
 #include "control/config/config_model.h"
+#include "control/snapshot/service_endpoint.h"
 #include "dataplane/flow/flow_record.h"
 #include "dataplane/lb/snapshot.h"
 
