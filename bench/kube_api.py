@@ -114,7 +114,11 @@ def main():
                            "bad_input": sum(s.get("bad_input", {}).values())})
         finally:
             p.terminate()
-            p.wait(timeout=30)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
             srv.stop()
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
