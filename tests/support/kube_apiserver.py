@@ -189,7 +189,8 @@ class Server:
 
     def send_raw(self, data, kind=None):
         """Writes data (bytes, e.g. garbage or half an event) into the open watches of kind (all if
-        None); cut=True in the data's tuple ends the stream right after it."""
+        None); data given as (bytes, "cut") ends the stream right after the bytes, without the
+        final chunk."""
         with self.store.cv:
             self.raw.append((kind, data))
             self.store.cv.notify_all()
