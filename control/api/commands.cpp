@@ -185,9 +185,25 @@ Json services_json(const DaemonState& st) {
                      {"endpoints", sp.ep_count},
                      {"ready", ready},
                      {"scheduler", scheduler_name(sp.scheduler)},
+                     {"topology", topology_mode_name(info.topology)},
                      {"packets", c.packets},
                      {"bytes", c.bytes}});
     }
+    return a;
+}
+
+// Why a traffic class of service port `sp` uses endpoint `e`: its set's rule ("all", "zone hints",
+// "node hints" for the Cluster set, "local" for a Local policy's), null when it does not use it.
+Json endpoint_use(const ServiceSnapshot& s, const ServicePort& sp, const ServiceInfo& info, uint32_t set, uint32_t e) {
+    const EndpointSet& x = s.sets[set];
+    for (uint32_t k = x.first; k < x.first + x.count; ++k)
+        if (s.members[k] == e) return set == sp.cluster_set ? topology_mode_name(info.topology) : "local";
+    return nullptr;
+}
+
+Json hint_list(const std::vector<std::string>& v) {
+    Json a = Json::array();
+    for (const std::string& h : v) a.push_back(h);
     return a;
 }
 
@@ -196,13 +212,20 @@ Json endpoints_json(const DaemonState& st) {
     Json a = Json::array();
     for (size_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
+        const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             const Endpoint& ep = s.endpoints[e];
+            const EndpointInfo& ei = s.catalogue.endpoints[e];
             const PacketCounter c = st.slots().endpoint_total(ep.slot);
-            a.push_back({{"service", s.info(static_cast<uint32_t>(i)).name},
+            a.push_back({{"service", info.name},
                          {"endpoint", ep_str(ep)},
                          {"conditions", cond_str(ep.cond)},
-                         {"node", s.catalogue.endpoints[e].node},
+                         {"node", ei.node},
+                         {"zone", ei.zone},
+                         {"zone_hints", hint_list(ei.zone_hints)},
+                         {"node_hints", hint_list(ei.node_hints)},
+                         {"internal", endpoint_use(s, sp, info, sp.internal_set, e)},
+                         {"external", endpoint_use(s, sp, info, sp.external_set, e)},
                          {"flows", st.slots().active(ep.slot)},
                          {"packets", c.packets},
                          {"bytes", c.bytes}});

@@ -34,28 +34,38 @@ std::string join(const Json& a) {
 }
 
 std::string render_services(const Json& a) {
-    std::string o = fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:>10} {:>12}\n", "SERVICE PORT", "PROTO",
-                                "CLUSTER-IP:PORT", "NODEPORT", "ENDPOINTS", "SCHED", "PACKETS", "BYTES");
+    std::string o = fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:<10} {:>10} {:>12}\n", "SERVICE PORT", "PROTO",
+                                "CLUSTER-IP:PORT", "NODEPORT", "ENDPOINTS", "SCHED", "TOPOLOGY", "PACKETS", "BYTES");
     for (const Json& j : a) {
         const auto ip = parse_ip(str(j, "cluster_ip"));
         const auto node_port = num<int>(j, "node_port");
-        o += fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:>10} {:>12}\n", str(j, "name"), str(j, "protocol"),
-                         ip ? format_endpoint(*ip, num<uint16_t>(j, "port")) : str(j, "cluster_ip"),
+        o += fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:<10} {:>10} {:>12}\n", str(j, "name"),
+                         str(j, "protocol"), ip ? format_endpoint(*ip, num<uint16_t>(j, "port")) : str(j, "cluster_ip"),
                          node_port ? std::to_string(node_port) : "-",
                          fmt::format("{}/{}", num<uint32_t>(j, "ready"), num<uint32_t>(j, "endpoints")),
-                         str(j, "scheduler"), num<uint64_t>(j, "packets"), num<uint64_t>(j, "bytes"));
+                         str(j, "scheduler"), str(j, "topology"), num<uint64_t>(j, "packets"),
+                         num<uint64_t>(j, "bytes"));
     }
     return o;
 }
 
+// Which traffic uses an endpoint and by which rule: "all", "zone hints", "internal: node hints,
+// external: local", "no".
+std::string endpoint_use(const Json& j) {
+    const std::string in = str(j, "internal"), ex = str(j, "external");
+    if (in == ex) return in == "-" ? "no" : in;
+    return fmt::format("internal: {}, external: {}", in == "-" ? "no" : in, ex == "-" ? "no" : ex);
+}
+
 std::string render_endpoints(const Json& a) {
-    std::string o = fmt::format("{:<40} {:<21} {:<28} {:<14} {:>6} {:>10} {:>12}\n", "SERVICE PORT", "ENDPOINT",
-                                "CONDITIONS", "NODE", "FLOWS", "PACKETS", "BYTES");
+    std::string o = fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:>6} {:>10} {:>12}\n", "SERVICE PORT",
+                                "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "FLOWS", "PACKETS", "BYTES");
     for (const Json& j : a) {
-        const std::string node = str(j, "node");
-        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:>6} {:>10} {:>12}\n", str(j, "service"), str(j, "endpoint"),
-                         str(j, "conditions"), node.empty() ? "-" : node, num<int32_t>(j, "flows"),
-                         num<uint64_t>(j, "packets"), num<uint64_t>(j, "bytes"));
+        const std::string node = str(j, "node"), zone = str(j, "zone");
+        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:>6} {:>10} {:>12}\n", str(j, "service"),
+                         str(j, "endpoint"), str(j, "conditions"), node.empty() ? "-" : node, zone.empty() ? "-" : zone,
+                         endpoint_use(j), num<int32_t>(j, "flows"), num<uint64_t>(j, "packets"),
+                         num<uint64_t>(j, "bytes"));
     }
     return o;
 }

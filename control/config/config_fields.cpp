@@ -65,7 +65,6 @@ const std::vector<ConfigField> kConfigFields = {
     {"kubernetes", "api.context", "its `current-context`", true},
     {"kubernetes", "api.in_cluster", "`false`", true, 0, 0,
      [](const Config& c) -> uint64_t { return c.kube_api.in_cluster; }},
-    {"kubernetes", "api.proxy_name", "none", true},
     {"kubernetes", "api.min_sync_period_ms", "`1000`", true, 0, 60000,
      [](const Config& c) -> uint64_t { return c.kube_api.min_sync_ms; }},
     {"kubernetes", "api.watch_timeout_seconds", "`300`", true, 1, 3600,
@@ -95,6 +94,10 @@ const std::vector<ConfigField> kConfigFields = {
     {"cluster", "maglev_seed", "`0`", false, 0, UINT32_MAX,
      [](const Config& c) -> uint64_t { return c.cluster.maglev_seed; }},
     {"cluster", "maglev_table_size", "by endpoint count", false, dp::kMaglevMinTable, dp::kMaglevMaxTable},
+    {"cluster", "node_labels", "`{}`"},
+    {"cluster", "proxy_name", "none"},
+    {"cluster", "proxy_name_only", "`false`", false, 0, 0,
+     [](const Config& c) -> uint64_t { return c.cluster.proxy_name_only; }},
 };
 
 const ConfigField& config_field(std::string_view section, std::string_view key) {
@@ -177,7 +180,6 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     keep(ka.kubeconfig, kr.kubeconfig, "kubernetes", "api.kubeconfig");
     keep(ka.context, kr.context, "kubernetes", "api.context");
     keep(ka.in_cluster, kr.in_cluster, "kubernetes", "api.in_cluster");
-    keep(ka.proxy_name, kr.proxy_name, "kubernetes", "api.proxy_name");
     keep(ka.min_sync_ms, kr.min_sync_ms, "kubernetes", "api.min_sync_period_ms");
     keep(ka.watch_timeout_s, kr.watch_timeout_s, "kubernetes", "api.watch_timeout_seconds");
     keep(ka.list_page_size, kr.list_page_size, "kubernetes", "api.list_page_size");

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -186,6 +187,24 @@ struct ClusterConfig {
     // gateways that share them choose alike for a connection none of them has seen.
     uint32_t maglev_seed = 0;
     uint32_t maglev_table_size = 0;
+    // The gateway's Node labels (cluster.node_labels), as kube-proxy reads its Node's: the zone
+    // (topology.kubernetes.io/zone) chooses among endpoints with topology hints.
+    std::map<std::string, std::string> node_labels;
+    // service.kubernetes.io/service-proxy-name (KEP-2447): a Service with the label is served only
+    // when it names proxy_name; one without it unless proxy_name_only. Kubernetes objects only:
+    // the compact `services:` are this gateway's own.
+    std::string proxy_name;
+    bool proxy_name_only = false;
+    // The zone of node_labels ("" = none).
+    const std::string& zone() const {
+        static const std::string none;
+        const auto it = node_labels.find("topology.kubernetes.io/zone");
+        return it == node_labels.end() ? none : it->second;
+    }
+    // Whether a Service whose service-proxy-name label is `label` (null: no label) is this gateway's.
+    bool serves_proxy(const std::string* label) const {
+        return label ? !proxy_name.empty() && *label == proxy_name : !proxy_name_only;
+    }
 };
 
 struct ServicePortConfig {
@@ -201,9 +220,13 @@ struct ServicePortConfig {
 struct EndpointConfig {
     IpAddr ip;
     std::string node;
+    std::string zone;  // informational: kube-proxy chooses by hints, not by zone
     bool ready = true;
     bool serving = true;
     bool terminating = false;
+    // Topology hints (EndpointSlice hints.forZones / forNodes, KEP-2433 and KEP-3015): written by
+    // the EndpointSlice controller from a Service's trafficDistribution or topology-mode.
+    std::vector<std::string> zone_hints, node_hints;
     Mark mark;
 };
 
@@ -240,6 +263,10 @@ struct ServiceConfig {
     bool internal_local = false;
     // kube-proxy's per-Service health check for policy Local LoadBalancers (health.h); 0 = none.
     uint16_t health_check_node_port = 0;
+    // spec.trafficDistribution, shown only: kube-proxy (and svcgate) follow the slices' hints.
+    std::string traffic_distribution;
+    // metadata.labels' service.kubernetes.io/service-proxy-name (ClusterConfig::serves_proxy).
+    std::optional<std::string> proxy_label;
     std::vector<EndpointGroup> groups;
     Mark mark;
     std::string full_name() const { return ns + "/" + name; }
@@ -252,16 +279,16 @@ struct KubeStats {
     unsigned headless = 0;         // clusterIP None: no dataplane rule
     unsigned external_name = 0;    // type ExternalName: no dataplane rule
     unsigned ignored_objects = 0;  // other kinds
+    unsigned other_proxy = 0;      // another proxy's Services (service-proxy-name), with their slices
+    unsigned service_cidrs = 0;    // networking.k8s.io ServiceCIDR objects (added to cluster.service_cidrs)
 };
 
 // kubernetes.api: follow a cluster's API server (control/kube/). Every field takes a restart.
 struct KubeApiConfig {
-    bool enabled = false;     // kubernetes.api is there
-    std::string kubeconfig;   // a kubeconfig file (resolved); "" with in_cluster
-    std::string context;      // "" = its current-context
-    bool in_cluster = false;  // the pod's service account and KUBERNETES_SERVICE_HOST/PORT
-    // Services labelled service.kubernetes.io/service-proxy-name are skipped unless it names this.
-    std::string proxy_name;
+    bool enabled = false;            // kubernetes.api is there
+    std::string kubeconfig;          // a kubeconfig file (resolved); "" with in_cluster
+    std::string context;             // "" = its current-context
+    bool in_cluster = false;         // the pod's service account and KUBERNETES_SERVICE_HOST/PORT
     uint32_t min_sync_ms = 1000;     // kube-proxy's --min-sync-period: at most one publish per this
     uint32_t watch_timeout_s = 300;  // a WATCH's timeoutSeconds; silence longer than this + 30 s: reconnect
     uint32_t list_page_size = 500;   // LIST ?limit= (client-go's pager: 500)

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,8 @@ namespace svcgate::ctl {
 namespace {
 
 constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
+constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-name";
+constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
 
 struct PendingSlice {
@@ -28,6 +31,7 @@ struct KubeLoader {
     Config& cfg;
     std::vector<ConfigIssue>& errors;
     std::vector<PendingSlice> slices;
+    std::vector<std::string> other_proxy;  // Services left out as another proxy's: their slices too
 
     std::vector<IpAddr> addrs(Reader& r, const ytree::Node& n, const Path& path) { return r.ips(n, path); }
 
@@ -126,6 +130,10 @@ struct KubeLoader {
         if (const ytree::Node h = spec["healthCheckNodePort"])
             s.health_check_node_port = r.uint<uint16_t>(h, {sp, ".healthCheckNodePort"}, 1, 65535).value_or(0);
 
+        if (const ytree::Node labels = obj["metadata"]["labels"]; labels && labels.IsMap() && labels[kProxyNameLabel])
+            s.proxy_label = r.str(labels[kProxyNameLabel], {path, ".metadata.labels"}).value_or("");
+        s.traffic_distribution = r.str_or_empty(spec, "trafficDistribution", sp);
+
         // svcgate's own knob, as an annotation so that kubectl output can carry it.
         s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
                                   fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
@@ -167,6 +175,7 @@ struct KubeLoader {
         }
         ps.family = at == "IPv6" ? Family::v6 : Family::v4;
         const ytree::Node labels = obj["metadata"]["labels"];
+        if (labels && labels.IsMap() && labels[kHeadlessLabel]) return;  // kube-proxy's selector: not ours
         if (labels && labels.IsMap() && labels[kServiceNameLabel])
             ps.service = r.str(labels[kServiceNameLabel], {path, ".metadata.labels"}).value_or("");
         if (ps.service.empty()) {
@@ -220,10 +229,37 @@ struct KubeLoader {
                     ec.serving = cond("serving", true);
                     ec.terminating = cond("terminating", false);
                 }
+                ec.zone = r.str_or_empty(e, "zone", ep);
+                if (const ytree::Node h = e["hints"]; h && !h.IsNull() && r.open_map(h, {ep, ".hints"})) {
+                    hint_names(r, h["forZones"], Path(ep, ".hints.forZones"), ec.zone_hints);
+                    hint_names(r, h["forNodes"], Path(ep, ".hints.forNodes"), ec.node_hints);
+                }
                 if (ip) ec.ip = *ip, ps.group.endpoints.push_back(std::move(ec));
             }
         }
         slices.push_back(std::move(ps));
+    }
+
+    // hints.forZones / forNodes: a list of {name: ...}.
+    static void hint_names(Reader& r, const ytree::Node& list, const Path& path, std::vector<std::string>& out) {
+        if (!list || list.IsNull() || !r.seq(list, path)) return;
+        for (size_t i = 0; i < list.size(); ++i)
+            if (r.open_map(list[i], Path(path, i)))
+                if (std::string name = r.str_or_empty(list[i], "name", Path(path, i)); !name.empty())
+                    out.push_back(std::move(name));
+    }
+
+    // networking.k8s.io ServiceCIDR (KEP-1880): its spec.cidrs join cluster.service_cidrs.
+    void service_cidr(Reader& r, const ytree::Node& obj, const std::string& path) {
+        const ytree::Node spec = obj["spec"];
+        if (!spec || !r.open_map(spec, {path, ".spec"})) {
+            if (!spec) r.error(obj, path, "a ServiceCIDR needs a spec");
+            return;
+        }
+        std::vector<IpCidr>& have = cfg.cluster.service_cidrs;
+        for (const IpCidr& c : r.cidrs(spec["cidrs"], path + ".spec.cidrs"))
+            if (std::find(have.begin(), have.end(), c) == have.end()) have.push_back(c);
+        ++cfg.kube.service_cidrs;
     }
 
     void object(Reader& r, const ytree::Node& obj, const std::string& path) {
@@ -242,6 +278,8 @@ struct KubeLoader {
             service(r, obj, where);
         } else if (kind == "EndpointSlice" && api.starts_with("discovery.k8s.io/")) {
             endpoint_slice(r, obj, where);
+        } else if (kind == "ServiceCIDR" && api.starts_with("networking.k8s.io/")) {
+            service_cidr(r, obj, where);
         } else if (kind.empty()) {
             r.error(obj, path, "not a Kubernetes object (no kind)");
         } else {
@@ -265,12 +303,18 @@ struct KubeLoader {
         }
     }
 
-    // Every slice joins its Service; all slices of one Service are merged by the builder.
-    void attach() {
+    // Every slice joins its Service; all slices of one Service are merged by the builder. Another
+    // proxy's Services leave first (with their slices), as kube-proxy's label selector leaves them.
+    void attach(size_t first_service) {
+        drop_other_proxies(first_service);
         std::map<std::string, ServiceConfig*> by_name;
         for (ServiceConfig& s : cfg.services) by_name.emplace(s.full_name(), &s);
+        std::sort(other_proxy.begin(), other_proxy.end());
         for (PendingSlice& ps : slices) {
             auto it = by_name.find(ps.ns + "/" + ps.service);
+            if (it == by_name.end() &&
+                std::binary_search(other_proxy.begin(), other_proxy.end(), ps.ns + "/" + ps.service))
+                continue;
             if (it == by_name.end()) {
                 errors.push_back(
                     ConfigIssue{ps.mark, "",
@@ -283,12 +327,25 @@ struct KubeLoader {
         }
         slices.clear();
     }
+
+    void drop_other_proxies(size_t first) {
+        auto other = [&](const ServiceConfig& s) {
+            if (cfg.cluster.serves_proxy(s.proxy_label ? &*s.proxy_label : nullptr)) return false;
+            other_proxy.push_back(s.full_name());
+            ++cfg.kube.other_proxy;
+            return true;
+        };
+        cfg.services.erase(
+            std::remove_if(cfg.services.begin() + static_cast<std::ptrdiff_t>(first), cfg.services.end(), other),
+            cfg.services.end());
+    }
 };
 
 }  // namespace
 
 void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors) {
-    KubeLoader l{cfg, errors, {}};
+    const size_t first = cfg.services.size();  // the compact services: not subject to proxy names
+    KubeLoader l{cfg, errors, {}, {}};
     for (const ManifestRef& f : files) {
         const auto text = read_file(f.path);
         if (!text) {
@@ -298,27 +355,28 @@ void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std
         cfg.manifests.push_back(f.path);
         l.stream(*text, f.path);
     }
-    l.attach();
+    l.attach(first);
 }
 
 std::string kube_summary(const KubeStats& k) {
     return fmt::format(
-        "{} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName Services; "
-        "{} other objects ignored",
-        k.services, k.slices, k.headless, k.external_name, k.ignored_objects);
+        "{} Services, {} EndpointSlices, {} ServiceCIDRs; no rule for {} headless and {} ExternalName Services; "
+        "{} of another proxy (service-proxy-name); {} other objects ignored",
+        k.services, k.slices, k.service_cidrs, k.headless, k.external_name, k.other_proxy, k.ignored_objects);
 }
 
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors) {
-    KubeLoader l{cfg, errors, {}};
+    const size_t first = cfg.services.size();
+    KubeLoader l{cfg, errors, {}, {}};
     l.stream(yaml, name);
-    l.attach();
+    l.attach(first);
 }
 
 KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name) {
     KubeObjectRead out{.name = name};
     Config scratch;
     std::vector<ConfigIssue> errors, warnings;
-    KubeLoader l{scratch, errors, {}};
+    KubeLoader l{scratch, errors, {}, {}};
     Reader r(name, errors, warnings);
     l.object(r, obj, "");
     out.stats = scratch.kube;
@@ -338,6 +396,7 @@ KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name)
 void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config& cfg,
                       std::vector<RejectedObject>& rejected, unsigned& orphan_slices) {
     std::unordered_map<std::string, size_t> by_name;  // Service -> its index in cfg.services
+    std::unordered_set<std::string> other;            // another proxy's Services (service-proxy-name)
     by_name.reserve(cfg.services.size() + objects.size());
     cfg.services.reserve(cfg.services.size() + objects.size() / 2);
     for (size_t i = 0; i < cfg.services.size(); ++i) by_name.emplace(cfg.services[i].full_name(), i);
@@ -349,6 +408,12 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
             continue;
         }
         if (!o.service) continue;
+        const std::optional<std::string>& label = o.service->proxy_label;
+        if (!cfg.cluster.serves_proxy(label ? &*label : nullptr)) {
+            other.insert(o.service->full_name());
+            ++cfg.kube.other_proxy;
+            continue;
+        }
         if (!by_name.emplace(o.service->full_name(), cfg.services.size()).second) {
             rejected.push_back(
                 RejectedObject{o.name, "duplicate_service", "a Service of that name is in the config file"});
@@ -363,6 +428,7 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
         const KubeObjectRead& o = *objects[i];
         if (!o.reason.empty() || !o.slice) continue;
         const auto it = by_name.find(o.slice->ns + "/" + o.slice->service);
+        if (it == by_name.end() && other.contains(o.slice->ns + "/" + o.slice->service)) continue;
         if (it == by_name.end() || it->second < file_services) {  // a file Service takes no API slice
             ++orphan_slices;
             continue;

@@ -288,6 +288,22 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
         if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
     if (n["reject_unknown_port"])
         if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
+    if (const ytree::Node labels = n["node_labels"];
+        labels && !labels.IsNull() && r.open_map(labels, "cluster.node_labels"))
+        for (const auto& kv : labels) {
+            const std::string path = "cluster.node_labels." + kv.first.Scalar();
+            if (kv.second.IsNull()) {
+                c.node_labels[kv.first.Scalar()] = "";  // `zone:` with no value: an empty label
+            } else if (auto v = r.str(kv.second, path)) {
+                c.node_labels[kv.first.Scalar()] = *v;
+            }
+        }
+    if (n["proxy_name"])
+        if (auto p = r.str(n["proxy_name"], "cluster.proxy_name")) c.proxy_name = *p;
+    if (n["proxy_name_only"])
+        if (auto b = r.boolean(n["proxy_name_only"], "cluster.proxy_name_only")) c.proxy_name_only = *b;
+    if (c.proxy_name_only && c.proxy_name.empty())
+        r.error(n["proxy_name_only"], "cluster.proxy_name_only", "proxy_name_only needs a proxy_name");
     // "LOW-HIGH" within [min, 65535], at least `span` ports.
     auto range = [&](const char* key, unsigned min, unsigned span, uint16_t& lo_out, uint16_t& hi_out) {
         const ytree::Node nr = n[key];
@@ -609,8 +625,6 @@ void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside bes
         if (auto p = r.str(n["context"], "kubernetes.api.context")) c.context = *p;
     if (n["in_cluster"])
         if (auto b = r.boolean(n["in_cluster"], "kubernetes.api.in_cluster")) c.in_cluster = *b;
-    if (n["proxy_name"])
-        if (auto p = r.str(n["proxy_name"], "kubernetes.api.proxy_name")) c.proxy_name = *p;
     read_number(r, n["min_sync_period_ms"], "kubernetes", "api.min_sync_period_ms", c.min_sync_ms);
     read_number(r, n["watch_timeout_seconds"], "kubernetes", "api.watch_timeout_seconds", c.watch_timeout_s);
     read_number(r, n["list_page_size"], "kubernetes", "api.list_page_size", c.list_page_size);

@@ -14,7 +14,6 @@ namespace svcgate::ctl::kube {
 
 namespace {
 
-constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-name";
 constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kTriggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time";
 
@@ -72,20 +71,12 @@ const char* bad_name(Bad b) {
     return names[static_cast<size_t>(b)];
 }
 
-std::string label_selector(const std::string& proxy_name) {
-    const std::string proxy =
-        proxy_name.empty() ? std::string("!") + kProxyNameLabel : std::string(kProxyNameLabel) + "=" + proxy_name;
-    return query_escape(proxy + ",!" + kHeadlessLabel);
-}
+std::string label_selector() { return query_escape(std::string("!") + kHeadlessLabel); }
 
-bool selected(const nlohmann::json& obj, const std::string& proxy_name) {
+bool selected(const nlohmann::json& obj) {
     const nlohmann::json* meta = member(obj, "metadata");
     const nlohmann::json* labels = meta ? member(*meta, "labels") : nullptr;
-    if (!labels || !labels->is_object()) return proxy_name.empty();
-    if (labels->contains(kHeadlessLabel)) return false;
-    const auto it = labels->find(kProxyNameLabel);
-    if (it == labels->end()) return proxy_name.empty();
-    return !proxy_name.empty() && it->is_string() && it->get<std::string>() == proxy_name;
+    return !labels || !labels->is_object() || !labels->contains(kHeadlessLabel);
 }
 
 const std::vector<double>& programming_buckets() {
@@ -202,8 +193,8 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
     std::map<std::string, Stored> fresh;
     std::string cont, rv;
     for (;;) {
-        std::string path = fmt::format("{}?limit={}&labelSelector={}", info.path, cfg_.list_page_size,
-                                       label_selector(cfg_.proxy_name));
+        std::string path =
+            fmt::format("{}?limit={}&labelSelector={}", info.path, cfg_.list_page_size, label_selector());
         if (!cont.empty()) path += "&continue=" + query_escape(cont);
         HttpResult r = c.get(path, 60);
         if (r.status == 410 && !cont.empty()) {  // the continue token expired: from the start
@@ -217,7 +208,7 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
             return fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind);
         }
         for (nlohmann::json& item : j["items"]) {
-            if (!selected(item, cfg_.proxy_name)) continue;
+            if (!selected(item)) continue;
             std::string key;
             Stored s;
             if (accept(k, item, key, s)) fresh[key] = std::move(s);
@@ -281,7 +272,7 @@ bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
         kinds_[static_cast<size_t>(k)].st.resource_version = rv;
         return true;
     }
-    const bool keep = type != "DELETED" && selected(obj, cfg_.proxy_name);
+    const bool keep = type != "DELETED" && selected(obj);
     std::string key;
     Stored s;
     if (!accept(k, obj, key, s)) return true;  // counted; the next good event's version moves on
@@ -306,7 +297,7 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
     }
     const std::string path =
         fmt::format("{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}&labelSelector={}",
-                    info.path, cfg_.watch_timeout_s, query_escape(rv), label_selector(cfg_.proxy_name));
+                    info.path, cfg_.watch_timeout_s, query_escape(rv), label_selector());
     WatchEnd end = WatchEnd::closed;
     // Silence past the server's own timeout, plus a margin, is a stalled watch.
     HttpResult r = c.stream(path, static_cast<int>(cfg_.watch_timeout_s) + 5,

@@ -4,10 +4,11 @@
 // timeoutSeconds, resumed from the last event's or bookmark's version. 410 Gone (as a status or
 // an ERROR event) relists; a stream that cannot be trusted (a malformed event, an event cut
 // mid-object, an unknown event type) relists; any other failure reconnects after a jittered
-// exponential backoff (0.8 s doubling to 30 s, as client-go's). Both kinds use kube-proxy's
-// label selector: no `service.kubernetes.io/headless`, and `service.kubernetes.io/service-proxy-
-// name` absent or equal to kubernetes.api.proxy_name (checked again here, should a server ignore
-// the selector).
+// exponential backoff (0.8 s doubling to 30 s, as client-go's). Both kinds are listed without
+// `service.kubernetes.io/headless` (kube-proxy's selector; checked again here, should a server
+// ignore it). kube-proxy's other requirement, no `service.kubernetes.io/service-proxy-name`, is
+// applied when the objects are added (add_kube_objects, cluster.proxy_name), so that a reload
+// can change it and files and API follow one rule.
 //
 // Publishing: nothing from the API until every kind has listed once (synced()); after that, due()
 // says when the objects changed and the last publish is at least min_sync_period old, and
@@ -57,10 +58,10 @@ struct KindInfo {
 };
 const KindInfo& kind_info(Kind k);
 
-// kube-proxy's selector for `proxy_name` ("" = the label must be absent), as a query value.
-std::string label_selector(const std::string& proxy_name);
+// The label selector of both kinds (no headless Services' slices), as a query value.
+std::string label_selector();
 // The same test on an object's labels.
-bool selected(const nlohmann::json& obj, const std::string& proxy_name);
+bool selected(const nlohmann::json& obj);
 
 // Stream-level problems, counted by reason (svcgate_kube_bad_input_total).
 enum class Bad : uint8_t {

@@ -38,6 +38,8 @@ struct Builder {
     // Scratch reused for every service port.
     std::vector<uint64_t> seen, ids;
     std::vector<uint32_t> cluster, local;
+    // The config of each endpoint of the service port being built, t.endpoints[ep_first + i].
+    std::vector<const EndpointConfig*> ep_cfg;
 
     void error(const Mark& m, std::string path, std::string msg) {
         errors.push_back(ConfigIssue{m, std::move(path), std::move(msg)});
@@ -148,6 +150,7 @@ struct Builder {
         // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
         sp.ep_first = static_cast<uint32_t>(t.endpoints.size());
         seen.clear();
+        ep_cfg.clear();
         for (const EndpointGroup& g : sc.groups) {
             for (const EndpointGroup::Port& gp : g.ports) {
                 if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
@@ -158,33 +161,40 @@ struct Builder {
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) | (e.terminating ? kTerminating : 0) |
                         (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
                     t.endpoints.push_back(ep);
-                    s.catalogue.endpoints.push_back(EndpointInfo{e.node});
+                    s.catalogue.endpoints.push_back(EndpointInfo{e.node, e.zone, e.zone_hints, e.node_hints});
+                    ep_cfg.push_back(&e);
                 }
             }
         }
         drop_duplicate_endpoints(sp.ep_first);
         sp.ep_count = static_cast<uint32_t>(t.endpoints.size()) - sp.ep_first;
 
-        // CategorizeEndpoints.
+        // CategorizeEndpoints (kube-proxy's pkg/proxy/topology.go): Cluster endpoints are the ready
+        // ones the topology mode allows, else the serving-terminating ones (of any topology: the
+        // mode already fell back if no ready endpoint fitted it); Local policies ignore hints.
         auto pick = [&](std::vector<uint32_t>& v, auto&& pred) {
             v.clear();
             for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-                if (pred(t.endpoints[i].cond)) v.push_back(i);
+                if (pred(t.endpoints[i].cond, *ep_cfg[i - sp.ep_first])) v.push_back(i);
         };
-        auto ready = [](uint8_t c) { return (c & kReady) != 0; };
-        auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
-        pick(cluster, ready);
+        auto ready = [](uint8_t c, const EndpointConfig&) { return (c & kReady) != 0; };
+        auto serving_term = [](uint8_t c, const EndpointConfig&) { return (c & kServing) && (c & kTerminating); };
+        info.topology = topology_mode(sp.ep_first, sp.ep_count);
+        pick(cluster, [&](uint8_t c, const EndpointConfig& e) { return (c & kReady) && fits(e, info.topology); });
         if (cluster.empty()) pick(cluster, serving_term);
         bool has_any = false;
-        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-            has_any = has_any || ready(t.endpoints[i].cond) || serving_term(t.endpoints[i].cond);
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i) {
+            const uint8_t c = t.endpoints[i].cond;
+            has_any = has_any || (c & kReady) || ((c & kServing) && (c & kTerminating));
+        }
 
         sp.cluster_set = add_set(cluster, sp.scheduler);
         // Most Services use no Local policy: skip the set (and its Maglev table) for them.
         const bool uses_local = sp.internal_local || sp.external_local;
         if (uses_local) {
-            pick(local, [&](uint8_t c) { return ready(c) && (c & kLocal); });
-            if (local.empty()) pick(local, [&](uint8_t c) { return serving_term(c) && (c & kLocal); });
+            pick(local, [&](uint8_t c, const EndpointConfig& e) { return ready(c, e) && (c & kLocal); });
+            if (local.empty())
+                pick(local, [&](uint8_t c, const EndpointConfig& e) { return serving_term(c, e) && (c & kLocal); });
         }
         const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
@@ -221,6 +231,45 @@ struct Builder {
         origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
     }
 
+    // kube-proxy's topologyModeFromHints over the endpoints [first, first + count): same-node when
+    // every ready endpoint has node hints and one names this node, else same-zone when every
+    // ready endpoint has zone hints and one names this zone, else none.
+    TopologyMode topology_mode(uint32_t first, uint32_t count) const {
+        bool any_ready = false, all_node = true, for_node = false, all_zone = true, for_zone = false;
+        for (uint32_t i = first; i < first + count; ++i) {
+            if (!(t.endpoints[i].cond & kReady)) continue;
+            any_ready = true;
+            const EndpointConfig& e = *ep_cfg[i - first];
+            if (e.node_hints.empty())
+                all_node = false;
+            else
+                for_node = for_node || has(e.node_hints, cfg.cluster.node_name);
+            if (e.zone_hints.empty())
+                all_zone = false;
+            else
+                for_zone = for_zone || has(e.zone_hints, cfg.cluster.zone());
+        }
+        if (!any_ready) return TopologyMode::all;
+        if (all_node && for_node) return TopologyMode::node;
+        if (all_zone && for_zone) return TopologyMode::zone;
+        return TopologyMode::all;
+    }
+    // kube-proxy's availableForTopology.
+    bool fits(const EndpointConfig& e, TopologyMode mode) const {
+        switch (mode) {
+            case TopologyMode::all:
+                return true;
+            case TopologyMode::node:
+                return has(e.node_hints, cfg.cluster.node_name);
+            case TopologyMode::zone:
+                return has(e.zone_hints, cfg.cluster.zone());
+        }
+        return false;
+    }
+    static bool has(const std::vector<std::string>& v, const std::string& x) {
+        return std::find(v.begin(), v.end(), x) != v.end();
+    }
+
     // Endpoints from t.endpoints[first] on, keyed by seen[]: duplicates across slices count once
     // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
     void drop_duplicate_endpoints(uint32_t first) {
@@ -232,10 +281,12 @@ struct Builder {
         size_t out = first;
         for (size_t i = 0; i < seen.size(); ++i)
             if (kept.insert(seen[i]).second) {
+                ep_cfg[out - first] = ep_cfg[i];
                 t.endpoints[out] = t.endpoints[first + i];
                 s.catalogue.endpoints[out++] = std::move(s.catalogue.endpoints[first + i]);
             }
         t.endpoints.resize(out);
+        ep_cfg.resize(out - first);
         s.catalogue.endpoints.resize(out);
     }
 

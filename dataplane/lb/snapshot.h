@@ -93,6 +93,13 @@ struct alignas(64) ServicePort {
 static_assert(sizeof(ServicePort) == 64, "what selection reads is one cache line");
 
 // What people read about a service port (svcgatectl, metrics, trace), by service index.
+// Which endpoints a service port's Cluster traffic uses (kube-proxy's topology mode): all of them,
+// those hinted for the gateway's zone, or those hinted for its node.
+enum class TopologyMode : uint8_t { all, zone, node };
+constexpr const char* topology_mode_name(TopologyMode m) noexcept {
+    return m == TopologyMode::zone ? "zone hints" : m == TopologyMode::node ? "node hints" : "all";
+}
+
 struct ServiceInfo {
     std::string name;  // "namespace/name:port-name" (port name may be empty)
     Family family = Family::v4;
@@ -101,10 +108,13 @@ struct ServiceInfo {
     uint16_t node_port = 0;  // host order; 0 = none
     std::vector<IpAddr> external_ips;
     std::vector<IpAddr> lb_ips;
+    TopologyMode topology = TopologyMode::all;
 };
 
 struct EndpointInfo {
     std::string node;
+    std::string zone;
+    std::vector<std::string> zone_hints, node_hints;
 };
 
 // How a packet reached a service port: the VIP table's value, a service index and an AddrRole in

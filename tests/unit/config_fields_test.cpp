@@ -168,7 +168,6 @@ kubernetes: {api: {kubeconfig: k}}
         {"kubernetes.api.kubeconfig", {"kubeconfig: k}", "kubeconfig: k2}"}},
         {"kubernetes.api.context", {"kubeconfig: k}", "kubeconfig: k, context: c}"}},
         {"kubernetes.api.in_cluster", {"kubeconfig: k}", "in_cluster: true}"}},
-        {"kubernetes.api.proxy_name", {"kubeconfig: k}", "kubeconfig: k, proxy_name: p}"}},
         {"kubernetes.api.min_sync_period_ms", {"kubeconfig: k}", "kubeconfig: k, min_sync_period_ms: 5}"}},
         {"kubernetes.api.watch_timeout_seconds", {"kubeconfig: k}", "kubeconfig: k, watch_timeout_seconds: 5}"}},
         {"kubernetes.api.list_page_size", {"kubeconfig: k}", "kubeconfig: k, list_page_size: 5}"}},

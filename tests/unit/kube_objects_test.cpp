@@ -5,7 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 #include "control/config/kube_objects.h"
+#include "control/config/yaml_config.h"
 #include "control/snapshot/snapshot_builder.h"
 #include "test_support.h"
 
@@ -324,4 +329,173 @@ TEST(KubeObjects, ConfigLoadsManifestsRelativeToItself) {
     }
     std::remove((dir + "/objs.yaml").c_str());
     std::remove((dir + "/gw.yaml").c_str());
+}
+
+namespace {
+
+// A Service with one slice whose endpoints carry `hints` (one entry per endpoint: zone hints,
+// node hints, ready), the way the EndpointSlice controller writes them.
+struct HintedEndpoint {
+    const char* ip;
+    const char* zone_hint;  // "" = none
+    const char* node_hint;  // "" = none
+    bool ready = true;
+};
+std::string hinted(const std::vector<HintedEndpoint>& eps) {
+    std::string y = R"(apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Service
+  metadata: {name: s, namespace: ns}
+  spec: {clusterIP: 10.96.0.9, trafficDistribution: PreferSameZone, ports: [{name: '', port: 80}]}
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  addressType: IPv4
+  metadata: {name: s-1, namespace: ns, labels: {kubernetes.io/service-name: s}}
+  ports: [{name: '', port: 80}]
+  endpoints:
+)";
+    for (const HintedEndpoint& e : eps) {
+        y += fmt::format("  - {{addresses: [{}], zone: z, conditions: {{ready: {}}}", e.ip, e.ready);
+        std::string hints;
+        if (*e.zone_hint) hints += fmt::format("forZones: [{{name: {}}}]", e.zone_hint);
+        if (*e.node_hint) hints += fmt::format("{}forNodes: [{{name: {}}}]", hints.empty() ? "" : ", ", e.node_hint);
+        if (!hints.empty()) y += ", hints: {" + hints + "}";
+        y += "}\n";
+    }
+    return y;
+}
+
+// The addresses of service port 0's Cluster set, sorted, and its topology rule.
+std::pair<std::vector<std::string>, dp::TopologyMode> cluster_set(const std::string& yaml, const char* zone,
+                                                                  const char* node = "gw") {
+    std::vector<ConfigIssue> errors;
+    Config c = load(yaml, errors);
+    EXPECT_TRUE(errors.empty()) << errors[0].str();
+    c.cluster.node_name = node;
+    if (*zone) c.cluster.node_labels["topology.kubernetes.io/zone"] = zone;
+    test::ensure_eal();
+    auto s = build_snapshot(c);
+    const dp::ServicePort& sp = s->services[0];
+    std::vector<std::string> out;
+    const dp::EndpointSet& set = s->sets[sp.cluster_set];
+    for (uint32_t k = set.first; k < set.first + set.count; ++k)
+        out.push_back(format_ip(s->endpoints[s->members[k]].ip));
+    std::sort(out.begin(), out.end());
+    return {out, s->info(0).topology};
+}
+
+using Ips = std::vector<std::string>;
+
+}  // namespace
+
+TEST(KubeObjects, HintsZoneAndTrafficDistributionAreRead) {
+    std::vector<ConfigIssue> errors;
+    const Config c = load(hinted({{"10.0.0.1", "zone-a", "node-1"}, {"10.0.0.2", "", ""}}), errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    const ServiceConfig* s = find(c, "ns/s");
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->traffic_distribution, "PreferSameZone");
+    const auto& eps = s->groups.at(0).endpoints;
+    ASSERT_EQ(eps.size(), 2u);
+    EXPECT_EQ(eps[0].zone, "z");
+    EXPECT_EQ(eps[0].zone_hints, std::vector<std::string>{"zone-a"});
+    EXPECT_EQ(eps[0].node_hints, std::vector<std::string>{"node-1"});
+    EXPECT_TRUE(eps[1].zone_hints.empty());
+    EXPECT_TRUE(eps[1].node_hints.empty());
+}
+
+// kube-proxy's CategorizeEndpoints (pkg/proxy/topology.go) on Cluster traffic.
+TEST(KubeObjects, TopologyHintsChooseAsKubeProxy) {
+    using M = dp::TopologyMode;
+    const std::string zones =
+        hinted({{"10.0.0.1", "zone-a", ""}, {"10.0.0.2", "zone-b", ""}, {"10.0.0.3", "zone-a", ""}});
+    EXPECT_EQ(cluster_set(zones, "zone-a"), std::pair(Ips{"10.0.0.1", "10.0.0.3"}, M::zone));
+    EXPECT_EQ(cluster_set(zones, "zone-b"), std::pair(Ips{"10.0.0.2"}, M::zone));
+    EXPECT_EQ(cluster_set(zones, "zone-c"), std::pair(Ips{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, M::all))
+        << "no endpoint for this zone: all";
+    EXPECT_EQ(cluster_set(zones, ""), std::pair(Ips{"10.0.0.1", "10.0.0.2", "10.0.0.3"}, M::all)) << "no zone label";
+    // One ready endpoint without hints: all; an unready one does not count.
+    EXPECT_EQ(cluster_set(hinted({{"10.0.0.1", "zone-a", ""}, {"10.0.0.2", "", ""}}), "zone-a").second, M::all);
+    EXPECT_EQ(cluster_set(hinted({{"10.0.0.1", "zone-a", ""}, {"10.0.0.2", "", "", false}}), "zone-a"),
+              std::pair(Ips{"10.0.0.1"}, M::zone));
+    // Only unready endpoints in the zone: the others, whose hints name other zones: all ready ones.
+    EXPECT_EQ(cluster_set(hinted({{"10.0.0.1", "zone-a", "", false}, {"10.0.0.2", "zone-b", ""}}), "zone-a"),
+              std::pair(Ips{"10.0.0.2"}, M::all));
+    // Node hints first, then zone hints, then all.
+    const std::string nodes =
+        hinted({{"10.0.0.1", "zone-a", "gw"}, {"10.0.0.2", "zone-a", "other"}, {"10.0.0.3", "zone-b", "third"}});
+    EXPECT_EQ(cluster_set(nodes, "zone-a"), std::pair(Ips{"10.0.0.1"}, M::node));
+    EXPECT_EQ(cluster_set(nodes, "zone-a", "elsewhere"), std::pair(Ips{"10.0.0.1", "10.0.0.2"}, M::zone));
+    // The node's hinted endpoint goes not ready: the node rule has nothing for it, zone hints next.
+    EXPECT_EQ(cluster_set(hinted({{"10.0.0.1", "zone-a", "gw", false},
+                                  {"10.0.0.2", "zone-a", "other"},
+                                  {"10.0.0.3", "zone-b", "third"}}),
+                          "zone-a"),
+              std::pair(Ips{"10.0.0.2"}, M::zone));
+}
+
+// service.kubernetes.io/service-proxy-name (KEP-2447) and the headless label, for files.
+TEST(KubeObjects, ServiceProxyNameLeavesOtherProxiesServices) {
+    const std::string yaml = R"(apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Service, metadata: {name: mine, labels: {service.kubernetes.io/service-proxy-name: gw}},
+   spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: theirs, labels: {service.kubernetes.io/service-proxy-name: other}},
+   spec: {clusterIP: 10.96.0.2, ports: [{port: 80}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: plain}, spec: {clusterIP: 10.96.0.3, ports: [{port: 80}]}}
+- {apiVersion: discovery.k8s.io/v1, kind: EndpointSlice, addressType: IPv4,
+   metadata: {name: theirs-1, labels: {kubernetes.io/service-name: theirs}}, endpoints: [{addresses: [10.0.0.2]}],
+   ports: [{name: '', port: 80}]}
+- {apiVersion: discovery.k8s.io/v1, kind: EndpointSlice, addressType: IPv4,
+   metadata: {name: gone-1, labels: {kubernetes.io/service-name: gone, service.kubernetes.io/headless: ''}},
+   endpoints: [{addresses: [10.0.0.9]}], ports: [{name: '', port: 80}]}
+)";
+    auto served = [&](const char* name, bool only) {
+        Config c;
+        c.cluster.proxy_name = name;
+        c.cluster.proxy_name_only = only;
+        std::vector<ConfigIssue> errors;
+        load_kube_string(yaml, "m.yaml", c, errors);
+        EXPECT_TRUE(errors.empty()) << "another proxy's slice, a headless slice: no error: " << errors[0].str();
+        std::vector<std::string> names;
+        for (const ServiceConfig& s : c.services) names.push_back(s.name);
+        EXPECT_EQ(c.kube.other_proxy, 3u - names.size());
+        return names;
+    };
+    EXPECT_EQ(served("", false), (std::vector<std::string>{"plain"})) << "kube-proxy's own rule";
+    EXPECT_EQ(served("gw", false), (std::vector<std::string>{"mine", "plain"}));
+    EXPECT_EQ(served("gw", true), (std::vector<std::string>{"mine"}));
+    EXPECT_THROW(load_config_string("cluster: {proxy_name_only: true}\n"), ConfigError) << "only needs a name";
+    const Config c = load_config_string(
+        "cluster: {proxy_name: gw, proxy_name_only: true, "
+        "node_labels: {topology.kubernetes.io/zone: zone-a, x: }}\n");
+    EXPECT_EQ(c.cluster.zone(), "zone-a");
+    EXPECT_EQ(c.cluster.node_labels.at("x"), "");
+}
+
+// networking.k8s.io ServiceCIDR objects (KEP-1880) join cluster.service_cidrs, once each.
+TEST(KubeObjects, ServiceCidrObjectsJoinServiceCidrs) {
+    Config c;
+    c.cluster.service_cidrs.push_back(*parse_cidr("10.96.0.0/12"));
+    std::vector<ConfigIssue> errors;
+    load_kube_string(R"(apiVersion: v1
+kind: List
+items:
+- {apiVersion: networking.k8s.io/v1, kind: ServiceCIDR, metadata: {name: a}, spec: {cidrs: [10.96.0.0/12, 'fd00:96::/108']}}
+- {apiVersion: networking.k8s.io/v1beta1, kind: ServiceCIDR, metadata: {name: b}, spec: {cidrs: [10.100.0.0/16]}}
+)",
+                     "m.yaml", c, errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    ASSERT_EQ(c.cluster.service_cidrs.size(), 3u);
+    EXPECT_EQ(format_cidr(c.cluster.service_cidrs[1]), "fd00:96::/108");
+    EXPECT_EQ(format_cidr(c.cluster.service_cidrs[2]), "10.100.0.0/16");
+    EXPECT_EQ(c.kube.service_cidrs, 2u);
+    errors.clear();
+    load_kube_string(
+        "{apiVersion: networking.k8s.io/v1, kind: ServiceCIDR, metadata: {name: c}, spec: {cidrs: [nope]}}", "m.yaml",
+        c, errors);
+    EXPECT_EQ(errors.size(), 1u) << "a bad CIDR is an error, not a crash";
 }
