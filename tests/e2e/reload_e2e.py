@@ -36,38 +36,6 @@ def curl(ns, url):
     return body.strip() if body is not None else None
 
 MIN_REQUESTS = 50  # each client's, at least
-# A keep-alive client: one TCP connection, a request every 20 ms until STOP_FILE exists and more
-# than MIN_REQUESTS were answered (at most 120 s): it spans the reloads however long a busy host
-# takes for them. Prints the first pod at once, then a JSON summary.
-CLIENT = r"""
-import http.client, json, os, sys, time
-host, port, stop, least = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-c = http.client.HTTPConnection(host, port, timeout=2)
-pods, errors, gaps, last = [], [], [], None
-end = time.monotonic() + 120
-while time.monotonic() < end and not (os.path.exists(stop) and len(pods) > least):
-    try:
-        c.request("GET", "/")
-        pods.append(c.getresponse().read().decode().strip())
-    except Exception as e:
-        errors.append(repr(e))
-        break
-    now = time.monotonic()
-    if last is not None:
-        gaps.append(now - last)
-    last = now
-    if len(pods) == 1:
-        print(pods[0], flush=True)
-    time.sleep(0.02)
-print(json.dumps({"requests": len(pods), "pods": sorted(set(pods)), "errors": errors,
-                  "max_gap": max(gaps) if gaps else None}), flush=True)
-"""
-
-
-
-
-
-
 
 
 def retrans(ns):
@@ -111,8 +79,8 @@ try:
     TCP_NS = ("client", "lab-sleeper", "test-pod-1", "test-pod-2", "test-pod-3")
     rt0 = {ns: retrans(ns) for ns in TCP_NS}
     for ns, host, port in (("client", "192.168.67.8", "30001"), ("lab-sleeper", "10.107.169.79", "80")):
-        clients.append(subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", CLIENT, host, port,
-                                         stop_clients, str(MIN_REQUESTS)], stdout=subprocess.PIPE, text=True))
+        clients.append(subprocess.Popen(["ip", "netns", "exec", ns, "/usr/bin/python3", "-c", checks.KEEPALIVE, host,
+                                         port, stop_clients, str(MIN_REQUESTS)], stdout=subprocess.PIPE, text=True))
     used = {c.stdout.readline().strip() for c in clients}
     check(used <= set(POD_IP), f"both connections answered: {sorted(used)}")
 

@@ -54,27 +54,6 @@ for _ in range(n):
 print(json.dumps({"pods": seen, "failed": failed}))
 """
 
-# One keep-alive connection: a request every 50 ms until the stop file exists (at most 60 s); prints
-# the first pod at once, then a JSON summary.
-KEEPALIVE = r"""
-import http.client, json, os, sys, time
-host, port, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-c = http.client.HTTPConnection(host, port, timeout=2)
-pods, errors, end = [], [], time.monotonic() + 60
-while time.monotonic() < end and not os.path.exists(stop):
-    try:
-        c.request("GET", "/")
-        pods.append(c.getresponse().read().decode().strip())
-    except Exception as e:
-        errors.append(repr(e))
-        break
-    if len(pods) == 1:
-        print(pods[0], flush=True)
-    time.sleep(0.05)
-print(json.dumps({"requests": len(pods), "pods": sorted(set(pods)), "errors": errors}), flush=True)
-"""
-
-
 def connect(host, port, n=N):
     r = checks.ns("lab-sleeper", "/usr/bin/python3", "-c", CONNECT, host, str(port), str(n), timeout=120)
     return json.loads(r.stdout or b"{}") if r.returncode == 0 else {"pods": {}, "failed": n}
@@ -170,8 +149,8 @@ try:
           f"an endpoint without hints: {N} new connections reach all three pods: {got}")
 
     # 2. PreferSameNode: the node's endpoint goes not ready under an open connection.
-    keep = subprocess.Popen(["ip", "netns", "exec", "lab-sleeper", "/usr/bin/python3", "-c", KEEPALIVE,
-                             "10.96.50.2", "80", stop], stdout=subprocess.PIPE, text=True)
+    keep = subprocess.Popen(["ip", "netns", "exec", "lab-sleeper", "/usr/bin/python3", "-c", checks.KEEPALIVE,
+                             "10.96.50.2", "80", stop, "10"], stdout=subprocess.PIPE, text=True)
     first = keep.stdout.readline().strip()
     check(first == "test-pod-1", f"PreferSameNode: a connection reaches the node's own endpoint ({first})")
     got = connect("10.96.50.2", 80, 30)

@@ -76,6 +76,35 @@ def accounting(ctl_bin, sock, what, baseline=None):
     return in_use
 
 
+# A keep-alive HTTP client for `python3 -c KEEPALIVE HOST PORT STOP_FILE LEAST`: one TCP connection,
+# a request every 20 ms until STOP_FILE exists and more than LEAST were answered (at most 120 s), so
+# that it spans whatever a test does meanwhile, however long a busy host takes. Prints the first
+# pod at once, then a JSON summary.
+KEEPALIVE = r"""
+import http.client, json, os, sys, time
+host, port, stop, least = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+c = http.client.HTTPConnection(host, port, timeout=2)
+pods, errors, gaps, last = [], [], [], None
+end = time.monotonic() + 120
+while time.monotonic() < end and not (os.path.exists(stop) and len(pods) > least):
+    try:
+        c.request("GET", "/")
+        pods.append(c.getresponse().read().decode().strip())
+    except Exception as e:
+        errors.append(repr(e))
+        break
+    now = time.monotonic()
+    if last is not None:
+        gaps.append(now - last)
+    last = now
+    if len(pods) == 1:
+        print(pods[0], flush=True)
+    time.sleep(0.02)
+print(json.dumps({"requests": len(pods), "pods": sorted(set(pods)), "errors": errors,
+                  "max_gap": max(gaps) if gaps else None}), flush=True)
+"""
+
+
 # The lab's pods behind default/test-svc (tools/lib/lab.sh LAB_PODS): name -> address.
 TEST_PODS = {"test-pod-1": "10.244.2.4", "test-pod-2": "10.244.2.6", "test-pod-3": "10.244.3.6"}
 
