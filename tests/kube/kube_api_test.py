@@ -65,7 +65,9 @@ def wait_for(cond, timeout=20, step=0.1):
 
 
 def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC3339Nano, as the EndpointSlice controller writes last-change-trigger-time: with whole
+    seconds, an edit in the gateway's first second would date from before its start (not counted)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Gateway:
