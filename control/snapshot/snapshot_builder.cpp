@@ -111,11 +111,24 @@ struct Builder {
         return out;
     }
 
-    // One service port of one family (the family of `cluster_ip`).
+    // One service port of one family (the family of `cluster_ip`): its addresses and policies,
+    // its endpoints, the sets each traffic class chooses from, and its VIP table entries.
     void service_port(const ServiceConfig& sc, size_t si, const ServicePortConfig& pc, size_t pi,
                       const IpAddr& cluster_ip) {
-        const Family fam = cluster_ip.family();
         ServicePort sp;
+        ServiceInfo info = describe(sc, pc, cluster_ip, sp);
+        collect_endpoints(sc, pc, info.family, sp);
+        info.topology = endpoint_sets(sp);
+        add_vips(info, si, pc, pi);
+        t.services.push_back(sp);
+        s.catalogue.services.push_back(std::move(info));
+        origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
+    }
+
+    // The port's addresses (this family's), LB source ranges, scheduler and traffic policies.
+    ServiceInfo describe(const ServiceConfig& sc, const ServicePortConfig& pc, const IpAddr& cluster_ip,
+                         ServicePort& sp) {
+        const Family fam = cluster_ip.family();
         ServiceInfo info;
         info.name = fmt::format("{}:{}", sc.full_name(), pc.name);
         info.family = fam;
@@ -145,9 +158,13 @@ struct Builder {
         const bool external = np_type || !info.external_ips.empty();
         sp.external_local = external && sc.external_local;
         sp.internal_local = sc.internal_local;
+        return info;
+    }
 
-        // Endpoints: every group (EndpointSlice) port with this port's name and protocol;
-        // duplicates across slices count once (kube-proxy keys endpoints by ip:port).
+    // Endpoints: every group (EndpointSlice) port with this port's name and protocol, of family
+    // `fam`; duplicates across slices count once (kube-proxy keys endpoints by ip:port). Their
+    // configs stay in ep_cfg for endpoint_sets.
+    void collect_endpoints(const ServiceConfig& sc, const ServicePortConfig& pc, Family fam, ServicePort& sp) {
         sp.ep_first = static_cast<uint32_t>(t.endpoints.size());
         seen.clear();
         ep_cfg.clear();
@@ -168,41 +185,47 @@ struct Builder {
         }
         drop_duplicate_endpoints(sp.ep_first);
         sp.ep_count = static_cast<uint32_t>(t.endpoints.size()) - sp.ep_first;
+    }
 
-        // CategorizeEndpoints (kube-proxy's pkg/proxy/topology.go): Cluster endpoints are the ready
-        // ones the topology mode allows, else the serving-terminating ones (of any topology: the
-        // mode already fell back if no ready endpoint fitted it); Local policies ignore hints.
+    // CategorizeEndpoints (kube-proxy's pkg/proxy/topology.go): Cluster endpoints are the ready
+    // ones the topology mode allows, else the serving-terminating ones (of any topology: the mode
+    // already fell back if no ready endpoint fitted it); Local policies ignore hints and have
+    // their own ready, then serving-terminating, fallback. Returns the Cluster set's mode.
+    TopologyMode endpoint_sets(ServicePort& sp) {
         auto pick = [&](std::vector<uint32_t>& v, auto&& pred) {
             v.clear();
             for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
                 if (pred(t.endpoints[i].cond, *ep_cfg[i - sp.ep_first])) v.push_back(i);
         };
-        auto ready = [](uint8_t c, const EndpointConfig&) { return (c & kReady) != 0; };
-        auto serving_term = [](uint8_t c, const EndpointConfig&) { return (c & kServing) && (c & kTerminating); };
-        info.topology = topology_mode(sp.ep_first, sp.ep_count);
-        pick(cluster, [&](uint8_t c, const EndpointConfig& e) { return (c & kReady) && fits(e, info.topology); });
-        if (cluster.empty()) pick(cluster, serving_term);
+        auto ready = [](uint8_t c) { return (c & kReady) != 0; };
+        auto serving_term = [](uint8_t c) { return (c & kServing) && (c & kTerminating); };
+        const TopologyMode mode = topology_mode(sp.ep_first, sp.ep_count);
+        pick(cluster, [&](uint8_t c, const EndpointConfig& e) { return ready(c) && fits(e, mode); });
+        if (cluster.empty()) pick(cluster, [&](uint8_t c, const EndpointConfig&) { return serving_term(c); });
         bool has_any = false;
-        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i) {
-            const uint8_t c = t.endpoints[i].cond;
-            has_any = has_any || (c & kReady) || ((c & kServing) && (c & kTerminating));
-        }
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+            has_any = has_any || ready(t.endpoints[i].cond) || serving_term(t.endpoints[i].cond);
 
         sp.cluster_set = add_set(cluster, sp.scheduler);
         // Most Services use no Local policy: skip the set (and its Maglev table) for them.
         const bool uses_local = sp.internal_local || sp.external_local;
         if (uses_local) {
-            pick(local, [&](uint8_t c, const EndpointConfig& e) { return ready(c, e) && (c & kLocal); });
+            pick(local, [&](uint8_t c, const EndpointConfig&) { return ready(c) && (c & kLocal); });
             if (local.empty())
-                pick(local, [&](uint8_t c, const EndpointConfig& e) { return serving_term(c, e) && (c & kLocal); });
+                pick(local, [&](uint8_t c, const EndpointConfig&) { return serving_term(c) && (c & kLocal); });
         }
         const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
         sp.no_endpoints = has_any ? NoEndpoints::drop : NoEndpoints::reject;
+        return mode;
+    }
 
+    // The port's entries in its family's VIP table: ClusterIP, external and LB IPs, the nodePort.
+    void add_vips(const ServiceInfo& info, size_t si, const ServicePortConfig& pc, size_t pi) {
         const uint32_t idx = static_cast<uint32_t>(t.services.size());
         const uint8_t proto = static_cast<uint8_t>(pc.proto);
+        const Family fam = info.family;
         auto add = [&](const IpAddr& ip, rte_be16_t port, AddrRole role, const char* field, auto&& what) {
             if (fam == Family::v4)
                 add_vip(s.vips, VipTable::key(ip.v4(), port, proto), VipEntry::make(idx, role), si, pi, field, what);
@@ -216,19 +239,15 @@ struct Builder {
         vip(info.cluster_ip, AddrRole::cluster_ip, "ClusterIP");
         for (const IpAddr& a : info.external_ips) vip(a, AddrRole::external_ip, "external IP");
         for (const IpAddr& a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
-        if (info.node_port) {
-            const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
-            if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
-                error(pc.mark, port_path(pc, si, pi) + np_key,
-                      fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
-                                  cfg.cluster.nodeport_min, cfg.cluster.nodeport_max));
-            add(fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}), rte_cpu_to_be_16(info.node_port),
-                AddrRole::node_port, np_key,
-                [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
-        }
-        t.services.push_back(sp);
-        s.catalogue.services.push_back(std::move(info));
-        origin.emplace_back(static_cast<uint32_t>(si), static_cast<uint32_t>(pi));
+        if (!info.node_port) return;
+        const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
+        if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
+            error(pc.mark, port_path(pc, si, pi) + np_key,
+                  fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port, cfg.cluster.nodeport_min,
+                              cfg.cluster.nodeport_max));
+        add(fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}), rte_cpu_to_be_16(info.node_port),
+            AddrRole::node_port, np_key,
+            [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
     }
 
     // kube-proxy's topologyModeFromHints over the endpoints [first, first + count): same-node when
