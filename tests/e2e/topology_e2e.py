@@ -9,7 +9,8 @@ cluster prints them (EndpointSlices with hints), reloaded with SIGHUP:
    reach only test-pod-1 and test-pod-2. test-pod-3 loses its hints: the next 100 reach all three.
 2. default/topo-node, PreferSameNode: test-pod-1 hinted for this gateway's node. A keep-alive
    connection reaches it; then it goes not ready (terminating): new connections fall back to the
-   zone hints (test-pod-2 only), and the open connection is still answered by test-pod-1.
+   zone hints (test-pod-2 only), and the open connection is still answered by test-pod-1. The
+   gateway's zone changed by reload (zone-b) chooses test-pod-3.
 3. A known ClusterIP on a port no Service uses is rejected (TCP RST) and an unallocated address of a
    service CIDR dropped, both families, each counted under its reason; a ServiceCIDR object added by
    reload makes its unallocated addresses drops without a restart.
@@ -159,12 +160,24 @@ try:
     got = connect("10.96.50.2", 80)
     check(got["failed"] == 0 and set(got["pods"]) == {"test-pod-2"},
           f"node hint gone: new connections fall back to the zone hints (test-pod-2): {got}")
+    eps = json.loads(subprocess.run([ctl_bin, "--socket", sock, "endpoints", "--json"], capture_output=True,
+                                    text=True, timeout=30).stdout or "[]")
+    use = {e["endpoint"]: e.get("internal") for e in eps if e["service"] == "default/topo-node:http"}
+    check(use == {"10.244.2.4:80": None, "10.244.2.6:80": "zone hints", "10.244.3.6:80": None},
+          f"svcgatectl endpoints says which endpoints are in use and why: {use}")
     time.sleep(0.5)
     open(stop, "w").close()
     res = json.loads(keep.stdout.readline() or "{}")
     keep.wait(timeout=30)
     check(not res.get("errors") and res.get("pods") == ["test-pod-1"] and res.get("requests", 0) > 10,
           f"the open connection is still answered by test-pod-1 after the reload: {res}")
+
+    # The gateway moves to zone-b by reload: it chooses again.
+    cfg["cluster"]["node_labels"] = {"topology.kubernetes.io/zone": "zone-b"}
+    check(publish(zone_hints_on_pod3=True, pod1_ready=False), "reload: the gateway's zone is now zone-b")
+    got = connect("10.96.50.1", 80, 30)
+    check(got["failed"] == 0 and set(got["pods"]) == {"test-pod-3"},
+          f"after the zone change, new connections reach only the zone-b pod: {got}")
 
     # 3. Unknown ports and unallocated service addresses, both families.
     rej0, drop0 = reasons("rejects").get("reject_unknown_port", 0), reasons("drops").get("service_cidr_unallocated", 0)
@@ -181,7 +194,7 @@ try:
     checks.ns("lab-sleeper", "curl", "-s", "-m", "1", "http://10.200.0.5/", timeout=30)
     check(reasons("drops").get("service_cidr_unallocated", 0) == drop1,
           "10.200.0.5 is no service address before its ServiceCIDR exists")
-    check(publish(zone_hints_on_pod3=False, pod1_ready=False, service_cidr=True), "reload: ServiceCIDR 10.200.0.0/16")
+    check(publish(pod1_ready=False, service_cidr=True), "reload: ServiceCIDR 10.200.0.0/16")
     checks.ns("lab-sleeper", "curl", "-s", "-m", "1", "http://10.200.0.5/", timeout=30)
     check(counted("drops", "service_cidr_unallocated", drop1),
           "after the reload, 10.200.0.5 is an unallocated service address (no restart)")
