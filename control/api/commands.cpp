@@ -158,6 +158,8 @@ Json status(const DaemonState& st) {
                   {"headless", k.headless},
                   {"external_name", k.external_name},
                   {"ignored_objects", k.ignored_objects},
+                  {"other_proxy", k.other_proxy},
+                  {"service_cidrs", k.service_cidrs},
                   {"no_rule", no_rule},
                   {"api", st.kube ? st.kube->status() : Json(nullptr)}}}};
 }

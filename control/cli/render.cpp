@@ -122,10 +122,11 @@ std::string render_status(const Json& j) {
                      num<uint64_t>(j, "flow_capacity"), num<uint64_t>(j, "rx_packets"));
     if (const Json k = j.value("kubernetes", Json::object()); num<uint64_t>(k, "manifests")) {
         o += fmt::format(
-            "kubernetes  {} Services, {} EndpointSlices; no rule for {} headless and {} ExternalName "
-            "Services; {} other objects ignored\n",
-            num<unsigned>(k, "services"), num<unsigned>(k, "endpoint_slices"), num<unsigned>(k, "headless"),
-            num<unsigned>(k, "external_name"), num<unsigned>(k, "ignored_objects"));
+            "kubernetes  {} Services, {} EndpointSlices, {} ServiceCIDRs; no rule for {} headless and {} "
+            "ExternalName Services; {} of another proxy; {} other objects ignored\n",
+            num<unsigned>(k, "services"), num<unsigned>(k, "endpoint_slices"), num<unsigned>(k, "service_cidrs"),
+            num<unsigned>(k, "headless"), num<unsigned>(k, "external_name"), num<unsigned>(k, "other_proxy"),
+            num<unsigned>(k, "ignored_objects"));
         for (const Json& n : k.value("no_rule", Json::array()))
             o += fmt::format("            {} {}\n", str(n, "service"), str(n, "why"));
     }

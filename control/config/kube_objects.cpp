@@ -387,6 +387,7 @@ KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name)
         return out;
     }
     if (!scratch.services.empty()) out.service = std::move(scratch.services[0]);
+    out.service_cidrs = std::move(scratch.cluster.service_cidrs);
     if (!l.slices.empty())
         out.slice = KubeObjectRead::Slice{std::move(l.slices[0].ns), std::move(l.slices[0].service),
                                           std::move(l.slices[0].group)};
@@ -407,6 +408,11 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
             rejected.push_back(RejectedObject{o.name, o.reason, o.message});
             continue;
         }
+        for (const IpCidr& c : o.service_cidrs)
+            if (std::find(cfg.cluster.service_cidrs.begin(), cfg.cluster.service_cidrs.end(), c) ==
+                cfg.cluster.service_cidrs.end())
+                cfg.cluster.service_cidrs.push_back(c);
+        cfg.kube.service_cidrs += o.stats.service_cidrs;
         if (!o.service) continue;
         const std::optional<std::string>& label = o.service->proxy_label;
         if (!cfg.cluster.serves_proxy(label ? &*label : nullptr)) {

@@ -42,7 +42,7 @@ void load_kube_string(const std::string& yaml, const std::string& name, Config& 
 // first error) instead of throwing; add_kube_objects adds the good ones to cfg, lists the bad
 // ones in `rejected`, leaves out a Service named as one already in cfg (the config file's) as
 // "duplicate_service", and holds back a slice whose Service is not there, as kube-proxy's cache
-// holds it, counting it in `orphan_slices`.
+// holds it, counting it in `orphan_slices`. ServiceCIDRs' CIDRs join cfg.cluster.service_cidrs.
 struct KubeObjectRead {
     struct Slice {
         std::string ns, service;
@@ -51,8 +51,9 @@ struct KubeObjectRead {
     std::string name;  // in messages: "Service default/web"
     std::optional<ServiceConfig> service;
     std::optional<Slice> slice;
-    KubeStats stats;              // what it adds to Config::kube
-    std::string reason, message;  // non-empty: left out, why, and its first error
+    std::vector<IpCidr> service_cidrs;  // a ServiceCIDR's spec.cidrs
+    KubeStats stats;                    // what it adds to Config::kube
+    std::string reason, message;        // non-empty: left out, why, and its first error
 };
 struct RejectedObject {
     std::string name, reason, message;

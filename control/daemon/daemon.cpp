@@ -118,7 +118,7 @@ int check_config(const std::string& path) {
         auto problems = host_interface_problems(cfg);
         if (cfg.kube_api.enabled) {
             try {  // the kubeconfig read as at start; nothing is connected
-                kube::KubeApi api(cfg.kube_api);
+                kube::KubeApi api(cfg.kube_api, cfg.cluster.node_name);
             } catch (const std::exception& e) {
                 problems.push_back(fmt::format("kubernetes.api: {}", e.what()));
             }
@@ -237,7 +237,7 @@ int run_daemon(const DaemonOptions& opts) {
     std::unique_ptr<kube::KubeApi> api;
     if (st.cfg.kube_api.enabled) {
         try {
-            api = std::make_unique<kube::KubeApi>(st.cfg.kube_api);
+            api = std::make_unique<kube::KubeApi>(st.cfg.kube_api, st.cfg.cluster.node_name);
         } catch (const std::exception& e) {
             log_err(fmt::format("kubernetes.api: {}", e.what()));
             return 1;

@@ -18,9 +18,14 @@ constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kTriggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time";
 
 const std::array<KindInfo, kKinds> kInfo{{
-    {"services", "/api/v1/services", "Service", "v1"},
-    {"endpointslices", "/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1"},
+    {"services", "/api/v1/services", "Service", "v1", false},
+    {"endpointslices", "/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1", false},
+    {"nodes", "/api/v1/nodes", "Node", "v1", true},
+    {"servicecidrs", "/apis/networking.k8s.io/v1/servicecidrs", "ServiceCIDR", "networking.k8s.io/v1", true},
 }};
+
+// list()'s answer for an optional kind the server does not serve or let us read.
+constexpr const char* kUnavailable = "unavailable";
 
 std::string query_escape(std::string_view s) {
     std::string out;
@@ -71,6 +76,15 @@ const char* bad_name(Bad b) {
     return names[static_cast<size_t>(b)];
 }
 
+// The Node's labels join the file's cluster.node_labels; a label the file sets stays as the file
+// says (an operator's override).
+void node_labels(const ytree::Node& node, std::map<std::string, std::string>& labels) {
+    const ytree::Node l = node["metadata"]["labels"];
+    if (!l.IsMap()) return;
+    for (const auto& kv : l)
+        if (kv.second.IsScalar()) labels.emplace(kv.first.Scalar(), kv.second.Scalar());
+}
+
 std::string label_selector() { return query_escape(std::string("!") + kHeadlessLabel); }
 
 bool selected(const nlohmann::json& obj) {
@@ -89,8 +103,9 @@ const std::vector<double>& programming_buckets() {
     return b;
 }
 
-KubeApi::KubeApi(const KubeApiConfig& cfg)
+KubeApi::KubeApi(const KubeApiConfig& cfg, std::string node_name)
     : cfg_(cfg),
+      node_name_(std::move(node_name)),
       server_(cfg.in_cluster ? in_cluster() : load_kubeconfig(cfg.kubeconfig, cfg.context)),
       creds_(server_),
       started_unix_(unix_now()),
@@ -102,6 +117,11 @@ KubeApi::~KubeApi() { stop(); }
 
 void KubeApi::start() {
     for (size_t k = 0; k < kKinds; ++k) {
+        if (!followed(static_cast<Kind>(k))) {  // nothing to wait for
+            std::lock_guard lk(mu_);
+            kinds_[k].st.synced = true;
+            continue;
+        }
         ++running_;
         threads_.emplace_back([this, k] {
             run(static_cast<Kind>(k));
@@ -193,13 +213,23 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
     std::map<std::string, Stored> fresh;
     std::string cont, rv;
     for (;;) {
-        std::string path =
-            fmt::format("{}?limit={}&labelSelector={}", info.path, cfg_.list_page_size, label_selector());
+        std::string path = fmt::format("{}?limit={}{}", info.path, cfg_.list_page_size, selector(k));
         if (!cont.empty()) path += "&continue=" + query_escape(cont);
         HttpResult r = c.get(path, 60);
         if (r.status == 410 && !cont.empty()) {  // the continue token expired: from the start
             fresh.clear(), cont.clear();
             continue;
+        }
+        if (info.optional && (r.status == 404 || r.status == 403)) {
+            std::lock_guard lk(mu_);
+            KindState& ks = kinds_[static_cast<size_t>(k)];
+            if (!ks.objects.empty() || !ks.st.synced) ++changes_;
+            ks.objects.clear();
+            ks.st.synced = true;
+            ks.st.last_error =
+                fmt::format("LIST {}: HTTP {}: none held; tried again every minute", info.name, r.status);
+            if (!first_synced_ && all_synced()) first_synced_ = std::chrono::steady_clock::now();
+            return kUnavailable;
         }
         if (r.status != 200) return r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error;
         nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
@@ -295,9 +325,8 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
         std::lock_guard lk(mu_);
         rv = kinds_[static_cast<size_t>(k)].st.resource_version;
     }
-    const std::string path =
-        fmt::format("{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}&labelSelector={}",
-                    info.path, cfg_.watch_timeout_s, query_escape(rv), label_selector());
+    const std::string path = fmt::format("{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}{}",
+                                         info.path, cfg_.watch_timeout_s, query_escape(rv), selector(k));
     WatchEnd end = WatchEnd::closed;
     // Silence past the server's own timeout, plus a margin, is a stalled watch.
     HttpResult r = c.stream(path, static_cast<int>(cfg_.watch_timeout_s) + 5,
@@ -328,7 +357,10 @@ void KubeApi::run(Kind k) {
     bool need_list = true;
     while (!stopping_) {
         if (need_list) {
-            if (std::string e = list(k, client); !e.empty()) {
+            if (std::string e = list(k, client); e == kUnavailable) {
+                if (!sleep_for(std::chrono::seconds(60))) break;
+                continue;
+            } else if (!e.empty()) {
                 if (stopping_) break;
                 {
                     std::lock_guard lk(mu_);  // the rate limit too: one per kind's thread
@@ -372,6 +404,19 @@ void KubeApi::run(Kind k) {
     clients_[static_cast<size_t>(k)] = nullptr;
 }
 
+std::string KubeApi::selector(Kind k) const {
+    switch (k) {
+        case Kind::services:
+        case Kind::slices:
+            return "&labelSelector=" + label_selector();
+        case Kind::nodes:
+            return "&fieldSelector=" + query_escape("metadata.name=" + node_name_);  // kube-proxy's
+        case Kind::service_cidrs:
+            return {};
+    }
+    return {};
+}
+
 bool KubeApi::synced() const {
     std::lock_guard lk(mu_);
     return all_synced();
@@ -407,7 +452,7 @@ bool KubeApi::apply(Config& cfg) {
     }
     std::vector<size_t> unread;
     for (size_t i = 0; i < items.size(); ++i)
-        if (!items[i].read) {
+        if (!items[i].read && items[i].kind != static_cast<size_t>(Kind::nodes)) {
             const ytree::Tree& t = *items[i].tree;
             items[i].read =
                 std::make_shared<const KubeObjectRead>(read_kube_object(ytree::Node(&t, t.roots[0]), items[i].name));
@@ -423,7 +468,12 @@ bool KubeApi::apply(Config& cfg) {
     }
     std::vector<const KubeObjectRead*> reads;
     reads.reserve(items.size());
-    for (const Item& it : items) reads.push_back(it.read.get());
+    for (const Item& it : items) {
+        if (it.kind == static_cast<size_t>(Kind::nodes))
+            node_labels(ytree::Node(it.tree.get(), it.tree->roots[0]), cfg.cluster.node_labels);
+        else
+            reads.push_back(it.read.get());
+    }
     std::vector<RejectedObject> rejected;
     unsigned orphans = 0;
     add_kube_objects(reads, cfg, rejected, orphans);

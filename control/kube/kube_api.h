@@ -1,5 +1,7 @@
 // Follows a cluster's API server as kube-proxy's informers do (client-go's reflector): for each
-// kind, Services (core/v1) and EndpointSlices (discovery.k8s.io/v1), a paginated LIST (limit +
+// kind, Services (core/v1), EndpointSlices (discovery.k8s.io/v1), the gateway's own Node (core/v1,
+// fieldSelector metadata.name=cluster.node_name: its labels, for topology) and ServiceCIDRs
+// (networking.k8s.io/v1, KEP-1880), a paginated LIST (limit +
 // continue), then a WATCH from the list's resourceVersion with allowWatchBookmarks and
 // timeoutSeconds, resumed from the last event's or bookmark's version. 410 Gone (as a status or
 // an ERROR event) relists; a stream that cannot be trusted (a malformed event, an event cut
@@ -14,7 +16,10 @@
 // says when the objects changed and the last publish is at least min_sync_period old, and
 // apply() adds them to a config loaded from the file (the reload path: one reader for files and
 // API, control/config/kube_objects.h). An object the reader refuses is left out and counted; the
-// rest are served. A lost connection keeps the last good state.
+// rest are served. A lost connection keeps the last good state. The Node and ServiceCIDRs are
+// optional: without cluster.node_name no Node is followed, and a server that does not serve a kind
+// or does not let this client read it (404, 403: an older cluster, a service account without
+// node access) leaves that kind synced and empty, tried again every minute.
 //
 // Runs on: one thread per kind (list and watch), plus the control thread (due, apply, published,
 // status, metrics). The objects and counters are under one mutex.
@@ -47,18 +52,21 @@ class MetricsText;
 
 namespace svcgate::ctl::kube {
 
-enum class Kind : uint8_t { services, slices };
-inline constexpr size_t kKinds = 2;
+enum class Kind : uint8_t { services, slices, nodes, service_cidrs };
+inline constexpr size_t kKinds = 4;
 
 struct KindInfo {
     const char* name;         // "services": status and metrics
     const char* path;         // "/api/v1/services"
     const char* kind;         // "Service"
     const char* api_version;  // "v1"
+    bool optional;            // 403 or 404: none of them (KubeApi's header)
 };
 const KindInfo& kind_info(Kind k);
 
-// The label selector of both kinds (no headless Services' slices), as a query value.
+// The labels of a Node object join `labels`; those already there (the file's) stay.
+void node_labels(const ytree::Node& node, std::map<std::string, std::string>& labels);
+// The label selector of Services and EndpointSlices (no headless Services' slices), as a query value.
 std::string label_selector();
 // The same test on an object's labels.
 bool selected(const nlohmann::json& obj);
@@ -89,8 +97,9 @@ struct KindStatus {
 
 class KubeApi {
 public:
-    // Reads the kubeconfig (or the pod's service account); throws std::runtime_error.
-    explicit KubeApi(const KubeApiConfig& cfg);
+    // Reads the kubeconfig (or the pod's service account); throws std::runtime_error. `node_name`
+    // (cluster.node_name at start; "" = none) is the Node whose labels are followed.
+    KubeApi(const KubeApiConfig& cfg, std::string node_name);
     ~KubeApi();
     KubeApi(const KubeApi&) = delete;
     KubeApi& operator=(const KubeApi&) = delete;
@@ -126,6 +135,8 @@ private:
 
     void run(Kind k);  // the list/watch loop of one kind, on its thread
     std::string list(Kind k, ApiClient& c);
+    std::string selector(Kind k) const;  // the LIST and WATCH query's selector, "&...Selector=..."
+    bool followed(Kind k) const { return k != Kind::nodes || !node_name_.empty(); }
     WatchEnd watch(Kind k, ApiClient& c, bool& answered);
     // One watch event line; false when the stream cannot be trusted any more (relist).
     bool event(Kind k, std::string_view line, WatchEnd& end);
@@ -139,6 +150,7 @@ private:
     bool sleep_for(std::chrono::milliseconds d);  // false when stopping
 
     KubeApiConfig cfg_;
+    const std::string node_name_;
     ApiServer server_;
     Credentials creds_;
     mutable std::mutex mu_;

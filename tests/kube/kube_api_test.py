@@ -14,6 +14,9 @@ is checked is what the daemon publishes, through `svcgatectl services` and `stat
     the reader refuses, a slice without its Service, labels the selector excludes: each counted
     under its reason, the good objects served;
   - a wrong token, a wrong CA: a clear error in status, the file's Service still served;
+  - the gateway's own Node (fieldSelector) gives its zone for topology hints, a label change on the
+    server chooses again; a ServiceCIDR joins the service CIDRs; a server without ServiceCIDRs
+    (404) leaves that kind synced and empty;
   - an exec credential plugin, run again once its token expired;
   - kubectl accepts the kubeconfig the test writes (when kubectl is installed).
 
@@ -71,7 +74,7 @@ def now_rfc3339():
 
 
 class Gateway:
-    def __init__(self, d, name, kubeconfig, extra_api=""):
+    def __init__(self, d, name, kubeconfig, extra_api="", cluster=""):
         self.d, self.name = d, name
         self.sock = f"{d}/{name}.sock"
         self.metrics = free_port()
@@ -82,7 +85,7 @@ class Gateway:
                 "  mbufs: 4096\n  flow_table: {capacity: 4096, capacity_v6: 1024}\n"
                 "  ports: [{name: a, device: net_null0, addresses: [10.9.0.1/24]}]\n"
                 f"control: {{socket: {self.sock}, watch: false, metrics: '127.0.0.1:{self.metrics}'}}\n"
-                "cluster: {node_ips: [10.9.0.1]}\n"
+                f"cluster: {{node_ips: [10.9.0.1]{cluster}}}\n"
                 "services:\n  - {name: file/only, cluster_ip: 10.96.0.1, ports: [{port: 80}], endpoints: [10.9.0.2]}\n"
                 f"kubernetes:\n  api: {{kubeconfig: {kubeconfig}, min_sync_period_ms: 200, watch_timeout_seconds: 3,"
                 f" list_page_size: 100{extra_api}}}\n")
@@ -353,6 +356,60 @@ def main(d):
     finally:
         for g in pair:
             g.stop()
+
+    # The gateway's own Node (fieldSelector metadata.name) gives its zone for topology hints, and
+    # ServiceCIDRs join the service CIDRs; a server without ServiceCIDRs (404) leaves that kind
+    # synced and empty.
+    hinted = [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "topo", "namespace": "default"},
+               "spec": {"clusterIP": "10.96.70.1", "trafficDistribution": "PreferSameZone",
+                        "ports": [{"name": "", "port": 80, "protocol": "TCP"}]}},
+              {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+               "metadata": {"name": "topo-1", "namespace": "default", "labels": {"kubernetes.io/service-name": "topo"}},
+               "ports": [{"name": "", "port": 80, "protocol": "TCP"}],
+               "endpoints": [{"addresses": [f"10.9.0.{10 + i}"], "conditions": {"ready": True},
+                              "hints": {"forZones": [{"name": z}]}} for i, z in enumerate(("zone-a", "zone-b"))]}]
+    for o in hinted:
+        srv.put(o)
+
+    def node(name, zone):
+        return {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}}
+    srv.put(node("gw-node", "zone-a"))
+    srv.put(node("another-node", "zone-b"))
+    kc = srv.kubeconfig(f"{d}/kc-node")
+    g = Gateway(d, "gw-node", kc, cluster=", node_name: gw-node")
+    try:
+        def topo():
+            eps = [e for e in g.ctl("endpoints") or [] if e["service"] == "default/topo:"]
+            return sorted(e["endpoint"] for e in eps if e.get("internal"))
+        check(wait_for(lambda: g.api().get("synced"), 20) and wait_for(lambda: topo() == ["10.9.0.10:80"], 10),
+              "the gateway's Node (zone-a) chooses the zone-a endpoint", (topo(), g.api().get("kinds", {}).get("nodes")))
+        nodes = g.api()["kinds"]["nodes"]
+        fsel = {q.get("fieldSelector") for _, pth, q in srv.requests if pth == "/api/v1/nodes"}
+        check(nodes["objects"] == 1 and fsel == {"metadata.name=gw-node"},
+              "only the gateway's own Node is followed (fieldSelector)", (nodes, fsel))
+        srv.put(node("gw-node", "zone-b"))
+        check(wait_for(lambda: topo() == ["10.9.0.11:80"], 10),
+              "the Node's zone label changed on the server: the zone-b endpoint is chosen", topo())
+        cidrs = lambda: (g.ctl("status") or {}).get("kubernetes", {}).get("service_cidrs")  # noqa: E731
+        check(cidrs() == 0, "no ServiceCIDR yet", cidrs())
+        srv.put({"apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR", "metadata": {"name": "extra"},
+                 "spec": {"cidrs": ["10.200.0.0/16"]}})
+        check(wait_for(lambda: cidrs() == 1, 10), "a ServiceCIDR on the server joins the gateway's service CIDRs",
+              cidrs())
+    finally:
+        g.stop()
+    srv.missing.add("servicecidrs")
+    g = Gateway(d, "gw-nocidr", kc)
+    try:
+        check(wait_for(lambda: g.api().get("synced"), 20), "a server without ServiceCIDRs (404): still synced",
+              g.api().get("kinds", {}).get("servicecidrs"))
+        sc = g.api()["kinds"]["servicecidrs"]
+        check(sc["objects"] == 0 and "HTTP 404" in sc["last_error"] and g.api()["kinds"]["nodes"]["lists"] == 0,
+              "its status says 404 and none held; without node_name no Node is followed", g.api()["kinds"])
+    finally:
+        g.stop()
+    srv.missing.clear()
 
     # An exec plugin whose tokens expire after 2 s: kubectl's protocol, run again when expired.
     plugin = os.path.join(d, "cred-plugin")

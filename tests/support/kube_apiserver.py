@@ -1,6 +1,7 @@
 """A Kubernetes API server of the tests' own, for what svcgate's client relies on (control/kube/):
 no kube-apiserver can be installed on Debian 12, so this one follows the API conventions as a
-real one serves them, for Services (core/v1) and EndpointSlices (discovery.k8s.io/v1):
+real one serves them, for Services (core/v1), EndpointSlices (discovery.k8s.io/v1), Nodes (core/v1)
+and ServiceCIDRs (networking.k8s.io/v1; the last two cluster-scoped):
 
   - HTTPS, with a CA, a server certificate (SAN 127.0.0.1) and a client certificate made at start
     by openssl; a bearer token or a client certificate signed by the CA authenticates (401
@@ -11,7 +12,9 @@ real one serves them, for Services (core/v1) and EndpointSlices (discovery.k8s.i
     ADDED, MODIFIED, DELETED, a BOOKMARK every bookmark_seconds with allowWatchBookmarks, ended
     after timeoutSeconds; a resourceVersion older than the kept history (or not of this history)
     is answered with an ERROR event holding a 410 Status (gone_as_status=True: HTTP 410 instead);
-  - label selectors: key, !key, key=value, key!=value, comma-separated;
+  - label selectors: key, !key, key=value, key!=value, comma-separated; field selectors on
+    metadata.name and metadata.namespace (=, ==, !=);
+  - a kind in `missing` is not served (404, as an older cluster without ServiceCIDRs);
   - every write bumps one resourceVersion counter and stamps the object.
 
 GET and PUT of one object (/api/v1/namespaces/NS/services/NAME, /apis/discovery.k8s.io/v1/
@@ -40,14 +43,17 @@ import urllib.parse
 KINDS = {
     "services": ("/api/v1/services", "Service", "v1"),
     "endpointslices": ("/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1"),
+    "nodes": ("/api/v1/nodes", "Node", "v1"),
+    "servicecidrs": ("/apis/networking.k8s.io/v1/servicecidrs", "ServiceCIDR", "networking.k8s.io/v1"),
 }
+CLUSTER_SCOPED = {"nodes", "servicecidrs"}
 
 
 def kind_of(obj):
     for name, (_, kind, _) in KINDS.items():
         if obj.get("kind") == kind:
             return name
-    raise ValueError(f"not a Service or an EndpointSlice: {obj.get('kind')}")
+    raise ValueError(f"not a kind this server serves: {obj.get('kind')}")
 
 
 def make_certs(d):
@@ -89,6 +95,18 @@ def selector_matches(sel, labels):
     return True
 
 
+def fields_match(sel, obj):
+    """A field selector on metadata.name / metadata.namespace, as the API server takes them."""
+    meta = obj.get("metadata", {})
+    fields = {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+    for term in filter(None, (sel or "").split(",")):
+        neg = "!=" in term
+        k, v = term.split("!=" if neg else "=", 1)
+        if (fields.get(k.rstrip("="), "") == v.lstrip("=")) == neg:
+            return False
+    return True
+
+
 def status(code, reason, message):
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": reason, "code": code}
@@ -110,8 +128,11 @@ class Store:
         obj = copy.deepcopy(obj)
         kind = kind_of(obj)
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
-        key = f"{meta['namespace']}/{meta['name']}"
+        if kind in CLUSTER_SCOPED:
+            key = meta["name"]
+        else:
+            meta.setdefault("namespace", "default")
+            key = f"{meta['namespace']}/{meta['name']}"
         with self.cv:
             self.rv += 1
             meta["resourceVersion"] = str(self.rv)
@@ -152,6 +173,7 @@ class Server:
         self.store = Store()
         self.stall = False  # watches send nothing and do not end
         self.hold = {}  # kind -> threading.Event: its LIST waits until set
+        self.missing = set()  # kinds answered 404 (not served by this "cluster")
         self.requests = []  # (method, path, query dict) of every authenticated request
         self.raw = []  # (epoch, kind or None, bytes): lines to write into the open watches
         self.continues = {}  # token -> (rv, items)
@@ -261,7 +283,7 @@ class Server:
                     return
                 with srv.lock:
                     srv.requests.append(("GET", u.path, q))
-                kind = next((k for k, v in KINDS.items() if v[0] == u.path), None)
+                kind = next((k for k, v in KINDS.items() if v[0] == u.path and k not in srv.missing), None)
                 if kind is None and self.object_path(u.path):
                     kind, key = self.object_path(u.path)
                     obj = srv.store.objects[kind].get(key)
@@ -320,8 +342,8 @@ class Server:
                     with store.cv:
                         rv = store.rv
                         items = [copy.deepcopy(o) for _, o in sorted(store.objects[kind].items())
-                                 if selector_matches(q.get("labelSelector"),
-                                                     o["metadata"].get("labels", {}))]
+                                 if selector_matches(q.get("labelSelector"), o["metadata"].get("labels", {}))
+                                 and fields_match(q.get("fieldSelector"), o)]
                     for o in items:  # a typed list's items carry no kind
                         o.pop("kind", None)
                         o.pop("apiVersion", None)
@@ -346,7 +368,7 @@ class Server:
                     since = -1
                 timeout = float(q.get("timeoutSeconds", "300"))
                 bookmarks = q.get("allowWatchBookmarks") == "true"
-                sel = q.get("labelSelector")
+                sel, fsel = q.get("labelSelector"), q.get("fieldSelector")
                 gone = since != 0 and (since < store.oldest - 1 or since > store.rv)
                 if gone and srv.gone_as_status:
                     return self.send_json(410, status(410, "Expired", f"too old resource version: {since}"))
@@ -388,7 +410,8 @@ class Server:
                                 self.chunk(data)
                         for rv, _, typ, obj in events:
                             last = rv
-                            if typ != "DELETED" and not selector_matches(sel, obj["metadata"].get("labels", {})):
+                            if typ != "DELETED" and not (selector_matches(sel, obj["metadata"].get("labels", {}))
+                                                         and fields_match(fsel, obj)):
                                 typ = "DELETED"  # left the selector: gone for this watch
                             self.chunk((json.dumps({"type": typ, "object": obj}) + "\n").encode())
                         now = time.monotonic()

@@ -329,3 +329,41 @@ TEST(KubeConfigFields, ReadAndChecked) {
                             "kubernetes:\n  api: {kubeconfig: k, nosuch: 1}\n"})
         EXPECT_THROW(load_config_string(bad), ConfigError) << bad;
 }
+
+// The gateway's Node (kube-proxy reads its topology labels): its labels join the file's, and a
+// label the file sets stays the file's.
+TEST(KubeObjects, NodeLabelsJoinTheFilesOwn) {
+    const auto tree = json_tree(nlohmann::json{
+        {"kind", "Node"},
+        {"metadata",
+         {{"name", "gw"}, {"labels", {{"topology.kubernetes.io/zone", "zone-b"}, {"kubernetes.io/hostname", "gw"}}}}}});
+    std::map<std::string, std::string> labels;
+    node_labels(ytree::Node(tree.get(), tree->roots[0]), labels);
+    EXPECT_EQ(labels.at("topology.kubernetes.io/zone"), "zone-b");
+    EXPECT_EQ(labels.at("kubernetes.io/hostname"), "gw");
+    std::map<std::string, std::string> file{{"topology.kubernetes.io/zone", "zone-a"}};
+    node_labels(ytree::Node(tree.get(), tree->roots[0]), file);
+    EXPECT_EQ(file.at("topology.kubernetes.io/zone"), "zone-a") << "the file's label stays";
+    EXPECT_EQ(file.size(), 2u);
+}
+
+// ServiceCIDR objects from the API join cluster.service_cidrs, once each, beside the file's.
+TEST(KubeObjects, ApiServiceCidrsJoinTheFilesOwn) {
+    Config cfg;
+    cfg.cluster.service_cidrs.push_back(*parse_cidr("10.96.0.0/12"));
+    std::vector<RejectedObject> rejected;
+    unsigned orphans = 0;
+    auto cidr = [](const char* name, std::vector<std::string> cidrs) {
+        return nlohmann::json{{"apiVersion", "networking.k8s.io/v1"},
+                              {"kind", "ServiceCIDR"},
+                              {"metadata", {{"name", name}}},
+                              {"spec", {{"cidrs", cidrs}}}};
+    };
+    add_json({cidr("a", {"10.96.0.0/12", "fd00:96::/108"}), cidr("b", {"10.200.0.0/16"}), cidr("bad", {"x"})}, cfg,
+             rejected, orphans);
+    ASSERT_EQ(cfg.cluster.service_cidrs.size(), 3u);
+    EXPECT_EQ(format_cidr(cfg.cluster.service_cidrs[2]), "10.200.0.0/16");
+    ASSERT_EQ(rejected.size(), 1u) << "a bad CIDR leaves that object out, not the others";
+    EXPECT_EQ(rejected[0].reason, "invalid_object");
+    EXPECT_EQ(cfg.kube.service_cidrs, 2u);
+}
