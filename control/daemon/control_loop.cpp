@@ -38,13 +38,12 @@ extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
 void log(const std::string& s) { log_info(s); }
 
-// The config as published: `cfg` with the addresses taken over from dead peers (sync.h) on the
-// ports whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows
-// served, but never a connected route or a masquerade source of their own.
-Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
-    Config out = cfg;
+// The ports as published: the addresses taken over from dead peers (sync.h) added to the ports
+// whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows served,
+// but never a connected route or a masquerade source of their own.
+void add_adopted(std::vector<PortConfig>& ports, const std::vector<IpAddr>& adopted) {
     for (const IpAddr& a : adopted) {
-        for (PortConfig& p : out.dataplane.ports) {
+        for (PortConfig& p : ports) {
             const bool on_link = std::any_of(p.addresses.begin(), p.addresses.end(),
                                              [&](const IpCidr& c) { return c.contains(a) && c.addr != a; });
             if (!on_link) continue;
@@ -54,6 +53,12 @@ Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
             break;
         }
     }
+}
+
+// `cfg` as published (a copy: the running config keeps its own ports).
+Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
+    Config out = cfg;
+    add_adopted(out.dataplane.ports, adopted);
     return out;
 }
 
@@ -65,15 +70,26 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     static RateLimit full(8, std::chrono::seconds(60)), refused(5, std::chrono::seconds(60));
     const auto t0 = std::chrono::steady_clock::now();
     PublishResult r;
+    bool api = false;
     try {
         Config next = load_config_file(st.config_path);
         const std::string restart = keep_restart_fields(next, st.cfg);
-        const bool api = st.kube && st.kube->apply(next);  // the API's objects beside the file's
-        r = pub.publish(with_adopted(next, adopted), [&] {
+        api = st.kube && st.kube->apply(next);  // the API's objects beside the file's
+        // Published with the adopted addresses; kept as running without them. `next` is not
+        // copied (10,000 Services take tens of ms to copy): its ports are, and swapped back.
+        std::vector<PortConfig> own_ports;
+        if (!adopted.empty()) {
+            own_ports = next.dataplane.ports;
+            add_adopted(next.dataplane.ports, adopted);
+        }
+        Config retired;                     // the config this one replaces: freed after the publish, not during it
+        r = pub.publish(next, [&] {         // called once the snapshot is built and live; `next` unused after
+            if (api) st.kube->published();  // programmed: what the latency metric measures
             for (const IpAddr& a : pin_neighbors(shared.neighbors, shared.neighbors6, next.dataplane.neighbors,
                                                  st.cfg.dataplane.neighbors))
                 full.log(LogLevel::warning, fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
-            st.cfg = std::move(next);
+            if (!adopted.empty()) next.dataplane.ports = std::move(own_ports);
+            retired = std::exchange(st.cfg, std::move(next));
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++st.reload.ok;
             st.reload.last_ok = true;
@@ -81,11 +97,11 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
             st.reload.last_seconds = secs;
             st.reload.last_trigger = trigger;
             st.reload.observe(secs, unix_now());
-            if (api) st.kube->published();
         });
         if (!restart.empty())
             log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
     } catch (const std::exception& e) {
+        if (api) st.kube->publish_failed();
         std::lock_guard lk(st.mu);
         ++st.reload.failed;
         st.reload.last_ok = false;
@@ -267,7 +283,7 @@ public:
             if (sig == SIGHUP) reload_now("SIGHUP");
             if (watch_.due()) reload_now("file change");
             if (st_.kube && st_.kube->due(std::chrono::steady_clock::now())) reload_now("kubernetes API");
-            server_.poll_once(50, [&](const std::string& line) {
+            server_.poll_once(wait_ms(), [&](const std::string& line) {
                 return handle_command(st_, line, [&] { return reload_now("svcgatectl"); });
             });
             notify_.tick([&] { return status_line(); });
@@ -285,6 +301,16 @@ public:
     }
 
 private:
+    // How long one turn waits for a command or a file change: 50 ms, or less when the API's
+    // changes fall due sooner (a publish is not late by a turn: programming latency).
+    int wait_ms() const {
+        int ms = 50;
+        if (st_.kube)
+            if (const auto due = st_.kube->until_due(std::chrono::steady_clock::now()))
+                ms = static_cast<int>(std::min<int64_t>(ms, due->count()));
+        return ms;
+    }
+
     // The operator's endpoints: a failure to open one is logged, the gateway still runs.
     void open_endpoints() {
         if (std::string e = server_.open_socket(st_.cfg.control.socket, st_.cfg.control.socket_mode); !e.empty())

@@ -425,7 +425,15 @@ bool KubeApi::synced() const {
 bool KubeApi::due(std::chrono::steady_clock::time_point now) const {
     std::lock_guard lk(mu_);
     if (changes_ == published_changes_ || !all_synced()) return false;
-    return publishes_ == 0 || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
+    return attempts_ == 0 || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
+}
+
+std::optional<std::chrono::milliseconds> KubeApi::until_due(std::chrono::steady_clock::time_point now) const {
+    std::lock_guard lk(mu_);
+    if (changes_ == published_changes_ || !all_synced()) return std::nullopt;
+    if (attempts_ == 0) return std::chrono::milliseconds(0);
+    const auto left = std::chrono::milliseconds(cfg_.min_sync_ms) - (now - last_publish_);
+    return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(left));
 }
 
 bool KubeApi::apply(Config& cfg) {
@@ -495,6 +503,13 @@ bool KubeApi::apply(Config& cfg) {
     return true;
 }
 
+void KubeApi::publish_failed() {
+    std::lock_guard lk(mu_);
+    applying_ = 0;
+    last_publish_ = publish_started_;
+    ++attempts_;  // min_sync_period runs from it
+}
+
 void KubeApi::published() {
     const double now = unix_now();
     std::lock_guard lk(mu_);
@@ -513,6 +528,7 @@ void KubeApi::published() {
         first_sync_ms_ =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *first_synced_).count();
     ++publishes_;
+    ++attempts_;
 }
 
 // Quantiles of the last programming durations (the histogram's buckets are kube-proxy's, too

@@ -110,10 +110,16 @@ public:
     bool synced() const;  // every kind has listed once
     // A publish is due: synced, something changed, and the last publish is min_sync_period old.
     bool due(std::chrono::steady_clock::time_point now) const;
+    // How long until due() holds with the changes held now; nullopt while there is nothing to
+    // publish. The control loop waits no longer than this, so a change is not late by its tick.
+    std::optional<std::chrono::milliseconds> until_due(std::chrono::steady_clock::time_point now) const;
     // Adds the objects held now to `cfg` (loaded from the file): what the next publish serves.
     bool apply(Config& cfg);  // false (nothing added) until synced
     // The publish of the last apply() went out: its changes are programmed.
     void published();
+    // The publish of the last apply() was refused (the file's config is broken): the changes stay
+    // due, and the next try waits min_sync_period as a publish would, instead of retrying at once.
+    void publish_failed();
 
     nlohmann::ordered_json status() const;  // svcgatectl status's kubernetes.api
     void metrics(MetricsText& m) const;
@@ -166,6 +172,7 @@ private:
     size_t applying_ = 0;           // how many of them the last apply() took
     const double started_unix_;
     uint64_t publishes_ = 0;
+    uint64_t attempts_ = 0;  // publishes and refused ones: min_sync_period runs from the last
     std::vector<RejectedObject> rejected_;
     unsigned orphan_slices_ = 0;
     std::map<std::string, std::string> rejected_logged_;  // those left out now -> the message logged

@@ -52,8 +52,9 @@ public:
     ~Publisher();
 
     // Publishes `cfg` as the next generation. `commit` runs under the readers' lock right after
-    // the swap (the daemon swaps its running config there). Throws ConfigError, with nothing
-    // changed, when the config does not build.
+    // the swap (the daemon swaps its running config there: `cfg` is not read once `commit`
+    // runs, so it may move `cfg` away). Throws ConfigError, with nothing changed, when the config
+    // does not build.
     PublishResult publish(const Config& cfg, const std::function<void()>& commit = {});
     // Periodic: gives back the slots flows stopped holding since the last reload.
     void tick();
