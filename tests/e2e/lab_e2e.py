@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End to end on the lab (README.md): svcgate in namespace gw on net_pcap ports, real
+"""End to end on the lab (README.md): svcgate in namespace gw on net_af_xdp ports, real
 programs in the other namespaces. Prints "ok   ..." / "FAIL ..." per check; exits 1 on a failure.
 
 usage: lab_e2e.py SVCGATE SOURCE_DIR
@@ -346,12 +346,10 @@ print("no answer")
         subprocess.run(["pkill", "-f", f"storage.tsdb.path={prom_dir}/data"], capture_output=True)
         shutil.rmtree(prom_dir, ignore_errors=True)
 
-    # dpdk-dumpcap captures on a port while svcgate runs. After every check of link state: when it exits,
-    # net_pcap's close in its (secondary) process marks the ports' shared link state down
-    # (README, Quick start); traffic goes on.
+    # dpdk-dumpcap captures on a port while svcgate runs (a secondary process of its own).
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
     dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
-                           "net_pcap0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                           "net_af_xdp0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     t0 = time.monotonic()  # until it has its 6 packets: it attaches in its own time (60 s at most)
     while dc.poll() is None and time.monotonic() - t0 < 60:
         subprocess.run(["sleep", "0.5"])
@@ -361,6 +359,8 @@ print("no answer")
     dc.wait()
     shown = subprocess.run(["tcpdump", "-n", "-r", pcap], capture_output=True, text=True).stdout
     check("192.168.67.8.30001" in shown, f"dpdk-dumpcap captures on port ext ({len(shown.splitlines())} packets)")
+    r = ctl("status")
+    check(r.stdout.count("link up") == 2, "after dpdk-dumpcap left, both ports' links are still up")
     if os.path.exists(pcap):
         os.unlink(pcap)
 
@@ -403,7 +403,7 @@ print("no answer")
     r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log")
     check("packets in" in r.stdout and "verdict dnat" in r.stdout, "SIGINT: svcgate stops and prints its counters")
 
-    # Two workers: net_pcap has no RSS, so port ext is polled by worker 0 and port cluster by
+    # Two workers: a veth has one queue, so port ext is polled by worker 0 and port cluster by
     # worker 1 - every connection's two directions are handled by different workers, through the
     # one shared flow table. (Three lcores on this machine's CPUs: main, two workers.)
     cfg["dataplane"]["workers"] = 2

@@ -5,7 +5,7 @@ SVCGATE_BUILD_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyam
                     libcpp-httplib-dev libssl-dev libboost-program-options-dev libsystemd-dev libsodium-dev python3 python3-yaml)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces (and
 # openssl: the certificates of the tests' API server, tools/demo --kube-api).
-SVCGATE_LAB_DEPS=(iproute2 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy openssl)
+SVCGATE_LAB_DEPS=(iproute2 librte-net-af-xdp23 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy openssl)
 # The unit tests and benchmarks (GoogleTest, Google Benchmark); the sanitizer and fuzzing builds of
 # tools/test (clang: libFuzzer, ASan, UBSan, TSan); the Debian package (tools/package) and its
 # checks (debhelper, lintian, systemd-analyze); the man pages (pandoc); the format check.
