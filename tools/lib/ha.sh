@@ -163,12 +163,12 @@ dataplane:
   workers: 1
   ports:
     - name: ext
-      device: net_pcap0,rx_iface_in=gw-ext,tx_iface=gw-ext
+      device: net_af_xdp0,iface=gw-ext
       addresses: [$e4/24, '$e6/64']
-      mac: 02:67:00:00:00:0$i          # every gateway's net_pcap would have the same
+      mac: 02:67:00:00:00:0$i          # the same on every run (the router's neighbors, captures)
       host_interface: sg-ext       # BIRD's BGP and BFD, the health-check ports
     - name: cluster
-      device: net_pcap1,rx_iface_in=gw-cl,tx_iface=gw-cl
+      device: net_af_xdp1,iface=gw-cl
       addresses: [$c4/24, '$c6/64']
       mac: 02:19:20:00:00:0$i
   routes:

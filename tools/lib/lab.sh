@@ -9,7 +9,7 @@
 # links are veth pairs between those namespaces.
 #
 #   client (192.168.67.100, fd00:67::100) ── gw-ext ┐
-#                                     [gw: svcgate on net_pcap] 
+#                                     [gw: svcgate on net_af_xdp]
 #                  lab-switch (br0) ── gw-cl ┘
 #                    ├── kube-node-1 10.192.0.3, cni0 10.244.2.1/24: coredns .2, test-pod-1 .4, test-pod-2 .6
 #                    └── kube-node-2 10.192.0.4, cni0 10.244.3.1/24: lab-sleeper .5, test-pod-3 .6
