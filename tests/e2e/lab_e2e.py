@@ -209,7 +209,31 @@ print("no answer")
     check(st.get("dnat", 0) > 0 and st.get("flows_created", 0) > 0, f"dpdk-telemetry.py /svcgate/stats ({st.get('dnat')} dnat)")
     check(replies.get("/ethdev/stats", {}).get("ipackets", 0) > 0, "dpdk-telemetry.py /ethdev/stats,0")
 
-    checks.accounting(ctl_bin, sock, "after TCP, UDP, 10 MB, affinity, hairpin, rejects, ping (both families)", mbufs)
+    # At full speed: 100 MB through the NodePort and a 10,000-packet ping flood of the gateway,
+    # and no frame missed by either port (issue 36: net_pcap missed 13-16% of the cluster port's).
+    # A busy CI host (the package build runs beside these tests) may starve the worker for longer
+    # than a ring holds: up to 0.01% is allowed, and the count is printed.
+    def missed():
+        return {name: (p.get("rx_packets", 0), p.get("rx_missed", 0))
+                for name, p in checks.gateway_stats(ctl_bin, sock).get("ports", {}).items()}
+    m0 = missed()
+    big = 100 * 1000 * 1000
+    r = ns("client", "curl", "-s", "-m", "100", "-D", "-", f"http://192.168.67.8:30001/blob/{big}", timeout=120)
+    head, _, body = r.stdout.partition(b"\r\n\r\n")
+    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
+    check(len(body) == big and want and hashlib.sha256(body).hexdigest() == want[0],
+          f"100 MB over the NodePort at full speed arrives intact ({len(body)} bytes)")
+    r = ns("client", "ping", "-f", "-c", "10000", "-W", "1", "192.168.67.8", timeout=120)
+    lost = [l for l in r.stdout.decode().splitlines() if "packets transmitted" in l]
+    check(r.returncode == 0 and lost and " 10000 received" in lost[0], f"a 10,000-packet ping flood: {lost}")
+    m1 = missed()
+    for port in ("ext", "cluster"):
+        rx = m1[port][0] - m0[port][0]
+        miss = m1[port][1] - m0[port][1]
+        check(rx > 10000 and miss * 10000 <= rx + miss,
+              f"port {port}: {miss} of {rx + miss} frames missed at full speed (at most 0.01%)")
+
+    checks.accounting(ctl_bin, sock, "after TCP, UDP, 10 MB, 100 MB, affinity, hairpin, rejects, pings", mbufs)
 
     # svcgatectl over the control socket, and the Prometheus endpoint.
 
