@@ -56,6 +56,9 @@ Json health_json(const DaemonState& st) {
     if (h.draining) {
         j["connections_left"] = h.connections_left;
         j["drain_seconds_left"] = std::max(0.0, h.drain_deadline_unix - unix_now());
+        if (st.sync)
+            if (const Syncer::Handover ho = st.sync->handover(); ho.started)
+                j["handover"] = {{"done", ho.done}, {"peers", ho.peers}, {"flows", ho.flows}};
     }
     if (!h.announce_error.empty()) j["announce_error"] = h.announce_error;
     return j;

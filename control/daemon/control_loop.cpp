@@ -226,15 +226,31 @@ public:
     }
     // A drain is over: no connection left (counted after the drain began), but not before the
     // withdrawal has had kDrainMinSeconds to reach the routers (new connections may still arrive
-    // until then); or its deadline.
+    // until then); with replication, once its flows are handed over; or its deadline.
     bool done() {
         std::lock_guard lk(st_.mu);
         const HealthState& h = st_.health;
-        if (!h.draining || !drain_seen_) return false;
+        if (!h.draining || !drain_seen_) {
+            handing_over_ = false;
+            return false;
+        }
         const double now = unix_now();
-        if (h.connections_left == 0 && now - h.drain_started_unix >= HealthState::kDrainMinSeconds) {
+        const bool withdrawn = now - h.drain_started_unix >= HealthState::kDrainMinSeconds;
+        if (h.connections_left == 0 && withdrawn) {
             log(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
             return true;
+        }
+        // Replicating, the connections' replies keep coming (to its masquerade addresses) and the
+        // drain would last its whole timeout: every flow goes to the live peers once more, and
+        // then the gateway stops in order - its peers take its addresses at once and carry on.
+        if (rt_.sync && withdrawn) {
+            if (!handing_over_) rt_.sync->hand_over();
+            handing_over_ = true;
+            if (const Syncer::Handover ho = rt_.sync->handover(); ho.done && ho.peers > 0) {
+                log(fmt::format("drained: handed over {} flows ({} connections open) to {} peers after {:.1f} s",
+                                ho.flows, h.connections_left, ho.peers, now - h.drain_started_unix));
+                return true;
+            }
         }
         if (now >= h.drain_deadline_unix) {
             log_warning(fmt::format("drain timeout: {} connections left", h.connections_left));
@@ -251,7 +267,7 @@ private:
     Announcer announcer_;
     std::vector<IpCidr> set_, announced_;
     uint64_t token_ = 0;
-    bool was_healthy_ = false, drain_seen_ = false;
+    bool was_healthy_ = false, drain_seen_ = false, handing_over_ = false;
     std::chrono::steady_clock::time_point last_progress_, next_tick_{}, next_sync_{}, next_count_{};
 };
 

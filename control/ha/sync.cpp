@@ -89,6 +89,8 @@ struct Syncer::Peer {
     uint64_t copy_epoch = 0;
     uint64_t copy_pos = 0;
     bool copying = false;
+    bool handover = false;      // the copy is a drain's hand-over (sync.h)
+    uint64_t copy_records = 0;  // records of the copy under way
     std::atomic<uint64_t> flows_sent{0}, flows_received{0}, datagrams_sent{0}, datagrams_received{0};
     std::atomic<uint64_t> heard_ms{0};
     std::atomic<bool> copied_us{false};
@@ -207,6 +209,7 @@ void Syncer::tick(uint64_t now_ms) {
     take_events();
     refresh_slice(now_ms);
     flush();
+    if (handover_req_.exchange(false, std::memory_order_acq_rel)) start_handover(now_ms);
     bulk_copies();
     hellos(now_ms);
     update_ready(now_ms);
@@ -322,6 +325,7 @@ void Syncer::receive(uint64_t now_ms) {
                 peer->copying = true;
                 peer->copy_epoch = h.epoch;
                 peer->copy_pos = 0;
+                peer->copy_records = 0;
                 log_info(fmt::format("ha: peer {} started; sending it a copy of {} flows", peer->name,
                                      w_.flows->live_total() + (w_.flows6 ? w_.flows6->live_total() : 0)));
             }
@@ -519,6 +523,32 @@ void Syncer::refresh_slice(uint64_t now_ms) {
     }
 }
 
+// A drain's hand-over: a bulk copy to every live peer (one already copying to a starting peer
+// goes on: it sends everything too). The copy keeps the epoch the peer was copied for, so its
+// hellos' "copied" stays what it was.
+void Syncer::start_handover(uint64_t now_ms) {
+    unsigned n = 0;
+    for (auto& p : peers_) {
+        if (!p->alive(now_ms, cfg_.dead_after_ms)) continue;
+        if (!p->copying) {
+            p->copying = true;
+            p->copy_epoch = p->copied_for;
+            p->copy_pos = 0;
+            p->copy_records = 0;
+        }
+        p->handover = true;
+        ++n;
+    }
+    std::lock_guard lk(mu_);
+    handover_ = Handover{.started = true, .done = n == 0, .peers = 0, .flows = 0};
+    log_info(fmt::format("ha: handing over: a copy of every flow to {} live peers", n));
+}
+
+Syncer::Handover Syncer::handover() const {
+    std::lock_guard lk(mu_);
+    return handover_;
+}
+
 // Bulk copies to peers that started: every proven flow held here (this gateway's and its
 // replicas), paced at kBulkPerTick datagrams a millisecond; then "copied" in the hellos.
 void Syncer::bulk_copies() {
@@ -540,7 +570,7 @@ void Syncer::bulk_copies() {
             constexpr size_t n = flow_record_size<typename std::remove_cvref_t<decltype(f)>::Key>();
             if (len + n > sync::kMaxBody) out();
             encode_flow(f, flow_clock_now(), body + len);
-            len += n, ++records;
+            len += n, ++records, ++p.copy_records;
         };
         for (uint32_t scanned = 0; datagrams < kBulkPerTick && scanned < kBulkScanPerTick && p.copy_pos < cap4 + cap6;
              ++scanned) {
@@ -557,7 +587,15 @@ void Syncer::bulk_copies() {
         if (p.copy_pos >= cap4 + cap6) {
             p.copying = false;
             p.copied_for = p.copy_epoch;
-            log_info(fmt::format("ha: copy to peer {} done", p.name));
+            log_info(fmt::format("ha: copy to peer {} done ({} flows)", p.name, p.copy_records));
+            if (p.handover) {
+                p.handover = false;
+                std::lock_guard lk(mu_);
+                ++handover_.peers;
+                handover_.flows = std::max(handover_.flows, p.copy_records);
+                handover_.done = std::none_of(peers_.begin(), peers_.end(), [](const auto& q) { return q->handover; });
+            }
+            p.copy_records = 0;
         }
     }
 }

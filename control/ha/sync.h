@@ -34,7 +34,13 @@
 // replies of the dead gateway's connections reach a gateway that holds their replicas. They are
 // given back once their owner is heard again and ready.
 //
-// Runs on: its own thread (start() .. stop()); status() and adopted() from any thread.
+// Handing over (a drain). hand_over() has the sync thread send every flow held here once more to
+// every live peer, as a bulk copy; handover() says when every such copy is done. The drained
+// gateway then stops in order (its peers take its addresses at once), so a drain with
+// replication ends in seconds instead of waiting for its connections.
+//
+// Runs on: its own thread (start() .. stop()); status(), adopted(), hand_over() and handover()
+// from any thread.
 #pragma once
 
 #include <atomic>
@@ -128,6 +134,14 @@ public:
     uint64_t adopted_generation() const noexcept { return adopted_gen_.load(std::memory_order_acquire); }
     SyncStatus status() const;
 
+    struct Handover {
+        bool started = false, done = false;
+        unsigned peers = 0;  // live peers it was sent to (done: that finished)
+        uint64_t flows = 0;  // flow records sent to each, at most
+    };
+    void hand_over() noexcept { handover_req_.store(true, std::memory_order_release); }
+    Handover handover() const;
+
 private:
     struct Peer;
     void run();
@@ -136,6 +150,7 @@ private:
     void take_events();
     void refresh_slice(uint64_t now_ms);
     void bulk_copies();
+    void start_handover(uint64_t now_ms);
     void hellos(uint64_t now_ms);
     void update_ready(uint64_t now_ms);
     void expire(uint64_t now_ms);
@@ -170,6 +185,8 @@ private:
     uint64_t refresh_last_ms_ = 0;
     uint64_t hello_last_ms_ = 0;
     bool backlog_ = false;  // the last tick left flows in a ring: no sleep before the next
+    std::atomic<bool> handover_req_{false};
+    Handover handover_;     // under mu_
     bool active_ = false;   // the last tick received flow records, took events or copied
     uint64_t wait_ms_ = 1;  // the next sleep: 1 ms while active, doubling to kIdleWaitMs while idle
     uint64_t count_last_ms_ = 0, expire_last_ms_ = 0;
