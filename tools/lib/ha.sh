@@ -322,6 +322,29 @@ ha_wait_paths() {
     done
 }
 
+# A rolling restart of gateways 1..N, one at a time: drain it (with replication it hands its
+# connections to its peers and exits in seconds), start it again (it takes its peers' flows
+# before it announces), and wait until the router has it back in the ECMP set of test-lb before
+# the next. Prints each drain's and return's duration; fails (1) if a gateway does not leave within
+# its drain's 60 s timeout + 10 s or does not come back within 30 s.
+ha_rolling_restart() {  # N [svcgate binary]
+    local n=$1 bin=${2:-$LAB_SRC/build/control/svcgate} i t0 left back lb=192.168.100.10
+    for i in $(seq 1 "$n"); do
+        t0=$(date +%s.%N)
+        "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$i.sock" drain --timeout 60 >/dev/null || return 1
+        left=
+        for _ in $(seq 1 700); do
+            kill -0 "$(cat "$LAB_RUN/gw$i.pid")" 2>/dev/null || { left=$(echo "$(date +%s.%N) - $t0" | bc); break; }
+            sleep 0.1
+        done
+        [ -n "$left" ] || { echo "gw$i: still draining after 70 s" >&2; return 1; }
+        grep "drained:" "$LAB_RUN/gw$i.log" | tail -1 | sed "s/^svcgate: /gw$i: /"
+        ha_start_gateway "$i" "$bin" || return 1
+        back=$(ha_wait_paths 30 "$lb" "$n") || { echo "gw$i: not back in the ECMP set after 30 s" >&2; return 1; }
+        printf 'gw%s: drained in %.1f s, back in the ECMP set %.1f s after its start\n' "$i" "$left" "$back"
+    done
+}
+
 ha_paths() {  # the number of next hops of the router's route to $1 (0: none)
     local fam=-4
     case $1 in *:*) fam=-6 ;; esac
