@@ -109,9 +109,13 @@ void output_drop(WorkerCtx& ctx, rte_mbuf* m, DropReason why) noexcept {
     rte_pktmbuf_free(m);
 }
 
+// The host interfaces first (indices from n_ports_ on): what goes to the kernel is BFD, BGP, ARP and
+// ND for the routing daemon, a few packets, and it should not wait behind a burst of bulk traffic
+// going out of the ports (a routing session on a busy host).
 void output_flush(WorkerCtx& ctx) noexcept {
     Output& o = ctx.out;
-    for (uint16_t p = 0; p < o.n_outputs_; ++p) {
+    for (uint16_t i = 0; i < o.n_outputs_; ++i) {
+        const uint16_t p = static_cast<uint16_t>((i + o.n_ports_) % o.n_outputs_);
         Output::TxBatch& tb = o.batches_[p];
         if (!tb.n) continue;
         const uint16_t sent = o.sink_.send(o.sink_.arg, p, tb.pkts, tb.n);

@@ -335,3 +335,31 @@ TEST(Health, KubeProxysCodesAndBody) {
 }
 
 }  // namespace
+
+// A burst's packets for the host interfaces (BFD, BGP, ARP for the routing daemon) are handed on
+// before the bulk traffic going out of the ports.
+TEST(HostPath, PuntedPacketsLeaveAheadOfBulkTraffic) {
+    test::ensure_eal();
+    static std::vector<uint16_t> order;
+    order.clear();
+    TxSink sink{.send = [](void*, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
+                    order.push_back(port);
+                    for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_free(pkts[i]);
+                    return n;
+                },
+                .arg = nullptr};
+    static NeighborTable nt;  // large: not on the stack
+    static NeighborTable6 nt6;
+    const rte_ether_addr macs[2]{};
+    const uint16_t host_of[2]{2, Output::kNoHost};  // port 0's host interface is output 2
+    WorkerCtx ctx;
+    ctx.out.init(nt, nt6, ctl::tool_mempool(), macs, 2, sink);
+    ctx.out.set_host_path(host_of, 3);
+    for (const uint16_t port : {uint16_t{0}, uint16_t{1}, uint16_t{0}, uint16_t{2}}) {
+        Output::TxBatch& b = ctx.out.batch(port);
+        b.pkts[b.n++] = rte_pktmbuf_alloc(ctl::tool_mempool());
+    }
+    output_flush(ctx);
+    EXPECT_EQ(order, (std::vector<uint16_t>{2, 0, 1})) << "the host interface first, then the ports";
+    EXPECT_EQ(ctx.counters.tx_packets, 4u);
+}
