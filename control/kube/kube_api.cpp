@@ -423,9 +423,8 @@ bool KubeApi::synced() const {
 }
 
 bool KubeApi::due(std::chrono::steady_clock::time_point now) const {
-    std::lock_guard lk(mu_);
-    if (changes_ == published_changes_ || !all_synced()) return false;
-    return attempts_ == 0 || now - last_publish_ >= std::chrono::milliseconds(cfg_.min_sync_ms);
+    const auto left = until_due(now);
+    return left && left->count() == 0;
 }
 
 std::optional<std::chrono::milliseconds> KubeApi::until_due(std::chrono::steady_clock::time_point now) const {
