@@ -201,8 +201,8 @@ struct ClusterConfig {
         const auto it = node_labels.find("topology.kubernetes.io/zone");
         return it == node_labels.end() ? none : it->second;
     }
-    // Whether a Service whose service-proxy-name label is `label` (null: no label) is this gateway's.
-    bool serves_proxy(const std::string* label) const {
+    // Whether a Service whose service-proxy-name label is `label` (none: no label) is this gateway's.
+    bool serves_proxy(const std::optional<std::string>& label) const {
         return label ? !proxy_name.empty() && *label == proxy_name : !proxy_name_only;
     }
 };

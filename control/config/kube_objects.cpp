@@ -20,6 +20,21 @@ constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-nam
 constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
 
+// kube-proxy's service-proxy-name rule (cluster.proxy_name): true, and counted, when `s` is
+// another proxy's Service; it is left out with its slices.
+bool another_proxys(const ServiceConfig& s, Config& cfg) {
+    if (cfg.cluster.serves_proxy(s.proxy_label)) return false;
+    ++cfg.kube.other_proxy;
+    return true;
+}
+
+// A ServiceCIDR's CIDRs join cluster.service_cidrs, once each.
+void join_service_cidrs(Config& cfg, const std::vector<IpCidr>& cidrs) {
+    std::vector<IpCidr>& have = cfg.cluster.service_cidrs;
+    for (const IpCidr& c : cidrs)
+        if (std::find(have.begin(), have.end(), c) == have.end()) have.push_back(c);
+}
+
 struct PendingSlice {
     std::string ns, service, name;
     Family family = Family::v4;  // addressType
@@ -256,9 +271,7 @@ struct KubeLoader {
             if (!spec) r.error(obj, path, "a ServiceCIDR needs a spec");
             return;
         }
-        std::vector<IpCidr>& have = cfg.cluster.service_cidrs;
-        for (const IpCidr& c : r.cidrs(spec["cidrs"], path + ".spec.cidrs"))
-            if (std::find(have.begin(), have.end(), c) == have.end()) have.push_back(c);
+        join_service_cidrs(cfg, r.cidrs(spec["cidrs"], path + ".spec.cidrs"));
         ++cfg.kube.service_cidrs;
     }
 
@@ -330,9 +343,8 @@ struct KubeLoader {
 
     void drop_other_proxies(size_t first) {
         auto other = [&](const ServiceConfig& s) {
-            if (cfg.cluster.serves_proxy(s.proxy_label ? &*s.proxy_label : nullptr)) return false;
+            if (!another_proxys(s, cfg)) return false;
             other_proxy.push_back(s.full_name());
-            ++cfg.kube.other_proxy;
             return true;
         };
         cfg.services.erase(
@@ -408,16 +420,11 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
             rejected.push_back(RejectedObject{o.name, o.reason, o.message});
             continue;
         }
-        for (const IpCidr& c : o.service_cidrs)
-            if (std::find(cfg.cluster.service_cidrs.begin(), cfg.cluster.service_cidrs.end(), c) ==
-                cfg.cluster.service_cidrs.end())
-                cfg.cluster.service_cidrs.push_back(c);
+        join_service_cidrs(cfg, o.service_cidrs);
         cfg.kube.service_cidrs += o.stats.service_cidrs;
         if (!o.service) continue;
-        const std::optional<std::string>& label = o.service->proxy_label;
-        if (!cfg.cluster.serves_proxy(label ? &*label : nullptr)) {
+        if (another_proxys(*o.service, cfg)) {
             other.insert(o.service->full_name());
-            ++cfg.kube.other_proxy;
             continue;
         }
         if (!by_name.emplace(o.service->full_name(), cfg.services.size()).second) {

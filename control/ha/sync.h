@@ -136,7 +136,7 @@ public:
 
     struct Handover {
         bool started = false, done = false;
-        unsigned peers = 0;  // live peers it was sent to (done: that finished)
+        unsigned peers = 0;  // peers whose copy is done
         uint64_t flows = 0;  // flow records sent to each, at most
     };
     void hand_over() noexcept { handover_req_.store(true, std::memory_order_release); }
