@@ -91,6 +91,9 @@ void collect_flows(MetricsText& m, const FlowGauges& g, const WorkerCounters& t)
     m.sample("svcgate_flows_created_total", "", t.flows_created);
     m.family("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");
     m.sample("svcgate_flows_early_dropped_total", "", t.flows_early_dropped);
+    m.family("svcgate_flows_port_remapped_total", "counter",
+             "New flows whose client source port was remapped because their reply tuple was in use.");
+    m.sample("svcgate_flows_port_remapped_total", "", t.flows_port_remapped);
 }
 
 void collect_fragments(MetricsText& m, const WorkerCounters& t, uint64_t held, uint64_t datagrams) {

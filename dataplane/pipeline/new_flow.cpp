@@ -183,11 +183,17 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
         table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, f); }))
         ++ctx.counters.flows_early_dropped;
     InsertResult r = table->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
-    // Masquerade: another port of this worker's share when the reply tuple is taken.
-    for (unsigned i = 1; nf.masq && i < 64 && r.status == InsertStatus::reply_clash; ++i) {
+    // The reply tuple is taken: another port of this worker's share of the SNAT range. With
+    // masquerade that is the masquerade port; without, the client's source port is remapped and
+    // its address kept, as nf_nat does for any clash (get_unique_tuple, the null binding at
+    // POSTROUTING). A client reaching one endpoint through two Services from one source port
+    // (Linux reuses a port for another destination) would otherwise be refused.
+    unsigned tries = 1;
+    for (; tries < 64 && r.status == InsertStatus::reply_clash; ++tries) {
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
         r = table->insert(ctx.worker, nf.init, ctx.now);
     }
+    if (!nf.masq && tries > 1 && r.status == InsertStatus::inserted) ++ctx.counters.flows_port_remapped;
     if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
     switch (r.status) {
         case InsertStatus::inserted:

@@ -41,18 +41,20 @@ N = 100
 
 # N new connections (one request each) from inside a namespace; prints {pod: count} and failures.
 CONNECT = r"""
-import collections, http.client, json, sys
+import collections, http.client, json, sys, time
 host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-seen, failed = collections.Counter(), 0
-for _ in range(n):
+seen, failed, errors = collections.Counter(), 0, []
+for i in range(n):
+    t0 = time.monotonic()
+    c = http.client.HTTPConnection(host, port, timeout=2)
     try:
-        c = http.client.HTTPConnection(host, port, timeout=2)
         c.request("GET", "/")
         seen[c.getresponse().read().decode().strip()] += 1
-        c.close()
-    except Exception:
+    except Exception as e:
         failed += 1
-print(json.dumps({"pods": seen, "failed": failed}))
+        errors.append(f"#{i} after {time.monotonic() - t0:.2f} s, port {c.sock.getsockname()[1] if c.sock else '?'}: {e!r}")
+    c.close()
+print(json.dumps({"pods": seen, "failed": failed, "errors": errors}))
 """
 
 def connect(host, port, n=N):
@@ -201,6 +203,8 @@ try:
 finally:
     if keep and keep.poll() is None:
         keep.kill()
+    if checks.failures:
+        print(f"drops: {reasons('drops')}\nrejects: {reasons('rejects')}")
     r = checks.lab(src, "lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
     if checks.failures:
         print("svcgate's log:\n" + r.stdout[-3000:])

@@ -78,6 +78,45 @@ TEST(Pipeline, OneFlowStaysOnOneEndpointAndRepliesAreTranslatedBack) {
     EXPECT_NE(first.out->find(":8080"), std::string::npos) << "DNAT to the target port";
 }
 
+// Linux reuses a source port for another destination: one pod port reaching one endpoint through
+// two Services would give the second flow the first one's reply tuple. nf_nat remaps the source
+// port of the second (get_unique_tuple); so does the gateway, and both connections are answered.
+TEST(Pipeline, TwoServicesOneEndpointOneSourcePortBothConnect) {
+    auto t = test::tracer(with_services(R"(
+  - name: default/a
+    cluster_ip: 10.107.0.1
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4}]
+  - name: default/b
+    cluster_ip: 10.107.0.2
+    ports: [{name: p, protocol: TCP, port: 80}]
+    endpoints: [{ip: 10.244.2.4}]
+)"));
+    auto a = t->run_spec("tcp 10.244.3.5:1000 > 10.107.0.1:80 [S]");
+    ASSERT_EQ(a.verdict, Verdict::dnat) << a.text();
+    EXPECT_EQ(*a.out, "tcp 10.244.3.5:1000 > 10.244.2.4:80");
+    auto b = t->run_spec("tcp 10.244.3.5:1000 > 10.107.0.2:80 [S]");
+    ASSERT_EQ(b.verdict, Verdict::dnat) << b.text();
+    EXPECT_FALSE(b.masquerade);
+    ASSERT_EQ(b.out->substr(0, 15), "tcp 10.244.3.5:") << "the source address is kept: " << *b.out;
+    EXPECT_NE(*b.out, *a.out) << "the source port is remapped";
+    EXPECT_TRUE(test::checksums_verify(b.frame));
+    EXPECT_EQ(t->ctx().counters.flows_port_remapped, 1u);
+    EXPECT_EQ(t->ctx().counters.drops[static_cast<unsigned>(DropReason::flow_reply_clash)], 0u);
+    // Each answer goes back to the client's own port, from the Service it asked.
+    auto rb = t->run_spec("reply 2 [S.]");
+    ASSERT_EQ(rb.verdict, Verdict::reply) << rb.text();
+    EXPECT_EQ(*rb.out, "tcp 10.107.0.2:80 > 10.244.3.5:1000");
+    EXPECT_TRUE(test::checksums_verify(rb.frame));
+    auto ra = t->run_spec("reply 1 [S.]");
+    ASSERT_EQ(ra.verdict, Verdict::reply) << ra.text();
+    EXPECT_EQ(*ra.out, "tcp 10.107.0.1:80 > 10.244.3.5:1000");
+    // Later packets of the second connection keep its remapped port.
+    auto again = t->run_spec("tcp 10.244.3.5:1000 > 10.107.0.2:80 [.]");
+    EXPECT_EQ(again.out, b.out);
+    EXPECT_FALSE(again.new_flow);
+}
+
 TEST(Pipeline, MasqueradeInEachKubeProxyCase) {
     struct Case {
         const char* name;
