@@ -2,7 +2,9 @@
 """The lab's test pod: an HTTP/1.1 server (keep-alive) that answers with its pod name.
 
 GET /          -> "NAME\n"
-GET /blob/N    -> N bytes of a fixed pattern (blob(N) below), header X-SHA256 with their digest
+GET /blob/N    -> N bytes of a fixed pattern (the 4 KiB unit below, repeated), header X-SHA256
+                  with their digest; streamed (any size, little memory), the digest of each size
+                  computed once
 and a UDP echo on the same port: each datagram (up to 64 KiB: large ones arrive fragmented) is
 sent back as it came.
 usage: podserver.py NAME ADDRESS[,ADDRESS...] PORT   (IPv4 and IPv6 addresses: one listener each)
@@ -15,9 +17,27 @@ import sys
 import threading
 
 
-def blob(n):
-    unit = bytes(range(256)) * 16
-    return (unit * (n // len(unit) + 1))[:n]
+UNIT = bytes(range(256)) * 16
+CHUNK = UNIT * 64  # 256 KiB, a whole number of units: the chunks of a blob are its pattern
+digests, digests_lock = {}, threading.Lock()
+
+
+def chunks(n):
+    """The blob of n bytes, in pieces of at most CHUNK."""
+    while n > 0:
+        piece = CHUNK if n >= len(CHUNK) else CHUNK[:n]
+        yield piece
+        n -= len(piece)
+
+
+def digest(n):
+    with digests_lock:
+        if n not in digests:
+            h = hashlib.sha256()
+            for piece in chunks(n):
+                h.update(piece)
+            digests[n] = h.hexdigest()
+        return digests[n]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -25,18 +45,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path.startswith("/blob/"):
-            body = blob(int(self.path.split("/")[2]))
-            extra = {"X-SHA256": hashlib.sha256(body).hexdigest()}
+            n = int(self.path.split("/")[2])
+            body, length, extra = chunks(n), n, {"X-SHA256": digest(n)}
         else:
-            body = (self.server.pod + "\n").encode()
-            extra = {}
+            name = (self.server.pod + "\n").encode()
+            body, length, extra = [name], len(name), {}
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         for k, v in extra.items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        for piece in body:
+            self.wfile.write(piece)
 
     def log_message(self, fmt, *args):
         sys.stderr.write("%s %s\n" % (self.client_address[0], fmt % args))
