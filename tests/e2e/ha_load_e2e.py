@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""End to end: the HA lab under load (issue 36 acceptance). Three replicating gateways
+(tools/lib/ha.sh with its sync link); traffic from the client all along:
+  - six paced bulk downloads (tests/e2e/downloads.py), four over IPv4 and two over IPv6 to the
+    policy-Cluster LoadBalancer, each at RATE (3 MiB/s), one blob after another, every blob checked
+    against its digest;
+  - twelve keep-alive connections (tests/e2e/keepalive.py), six per family, a request every 100 ms.
+
+1. Steady: STEADY seconds (90) with no failure injected. No BFD session and no BGP session of the
+   router goes down (their "since" times are unchanged), no keep-alive answer gap above 1 s, the
+   downloads keep their pace.
+2. A rolling restart of all three gateways (tools/lab rolling-restart: each drained, restarted and
+   waited for in turn), then a SIGKILL of the gateway carrying the most flows and its restart. No
+   download broken, no connection broken, no gap above 2 s, each drain done in under 10 s.
+Prints the longest gaps, each drain's duration and the rates reached.
+
+usage: ha_load_e2e.py SVCGATE SOURCE_DIR [STEADY_SECONDS]
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
+
+svcgate, src = sys.argv[1], sys.argv[2]
+STEADY = float(sys.argv[3]) if len(sys.argv) > 3 else 90
+ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
+wait = checks.wait
+lab = checks.HaLab(src, ctl, sync=True)
+N, LB4, LB6 = lab.N, lab.LB4, lab.LB6
+ha, gwjson, hops = lab.sh, lab.gwjson, lab.hops
+RATE = 3 * 1024 * 1024
+BLOB = 30 * 1024 * 1024  # 10 s a blob at RATE: every failure falls inside some downloads
+
+
+class Downloads:
+    """tests/e2e/downloads.py in the client's namespace, one paced loop per URL."""
+
+    def __init__(self, urls):
+        self.dir = tempfile.mkdtemp(prefix="svcgate-downloads-")
+        self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
+        self.p = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3",
+                                   os.path.join(src, "tests/e2e/downloads.py"), self.state, self.stop_file,
+                                   str(RATE), str(BLOB), *urls])
+
+    def read(self):
+        try:
+            with open(self.state) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+
+    def received(self):
+        return sum(d["bytes"] for d in self.read())
+
+    def stop(self):
+        """Lets every loop finish the blob in hand (at most BLOB / RATE s, more on a slow host)."""
+        open(self.stop_file, "w").close()
+        try:
+            self.p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        res = self.read()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return res
+
+
+def sessions():
+    """The router's BGP sessions and BFD sessions: name -> (state, since)."""
+    out = {}
+    for line in ha("ha_birdc router show protocols").stdout.splitlines():
+        w = line.split()
+        if len(w) >= 6 and w[0].startswith("gw") and w[1] == "BGP":
+            out["bgp " + w[0]] = (w[3] + " " + w[5], w[4])
+    for line in ha("ha_birdc router show bfd sessions").stdout.splitlines():
+        w = line.split()
+        if len(w) >= 4 and w[1] == "r-lan":
+            out["bfd " + w[0]] = (w[2], w[3])
+    return out
+
+
+def all_up(s):
+    return len(s) == 4 * N and all(st in ("up Established", "Up") for st, _ in s.values())
+
+
+def gaps(kas):
+    recs = [c for k in kas for c in k.read()]
+    return recs, max((c["gap"] for c in recs), default=None), [c for c in recs if c["errors"]]
+
+
+def own_flows(i):
+    flows = gwjson(i, "flows", "--limit", "100000")
+    return sum(1 for f in flows if not f.get("replica_of")) if isinstance(flows, list) else 0
+
+
+def main():
+    r = ha(f"ha_up {N} && ha_start {N}", timeout=180)
+    if not check(r.returncode == 0, f"HA lab with {N} replicating gateways up ({r.stderr.strip()[-300:]})"):
+        return None, []
+    ready = wait(lambda: all((gwjson(i, "status").get("ha") or {}).get("ready") for i in range(1, N + 1)), 10)
+    check(ready is not None, "every gateway ready")
+    dl = Downloads([f"http://{LB4}"] * 4 + [f"http://[{LB6}]"] * 2)
+    kas = [checks.KeepAlive(src, "client", LB4, 6), checks.KeepAlive(src, "client", LB6, 6)]
+    for k in kas:
+        k.wait_ready(30)
+    check(all(k.ready() for k in kas), f"12 keep-alive connections answering ({[len(k.read()) for k in kas]})")
+
+    # 1. Steady load, nothing injected.
+    before = sessions()
+    check(all_up(before), f"every BGP and BFD session of the router up ({len(before)} of {4 * N})")
+    b0, t0 = dl.received(), time.monotonic()
+    time.sleep(STEADY)
+    got, took = dl.received() - b0, time.monotonic() - t0
+    after = sessions()
+    changed = {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
+    check(all_up(after) and not changed, f"{took:.0f} s of load: no BFD or BGP session went down or restarted "
+                                         f"({changed or 'all held'})")
+    recs, gap, broken = gaps(kas)
+    check(not broken and gap is not None and gap <= 1,
+          f"no keep-alive answer gap above 1 s (longest {gap} s; broken {[c['errors'][:1] for c in broken][:3]})")
+    per = got / took / 6 / 1e6
+    check(per >= 0.9 * RATE / 1e6, f"the downloads kept their pace: {per:.2f} MB/s each on average "
+                                   f"(paced at {RATE / 1e6:.2f})")
+    bad = [d for d in dl.read() if d["errors"]]
+    check(not bad, f"every download so far intact ({sum(d['intact'] for d in dl.read())} done; "
+                   f"broken: {[d['errors'][:1] for d in bad][:3]})")
+
+    # 2. A rolling restart of every gateway, then a SIGKILL of the busiest and its return.
+    r = ha(f"ha_rolling_restart {N} {svcgate}", timeout=400)
+    print(r.stdout.strip())
+    drains = [float(line.split("drained in ")[1].split()[0]) for line in r.stdout.splitlines()
+              if "drained in " in line]
+    check(r.returncode == 0 and len(drains) == N and max(drains) < 10,
+          f"rolling restart of {N} gateways under load: drains took {drains} s (each under 10 s) {r.stderr[-300:]}")
+    per_gw = {i: own_flows(i) for i in range(1, N + 1)}
+    victim = max(per_gw, key=per_gw.get)
+    ha(f"kill -9 $(cat $LAB_RUN/gw{victim}.pid)")
+    shrink = wait(lambda: len(hops(LB4)) == N - 1, 5)
+    check(shrink is not None, f"gw{victim} (carrying {per_gw[victim]} flows of {sum(per_gw.values())}) killed "
+                              f"with SIGKILL; out of the router's ECMP set after {shrink and round(shrink, 2)} s")
+    time.sleep(3)
+    r = ha(f"ha_start_gateway {victim} {svcgate} && ha_wait_paths 30 {LB4} {N}", timeout=60)
+    check(r.returncode == 0, f"gw{victim} back in the ECMP set {r.stdout.strip()} s after its start")
+    time.sleep(5)
+    recs, gap, broken = gaps(kas)
+    check(len(recs) == 12 and not broken and gap is not None and gap <= 2,
+          f"no keep-alive connection broke, longest gap {gap} s (at most 2 s; broken "
+          f"{[c['errors'][:1] for c in broken][:3]})")
+    return dl, kas
+
+
+dl, kas = None, []
+try:
+    dl, kas = main()
+finally:
+    res = [c for k in kas for c in k.stop()]
+    done = dl.stop() if dl else []
+    ha("lab_down")
+if dl:
+    bad = [d for d in done if d["errors"]]
+    check(done and not bad and all(d["intact"] > 0 for d in done),
+          f"every download intact through all of it: {[d['intact'] for d in done]} blobs of {BLOB >> 20} MiB; "
+          f"longest stall {max(d['stall'] for d in done):.2f} s; broken: {[d['errors'][:1] for d in bad][:3]}")
+checks.finish("the HA lab under load")
