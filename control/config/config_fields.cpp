@@ -29,6 +29,7 @@ const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "routes[]", "`[]`"},
     {"dataplane", "neighbors[]", "`[]`"},
     {"dataplane", "mbufs", "what the ports need", true, 1024, 1u << 26},
+    {"dataplane", "poll", "`adaptive`", true},
     {"dataplane", "flow_table.capacity", "`1048576`", true, 1024, k30,
      [](const Config& c) -> uint64_t { return c.dataplane.flow_capacity; }},
     {"dataplane", "flow_table.capacity_v6", "`capacity / 4`", true, 1024, k30},
@@ -136,6 +137,7 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     keep(d.eal, r.eal, "dataplane", "eal");
     keep(d.workers, r.workers, "dataplane", "workers");
     keep(d.mbufs, r.mbufs, "dataplane", "mbufs");
+    keep(d.busy_poll, r.busy_poll, "dataplane", "poll");
     keep(d.flow_capacity, r.flow_capacity, "dataplane", "flow_table.capacity");
     keep(d.flow_capacity_v6, r.flow_capacity_v6, "dataplane", "flow_table.capacity_v6");
     keep(d.timeouts, r.timeouts, "dataplane", "flow_table.timeouts");  // the flow table holds them

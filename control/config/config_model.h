@@ -123,6 +123,9 @@ struct DataplaneConfig {
     // own budget, so a flood of anything else cannot starve the routing daemon.
     uint32_t punt_control_per_second = 2000;
     uint32_t punt_other_per_second = 1000;
+    // dataplane.poll: busy spins through light load as DPDK applications do on dedicated cores;
+    // adaptive (false) sleeps briefly after an empty poll that follows a light one (worker.h).
+    bool busy_poll = false;
 };
 
 // What the box announces and how (routing:, announce.h). svcgate writes the addresses to

@@ -247,6 +247,13 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         read_number(r, fr["max_per_datagram"], "dataplane", "fragments.max_per_datagram", d.fragments.max_per_datagram);
     }
     read_number(r, n["mbufs"], "dataplane", "mbufs", d.mbufs);
+    if (const ytree::Node p = n["poll"]) {
+        const auto v = r.str(p, "dataplane.poll");
+        if (v == "busy" || v == "adaptive")
+            d.busy_poll = v == "busy";
+        else if (v)
+            r.error(p, "dataplane.poll", "\"" + *v + "\" is not adaptive or busy");
+    }
     if (n["one_arm_masquerade"])
         if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])

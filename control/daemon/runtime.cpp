@@ -77,6 +77,7 @@ std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfi
     if (!rt.frags) return fmt::format("fragment table of {} datagrams: out of memory", dpc.fragments.max_datagrams);
     shared.frags = rt.frags.get();
     shared.icmp_errors_per_second = dpc.icmp_errors_per_second;
+    shared.busy_poll = dpc.busy_poll;
     shared.port_mtus = FixedArray<uint16_t>(dpc.ports.size());
     for (size_t p = 0; p < dpc.ports.size(); ++p) shared.port_mtus[p] = dpc.ports[p].mtu;
     shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);

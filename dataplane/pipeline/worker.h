@@ -66,6 +66,7 @@ struct WorkerShared {
     FixedArray<Host> hosts;
     uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
     uint32_t punt_other_per_second = 1000;
+    bool busy_poll = false;  // dataplane.poll: busy (never a light-load sleep) or adaptive
 };
 
 struct RxQueue {
@@ -116,6 +117,11 @@ private:
     // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).
     static constexpr unsigned kSpinPolls = 64;
     static constexpr unsigned kMinSleepUs = 16, kMaxSleepUs = 1024;
+    // Adaptive polling: a loop that found fewer than kLightBurst packets is light load, and the
+    // empty polls after it sleep at once (kMinSleepUs, doubling). Sleeps this short need a timer
+    // slack (kTimerSlackNs) below nanosleep's default 50 us.
+    static constexpr unsigned kLightBurst = kBurst / 4;
+    static constexpr unsigned long kTimerSlackNs = 5000;
     static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
     uint32_t age_budget_ = 64;                    // records a millisecond under load
     uint32_t announce_seen_ = 0;                  // WorkerShared::announce as last acted on

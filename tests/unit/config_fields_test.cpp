@@ -136,6 +136,7 @@ kubernetes: {api: {kubeconfig: k}}
         {"dataplane.eal", {"dataplane:\n", "dataplane:\n  eal: [--no-pci]\n"}},
         {"dataplane.workers", {"dataplane:\n", "dataplane:\n  workers: 2\n"}},
         {"dataplane.mbufs", {"dataplane:\n", "dataplane:\n  mbufs: 8192\n"}},
+        {"dataplane.poll", {"dataplane:\n", "dataplane:\n  poll: busy\n"}},
         {"dataplane.flow_table.capacity",
          {"dataplane:\n", "dataplane:\n  flow_table: {capacity: 4096, capacity_v6: 262144}\n"}},
         {"dataplane.flow_table.capacity_v6", {"dataplane:\n", "dataplane:\n  flow_table: {capacity_v6: 4096}\n"}},

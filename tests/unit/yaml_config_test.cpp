@@ -107,6 +107,15 @@ TEST(Config, StaticNeighborsAndMbufs) {
     EXPECT_EQ(e[0].str(), "t.yaml:4:7: dataplane.neighbors[0].ip: 10.7.0.9 is not on the subnet of any port");
 }
 
+TEST(Config, PollIsAdaptiveOrBusy) {
+    EXPECT_FALSE(load_config_string("dataplane: {}\n", "t.yaml").dataplane.busy_poll) << "adaptive by default";
+    EXPECT_TRUE(load_config_string("dataplane: {poll: busy}\n", "t.yaml").dataplane.busy_poll);
+    EXPECT_FALSE(load_config_string("dataplane: {poll: adaptive}\n", "t.yaml").dataplane.busy_poll);
+    auto e = errors_of("dataplane:\n  poll: spin\n");
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].str(), "t.yaml:2:9: dataplane.poll: \"spin\" is not adaptive or busy");
+}
+
 TEST(Config, UnknownFieldsAreWarningsAndSyntaxErrorsArePositioned) {
     Config c = load_config_string("cluster:\n  node_ipz: []\n", "t.yaml");
     ASSERT_EQ(c.warnings.size(), 1u);
