@@ -94,6 +94,9 @@ void collect_flows(MetricsText& m, const FlowGauges& g, const WorkerCounters& t)
     m.family("svcgate_flows_port_remapped_total", "counter",
              "New flows whose client source port was remapped because their reply tuple was in use.");
     m.sample("svcgate_flows_port_remapped_total", "", t.flows_port_remapped);
+    m.family("svcgate_flows_reopened_total", "counter",
+             "Closed TCP connections (TIME_WAIT, CLOSE) a client's SYN on the same tuple replaced with a new one.");
+    m.sample("svcgate_flows_reopened_total", "", t.flows_reopened);
 }
 
 void collect_fragments(MetricsText& m, const WorkerCounters& t, uint64_t held, uint64_t datagrams) {

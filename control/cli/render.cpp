@@ -189,9 +189,10 @@ std::string render_stats(const Json& j) {
         if (d || rj) o += fmt::format("{:<28} {:>7} {:>8}  {}\n", key, d, rj, dp::drop_reason_description(reason));
     }
     const Json f = j.value("flows", Json::object()), fr = j.value("fragments", Json::object());
-    o += fmt::format("\nflows: {} live, {} created, {} expired, {} early-dropped, {} source ports remapped\n",
-                     num<uint64_t>(f, "live"), num<uint64_t>(f, "created"), num<uint64_t>(f, "expired"),
-                     num<uint64_t>(f, "early_dropped"), num<uint64_t>(f, "port_remapped"));
+    o += fmt::format(
+        "\nflows: {} live, {} created, {} expired, {} early-dropped, {} source ports remapped, {} reopened\n",
+        num<uint64_t>(f, "live"), num<uint64_t>(f, "created"), num<uint64_t>(f, "expired"),
+        num<uint64_t>(f, "early_dropped"), num<uint64_t>(f, "port_remapped"), num<uint64_t>(f, "reopened"));
     o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n\n",
                      num<uint64_t>(fr, "held"), num<uint64_t>(fr, "stored"), num<uint64_t>(fr, "released"),
                      num<uint64_t>(fr, "fragmented"), num<uint64_t>(fr, "fragments_out"));

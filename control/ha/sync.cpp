@@ -353,6 +353,14 @@ bool closing(const BasicFlow<K>& f, FlowState state) noexcept {
     return static_cast<Proto>(f.key[0].proto) == Proto::tcp && state.tcp_closing();
 }
 
+// A TCP connection that is over (TIME_WAIT, CLOSE): a record of the same tuple that is not
+// closing is a new connection the client opened on it (the workers' reopen, pipeline.cpp).
+template <typename K>
+bool over(const BasicFlow<K>& f, FlowState state) noexcept {
+    return static_cast<Proto>(f.key[0].proto) == Proto::tcp &&
+        (state.tcp() == TcpState::time_wait || state.tcp() == TcpState::close);
+}
+
 }  // namespace
 
 template <typename K>
@@ -364,7 +372,20 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
             return *w_.flows6;
     }();
     const uint32_t now = flow_clock_now();
-    if (const FlowRef ref = table.lookup(in.key[0]); ref.hit()) {
+    FlowRef ref = table.lookup(in.key[0]);
+    if (ref.hit() && ref.dir == Direction::original) {
+        // A replica of ours of a connection that is over, and the peer's record of a new one on
+        // the same tuple (its endpoint chosen anew): the replica goes, the record comes in.
+        const auto& f = table.flow(ref.id);
+        const StatsTable* st = w_.stats->load(std::memory_order_acquire);
+        if (st && f.owner == w_.owner && f.kind == FlowKind::nat && over(f, FlowState::load(f.state)) &&
+            !closing(f, FlowState{in.state})) {
+            release_flow(*st, f);
+            table.remove(ref.id);
+            ref = FlowRef{};
+        }
+    }
+    if (ref.hit()) {
         // Known here: a replica being refreshed, or a flow of ours that a peer carries too (ECMP
         // moved it there, or this gateway drains). The view of whoever saw a packet last wins:
         // its state and when (so a drained gateway learns that its connections closed).

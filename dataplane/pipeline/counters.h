@@ -32,6 +32,7 @@ struct alignas(64) WorkerCounters {
     uint64_t flows_expired = 0;
     uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t flows_port_remapped = 0;  // new flows whose source port was changed: reply tuple taken
+    uint64_t flows_reopened = 0;       // closed TCP flows a client's SYN replaced with a new one
     uint64_t affinity_hits = 0;
     // Flow replication (control/ha/sync.h): flows this worker handed to the sync thread (proven, or a
     // state change that matters), those its full ring refused (the periodic refresh sends them),
@@ -80,6 +81,7 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     flows_expired += o.flows_expired;
     flows_early_dropped += o.flows_early_dropped;
     flows_port_remapped += o.flows_port_remapped;
+    flows_reopened += o.flows_reopened;
     affinity_hits += o.affinity_hits;
     sync_events += o.sync_events;
     sync_ring_full += o.sync_ring_full;

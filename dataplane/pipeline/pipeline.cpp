@@ -61,6 +61,29 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
     }
 }
 
+// A client's SYN on a connection of its own that is over (TIME_WAIT or CLOSE, the endpoint
+// perhaps removed since): a new connection, as conntrack reopens it (nf_conntrack_tcp_packet:
+// the old entry is killed and the packet looked up again, so it is balanced and NATed anew).
+// The flow is removed when this worker owns it; refs[j] and the burst's later packets of the
+// same flow become misses. A flow another thread owns (a replica) keeps today's course: the SYN
+// follows it.
+template <typename F>
+[[gnu::cold]] void reopen_closed(WorkerCtx& ctx, const PacketMeta& m, FlowRef* refs, uint16_t j, uint16_t n) noexcept {
+    if ((m.tcp_flags & (kSyn | kAck | kRst)) != kSyn || refs[j].dir != Direction::original || m.inner_off) return;
+    auto* table = F::table(ctx);
+    const auto& f = table->flow(refs[j].id);
+    const TcpState s = FlowState::load(f.state).tcp();
+    if (static_cast<Proto>(f.key[0].proto) != Proto::tcp || (s != TcpState::time_wait && s != TcpState::close) ||
+        f.owner != ctx.worker || !f.live.load(std::memory_order_relaxed))
+        return;
+    const uint32_t id = refs[j].id;
+    release_flow(*ctx.stats, f);
+    table->remove(id);
+    ++ctx.counters.flows_reopened;
+    for (uint16_t k = j; k < n; ++k)
+        if (refs[k].hit() && refs[k].id == id) refs[k] = FlowRef{};
+}
+
 // Lookup: one bulk lookup for the family's tuples; what found no flow goes on to classify.
 template <typename F>
 void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
@@ -82,6 +105,8 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
     const bool prefetch = misses < flows.n && st.services.slots() + st.endpoints.slots() > 16384;
     for (uint16_t j = 0; j < flows.n; ++j) {
         const uint16_t i = flows.at[j];
+        if (refs[j].hit() && (b.pkt[i].meta.tcp_flags & kSyn)) [[unlikely]]
+            reopen_closed<F>(ctx, b.pkt[i].meta, refs, j, flows.n);
         b.pkt[i].ref = refs[j];
         if (!refs[j].hit()) {
             if (!b.pkt[i].meta.inner_off) b.misses.push(i), b.miss_hash[i] = hashes[j];

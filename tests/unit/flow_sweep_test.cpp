@@ -1,6 +1,7 @@
 // Reloads and live flows (issue #4): established flows keep their endpoint while it exists; TCP
 // flows to a removed endpoint are answered with RST both ways; UDP flows to a removed endpoint
 // go, so the next datagram selects again; terminating endpoints keep their flows, get no new ones.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -295,4 +296,70 @@ TEST(Reload, SlotsAreGivenBackOnceNoConfigNamesThemAndNoFlowHoldsThem) {
     t->reload(ctl::load_config_string(kGateway + a + b + "\n", "r2.yaml"));
     EXPECT_EQ(service_packets(*t, "d/b:p"), 2u) << "a Service's counters go on by name";
     EXPECT_EQ(endpoint_packets(*t, "10.244.2.5"), 0u) << "an endpoint's restart";
+}
+
+// Closes the connection from `port` in the client's and the endpoint's order (FIN, FIN, ACK):
+// the flow is then in TIME_WAIT.
+void close_connection(ctl::Tracer& t, int port, const std::string& ep) {
+    auto fin = t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [F.]", port));
+    EXPECT_EQ(fin.verdict, Verdict::dnat) << fin.text();
+    auto fin2 = t.run_spec(fmt::format("tcp {} > 10.244.2.9:{} [F.]", ep, port));
+    EXPECT_EQ(fin2.verdict, Verdict::reply) << fin2.text();
+    auto ack = t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+    EXPECT_EQ(ack.verdict, Verdict::dnat) << ack.text();
+}
+
+// A SYN from `port` on the tuple of its closed connection, and the rest of the handshake: the
+// SYN's record (new_flow, endpoint).
+ctl::TraceRecord reopen(ctl::Tracer& t, int port) {
+    auto syn = t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port));
+    EXPECT_EQ(syn.verdict, Verdict::dnat) << syn.text();
+    t.run_spec(fmt::format("tcp {} > 10.244.2.9:{} [S.]", syn.endpoint.value_or(""), port));
+    t.run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+    return syn;
+}
+
+// A client's SYN on the tuple of a connection that is over (TIME_WAIT) is a new connection, as
+// conntrack reopens it: balanced and NATed anew, even when a reload removed its endpoint
+// meanwhile, where the removed endpoint's RST would answer it otherwise.
+TEST(Reload, ASynOnAClosedConnectionOpensANewOne) {
+    test::ensure_eal();
+    auto t = test::tracer(config(kAB), 5);
+    auto flows = connect_both(*t);
+    for (auto& [port, ep] : flows) close_connection(*t, port, ep);
+    const int port = flows.begin()->first;
+    // Still there, in TIME_WAIT: a late ACK follows the flow.
+    auto late = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+    EXPECT_FALSE(late.new_flow);
+    EXPECT_EQ(late.endpoint, flows.begin()->second);
+    // SYNs on the closed tuple: new flows, selected again (30 reach both endpoints).
+    const uint64_t created = t->ctx().counters.flows_created;
+    std::set<std::string> picked;
+    for (int i = 0; i < 30; ++i) {
+        auto syn = reopen(*t, port);
+        ASSERT_TRUE(syn.new_flow) << syn.text();
+        picked.insert(syn.endpoint.value_or(""));
+        close_connection(*t, port, syn.endpoint.value_or(""));
+    }
+    EXPECT_EQ(picked, std::set<std::string>({"10.244.2.4:80", "10.244.2.6:80"}));
+    EXPECT_EQ(t->ctx().counters.flows_reopened, 30u);
+    EXPECT_EQ(t->ctx().counters.flows_created, created + 30);
+    // The endpoint is removed while the connection to it is in TIME_WAIT: a SYN on its tuple
+    // reaches the remaining endpoint.
+    uint64_t reopens = 31;
+    for (int i = 0; i < 100 && reopen(*t, port).endpoint != "10.244.2.4:80"; ++i, ++reopens)
+        close_connection(*t, port, "10.244.2.6:80");
+    close_connection(*t, port, "10.244.2.4:80");
+    t->reload(ctl::load_config_string(config(kB), "r.yaml"));
+    auto after = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port));
+    EXPECT_EQ(after.verdict, Verdict::dnat) << after.text();
+    EXPECT_TRUE(after.new_flow);
+    EXPECT_EQ(after.endpoint.value_or(""), "10.244.2.6:80");
+    // A SYN on an open connection is no reopen: it follows the flow (conntrack ignores it).
+    t->run_spec(fmt::format("tcp 10.244.2.6:80 > 10.244.2.9:{} [S.]", port));
+    t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [.]", port));
+    auto open = t->run_spec(fmt::format("tcp 10.244.2.9:{} > 10.96.0.50:80 [S]", port));
+    EXPECT_FALSE(open.new_flow);
+    EXPECT_EQ(open.endpoint.value_or(""), "10.244.2.6:80");
+    EXPECT_EQ(t->ctx().counters.flows_reopened, reopens + 1) << "only closed connections reopen";
 }

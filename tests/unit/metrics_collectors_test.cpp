@@ -39,7 +39,7 @@ void expect_declared(const std::string& text) {
 TEST(MetricsCollectors, Flows) {
     MetricsText m;
     dp::WorkerCounters t{};
-    t.flows_created = 7, t.flows_early_dropped = 2, t.flows_port_remapped = 5;
+    t.flows_created = 7, t.flows_early_dropped = 2, t.flows_port_remapped = 5, t.flows_reopened = 4;
     collect_flows(m, FlowGauges{.live4 = 3, .capacity4 = 1024, .has_v6 = true, .live6 = 1, .capacity6 = 256}, t);
     const std::string& s = m.str();
     EXPECT_TRUE(has_line(s, "# TYPE svcgate_flows gauge"));
@@ -49,6 +49,7 @@ TEST(MetricsCollectors, Flows) {
     EXPECT_TRUE(has_line(s, "svcgate_flows_created_total 7"));
     EXPECT_TRUE(has_line(s, "svcgate_flows_early_dropped_total 2"));
     EXPECT_TRUE(has_line(s, "svcgate_flows_port_remapped_total 5"));
+    EXPECT_TRUE(has_line(s, "svcgate_flows_reopened_total 4"));
     expect_declared(s);
     MetricsText v4;
     collect_flows(v4, FlowGauges{.live4 = 3, .capacity4 = 1024}, t);

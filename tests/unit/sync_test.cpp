@@ -263,6 +263,39 @@ TEST(Syncer, TheRefreshSendsWhatNoEventDid) {
     EXPECT_EQ(a.t->ctx().counters.sync_events, 0u);
 }
 
+// A client's new connection on the tuple of one that is over: its gateway reopens the flow
+// (another masquerade port here), and the peer's replica of the closed one gives way to it, so the
+// peer would carry the new connection as its gateway does.
+TEST(Syncer, ANewConnectionOnAClosedTupleReplacesItsReplica) {
+    const uint16_t pa = free_udp_port(), pb = free_udp_port();
+    Node a("sg_test_oa", ha(pa, {pb}, 3600));
+    Node b("sg_test_ob", ha(pb, {pa}, 3600));
+    ASSERT_EQ(a.sync->start(), "");
+    ASSERT_EQ(b.sync->start(), "");
+    ASSERT_TRUE(within(kPatience, [&] { return a.sync->ready() && b.sync->ready(); }));
+    handshake(*a.t, kClient);
+    const auto old_out = a.t->run_spec(kClient + " [.]").out;
+    a.t->run_spec(kClient + " [F.]");
+    a.t->run_spec("reply 4 [F.]");
+    a.t->run_spec(kClient + " [.]");
+    auto state_on_b = [&] {
+        const dp::Flow* f = find(*b.t, kClient);
+        return f ? dp::FlowState::load(f->state).tcp() : dp::TcpState::none;
+    };
+    ASSERT_TRUE(within(kPatience, [&] { return state_on_b() == dp::TcpState::time_wait; }))
+        << "b holds the closed connection: " << dp::tcp_state_name(state_on_b());
+    handshake(*a.t, kClient);  // asserts a new flow: the reopen
+    const auto new_out = a.t->run_spec(kClient + " [.]").out;
+    ASSERT_NE(new_out, old_out) << "the new connection has a masquerade port of its own";
+    const auto same_tuple = [&] {
+        const dp::Flow *fa = find(*a.t, kClient), *fb = find(*b.t, kClient);
+        return fa && fb && fa->key[1] == fb->key[1];
+    };
+    EXPECT_TRUE(within(kPatience, same_tuple)) << "b's replica is the new connection";
+    EXPECT_EQ(b.t->run_spec(kClient + " [.]").out, new_out);
+    EXPECT_EQ(a.t->ctx().counters.flows_reopened, 1u);
+}
+
 TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     const uint16_t pb = free_udp_port(), px = free_udp_port();
     Node b("sg_test_fb", ha(pb, {px}, 3600));
