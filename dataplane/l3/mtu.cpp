@@ -13,10 +13,7 @@ namespace svcgate::dp {
 
 bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept {
     const PacketMeta& m = p.meta;
-    if (!m.is_v6()) {
-        const uint8_t* ip = rte_pktmbuf_mtod(mb, const uint8_t*) + m.l3_off;
-        if (!(ip[6] & 0x40)) return true;  // no DF: the output stage fragments it
-    }
+    if (!m.is_v6() && !m.dont_fragment) return true;  // the output stage fragments it
     // The error goes back to the sender, from the gateway's address on the sender's side.
     IpAddr from;
     if (m.is_v6()) {

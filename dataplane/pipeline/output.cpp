@@ -2,9 +2,8 @@
 
 #include <cstring>
 
-#include <rte_arp.h>
-
 #include "dataplane/pipeline/burst.h"
+#include "dataplane/l3/host_path.h"
 #include "dataplane/l3/local.h"
 #include "dataplane/pipeline/pipeline.h"
 
@@ -176,63 +175,14 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
     }
 }
 
-}  // namespace
-
-namespace {
-
-// The link-local address the kernel gives an interface with MAC `mac` (RFC 4291 appendix A).
-Ip6 eui64_link_local(const rte_ether_addr& mac) noexcept {
-    Ip6 a{};
-    const uint8_t* b = mac.addr_bytes;
-    a.b[0] = 0xfe, a.b[1] = 0x80;
-    a.b[8] = b[0] ^ 0x02, a.b[9] = b[1], a.b[10] = b[2], a.b[11] = 0xff, a.b[12] = 0xfe;
-    a.b[13] = b[3], a.b[14] = b[4], a.b[15] = b[5];
-    return a;
-}
-
-// What the dataplane did not answer for the gateway itself goes to the in-port's host interface:
-// IP to a port address or node IP (answer_local's to_gateway: BGP, BFD, SSH, the health ports),
-// and the answers to the kernel's own neighbor questions — ARP replies and Neighbor
-// Advertisements to those addresses — so that its neighbor entries resolve. Nothing else of ARP
-// and ND: the dataplane answers requests for the gateway's addresses itself, and the kernel takes
-// no router advertisement, redirect or question about another host. Two budgets per worker:
-// neighbor answers and on-link senders (TTL or hop limit 255, as BFD and BGP with GTSM send, RFC
-// 5082) apart from the rest, so that a flood from off-link cannot starve the routing daemon.
+// A packet the dataplane did not answer for the gateway itself goes to the in-port's host
+// interface when it is the kernel's (host_path.h), within its class's budget per worker.
 // False: not for the host (the caller drops it under its reason).
 [[gnu::cold]] bool punt(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port) noexcept {
-    const PacketMeta& pm = p.meta;
-    const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-    constexpr uint32_t kHostAddr = kPortAddr | kNodeAddr;
-    bool control;
-    if (pm.l3 == L3Kind::arp) {
-        if (p.reason != DropReason::arp_consumed) return false;
-        const auto* a = reinterpret_cast<const rte_arp_hdr*>(frame + pm.l3_off);
-        const Ip4 target{a->arp_data.arp_tip};
-        if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REPLY) || !(ctx.snap->local_flags(target) & kHostAddr))
-            return false;
-        control = true;
-    } else if (pm.is_nd()) {
-        if (p.reason != DropReason::nd_consumed) return false;
-        if (pm.icmp_type == kIcmp6NeighborAdvert) {
-            // To one of its addresses, or to its link-local one (the kernel's probes come from it).
-            if (!(ctx.snap->local_flags(pm.key6.dst) & kHostAddr) && !pm.key6.dst.is_link_local()) return false;
-        } else if (pm.icmp_type == kIcmp6NeighborSolicit) {
-            // For its link-local address (the dataplane answers for the others): peers ask
-            // before they answer the kernel's probes.
-            Ip6 target;
-            std::memcpy(target.b, frame + pm.l4_off + 8, 16);
-            if (!(target == eui64_link_local(ctx.out.mac(in_port)))) return false;
-        } else {
-            return false;
-        }
-        control = true;
-    } else {
-        if (p.reason != DropReason::to_gateway) return false;
-        const uint32_t own = pm.is_v6() ? ctx.snap->local_flags(pm.key6.dst) : ctx.snap->local_flags(pm.key.dst);
-        if (!(own & kHostAddr)) return false;  // a service address: nothing for the kernel
-        control = frame[pm.l3_off + (pm.is_v6() ? 7 : 8)] == 255;
-    }
-    if (!(control ? ctx.punt_control : ctx.punt_other).allow(ctx.now_ms)) {
+    const HostClass c =
+        host_class(*ctx.snap, ctx.out.mac(in_port), p.meta, rte_pktmbuf_mtod(m, const uint8_t*), p.reason);
+    if (c == HostClass::none) return false;
+    if (!(c == HostClass::control ? ctx.punt_control : ctx.punt_other).allow(ctx.now_ms)) {
         p.reason = DropReason::punt_limited;
         output_drop(ctx, m, DropReason::punt_limited);
         p.l2 = L2Outcome::dropped;

@@ -406,6 +406,7 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
 
     const uint16_t frag = rte_be_to_cpu_16(load<rte_be16_t>(ip + 6));
     m.more_fragments = (frag & RTE_IPV4_HDR_MF_FLAG) != 0;
+    m.dont_fragment = (frag & RTE_IPV4_HDR_DF_FLAG) != 0;
     if (frag & (RTE_IPV4_HDR_OFFSET_MASK | RTE_IPV4_HDR_MF_FLAG)) [[unlikely]] {
         const uint32_t fo = (frag & RTE_IPV4_HDR_OFFSET_MASK) * 8u;
         if (DropReason r = set_fragment(m, fo, m.l4_off, m.l4_len, rte_be_to_cpu_16(load<rte_be16_t>(ip + 4)), ip[9]);

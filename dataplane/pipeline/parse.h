@@ -56,7 +56,10 @@ struct PacketMeta {
     uint8_t tcp_flags = 0;
     uint8_t icmp_type = 0;
     L3Kind l3 = L3Kind::ipv4;
-    bool more_fragments = false;  // MF: not the last fragment of its datagram
+    // IPv4's flags, in one byte: MF (also IPv6's M: not the last fragment of its datagram) and DF
+    // (too big for the egress MTU: an error back, not fragments; mtu.h).
+    bool more_fragments : 1 = false;
+    bool dont_fragment : 1 = false;
     // ICMP / ICMPv6 errors (destination unreachable, time exceeded, parameter problem, source
     // quench, packet too big) about a TCP/UDP/SCTP packet: where the embedded IP header starts (0 =
     // not such an error), where its L4 header starts, how many bytes of that came along, and the
@@ -96,6 +99,8 @@ struct PacketMeta {
             icmp_type >= kIcmp6RouterSolicit && icmp_type <= kIcmp6Redirect;
     }
 };
+// Zeroed whole by parse_packet (one `rep stosq`): a field added past the padding costs every packet.
+static_assert(sizeof(PacketMeta) == 100);
 
 struct ParseOptions {
     bool ip_csum_verified = false;  // the NIC said the IPv4 header checksum is good
