@@ -567,7 +567,7 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
         for (int c = 0; c < CPU_SETSIZE; ++c)
             if (!CPU_ISSET(c, &mine) && c < static_cast<int>(std::thread::hardware_concurrency())) CPU_SET(c, &others);
         if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
-        if (!syncer->start().empty()) st.SkipWithError("sync thread");
+        if (!syncer->start().ok()) st.SkipWithError("sync thread");
         pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
         st.counters["sync_own_core"] = CPU_COUNT(&others) ? 1 : 0;
         hello();
@@ -705,16 +705,16 @@ void BM_StateFile(benchmark::State& st) {
     for (auto _ : st) {
         const auto t0 = std::chrono::steady_clock::now();
         uint32_t written = 0;
-        if (std::string e = ctl::save_flow_state(path, "bench", *t, nullptr, 2, 1000, written); !e.empty()) {
-            st.SkipWithError(e.c_str());
+        if (ctl::Status s = ctl::save_flow_state(path, "bench", *t, nullptr, 2, 1000, written); !s) {
+            st.SkipWithError(s.error().c_str());
             break;
         }
         const auto t1 = std::chrono::steady_clock::now();
         auto other = FlowTable::create(FlowTable::Params{.capacity = 1024});
         ctl::FlowImporter imp(empty, stats, *other, nullptr, other->owners());
         ctl::RestoreResult r;
-        if (std::string e = ctl::restore_flow_state(path, "bench", 600, imp, 2, 1000, r); !e.empty()) {
-            st.SkipWithError(e.c_str());
+        if (ctl::Status s = ctl::restore_flow_state(path, "bench", 600, imp, 2, 1000, r); !s) {
+            st.SkipWithError(s.error().c_str());
             break;
         }
         const auto t2 = std::chrono::steady_clock::now();

@@ -49,15 +49,15 @@ ControlServer::~ControlServer() {
     }
 }
 
-std::string ControlServer::open_socket(const std::string& path, unsigned mode) {
+Status ControlServer::open_socket(const std::string& path, unsigned mode) {
     if (path.empty()) return {};
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
-    if (path.size() >= sizeof a.sun_path) return fmt::format("control socket path too long: {}", path);
+    if (path.size() >= sizeof a.sun_path) return Status::fail(fmt::format("control socket path too long: {}", path));
     std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
     unlink(path.c_str());  // a stale socket from an earlier run
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return err("socket");
+    if (fd < 0) return Status::fail(err("socket"));
     // Created with the final mode: no window in which another user could connect.
     const mode_t old = umask(static_cast<mode_t>(~mode & 0777));
     const int rc = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
@@ -65,7 +65,7 @@ std::string ControlServer::open_socket(const std::string& path, unsigned mode) {
     if (rc != 0 || listen(fd, 16) != 0) {
         std::string e = err(fmt::format("control socket {}", path));
         close(fd);
-        return e;
+        return Status::fail(e);
     }
     chmod(path.c_str(), mode);
     unix_fd_ = fd;

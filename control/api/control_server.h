@@ -10,6 +10,8 @@
 #include <functional>
 #include <string>
 
+#include "control/base/status.h"
+
 namespace svcgate::ctl {
 
 class ControlServer {
@@ -22,8 +24,8 @@ public:
     ControlServer(const ControlServer&) = delete;
     ControlServer& operator=(const ControlServer&) = delete;
 
-    // Empty path: off. Returns "" or what went wrong.
-    std::string open_socket(const std::string& path, unsigned mode);
+    // Empty path: off.
+    Status open_socket(const std::string& path, unsigned mode);
     // An extra descriptor to wake poll() for (inotify); `on_ready` runs when it is readable.
     void watch_fd(int fd, std::function<void()> on_ready);
 

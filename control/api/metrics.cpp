@@ -56,7 +56,7 @@ MetricsServer::~MetricsServer() {
     if (thread_.joinable()) thread_.join();
 }
 
-std::string MetricsServer::start(const std::optional<HostPort>& at, DaemonState& st) {
+Status MetricsServer::start(const std::optional<HostPort>& at, DaemonState& st) {
     if (!at) return {};
     server_ = std::make_unique<httplib::Server>();
     // Two threads are plenty for a scraper or two; a client that sends nothing is dropped after
@@ -87,7 +87,7 @@ std::string MetricsServer::start(const std::optional<HostPort>& at, DaemonState&
     // httplib resolves the host with getaddrinfo: "::1" binds an IPv6 socket, "127.0.0.1" an IPv4 one.
     if (!server_->bind_to_port(format_ip(at->addr), at->port)) {
         server_.reset();
-        return fmt::format("metrics listener {}: cannot bind", format_host_port(*at));
+        return Status::fail(fmt::format("metrics listener {}: cannot bind", format_host_port(*at)));
     }
     thread_ = std::thread([s = server_.get()] { s->listen_after_bind(); });
     // httplib's stop() does nothing until the listening thread runs: wait for it (bounded), so a

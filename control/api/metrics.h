@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "control/base/status.h"
 #include "control/daemon/daemon_state.h"
 
 namespace httplib {
@@ -28,9 +29,9 @@ public:
     MetricsServer(const MetricsServer&) = delete;
     MetricsServer& operator=(const MetricsServer&) = delete;
 
-    // Listens on "IPv4:PORT" and serves GET /metrics from `st`. "" = off. Returns "" or what
-    // went wrong (the gateway runs on without metrics).
-    std::string start(const std::optional<HostPort>& at, DaemonState& st);
+    // Listens on `at` and serves GET /metrics from `st`; no address: off. On failure the gateway
+    // runs on without metrics.
+    Status start(const std::optional<HostPort>& at, DaemonState& st);
 
 private:
     std::unique_ptr<httplib::Server> server_;

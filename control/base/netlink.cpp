@@ -94,9 +94,9 @@ int Netlink::request(void* m, std::string& err) {
     }
 }
 
-std::string Netlink::request(void* m, const char* what) {
+Status Netlink::request(void* m, const char* what) {
     std::string err;
-    return request(m, err) == 0 ? std::string() : fmt::format("{}: {}", what, err);
+    return request(m, err) == 0 ? Status() : Status::fail(fmt::format("{}: {}", what, err));
 }
 
 namespace {
@@ -114,7 +114,7 @@ void address_msg(Msg& m, uint16_t type, int ifindex, const dp::IpCidr& a) {
 }
 }  // namespace
 
-std::string Netlink::add_address(int ifindex, const dp::IpCidr& a) {
+Status Netlink::add_address(int ifindex, const dp::IpCidr& a) {
     Msg m;
     address_msg(m, RTM_NEWADDR, ifindex, a);
     m.h()->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
@@ -126,12 +126,12 @@ std::string Netlink::add_address(int ifindex, const dp::IpCidr& a) {
     return request(m.h(), "adding an address");
 }
 
-std::string Netlink::del_address(int ifindex, const dp::IpCidr& a) {
+Status Netlink::del_address(int ifindex, const dp::IpCidr& a) {
     Msg m;
     address_msg(m, RTM_DELADDR, ifindex, a);
     std::string err;
     const int e = request(m.h(), err);
-    return e == 0 || e == EADDRNOTAVAIL || e == ENODEV ? std::string() : "removing an address: " + err;
+    return e == 0 || e == EADDRNOTAVAIL || e == ENODEV ? Status() : Status::fail("removing an address: " + err);
 }
 
 namespace {
@@ -152,7 +152,7 @@ void route_msg(Msg& m, uint16_t type, uint32_t table, const dp::IpCidr& prefix) 
 }
 }  // namespace
 
-std::string Netlink::add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex) {
+Status Netlink::add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex) {
     Msg m;
     route_msg(m, RTM_NEWROUTE, table, prefix);
     m.h()->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
@@ -160,7 +160,7 @@ std::string Netlink::add_route(uint32_t table, const dp::IpCidr& prefix, int ifi
     return request(m.h(), "adding a route");
 }
 
-std::string Netlink::del_route(uint32_t table, const dp::IpCidr& prefix) {
+Status Netlink::del_route(uint32_t table, const dp::IpCidr& prefix) {
     Msg m;
     route_msg(m, RTM_DELROUTE, table, prefix);
     // Any scope, protocol and type: whoever wrote a route into our table, it goes.
@@ -169,14 +169,13 @@ std::string Netlink::del_route(uint32_t table, const dp::IpCidr& prefix) {
     m.body<rtmsg>()->rtm_type = RTN_UNSPEC;
     std::string err;
     const int e = request(m.h(), err);
-    return e == 0 || e == ESRCH ? std::string() : "removing a route: " + err;  // ESRCH: already gone
+    return e == 0 || e == ESRCH ? Status() : Status::fail("removing a route: " + err);  // ESRCH: already gone
 }
 
-std::vector<dp::IpCidr> Netlink::routes(uint32_t table, std::string& err) {
-    std::vector<dp::IpCidr> out;
+Status Netlink::routes(uint32_t table, std::vector<dp::IpCidr>& out) {
+    out.clear();
     if (fd_ < 0) {
-        err = "listing routes: no netlink socket";
-        return out;
+        return Status::fail("listing routes: no netlink socket");
     }
     Msg m;
     m.h()->nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
@@ -186,22 +185,19 @@ std::vector<dp::IpCidr> Netlink::routes(uint32_t table, std::string& err) {
     m.body<rtmsg>()->rtm_family = AF_UNSPEC;
     sockaddr_nl kernel{.nl_family = AF_NETLINK};
     if (sendto(fd_, m.h(), m.h()->nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) {
-        err = fmt::format("listing routes: {}", std::strerror(errno));
-        return out;
+        return Status::fail(fmt::format("listing routes: {}", std::strerror(errno)));
     }
     alignas(nlmsghdr) char buf[32768];
     for (;;) {
         ssize_t n = recv(fd_, buf, sizeof buf, 0);
         if (n < 0) {
-            err = fmt::format("listing routes: {}", std::strerror(errno));
-            return out;
+            return Status::fail(fmt::format("listing routes: {}", std::strerror(errno)));
         }
         for (auto* r = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(r, static_cast<unsigned>(n)); r = NLMSG_NEXT(r, n)) {
             if (r->nlmsg_seq != seq_) continue;
-            if (r->nlmsg_type == NLMSG_DONE) return out;
+            if (r->nlmsg_type == NLMSG_DONE) return {};
             if (r->nlmsg_type == NLMSG_ERROR) {
-                err = "listing routes: refused";
-                return out;
+                return Status::fail("listing routes: refused");
             }
             if (r->nlmsg_type != RTM_NEWROUTE || r->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) continue;
             auto* rt = static_cast<rtmsg*>(NLMSG_DATA(r));

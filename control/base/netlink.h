@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dataplane/base/types.h"
+#include "control/base/status.h"
 
 namespace svcgate::ctl {
 
@@ -20,20 +21,19 @@ public:
     Netlink(const Netlink&) = delete;
     Netlink& operator=(const Netlink&) = delete;
 
-    // Each returns "" or what went wrong.
-    std::string add_address(int ifindex, const dp::IpCidr& a);
-    std::string del_address(int ifindex, const dp::IpCidr& a);  // one already gone is no failure
+    Status add_address(int ifindex, const dp::IpCidr& a);
+    Status del_address(int ifindex, const dp::IpCidr& a);  // one already gone is no failure
     // A route of table `table` to `prefix` through interface `ifindex` (a link route, proto
     // static), added (replacing one to the same prefix) or deleted.
-    std::string add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex);
-    std::string del_route(uint32_t table, const dp::IpCidr& prefix);
+    Status add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex);
+    Status del_route(uint32_t table, const dp::IpCidr& prefix);
     // The prefixes of every route in `table` (both families).
-    std::vector<dp::IpCidr> routes(uint32_t table, std::string& err);
+    Status routes(uint32_t table, std::vector<dp::IpCidr>& out);
 
 private:
     // 0 or the kernel's errno for the request.
     int request(void* msg, std::string& err);
-    std::string request(void* msg, const char* what);
+    Status request(void* msg, const char* what);
     int fd_ = -1;
     uint32_t seq_ = 0;
 };

@@ -459,8 +459,9 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
         const auto text = read_file(c.key_file);
         if (!text) {
             r.error(key, "ha.key_file", fmt::format("cannot read {}: {}", c.key_file, std::strerror(errno)));
-        } else if (std::string e = sync::parse_key(*text, c.key); !e.empty()) {
-            r.error(key, "ha.key_file", fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, e));
+        } else if (Status s = sync::parse_key(*text, c.key); !s) {
+            r.error(key, "ha.key_file",
+                    fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, s.error()));
         }
     }
     if (const ytree::Node t = n["takeover_ports"]; t && r.seq(t, "ha.takeover_ports")) {

@@ -157,7 +157,7 @@ public:
     // After a reload: the set to announce and the health-check listeners.
     void reconfigured() {
         set_ = announce_set(st_.cfg);
-        if (std::string e = checks_.update(health_check_ports(st_.cfg)); !e.empty()) log_err(e);
+        if (Status s = checks_.update(health_check_ports(st_.cfg)); !s) log_err(s.error());
         next_sync_ = {};
     }
     void tick() {
@@ -213,14 +213,14 @@ public:
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {
-            const std::string e = announcer_.sync(want);
+            const Status s = announcer_.sync(want);
             announced_ = want;
             next_sync_ = now + std::chrono::seconds(10);
             std::vector<std::string> names;
             for (const IpCidr& c : want) names.push_back(format_cidr(c));
             std::lock_guard lk(st_.mu);
-            if (!e.empty() && e != st_.health.announce_error) log_err("announcing: " + e);
-            st_.health.announce_error = e;
+            if (!s && s.error() != st_.health.announce_error) log_err("announcing: " + s.error());
+            st_.health.announce_error = s.error();
             st_.health.announced = std::move(names);
         }
     }
@@ -329,10 +329,9 @@ private:
 
     // The operator's endpoints: a failure to open one is logged, the gateway still runs.
     void open_endpoints() {
-        if (std::string e = server_.open_socket(st_.cfg.control.socket, st_.cfg.control.socket_mode); !e.empty())
-            log_err(e);
+        if (Status s = server_.open_socket(st_.cfg.control.socket, st_.cfg.control.socket_mode); !s) log_err(s.error());
         register_telemetry(st_);
-        if (std::string e = metrics_.start(st_.cfg.control.metrics, st_); !e.empty()) log_err(e);
+        if (Status s = metrics_.start(st_.cfg.control.metrics, st_); !s) log_err(s.error());
         rewatch();
     }
 
@@ -394,10 +393,7 @@ private:
     std::string reload_now(const std::string& trigger) {
         notify_.reloading();
         std::string r = reload(st_, pub_, shared_, trigger, adopted_);
-        if (std::string e = sync_host_addresses(rt_, st_.cfg); !e.empty()) {
-            e.pop_back();
-            log_err(e);
-        }
+        if (Status s = sync_host_addresses(rt_, st_.cfg); !s) log_err(s.error());
         rewatch();
         if (health_) health_->reconfigured();
         notify_.ready(status_line());

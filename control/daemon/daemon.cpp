@@ -69,10 +69,10 @@ void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
     const auto t0 = std::chrono::steady_clock::now();
     FlowImporter importer(st.snap(), *shared.stats.load(), *rt.flows, rt.flows6.get(), st.cfg.dataplane.workers);
     RestoreResult r;
-    const std::string err = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age, importer,
-                                               flow_clock_now(), static_cast<uint64_t>(unix_now()), r);
-    if (!err.empty()) {
-        log_err(fmt::format("flow state {}: refused, starting without it: {}", path, err));
+    const Status s = restore_flow_state(path, gateway_identity(st.cfg), st.cfg.dataplane.state_max_age, importer,
+                                        flow_clock_now(), static_cast<uint64_t>(unix_now()), r);
+    if (!s) {
+        log_err(fmt::format("flow state {}: refused, starting without it: {}", path, s.error()));
         return;
     }
     if (!r.found) {
@@ -98,10 +98,10 @@ void save_flows(const DaemonState& st, const Runtime& rt) {
     const std::string& path = st.cfg.dataplane.state_file;
     const auto t0 = std::chrono::steady_clock::now();
     uint32_t written = 0;
-    if (std::string e = save_flow_state(path, gateway_identity(st.cfg), *rt.flows, rt.flows6.get(), flow_clock_now(),
-                                        static_cast<uint64_t>(unix_now()), written);
-        !e.empty()) {
-        log_err(fmt::format("flow state: not written: {}", e));
+    if (Status s = save_flow_state(path, gateway_identity(st.cfg), *rt.flows, rt.flows6.get(), flow_clock_now(),
+                                   static_cast<uint64_t>(unix_now()), written);
+        !s) {
+        log_err(fmt::format("flow state: not written: {}", s.error()));
         return;
     }
     log(fmt::format("flow state {}: wrote {} flows in {:.0f} ms", path, written,
@@ -165,14 +165,10 @@ bool load_for_start(const std::string& path, DaemonState& st) {
 }
 
 // The runtime built, the host interfaces' addresses set, and what the views read of it in `st`.
-std::string start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string>& eal_extra) {
+Status start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string>& eal_extra) {
     const DataplaneConfig& dpc = st.cfg.dataplane;
-    std::string err = build_runtime(rt, dpc, st.cfg.ha, eal_extra);
-    if (err.empty()) err = sync_host_addresses(rt, st.cfg);
-    if (!err.empty()) {
-        if (err.back() == '\n') err.pop_back();
-        return err;
-    }
+    if (Status s = build_runtime(rt, dpc, st.cfg.ha, eal_extra); !s) return s;
+    if (Status s = sync_host_addresses(rt, st.cfg); !s) return s;
     for (size_t p = 0; p < rt.ports.size(); ++p)
         st.ports.push_back(PortView{dpc.ports[p].name, dpc.ports[p].device, rt.ports[p].id(), rt.ports[p].rx_queues(),
                                     rt.ports[p].tx_queues()});
@@ -204,8 +200,8 @@ PublishTarget publish_target(Runtime& rt, DaemonState& st) {
 }
 
 // Replicating (ha:): the sync thread, reading the tables as a QSBR reader and inserting replicas
-// as their last owner. "" or what failed.
-std::string start_sync(DaemonState& st, Runtime& rt) {
+// as their last owner.
+Status start_sync(DaemonState& st, Runtime& rt) {
     if (!st.cfg.ha.enabled()) return {};
     const uint16_t workers = st.cfg.dataplane.workers;
     Syncer::Wiring w{.flows = rt.flows.get(),
@@ -220,7 +216,7 @@ std::string start_sync(DaemonState& st, Runtime& rt) {
                      .takeover = takeover_addresses(st.cfg)};
     for (const RingPtr& r : rt.sync_rings) w.rings.push_back(r.get());
     rt.sync = std::make_unique<Syncer>(st.cfg.ha, std::move(w));
-    if (std::string e = rt.sync->start(); !e.empty()) return e;
+    if (Status s = rt.sync->start(); !s) return s;
     st.sync = rt.sync.get();
     log(fmt::format("ha: replicating flows with {} peers; announcing once they have sent theirs",
                     st.cfg.ha.peers.size()));
@@ -244,8 +240,8 @@ int run_daemon(const DaemonOptions& opts) {
         }
     }
     Runtime rt;
-    if (std::string err = start_runtime(rt, st, opts.eal_extra); !err.empty()) {
-        log_err(err);
+    if (Status s = start_runtime(rt, st, opts.eal_extra); !s) {
+        log_err(s.error());
         log("stopping");
         return 1;
     }
@@ -265,8 +261,8 @@ int run_daemon(const DaemonOptions& opts) {
             log_err(fmt::format("flow state {}: not restored: {}", st.cfg.dataplane.state_file, e.what()));
         }
     }
-    if (std::string e = start_sync(st, rt); !e.empty()) {
-        log_err(e);
+    if (Status s = start_sync(st, rt); !s) {
+        log_err(s.error());
         log("stopping");
         return 1;
     }

@@ -32,31 +32,32 @@ bool write_sysctl(const std::string& path, const char* value) {
 // answers what the dataplane hands it (BGP, BFD, SSH, health checks) and resolves its own
 // neighbors on the port's link. It takes no router advertisement (the dataplane does not hand it
 // any): its addresses are the config's.
-std::string open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p) {
+Status open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p) {
     const std::string vdev = fmt::format("net_tap_sg{}", p);
     const uint8_t* b = mac.addr_bytes;
     const std::string args = fmt::format("iface={},mac={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.host_interface,
                                          b[0], b[1], b[2], b[3], b[4], b[5]);
     const std::string what = fmt::format("port {}: host interface {}", pc.name, pc.host_interface);
     if (int rc = rte_dev_probe((vdev + "," + args).c_str()); rc != 0)
-        return fmt::format("{}: cannot create the TAP device ({}; is /dev/net/tun there, is the name free?)", what,
-                           rte_strerror(rc < 0 ? -rc : rc));
+        return Status::fail(
+            fmt::format("{}: cannot create the TAP device ({}; is /dev/net/tun there, is the name free?)", what,
+                        rte_strerror(rc < 0 ? -rc : rc)));
     const std::string conf = "/proc/sys/net/ipv6/conf/" + pc.host_interface + "/";
     (void)write_sysctl(conf + "accept_ra", "0");
     (void)write_sysctl(conf + "autoconf", "0");
     rt.hosts.emplace_back();
     const PortConfig hc{.name = pc.name + " host interface " + pc.host_interface, .device = vdev, .mtu = pc.mtu};
-    if (std::string err = rt.hosts.back().open(hc, 1, rt.pool.get()); !err.empty()) return err;
+    if (Status s = rt.hosts.back().open(hc, 1, rt.pool.get()); !s) return s;
     const int ifindex = static_cast<int>(if_nametoindex(pc.host_interface.c_str()));
-    if (ifindex == 0) return fmt::format("{}: not found after creating it", what);
+    if (ifindex == 0) return Status::fail(fmt::format("{}: not found after creating it", what));
     rt.host_ifindex[p] = ifindex;
     return {};
 }
 
 // The host interfaces' addresses from what they carry to what `cfg` gives them
-// (host_interface_addresses): those gone removed first, then those new added. Returns the
-// failures, one line each ("" when none); what succeeded is remembered.
-std::string sync_host_addresses(Runtime& rt, const Config& cfg) {
+// (host_interface_addresses): those gone removed first, then those new added. Fails with every
+// failure, one line each; what succeeded is remembered.
+Status sync_host_addresses(Runtime& rt, const Config& cfg) {
     const auto want = host_interface_addresses(cfg);
     std::string errors;
     Netlink nl;
@@ -71,8 +72,8 @@ std::string sync_host_addresses(Runtime& rt, const Config& cfg) {
                 ++it;
                 continue;
             }
-            if (std::string e = nl.del_address(ifindex, *it); !e.empty()) {
-                errors += fmt::format("{}: {} {}\n", what, e, format_cidr(*it));
+            if (Status s = nl.del_address(ifindex, *it); !s) {
+                errors += fmt::format("{}: {} {}\n", what, s.error(), format_cidr(*it));
                 ++it;
             } else {
                 it = have.erase(it);
@@ -80,13 +81,14 @@ std::string sync_host_addresses(Runtime& rt, const Config& cfg) {
         }
         for (const IpCidr& a : want[p]) {
             if (std::find(have.begin(), have.end(), a) != have.end()) continue;
-            if (std::string e = nl.add_address(ifindex, a); !e.empty())
-                errors += fmt::format("{}: {} {}\n", what, e, format_cidr(a));
+            if (Status s = nl.add_address(ifindex, a); !s)
+                errors += fmt::format("{}: {} {}\n", what, s.error(), format_cidr(a));
             else
                 have.push_back(a);
         }
     }
-    return errors;
+    if (!errors.empty()) errors.pop_back();  // the last line's newline
+    return errors.empty() ? Status() : Status::fail(errors);
 }
 
 // What would keep a host interface from being created, found before starting (and by --check):

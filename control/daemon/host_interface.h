@@ -15,11 +15,11 @@
 
 namespace svcgate::ctl {
 
-// Creates port p's host interface; "" or what failed.
-std::string open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p);
-// The host interfaces' addresses from what they carry to what `cfg` gives them; the failures, one
-// line each ("" when none).
-std::string sync_host_addresses(Runtime& rt, const Config& cfg);
+// Creates port p's host interface.
+Status open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_addr& mac, size_t p);
+// The host interfaces' addresses from what they carry to what `cfg` gives them; a failure lists
+// every address that failed, one line each.
+Status sync_host_addresses(Runtime& rt, const Config& cfg);
 // What would keep a host interface from being created, found before starting (and by --check).
 std::vector<std::string> host_interface_problems(const Config& cfg);
 

@@ -31,11 +31,11 @@ bool has_lcore_arg(const std::vector<std::string>& v) {
 }
 }  // namespace
 
-std::string Eal::init(std::vector<std::string> args) {
+Status Eal::init(std::vector<std::string> args) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0)
-        return fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno));
+        return Status::fail(fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno)));
     up_ = true;
     pdump_ = rte_pdump_init() == 0;
     if (!pdump_) log_warning("packet capture (dpdk-dumpcap) unavailable: multi-process is off (--in-memory?)");
@@ -54,12 +54,14 @@ Port::~Port() {
     if (configured_) rte_eth_dev_close(id_);
 }
 
-std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
+Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     const std::string name = dev_name(pc.device);
     if (rte_eth_dev_get_port_by_name(name.c_str(), &id_) != 0)
-        return fmt::format("port {}: no DPDK device \"{}\" (is it bound / is the vdev right?)", pc.name, name);
+        return Status::fail(
+            fmt::format("port {}: no DPDK device \"{}\" (is it bound / is the vdev right?)", pc.name, name));
     rte_eth_dev_info info{};
-    if (rte_eth_dev_info_get(id_, &info) != 0) return fmt::format("port {}: cannot read device info", pc.name);
+    if (rte_eth_dev_info_get(id_, &info) != 0)
+        return Status::fail(fmt::format("port {}: cannot read device info", pc.name));
     rte_eth_conf conf{};
     // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
     // way: dataplane/l3/mtu.h).
@@ -83,17 +85,17 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
                         info.driver_name, rxq_));
     }
     int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
-    if (rc != 0) return fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc));
+    if (rc != 0) return Status::fail(fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc)));
     configured_ = true;
     uint16_t nrx = kRxDesc, ntx = kTxDesc;
     rte_eth_dev_adjust_nb_rx_tx_desc(id_, &nrx, &ntx);
     const int socket = rte_eth_dev_socket_id(id_);
     for (uint16_t q = 0; q < rxq_; ++q)
         if ((rc = rte_eth_rx_queue_setup(id_, q, nrx, socket, nullptr, pool)) != 0)
-            return fmt::format("port {}: rx queue {}: {}", pc.name, q, rte_strerror(-rc));
+            return Status::fail(fmt::format("port {}: rx queue {}: {}", pc.name, q, rte_strerror(-rc)));
     for (uint16_t q = 0; q < txq_; ++q)
         if ((rc = rte_eth_tx_queue_setup(id_, q, ntx, socket, nullptr)) != 0)
-            return fmt::format("port {}: tx queue {}: {}", pc.name, q, rte_strerror(-rc));
+            return Status::fail(fmt::format("port {}: tx queue {}: {}", pc.name, q, rte_strerror(-rc)));
     if (pc.mac) {
         rte_ether_addr m;
         std::memcpy(m.addr_bytes, pc.mac->data(), 6);
@@ -101,15 +103,16 @@ std::string Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool
         // below): svcgate sends and answers with the configured MAC all the same.
         if ((rc = rte_eth_dev_default_mac_addr_set(id_, &m)) != 0) {
             if (rc != -ENOTSUP)
-                return fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name, format_mac(m),
-                                   rte_strerror(-rc));
+                return Status::fail(fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name,
+                                                format_mac(m), rte_strerror(-rc)));
             log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers", pc.name,
                             info.driver_name, format_mac(m)));
         }
         mac_ = m;
         have_mac_ = true;
     }
-    if ((rc = rte_eth_dev_start(id_)) != 0) return fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc));
+    if ((rc = rte_eth_dev_start(id_)) != 0)
+        return Status::fail(fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc)));
     started_ = true;
     rte_eth_promiscuous_enable(id_);  // best effort: ARP for VIPs uses our own MAC anyway
     const rte_ether_addr m = mac();
@@ -126,14 +129,11 @@ rte_ether_addr Port::mac() const {
     return m;
 }
 
-std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::string& err) {
-    std::vector<std::string> args = {"svcgate"};
+Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args) {
+    args = {"svcgate"};
     args.insert(args.end(), dpc.eal.begin(), dpc.eal.end());
     for (const PortConfig& p : dpc.ports) {
-        if (p.device.empty()) {
-            err = fmt::format("port {} has no device", p.name);
-            return {};
-        }
+        if (p.device.empty()) return Status::fail(fmt::format("port {} has no device", p.name));
         if (is_vdev(p.device))
             args.push_back("--vdev=" + p.device);
         else
@@ -141,10 +141,10 @@ std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<
     }
     args.insert(args.end(), extra.begin(), extra.end());
     if (!has_lcore_arg(args)) args.insert(args.begin() + 1, {"-l", fmt::format("0-{}", dpc.workers)});
-    return args;
+    return {};
 }
 
-MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
+Status create_packet_pool(const DataplaneConfig& dpc, MempoolPtr& pool) {
     const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
     uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
         dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) + dpc.fragments.max_held +
@@ -154,10 +154,10 @@ MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err) {
     uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best
     while (n < need) n <<= 1;
     if (dpc.mbufs >= n) n = dpc.mbufs + 1;  // as configured, when more
-    MempoolPtr pool(rte_pktmbuf_pool_create("svcgate_mbufs", n - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                            static_cast<int>(rte_socket_id())));
-    if (!pool) err = fmt::format("mempool of {} mbufs: {}", n - 1, rte_strerror(rte_errno));
-    return pool;
+    pool.reset(rte_pktmbuf_pool_create("svcgate_mbufs", n - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                       static_cast<int>(rte_socket_id())));
+    if (!pool) return Status::fail(fmt::format("mempool of {} mbufs: {}", n - 1, rte_strerror(rte_errno)));
+    return {};
 }
 
 QsbrPtr create_qsbr(uint32_t readers) {

@@ -17,6 +17,7 @@
 #include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
+#include "control/base/status.h"
 #include "control/config/config_model.h"
 
 namespace svcgate::ctl {
@@ -24,8 +25,7 @@ namespace svcgate::ctl {
 // rte_eal_init / rte_eal_cleanup (and the packet-capture server in between).
 class Eal {
 public:
-    // Empty string: up; otherwise what failed.
-    std::string init(std::vector<std::string> args);
+    Status init(std::vector<std::string> args);
     ~Eal();
     bool up() const { return up_; }
 
@@ -65,8 +65,8 @@ public:
     ~Port();
 
     // Configures and starts the port: RSS over `workers` queues when the device can, else one
-    // receive queue per worker the device has. Empty string: up; otherwise what failed.
-    std::string open(const PortConfig& pc, uint16_t workers, rte_mempool* pool);
+    // receive queue per worker the device has.
+    Status open(const PortConfig& pc, uint16_t workers, rte_mempool* pool);
     uint16_t id() const { return id_; }
     uint16_t rx_queues() const { return rxq_; }
     uint16_t tx_queues() const { return txq_; }
@@ -85,11 +85,11 @@ inline constexpr uint16_t kRxDesc = 1024;
 inline constexpr uint16_t kTxDesc = 1024;
 
 // The EAL's arguments for a config: its own, one --vdev / -a per port, the command line's extras,
-// and lcores 0-WORKERS unless given. Empty on a port without a device (`err` says which).
-std::vector<std::string> eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::string& err);
+// and lcores 0-WORKERS unless given. Fails on a port without a device.
+Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args);
 
 // The packet pool: every descriptor, every worker's bursts and held packets, and slack.
-MempoolPtr create_packet_pool(const DataplaneConfig& dpc, std::string& err);
+Status create_packet_pool(const DataplaneConfig& dpc, MempoolPtr& pool);
 
 // The RCU variable for `readers` reader threads.
 QsbrPtr create_qsbr(uint32_t readers);

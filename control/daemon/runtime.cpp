@@ -19,15 +19,14 @@ namespace {
 
 // The ports, and their host interfaces where they have one (host_interface.h): opened, their ids,
 // MACs and host interface indices handed to the workers' shared state.
-std::string open_ports(Runtime& rt, const DataplaneConfig& dpc) {
+Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
     WorkerShared& shared = *rt.shared;
-    std::string err;
     rt.ports.reserve(dpc.ports.size());
     std::vector<uint16_t> ids;  // the ports', then the host interfaces' (WorkerShared)
     shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
     for (size_t p = 0; p < dpc.ports.size(); ++p) {
         rt.ports.emplace_back();
-        if (err = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !err.empty()) return err;
+        if (Status s = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !s) return s;
         ids.push_back(rt.ports.back().id());
         shared.port_macs[p] = rt.ports.back().mac();
     }
@@ -37,7 +36,7 @@ std::string open_ports(Runtime& rt, const DataplaneConfig& dpc) {
     std::vector<WorkerShared::Host> hosts;
     for (size_t p = 0; p < dpc.ports.size(); ++p) {
         if (dpc.ports[p].host_interface.empty()) continue;
-        if (err = open_host_interface(rt, dpc.ports[p], shared.port_macs[p], p); !err.empty()) return err;
+        if (Status s = open_host_interface(rt, dpc.ports[p], shared.port_macs[p], p); !s) return s;
         host_of[p] = static_cast<uint16_t>(ids.size());
         hosts.push_back({static_cast<uint16_t>(ids.size()), static_cast<uint16_t>(p)});
         ids.push_back(rt.hosts.back().id());
@@ -51,12 +50,13 @@ std::string open_ports(Runtime& rt, const DataplaneConfig& dpc) {
 }
 
 // The RCU state, the flow tables of both families, the fragment table and the flow-removal rings.
-std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
+Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
     WorkerShared& shared = *rt.shared;
     // QSBR threads: the workers (0..workers-1), the control thread's record scans (workers) and,
     // replicating, the sync thread (sync_qsbr_id). The tables' owners: the workers and, replicating,
     // the sync thread (sync_owner), which inserts the replicas.
-    if (!(rt.qsbr = create_qsbr(dpc.workers + (ha.enabled() ? 2u : 1u)))) return "RCU state: out of memory";
+    if (!(rt.qsbr = create_qsbr(dpc.workers + (ha.enabled() ? 2u : 1u))))
+        return Status::fail("RCU state: out of memory");
     shared.qsbr = rt.qsbr.get();
     const uint16_t owners = static_cast<uint16_t>(dpc.workers + (ha.enabled() ? 1 : 0));
     rt.flows = FlowTable::create({.capacity = dpc.flow_capacity,
@@ -65,16 +65,18 @@ std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfi
                                   .timeouts = dpc.timeouts,
                                   .scanner = dpc.workers,
                                   .new_flows_per_source = dpc.new_flows_per_source});
-    if (!rt.flows) return fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity);
+    if (!rt.flows) return Status::fail(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
     rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6,
                                     .owners = owners,
                                     .qsbr = rt.qsbr.get(),
                                     .timeouts = dpc.timeouts,
                                     .scanner = dpc.workers,
                                     .new_flows_per_source = dpc.new_flows_per_source});
-    if (!rt.flows6) return fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6);
+    if (!rt.flows6)
+        return Status::fail(fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6));
     rt.frags = FragTable::create(dpc.fragments);
-    if (!rt.frags) return fmt::format("fragment table of {} datagrams: out of memory", dpc.fragments.max_datagrams);
+    if (!rt.frags)
+        return Status::fail(fmt::format("fragment table of {} datagrams: out of memory", dpc.fragments.max_datagrams));
     shared.frags = rt.frags.get();
     shared.icmp_errors_per_second = dpc.icmp_errors_per_second;
     shared.busy_poll = dpc.busy_poll;
@@ -84,7 +86,7 @@ std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfi
     for (uint16_t w = 0; w < dpc.workers; ++w) {
         RingPtr r(rte_ring_create(fmt::format("svcgate_rm{}", w).c_str(), 1u << 16, SOCKET_ID_ANY,
                                   RING_F_SP_ENQ | RING_F_SC_DEQ));
-        if (!r) return "flow removal rings: out of memory";
+        if (!r) return Status::fail("flow removal rings: out of memory");
         shared.remove_rings[w] = r.get();
         rt.remove_rings.push_back(std::move(r));
     }
@@ -92,7 +94,7 @@ std::string create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfi
 }
 
 // The workers (not yet launched), their replication rings and their queues.
-std::string create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
+Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
     WorkerShared& shared = *rt.shared;
     const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     for (uint16_t w = 0; w < dpc.workers; ++w)
@@ -101,7 +103,7 @@ std::string create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConf
         for (uint16_t w = 0; w < dpc.workers; ++w) {
             RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t), 1u << 16,
                                            SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
-            if (!r) return "flow replication rings: out of memory";
+            if (!r) return Status::fail("flow replication rings: out of memory");
             rt.workers[w]->set_sync_ring(r.get());
             rt.sync_rings.push_back(std::move(r));
         }
@@ -141,25 +143,24 @@ std::string create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConf
 
 }  // namespace
 
-// EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
-// was built is given back by the Runtime either way.
-std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
-                          const std::vector<std::string>& eal_extra) {
-    if (dpc.ports.empty()) return "the config has no dataplane.ports";
-    std::string err;
-    std::vector<std::string> args = eal_args(dpc, eal_extra, err);
-    if (!err.empty()) return err;
-    if (err = rt.eal.init(std::move(args)); !err.empty()) return err;
+// EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given
+// back by the Runtime either way.
+Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+                     const std::vector<std::string>& eal_extra) {
+    if (dpc.ports.empty()) return Status::fail("the config has no dataplane.ports");
+    std::vector<std::string> args;
+    if (Status s = eal_args(dpc, eal_extra, args); !s) return s;
+    if (Status s = rt.eal.init(std::move(args)); !s) return s;
     if (rte_lcore_count() < 1u + dpc.workers)
-        return fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers, dpc.workers + 1,
-                           rte_lcore_count());
-    if (!(rt.pool = create_packet_pool(dpc, err))) return err;
+        return Status::fail(fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers,
+                                        dpc.workers + 1, rte_lcore_count()));
+    if (Status s = create_packet_pool(dpc, rt.pool); !s) return s;
     rt.shared = std::make_unique<WorkerShared>();
     WorkerShared& shared = *rt.shared;
     shared.pool = rt.pool.get();
     (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
-    if (err = open_ports(rt, dpc); !err.empty()) return err;
-    if (err = create_tables(rt, dpc, ha); !err.empty()) return err;
+    if (Status s = open_ports(rt, dpc); !s) return s;
+    if (Status s = create_tables(rt, dpc, ha); !s) return s;
     return create_workers(rt, dpc, ha);
 }
 

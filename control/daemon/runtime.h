@@ -12,6 +12,7 @@
 #include <rte_spinlock.h>
 
 #include "control/config/config_model.h"
+#include "control/base/status.h"
 #include "control/daemon/resources.h"
 #include "control/ha/sync.h"
 #include "dataplane/fragment/frag_table.h"
@@ -48,10 +49,10 @@ struct Runtime {
     }
 };
 
-// EAL, pool, ports, RCU, flow table, rings, workers (not yet launched). "" or what failed; what
-// was built is given back by the Runtime either way.
-std::string build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
-                          const std::vector<std::string>& eal_extra);
+// EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given
+// back by the Runtime either way.
+Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+                     const std::vector<std::string>& eal_extra);
 // The workers on the EAL's worker lcores, one each.
 void launch_workers(Runtime& rt);
 // The interface the announcement routes point at: the first host interface, else lo.

@@ -143,8 +143,8 @@ std::string gateway_identity(const Config& cfg) {
     return id;
 }
 
-std::string save_flow_state(const std::string& path, const std::string& identity, const FlowTable& flows,
-                            const FlowTable6* flows6, uint32_t now, uint64_t now_unix, uint32_t& written) {
+Status save_flow_state(const std::string& path, const std::string& identity, const FlowTable& flows,
+                       const FlowTable6* flows6, uint32_t now, uint64_t now_unix, uint32_t& written) {
     written = 0;
     std::vector<uint8_t> out;
     out.reserve(kHeader + identity.size() + size_t{flows.live_total()} * kFlowRecordV4 +
@@ -163,7 +163,7 @@ std::string save_flow_state(const std::string& path, const std::string& identity
 
     const std::string tmp = path + ".tmp";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return fmt::format("{}: cannot create: {}", tmp, errno_text());
+    if (fd < 0) return Status::fail(fmt::format("{}: cannot create: {}", tmp, errno_text()));
     size_t done = 0;
     while (done < out.size()) {
         const ssize_t n = ::write(fd, out.data() + done, out.size() - done);
@@ -172,54 +172,56 @@ std::string save_flow_state(const std::string& path, const std::string& identity
             const std::string e = errno_text();
             ::close(fd);
             ::unlink(tmp.c_str());
-            return fmt::format("{}: cannot write: {}", tmp, e);
+            return Status::fail(fmt::format("{}: cannot write: {}", tmp, e));
         }
         done += static_cast<size_t>(n);
     }
     if (::fsync(fd) != 0 || ::close(fd) != 0) {
         const std::string e = errno_text();
         ::unlink(tmp.c_str());
-        return fmt::format("{}: cannot write: {}", tmp, e);
+        return Status::fail(fmt::format("{}: cannot write: {}", tmp, e));
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const std::string e = errno_text();
         ::unlink(tmp.c_str());
-        return fmt::format("{}: cannot rename to {}: {}", tmp, path, e);
+        return Status::fail(fmt::format("{}: cannot rename to {}: {}", tmp, path, e));
     }
     return {};
 }
 
-std::string restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
-                               FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result) {
+Status restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
+                          FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result) {
     result = RestoreResult{};
     std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return ec ? fmt::format("cannot open: {}", ec.message()) : "";
+    if (!std::filesystem::exists(path, ec))
+        return ec ? Status::fail(fmt::format("cannot open: {}", ec.message())) : Status();
     result.found = true;
     std::ifstream f(path, std::ios::binary);
     const std::vector<uint8_t> in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (f.bad() || !f.is_open()) return fmt::format("cannot read: {}", errno_text());
+    if (f.bad() || !f.is_open()) return Status::fail(fmt::format("cannot read: {}", errno_text()));
 
     if (in.size() < kHeader + kTrailer || std::memcmp(in.data(), kMagic, sizeof kMagic) != 0)
-        return "not a svcgate flow state file";
+        return Status::fail("not a svcgate flow state file");
     if (const uint64_t v = load_le(in.data() + 8, 4); v != kVersion)
-        return fmt::format("format version {}; this svcgate reads version {}", v, kVersion);
+        return Status::fail(fmt::format("format version {}; this svcgate reads version {}", v, kVersion));
     const size_t id_len = load_le(in.data() + 12, 4);
     const uint64_t written = load_le(in.data() + 16, 8);
     result.records = static_cast<uint32_t>(load_le(in.data() + 24, 4));
     if (id_len > kMaxIdentity || in.size() < kHeader + id_len + kTrailer)
-        return "cut short (the header's sizes do not fit)";
+        return Status::fail("cut short (the header's sizes do not fit)");
     const size_t body = in.size() - kTrailer;
     if (crc32c_bytes(in.data(), body, kCrcSeed) != load_le(in.data() + body, kTrailer))
-        return "checksum mismatch: the file was cut short or changed after it was written";
+        return Status::fail("checksum mismatch: the file was cut short or changed after it was written");
     const std::string theirs(reinterpret_cast<const char*>(in.data() + kHeader), id_len);
     if (theirs != identity)
-        return fmt::format("written by another gateway (ports {}); this one has ports {}", theirs, identity);
+        return Status::fail(
+            fmt::format("written by another gateway (ports {}); this one has ports {}", theirs, identity));
     if (written > now_unix + 60)
-        return fmt::format("written {} s in the future: is the clock right?", written - now_unix);
+        return Status::fail(fmt::format("written {} s in the future: is the clock right?", written - now_unix));
     result.age = written > now_unix ? 0 : static_cast<uint32_t>(std::min<uint64_t>(now_unix - written, UINT32_MAX));
     if (result.age > max_age)
-        return fmt::format("stale: written {} s ago, more than dataplane.flow_table.state_max_age ({} s)", result.age,
-                           max_age);
+        return Status::fail(fmt::format("stale: written {} s ago, more than dataplane.flow_table.state_max_age ({} s)",
+                                        result.age, max_age));
 
     // Every record is checked before any is imported: a file is taken whole or not at all.
     const size_t first = kHeader + id_len;
@@ -227,9 +229,9 @@ std::string restore_flow_state(const std::string& path, const std::string& ident
     flows.reserve(std::min<size_t>(result.records, (body - first) / kFlowRecordV4));  // a forged count
     const DecodedFlows d =
         decode_flows(in.data() + first, body - first, [&](const FlowRecord& r) { flows.push_back(r); });
-    if (!d.ok) return fmt::format("flow {} (at byte {}) is malformed", d.count + 1, first + d.bad_at);
+    if (!d.ok) return Status::fail(fmt::format("flow {} (at byte {}) is malformed", d.count + 1, first + d.bad_at));
     if (flows.size() != result.records)
-        return fmt::format("the header counts {} flows, the file holds {}", result.records, flows.size());
+        return Status::fail(fmt::format("the header counts {} flows, the file holds {}", result.records, flows.size()));
     // The owners (workers) in turn: each ages its share.
     uint32_t turn = 0;
     for (FlowRecord& r : flows) ++result.outcome[static_cast<unsigned>(importer.import(r, turn++, now, result.age))];

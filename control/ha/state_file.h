@@ -28,6 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "control/base/status.h"
 #include "control/config/config_model.h"
 #include "control/snapshot/service_endpoint.h"
 #include "dataplane/flow/flow_record.h"
@@ -77,9 +78,9 @@ private:
 std::string gateway_identity(const Config& cfg);
 
 // Writes every live flow (through path + ".tmp", renamed over `path`, mode 0600). `now`: the
-// tables' clock. Returns "" or what failed; `written` the flows written.
-std::string save_flow_state(const std::string& path, const std::string& identity, const dp::FlowTable& flows,
-                            const dp::FlowTable6* flows6, uint32_t now, uint64_t now_unix, uint32_t& written);
+// tables' clock. `written`: the flows written.
+Status save_flow_state(const std::string& path, const std::string& identity, const dp::FlowTable& flows,
+                       const dp::FlowTable6* flows6, uint32_t now, uint64_t now_unix, uint32_t& written);
 
 struct RestoreResult {
     bool found = false;    // a file was there
@@ -89,10 +90,10 @@ struct RestoreResult {
     std::string unlink_error;  // read and imported, but not removed: why
 };
 
-// Reads `path` into the tables through `importer`, the tables' owners taken in turn, and removes it. Returns
-// "" (no file is no error: result.found false) or why the file was refused; a refused file is
-// left where it is, for the operator to look at.
-std::string restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
-                               FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result);
+// Reads `path` into the tables through `importer`, the tables' owners taken in turn, and removes it. No
+// file is no failure (result.found false); a refused file fails with why, and is left where it
+// is, for the operator to look at.
+Status restore_flow_state(const std::string& path, const std::string& identity, uint32_t max_age,
+                          FlowImporter& importer, uint32_t now, uint64_t now_unix, RestoreResult& result);
 
 }  // namespace svcgate::ctl

@@ -137,13 +137,13 @@ Syncer::Syncer(const HaConfig& cfg, Wiring w)
 
 Syncer::~Syncer() { stop(); }
 
-std::string Syncer::start() {
+Status Syncer::start() {
     if (w_.owner >= w_.flows->owners() || (w_.flows6 && w_.owner >= w_.flows6->owners()))
-        return "ha: the flow tables have no owner for the sync thread";
+        return Status::fail("ha: the flow tables have no owner for the sync thread");
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(cfg_.listen, ss);
     fd_ = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return fmt::format("ha.listen {}: socket: {}", counts_.listen, std::strerror(errno));
+    if (fd_ < 0) return Status::fail(fmt::format("ha.listen {}: socket: {}", counts_.listen, std::strerror(errno)));
     const int buf = 8 << 20;  // a peer's bulk copy arrives in bursts
     (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     (void)setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
@@ -151,10 +151,10 @@ std::string Syncer::start() {
         const std::string e = fmt::format("ha.listen {}: cannot bind: {}", counts_.listen, std::strerror(errno));
         close(fd_);
         fd_ = -1;
-        return e;
+        return Status::fail(e);
     }
     if (w_.qsbr && rte_rcu_qsbr_thread_register(w_.qsbr, w_.qsbr_id) != 0)
-        return "ha: cannot register the sync thread with RCU";
+        return Status::fail("ha: cannot register the sync thread with RCU");
     start_ms_ = steady_ms();
     refresh_last_ms_ = start_ms_;
     thread_ = std::thread([this] { run(); });

@@ -53,6 +53,7 @@
 
 #include <rte_rcu_qsbr.h>
 
+#include "control/base/status.h"
 #include "control/config/config_model.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/lb/snapshot.h"
@@ -124,8 +125,8 @@ public:
     Syncer(const Syncer&) = delete;
     Syncer& operator=(const Syncer&) = delete;
 
-    // Opens the socket (ha.listen) and starts the thread. "" or what failed.
-    std::string start();
+    // Opens the socket (ha.listen) and starts the thread.
+    Status start();
     void stop();
 
     bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }

@@ -60,16 +60,17 @@ const char* drop_name(Drop d) noexcept {
     return "?";
 }
 
-std::string parse_key(const std::string& text, Key& out) {
+ctl::Status parse_key(const std::string& text, Key& out) {
     size_t b = 0, e = text.size();
     while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
     while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
-    if (e - b != 2 * kKeyBytes) return "the key is " + std::to_string(e - b) + " characters; it must be 64 hex digits";
+    if (e - b != 2 * kKeyBytes)
+        return ctl::Status::fail("the key is " + std::to_string(e - b) + " characters; it must be 64 hex digits");
     sodium_ready();
     size_t used = 0;
     if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 ||
         used != kKeyBytes)
-        return "the key is not 64 hex digits";
+        return ctl::Status::fail("the key is not 64 hex digits");
     return {};
 }
 

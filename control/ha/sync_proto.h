@@ -42,6 +42,7 @@
 #include <span>
 #include <string>
 
+#include "control/base/status.h"
 #include "dataplane/flow/flow_record.h"
 
 namespace svcgate::ctl::sync {
@@ -65,8 +66,8 @@ const char* drop_name(Drop d) noexcept;
 using Key = std::array<uint8_t, kKeyBytes>;
 
 // The key from ha.key_file's text: 64 hex digits (`openssl rand -hex 32`), surrounding white
-// space allowed. "" or what is wrong.
-std::string parse_key(const std::string& text, Key& out);
+// space allowed.
+ctl::Status parse_key(const std::string& text, Key& out);
 
 struct Header {
     Type type = Type::flows;

@@ -24,9 +24,6 @@ const std::array<KindInfo, kKinds> kInfo{{
     {"servicecidrs", "/apis/networking.k8s.io/v1/servicecidrs", "ServiceCIDR", "networking.k8s.io/v1", true},
 }};
 
-// list()'s answer for an optional kind the server does not serve or let us read.
-constexpr const char* kUnavailable = "unavailable";
-
 std::string query_escape(std::string_view s) {
     std::string out;
     for (const char c : s) {
@@ -208,8 +205,9 @@ bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out)
     return true;
 }
 
-std::string KubeApi::list(Kind k, ApiClient& c) {
+Status KubeApi::list(Kind k, ApiClient& c, bool& served) {
     const KindInfo& info = kind_info(k);
+    served = true;
     std::map<std::string, Stored> fresh;
     std::string cont, rv;
     for (;;) {
@@ -229,13 +227,15 @@ std::string KubeApi::list(Kind k, ApiClient& c) {
             ks.st.last_error =
                 fmt::format("LIST {}: HTTP {}: none held; tried again every minute", info.name, r.status);
             if (!first_synced_ && all_synced()) first_synced_ = std::chrono::steady_clock::now();
-            return kUnavailable;
+            served = false;
+            return {};
         }
-        if (r.status != 200) return r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error;
+        if (r.status != 200)
+            return Status::fail(r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error);
         nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
         if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
             bad(j.is_discarded() ? Bad::truncated : Bad::malformed_list, fmt::format("LIST {}", info.name));
-            return fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind);
+            return Status::fail(fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind));
         }
         for (nlohmann::json& item : j["items"]) {
             if (!selected(item)) continue;
@@ -357,18 +357,19 @@ void KubeApi::run(Kind k) {
     bool need_list = true;
     while (!stopping_) {
         if (need_list) {
-            if (std::string e = list(k, client); e == kUnavailable) {
+            bool served = true;
+            if (Status s = list(k, client, served); s && !served) {
                 if (!sleep_for(std::chrono::seconds(60))) break;
                 continue;
-            } else if (!e.empty()) {
+            } else if (!s) {
                 if (stopping_) break;
                 {
                     std::lock_guard lk(mu_);  // the rate limit too: one per kind's thread
                     KindState& ks = kinds_[static_cast<size_t>(k)];
-                    ks.st.last_error = e;
+                    ks.st.last_error = s.error();
                     ++ks.st.reconnects;
                     static RateLimit rl(4, std::chrono::seconds(60));
-                    rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, e));
+                    rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, s.error()));
                 }
                 if (!sleep_for(backoff.next())) break;
                 continue;

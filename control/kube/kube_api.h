@@ -39,6 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/base/status.h"
 #include "control/base/histogram.h"
 #include "control/base/log.h"
 #include "control/config/config_model.h"
@@ -140,7 +141,9 @@ private:
     enum class WatchEnd { closed, gone, untrusted, failed };
 
     void run(Kind k);  // the list/watch loop of one kind, on its thread
-    std::string list(Kind k, ApiClient& c);
+    // LIST of kind k, page by page, into its store. `served` false: an optional kind the server
+    // does not serve or let us read, held as none (no failure).
+    Status list(Kind k, ApiClient& c, bool& served);
     std::string selector(Kind k) const;  // the LIST and WATCH query's selector, "&...Selector=..."
     bool followed(Kind k) const { return k != Kind::nodes || !node_name_.empty(); }
     WatchEnd watch(Kind k, ApiClient& c, bool& answered);

@@ -186,9 +186,8 @@ std::string Credentials::bearer() {
     if (!s_.exec.command.empty()) {
         const double now = static_cast<double>(std::time(nullptr));
         if (!exec_valid_ || (exec_expiry_ && now >= exec_expiry_)) {
-            std::string e = run_exec();
-            if (!e.empty()) {
-                error_ = e;
+            if (Status s = run_exec(); !s) {
+                error_ = s.error();
                 return exec_token_;  // the last one, should it still work
             }
         }
@@ -232,12 +231,12 @@ unsigned Credentials::exec_runs() const {
     return exec_runs_;
 }
 
-// Runs the plugin as kubectl does: KUBERNETES_EXEC_INFO set, stdout an ExecCredential. "" or
-// what failed. Called with mu_ held.
-std::string Credentials::run_exec() {
+// Runs the plugin as kubectl does: KUBERNETES_EXEC_INFO set, stdout an ExecCredential. Called
+// with mu_ held.
+Status Credentials::run_exec() {
     ++exec_runs_;
     int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return "exec plugin: pipe failed";
+    if (pipe2(out, O_CLOEXEC) != 0) return Status::fail("exec plugin: pipe failed");
     const nlohmann::json info = {
         {"apiVersion", s_.exec.api_version}, {"kind", "ExecCredential"}, {"spec", {{"interactive", false}}}};
     const std::string info_text = info.dump();
@@ -257,7 +256,7 @@ std::string Credentials::run_exec() {
     if (pid < 0) {
         close(out[0]), close(out[1]);
         if (null >= 0) close(null);
-        return "exec plugin: fork failed";
+        return Status::fail("exec plugin: fork failed");
     }
     if (pid == 0) {
         dup2(out[1], 1);
@@ -274,19 +273,19 @@ std::string Credentials::run_exec() {
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return fmt::format("exec plugin {}: exited with {}", s_.exec.command,
-                           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        return Status::fail(fmt::format("exec plugin {}: exited with {}", s_.exec.command,
+                                        WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("status") || !j["status"].is_object())
-        return fmt::format("exec plugin {}: its output is not an ExecCredential", s_.exec.command);
+        return Status::fail(fmt::format("exec plugin {}: its output is not an ExecCredential", s_.exec.command));
     const nlohmann::json& st = j["status"];
     if (!st.contains("token") || !st["token"].is_string() || st["token"].get<std::string>().empty())
-        return fmt::format("exec plugin {}: its ExecCredential has no status.token", s_.exec.command);
+        return Status::fail(fmt::format("exec plugin {}: its ExecCredential has no status.token", s_.exec.command));
     exec_token_ = st["token"].get<std::string>();
     exec_expiry_ = 0;
     if (st.contains("expirationTimestamp") && st["expirationTimestamp"].is_string()) {
         const double t = parse_rfc3339(st["expirationTimestamp"].get<std::string>());
-        if (t < 0) return fmt::format("exec plugin {}: bad expirationTimestamp", s_.exec.command);
+        if (t < 0) return Status::fail(fmt::format("exec plugin {}: bad expirationTimestamp", s_.exec.command));
         exec_expiry_ = t;
     }
     exec_valid_ = true;

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "control/base/status.h"
+
 namespace svcgate::ctl::kube {
 
 struct ExecPlugin {
@@ -66,7 +68,7 @@ public:
     unsigned exec_runs() const;
 
 private:
-    std::string run_exec();
+    Status run_exec();
     mutable std::mutex mu_;
     ApiServer s_;
     std::string file_token_, exec_token_, error_;

@@ -86,17 +86,17 @@ Announcer::~Announcer() {
     if (table_) (void)sync({});
 }
 
-std::string Announcer::sync(const std::vector<IpCidr>& want) {
+Status Announcer::sync(const std::vector<IpCidr>& want) {
     if (!table_) return {};
-    std::string first, err;
-    std::vector<IpCidr> now = nl_.routes(table_, err);
-    if (!err.empty()) return err;
+    Status first;
+    std::vector<IpCidr> now;
+    if (Status s = nl_.routes(table_, now); !s) return s;
     for (const IpCidr& c : now)
         if (std::find(want.begin(), want.end(), c) == want.end())
-            if (std::string e = nl_.del_route(table_, c); !e.empty() && first.empty()) first = e;
+            if (Status s = nl_.del_route(table_, c); !s && first) first = s;
     for (const IpCidr& c : want)
         if (std::find(now.begin(), now.end(), c) == now.end())
-            if (std::string e = nl_.add_route(table_, c, ifindex_); !e.empty() && first.empty()) first = e;
+            if (Status s = nl_.add_route(table_, c, ifindex_); !s && first) first = s;
     have_ = want;
     return first;
 }

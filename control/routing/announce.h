@@ -42,8 +42,8 @@ public:
     Announcer(uint32_t table, int ifindex) : table_(table), ifindex_(ifindex) {}
     ~Announcer();  // withdraws everything (the daemon stops)
     // Adds what is missing, removes what is extra, from what the table holds now (someone else
-    // may have flushed it). Returns "" or the first failure (the rest is still tried).
-    std::string sync(const std::vector<IpCidr>& want);
+    // may have flushed it). The first failure, if any (the rest is still tried).
+    Status sync(const std::vector<IpCidr>& want);
     const std::vector<IpCidr>& announced() const { return have_; }
     uint32_t table() const { return table_; }
 

@@ -62,7 +62,7 @@ void HealthCheckServers::stop(Listener& l) {
     if (l.thread.joinable()) l.thread.join();
 }
 
-std::string HealthCheckServers::update(const std::vector<HealthCheckPort>& ports) {
+Status HealthCheckServers::update(const std::vector<HealthCheckPort>& ports) {
     std::string errors;
     {
         std::lock_guard lk(st_.mu);
@@ -106,7 +106,8 @@ std::string HealthCheckServers::update(const std::vector<HealthCheckPort>& ports
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         listeners_.emplace(port, std::move(l));
     }
-    return errors;
+    if (!errors.empty()) errors.pop_back();  // the last line's newline
+    return errors.empty() ? Status() : Status::fail(errors);
 }
 
 }  // namespace svcgate::ctl

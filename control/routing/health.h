@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "control/base/status.h"
 #include "control/config/config_model.h"
 
 namespace httplib {
@@ -73,9 +74,9 @@ class HealthCheckServers {
 public:
     explicit HealthCheckServers(DaemonState& st);
     ~HealthCheckServers();
-    // Opens listeners for new ports, closes those of ports gone. Returns the failures, one line
-    // each ("" when none): the gateway runs on without that listener.
-    std::string update(const std::vector<HealthCheckPort>& ports);
+    // Opens listeners for new ports, closes those of ports gone. A failure lists every port that
+    // failed, one line each: the gateway runs on without that listener.
+    Status update(const std::vector<HealthCheckPort>& ports);
     // The port's current answer data (under the daemon's lock).
     const std::map<uint16_t, HealthCheckPort>& ports() const { return ports_; }
 

@@ -93,16 +93,16 @@ std::vector<Conn> open_connections(ctl::Tracer& t, int n, const std::string& cli
 uint32_t restore(ctl::Tracer& t, const TempFile& f, const std::string& identity, ctl::RestoreResult& r,
                  uint64_t now_unix = kUnix, uint32_t max_age = 600, std::string* err = nullptr) {
     ctl::FlowImporter imp(t.snapshot(), t.slots().table(), t.flows(), &t.flows6(), t.flows().owners());
-    std::string e = ctl::restore_flow_state(f.path, identity, max_age, imp, t.ctx().now, now_unix, r);
+    const ctl::Status s = ctl::restore_flow_state(f.path, identity, max_age, imp, t.ctx().now, now_unix, r);
     t.ctx().snat_cursor = imp.snat_cursor(0);  // as the daemon sets its workers' (one here)
     if (err)
-        *err = e;
+        *err = s.error();
     else
-        EXPECT_EQ(e, "");
+        EXPECT_TRUE(s.ok()) << s.error();
     return r.outcome[static_cast<unsigned>(O::inserted)];
 }
 
-std::string save(ctl::Tracer& t, const TempFile& f, const std::string& identity, uint32_t& written) {
+ctl::Status save(ctl::Tracer& t, const TempFile& f, const std::string& identity, uint32_t& written) {
     return ctl::save_flow_state(f.path, identity, t.flows(), &t.flows6(), t.ctx().now, kUnix, written);
 }
 
@@ -237,7 +237,7 @@ TEST(FlowState, ARestartKeepsEveryConnectionOnItsEndpointAndMasqueradePort) {
     ASSERT_EQ(a->run_spec("reply 1 [S.]").verdict, Verdict::reply);
     a->forget_history();
     uint32_t written = 0;
-    ASSERT_EQ(save(*a, file, id, written), "");
+    ASSERT_TRUE(save(*a, file, id, written).ok());
     EXPECT_EQ(written, 26u);
     EXPECT_FALSE(access((file.path + ".tmp").c_str(), F_OK) == 0) << "written through a temporary, renamed";
 
@@ -301,7 +301,7 @@ TEST(FlowState, FlowsWhoseEndpointLeftOrWhoseTimeoutPassedAreLeftOut) {
     a->run_spec("reply 1");
     a->forget_history();
     uint32_t written = 0;
-    ASSERT_EQ(save(*a, file, id, written), "");
+    ASSERT_TRUE(save(*a, file, id, written).ok());
     unsigned to_removed = 0;
     for (const Conn& c : conns) to_removed += c.endpoint == "10.244.2.4:80";
     ASSERT_GT(to_removed, 0u);
@@ -323,7 +323,7 @@ TEST(FlowState, AFileThatIsNotThisGatewaysFreshOneIsRefusedAndLeftWhereItIs) {
     auto a = test::tracer(config(), 3);
     open_connections(*a, 4);
     uint32_t written = 0;
-    ASSERT_EQ(save(*a, file, id, written), "");
+    ASSERT_TRUE(save(*a, file, id, written).ok());
     const std::vector<uint8_t> good = file.read();
 
     struct Case {
@@ -407,9 +407,10 @@ TEST(FlowState, AnUnwritableDirectoryIsAClearError) {
     test::ensure_eal();
     auto t = test::tracer(config(), 4);
     uint32_t written = 0;
-    const std::string e =
+    const ctl::Status s =
         ctl::save_flow_state("/nonexistent-dir/flows", "x", t->flows(), &t->flows6(), 1, kUnix, written);
-    EXPECT_NE(e.find("/nonexistent-dir/flows.tmp: cannot create"), std::string::npos) << e;
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.error().find("/nonexistent-dir/flows.tmp: cannot create"), std::string::npos) << s.error();
 }
 
 // Consistent choice between gateways (issue 19, item 3): with Maglev, a shared seed and table
