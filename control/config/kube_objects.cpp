@@ -77,7 +77,27 @@ struct KubeLoader {
             return;
         }
         const std::string sp = path + ".spec";
+        service_type(r, spec, sp, s);
+        if (s.type == ServiceType::external_name)
+            ++cfg.kube.external_name;
+        else
+            cluster_ips(r, spec, sp, s);
+        s.external_ips = addrs(r, spec["externalIPs"], {sp, ".externalIPs"});
+        lb_ingress(r, obj, path, s);
+        policies(r, spec, sp, s);
+        if (const ytree::Node labels = obj["metadata"]["labels"]; labels && labels.IsMap() && labels[kProxyNameLabel])
+            s.proxy_label = r.str(labels[kProxyNameLabel], {path, ".metadata.labels"}).value_or("");
+        s.traffic_distribution = r.str_or_empty(spec, "trafficDistribution", sp);
+        // svcgate's own knob, as an annotation so that kubectl output can carry it.
+        s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
+                                  fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
+                          .value_or(dp::Scheduler::random);
+        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"}))
+            service_ports(r, ports, sp, s);
+        cfg.services.push_back(std::move(s));
+    }
 
+    static void service_type(Reader& r, const ytree::Node& spec, const std::string& sp, ServiceConfig& s) {
         const std::string type = r.str_or_empty(spec, "type", sp);
         if (type.empty() || type == "ClusterIP")
             s.type = ServiceType::cluster_ip;
@@ -87,51 +107,57 @@ struct KubeLoader {
             s.type = ServiceType::load_balancer;
         else if (type == "ExternalName")
             s.type = ServiceType::external_name;
-        else {
+        else
             r.error(spec["type"], sp + ".type",
                     fmt::format("\"{}\" is not ClusterIP, NodePort, LoadBalancer or ExternalName", type));
-        }
+    }
 
-        // Families: clusterIPs holds one ClusterIP per family (spec.ipFamilies, in its order;
-        // clusterIP is its first). Each family is served as kube-proxy's proxier of that family
-        // serves it: its ClusterIP, its external and LB IPs, its EndpointSlices.
-        if (s.type == ServiceType::external_name) {
-            ++cfg.kube.external_name;
-        } else {
-            const std::string cip = r.str_or_empty(spec, "clusterIP", sp);
-            if (cip == "None") {
-                ++cfg.kube.headless;
-            } else if (cip.empty()) {
-                r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
-            } else {
-                if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"}))
-                    s.cluster_ips.push_back(*a);  // on error: reading goes on
-                if (const ytree::Node ips = spec["clusterIPs"]; ips && !ips.IsNull())
-                    for (const IpAddr& a : r.ips(ips, {sp, ".clusterIPs"})) {
-                        bool have = false;
-                        for (const IpAddr& b : s.cluster_ips) have = have || b.family() == a.family();
-                        if (!have)
-                            s.cluster_ips.push_back(a);
-                        else if (std::find(s.cluster_ips.begin(), s.cluster_ips.end(), a) == s.cluster_ips.end())
-                            r.error(ips, sp + ".clusterIPs",
-                                    fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
-                    }
-            }
+    // Families: clusterIPs holds one ClusterIP per family (spec.ipFamilies, in its order;
+    // clusterIP is its first). Each family is served as kube-proxy's proxier of that family
+    // serves it: its ClusterIP, its external and LB IPs, its EndpointSlices.
+    void cluster_ips(Reader& r, const ytree::Node& spec, const std::string& sp, ServiceConfig& s) {
+        const std::string cip = r.str_or_empty(spec, "clusterIP", sp);
+        if (cip == "None") {
+            ++cfg.kube.headless;
+            return;
         }
-        s.external_ips = addrs(r, spec["externalIPs"], {sp, ".externalIPs"});
-        if (const ytree::Node st = obj["status"]; st && st.IsMap())
-            if (const ytree::Node lb = st["loadBalancer"]; lb && lb.IsMap())
-                if (const ytree::Node ing = lb["ingress"]; ing && r.seq(ing, {path, ".status.loadBalancer.ingress"}))
-                    for (size_t i = 0; i < ing.size(); ++i) {
-                        const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
-                        if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
-                        // ipMode Proxy: the load balancer proxies, traffic arrives for the node.
-                        if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
-                        if (auto a = r.ip(ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
-                    }
+        if (cip.empty()) {
+            r.warn(spec, sp, "no clusterIP (not allocated yet?): the Service gets no dataplane rule");
+            return;
+        }
+        if (auto a = r.ip(spec["clusterIP"], {sp, ".clusterIP"})) s.cluster_ips.push_back(*a);  // on error: go on
+        if (const ytree::Node ips = spec["clusterIPs"]; ips && !ips.IsNull())
+            for (const IpAddr& a : r.ips(ips, {sp, ".clusterIPs"})) {
+                bool have = false;
+                for (const IpAddr& b : s.cluster_ips) have = have || b.family() == a.family();
+                if (!have)
+                    s.cluster_ips.push_back(a);
+                else if (std::find(s.cluster_ips.begin(), s.cluster_ips.end(), a) == s.cluster_ips.end())
+                    r.error(ips, sp + ".clusterIPs", fmt::format("two ClusterIPs of one family ({})", format_ip(a)));
+            }
+    }
+
+    // status.loadBalancer.ingress[].ip, but not those of ipMode Proxy: that load balancer
+    // proxies, and its traffic arrives for the node.
+    static void lb_ingress(Reader& r, const ytree::Node& obj, const std::string& path, ServiceConfig& s) {
+        const ytree::Node st = obj["status"];
+        if (!st || !st.IsMap()) return;
+        const ytree::Node lb = st["loadBalancer"];
+        if (!lb || !lb.IsMap()) return;
+        const ytree::Node ing = lb["ingress"];
+        if (!ing || !r.seq(ing, {path, ".status.loadBalancer.ingress"})) return;
+        for (size_t i = 0; i < ing.size(); ++i) {
+            const std::string ip = fmt::format("{}.status.loadBalancer.ingress[{}]", path, i);
+            if (!r.open_map(ing[i], ip) || !ing[i]["ip"]) continue;  // hostname-only
+            if (r.str_or_empty(ing[i], "ipMode", ip) == "Proxy") continue;
+            if (auto a = r.ip(ing[i]["ip"], {ip, ".ip"})) s.lb_ips.push_back(*a);
+        }
+    }
+
+    // Source ranges, session affinity, the traffic policies, the health check port.
+    static void policies(Reader& r, const ytree::Node& spec, const std::string& sp, ServiceConfig& s) {
         s.lb_source_ranges =
             r.cidrs(spec["loadBalancerSourceRanges"], sp + ".loadBalancerSourceRanges");  // trims, as kube-proxy does
-
         if (r.client_ip_affinity(spec["sessionAffinity"], {sp, ".sessionAffinity"})) {
             s.affinity_timeout = kDefaultAffinityTimeout;
             if (const ytree::Node t = spec["sessionAffinityConfig"];
@@ -144,38 +170,28 @@ struct KubeLoader {
         s.internal_local = r.local_policy(spec["internalTrafficPolicy"], {sp, ".internalTrafficPolicy"});
         if (const ytree::Node h = spec["healthCheckNodePort"])
             s.health_check_node_port = r.uint<uint16_t>(h, {sp, ".healthCheckNodePort"}, 1, 65535).value_or(0);
+    }
 
-        if (const ytree::Node labels = obj["metadata"]["labels"]; labels && labels.IsMap() && labels[kProxyNameLabel])
-            s.proxy_label = r.str(labels[kProxyNameLabel], {path, ".metadata.labels"}).value_or("");
-        s.traffic_distribution = r.str_or_empty(spec, "trafficDistribution", sp);
-
-        // svcgate's own knob, as an annotation so that kubectl output can carry it.
-        s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
-                                  fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
-                          .value_or(dp::Scheduler::random);
-
-        if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"})) {
-            for (size_t i = 0; i < ports.size(); ++i) {
-                const ytree::Node p = ports[i];
-                const std::string pp = fmt::format("{}.ports[{}]", sp, i);
-                if (!r.open_map(p, pp)) continue;
-                ServicePortConfig pc{.mark = r.mark(p), .path = pp};
-                pc.name = r.str_or_empty(p, "name", pp);
-                auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
-                if (!p["port"]) {
-                    r.error(p, pp, "a Service port needs port");
-                    continue;
-                }
-                auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
-                if (p["nodePort"] && !p["nodePort"].IsNull())
-                    pc.node_port = r.uint<uint16_t>(p["nodePort"], pp + ".nodePort", 0, 65535).value_or(0);
-                if (!pr || !port) continue;
-                pc.proto = *pr;
-                pc.port = *port;
-                s.ports.push_back(std::move(pc));
+    static void service_ports(Reader& r, const ytree::Node& ports, const std::string& sp, ServiceConfig& s) {
+        for (size_t i = 0; i < ports.size(); ++i) {
+            const ytree::Node p = ports[i];
+            const std::string pp = fmt::format("{}.ports[{}]", sp, i);
+            if (!r.open_map(p, pp)) continue;
+            ServicePortConfig pc{.mark = r.mark(p), .path = pp};
+            pc.name = r.str_or_empty(p, "name", pp);
+            auto pr = r.l4_proto(p["protocol"], {pp, ".protocol"});
+            if (!p["port"]) {
+                r.error(p, pp, "a Service port needs port");
+                continue;
             }
+            auto port = r.uint<uint16_t>(p["port"], pp + ".port", 1, 65535);
+            if (p["nodePort"] && !p["nodePort"].IsNull())
+                pc.node_port = r.uint<uint16_t>(p["nodePort"], pp + ".nodePort", 0, 65535).value_or(0);
+            if (!pr || !port) continue;
+            pc.proto = *pr;
+            pc.port = *port;
+            s.ports.push_back(std::move(pc));
         }
-        cfg.services.push_back(std::move(s));
     }
 
     void endpoint_slice(Reader& r, const ytree::Node& obj, const std::string& path) {

@@ -512,14 +512,9 @@ void check_health_ports(const Config& cfg, std::vector<ConfigIssue>& errors) {
     }
 }
 
-// The compact `services:` form.
-void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
-    if (!r.map(n, path,
-               {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
-                "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
-                "external_traffic_policy", "internal_traffic_policy", "health_check_node_port", "endpoints"}))
-        return;
-    ServiceConfig s{.mark = r.mark(n)};
+// The compact `services:` form, part by part: its name and type, its addresses and policies,
+// its ports, its endpoints.
+void read_service_identity(Reader& r, const ytree::Node& n, const Path& path, ServiceConfig& s) {
     if (const ytree::Node name = n["name"]; !name) {
         r.error(n, path, "a service needs a name (namespace/name)");
     } else if (auto nm = r.view(name, {path, ".name"})) {
@@ -540,6 +535,9 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
         else
             r.error(type, {path, ".type"}, fmt::format("\"{}\" is not ClusterIP, NodePort or LoadBalancer", t));
     }
+}
+
+void read_service_addresses(Reader& r, const ytree::Node& n, const Path& path, ServiceConfig& s) {
     // cluster_ip: one address; cluster_ips: one per family (dual-stack), as clusterIPs.
     if (const ytree::Node ip = n["cluster_ip"]) {
         if (auto a = r.ip(ip, {path, ".cluster_ip"})) s.cluster_ips.push_back(*a);
@@ -568,56 +566,71 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
     s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
     if (const ytree::Node h = n["health_check_node_port"])
         s.health_check_node_port = r.uint<uint16_t>(h, {path, ".health_check_node_port"}, 1, 65535).value_or(0);
+}
 
+// Its ports, and each port's target in the endpoint group `g`.
+void read_service_ports(Reader& r, const ytree::Node& ports, const Path& ports_path, ServiceConfig& s,
+                        EndpointGroup& g) {
+    for (size_t i = 0; i < ports.size(); ++i) {
+        const ytree::Node p = ports[i];
+        const Path pp(ports_path, i);
+        if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
+        ServicePortConfig sp{.mark = r.mark(p)};
+        if (const ytree::Node v = p["name"]) sp.name = r.view(v, {pp, ".name"}).value_or("");
+        sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
+        if (const ytree::Node v = p["port"])
+            sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
+        else
+            r.error(p, pp, "a service port needs port");
+        sp.target_port = sp.port;
+        if (const ytree::Node v = p["target_port"])
+            sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
+        if (const ytree::Node v = p["node_port"])
+            sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
+        g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
+        s.ports.push_back(std::move(sp));
+    }
+}
+
+void read_service_endpoints(Reader& r, const ytree::Node& eps, const Path& eps_path, EndpointGroup& g) {
+    g.endpoints.reserve(eps.size());
+    for (size_t i = 0; i < eps.size(); ++i) {
+        const ytree::Node e = eps[i];
+        const Path ep(eps_path, i);
+        EndpointConfig ec{.mark = r.mark(e)};
+        if (e.IsScalar()) {  // a bare address
+            if (auto a = r.ip(e, ep)) ec.ip = *a, g.endpoints.push_back(ec);
+            continue;
+        }
+        if (!r.map(e, ep, {"ip", "node", "ready", "serving", "terminating"})) continue;
+        const ytree::Node ip = e["ip"];
+        if (!ip) {
+            r.error(e, ep, "an endpoint needs ip");
+            continue;
+        }
+        auto a = r.ip(ip, {ep, ".ip"});
+        if (const ytree::Node v = e["node"]) ec.node = r.view(v, {ep, ".node"}).value_or("");
+        if (const ytree::Node v = e["ready"]) ec.ready = r.boolean(v, {ep, ".ready"}).value_or(true);
+        if (const ytree::Node v = e["serving"]) ec.serving = r.boolean(v, {ep, ".serving"}).value_or(true);
+        if (const ytree::Node v = e["terminating"]) ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
+        if (a) ec.ip = *a, g.endpoints.push_back(ec);
+    }
+}
+
+void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
+    if (!r.map(n, path,
+               {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
+                "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
+                "external_traffic_policy", "internal_traffic_policy", "health_check_node_port", "endpoints"}))
+        return;
+    ServiceConfig s{.mark = r.mark(n)};
+    read_service_identity(r, n, path, s);
+    read_service_addresses(r, n, path, s);
     EndpointGroup g;
-    if (const ytree::Node ports = n["ports"]; ports && r.seq(ports, {path, ".ports"})) {
-        const Path ports_path(path, ".ports");
-        for (size_t i = 0; i < ports.size(); ++i) {
-            const ytree::Node p = ports[i];
-            const Path pp(ports_path, i);
-            if (!r.map(p, pp, {"name", "protocol", "port", "target_port", "node_port"})) continue;
-            ServicePortConfig sp{.mark = r.mark(p)};
-            if (const ytree::Node v = p["name"]) sp.name = r.view(v, {pp, ".name"}).value_or("");
-            sp.proto = r.l4_proto(p["protocol"], {pp, ".protocol"}).value_or(Proto::tcp);
-            if (const ytree::Node v = p["port"])
-                sp.port = r.uint<uint16_t>(v, {pp, ".port"}, 1, 65535).value_or(0);
-            else
-                r.error(p, pp, "a service port needs port");
-            sp.target_port = sp.port;
-            if (const ytree::Node v = p["target_port"])
-                sp.target_port = r.uint<uint16_t>(v, {pp, ".target_port"}, 1, 65535);
-            if (const ytree::Node v = p["node_port"])
-                sp.node_port = r.uint<uint16_t>(v, {pp, ".node_port"}, 1, 65535).value_or(0);
-            g.ports.push_back({sp.name, sp.proto, sp.target_port.value_or(0)});
-            s.ports.push_back(std::move(sp));
-        }
-    }
-    if (const ytree::Node eps = n["endpoints"]; eps && r.seq(eps, {path, ".endpoints"})) {
-        const Path eps_path(path, ".endpoints");
-        g.endpoints.reserve(eps.size());
-        for (size_t i = 0; i < eps.size(); ++i) {
-            const ytree::Node e = eps[i];
-            const Path ep(eps_path, i);
-            EndpointConfig ec{.mark = r.mark(e)};
-            if (e.IsScalar()) {  // a bare address
-                if (auto a = r.ip(e, ep)) ec.ip = *a, g.endpoints.push_back(ec);
-                continue;
-            }
-            if (!r.map(e, ep, {"ip", "node", "ready", "serving", "terminating"})) continue;
-            const ytree::Node ip = e["ip"];
-            if (!ip) {
-                r.error(e, ep, "an endpoint needs ip");
-                continue;
-            }
-            auto a = r.ip(ip, {ep, ".ip"});
-            if (const ytree::Node v = e["node"]) ec.node = r.view(v, {ep, ".node"}).value_or("");
-            if (const ytree::Node v = e["ready"]) ec.ready = r.boolean(v, {ep, ".ready"}).value_or(true);
-            if (const ytree::Node v = e["serving"]) ec.serving = r.boolean(v, {ep, ".serving"}).value_or(true);
-            if (const ytree::Node v = e["terminating"])
-                ec.terminating = r.boolean(v, {ep, ".terminating"}).value_or(false);
-            if (a) ec.ip = *a, g.endpoints.push_back(ec);
-        }
-    }
+    if (const ytree::Node ports = n["ports"]; ports && r.seq(ports, {path, ".ports"}))
+        read_service_ports(r, ports, Path(path, ".ports"), s, g);
+    if (const ytree::Node eps = n["endpoints"]; eps && r.seq(eps, {path, ".endpoints"}))
+        read_service_endpoints(r, eps, Path(path, ".endpoints"), g);
     s.groups.push_back(std::move(g));
     cfg.services.push_back(std::move(s));
 }
