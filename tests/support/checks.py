@@ -155,25 +155,46 @@ def wait(cond, limit, step=0.05):
     return None
 
 
-class KeepAlive:
-    """tests/e2e/keepalive.py in namespace `ns`: n HTTP/1.1 connections to addr:port, each asking
-    every 100 ms until stop(). Its files live in a directory of its own, removed by stop()."""
+class Client:
+    """A traffic client of tests/e2e (keepalive.py, downloads.py) in namespace `ns_name`: it writes
+    its records to a JSON state file and ends once a stop file exists. `argv` names the two files
+    "{state}" and "{stop}". Its files live in a directory of its own, removed by stop()."""
 
-    def __init__(self, src, ns_name, addr, n, port=80):
-        self.n = n
-        self.dir = tempfile.mkdtemp(prefix="svcgate-keepalive-")
+    def __init__(self, src, ns_name, script, argv, stop_limit=20):
+        self.dir = tempfile.mkdtemp(prefix="svcgate-client-")
         self.state, self.stop_file = f"{self.dir}/state", f"{self.dir}/stop"
+        self.stop_limit = stop_limit
+        args = [{"{state}": self.state, "{stop}": self.stop_file}.get(a, a) for a in argv]
         self.p = subprocess.Popen(["ip", "netns", "exec", ns_name, "/usr/bin/python3",
-                                   os.path.join(src, "tests/e2e/keepalive.py"), addr, str(n), self.state,
-                                   self.stop_file, str(port)])
+                                   os.path.join(src, "tests/e2e", script), *args])
 
     def read(self):
-        """One record per connection: port, ok, errors, gap, open."""
+        """Its records, as last written."""
         try:
             with open(self.state) as f:
                 return json.load(f)
         except (OSError, ValueError):
             return []
+
+    def stop(self):
+        """Ends it (within stop_limit seconds, else killed); its final records."""
+        open(self.stop_file, "w").close()
+        try:
+            self.p.wait(timeout=self.stop_limit)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+        res = self.read()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return res
+
+
+class KeepAlive(Client):
+    """tests/e2e/keepalive.py: n HTTP/1.1 connections to addr:port, each asking every 100 ms until
+    stop(); one record per connection: port, ok, errors, gap, open."""
+
+    def __init__(self, src, ns_name, addr, n, port=80):
+        self.n = n
+        super().__init__(src, ns_name, "keepalive.py", [addr, str(n), "{state}", "{stop}", str(port)])
 
     def ready(self):
         """Every connection has had answers."""
@@ -181,17 +202,6 @@ class KeepAlive:
 
     def wait_ready(self, limit=20):
         return wait(self.ready, limit)
-
-    def stop(self):
-        """Closes the connections; their final records."""
-        open(self.stop_file, "w").close()
-        try:
-            self.p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-        res = self.read()
-        shutil.rmtree(self.dir, ignore_errors=True)
-        return res
 
 
 class HaLab:
