@@ -11,6 +11,10 @@
 
 #include "control/api/commands.h"
 #include "control/api/metrics_collectors.h"
+#include "control/daemon/reload_metrics.h"
+#include "control/ha/sync_metrics.h"
+#include "control/routing/health_metrics.h"
+#include "control/snapshot/service_metrics.h"
 #include "control/config/yaml_config.h"
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"

@@ -1,6 +1,10 @@
-// Prometheus text, one collector per feature: each writes its metric families (HELP, TYPE, the
-// samples) from plain values, so each is tested on its own text; /metrics is their concatenation
-// (metrics.cpp gathers the values from the running daemon, under its lock).
+// Prometheus text for the dataplane's own counters: the flow tables, fragments, verdicts and
+// drops, the ports. Every feature has its collector beside its code, each writing its metric
+// families (HELP, TYPE, the samples) from plain values and tested on its own text: these here
+// (the dataplane links no control code), the Services' (control/snapshot/service_metrics.h), the
+// host path's and health's (control/routing/health_metrics.h), replication's
+// (control/ha/sync_metrics.h), the reloads' (control/daemon/reload_metrics.h). /metrics is their
+// concatenation (metrics.cpp gathers the values from the running daemon, under its lock).
 //
 // Runs on: any thread (pure functions).
 #pragma once
@@ -10,32 +14,10 @@
 #include <string>
 #include <string_view>
 
-#include "control/base/histogram.h"
-#include "control/daemon/daemon_state.h"
-#include "control/ha/sync.h"
-#include "control/snapshot/slot_registry.h"
-#include "dataplane/lb/snapshot.h"
+#include "control/base/metrics_text.h"
 #include "dataplane/pipeline/counters.h"
 
 namespace svcgate::ctl {
-
-// The text exposition format: a family's HELP and TYPE, then its samples.
-class MetricsText {
-public:
-    void family(std::string_view name, std::string_view type, std::string_view help);
-    void sample(std::string_view name, std::string_view labels, uint64_t value);
-    void sample(std::string_view name, std::string_view labels, int64_t value);
-    void sample(std::string_view name, std::string_view labels, double value, int decimals);
-    // A whole histogram family: HELP, TYPE, the buckets, +Inf, sum and count.
-    void histogram(std::string_view name, std::string_view help, const Histogram& h);
-    std::string& str() { return out_; }
-
-private:
-    std::string out_;
-};
-
-// Service ports and endpoints: packets, bytes, live flows per endpoint.
-void collect_services(MetricsText& m, const dp::ServiceSnapshot& s, const SlotRegistry& slots);
 
 // The flow tables: live flows and capacity by family, flows created and early-dropped.
 struct FlowGauges {
@@ -58,17 +40,5 @@ struct PortSample {
     bool link_up = false;
 };
 void collect_ports(MetricsText& m, std::span<const PortSample> ports);
-
-// The host path and health: punted packets, the kernel's frames out, healthy, draining, the
-// prefixes announced.
-void collect_host_path(MetricsText& m, const dp::WorkerCounters& t, const HealthState& h);
-
-// Flow replication (ha:): readiness, peers, records, lag, replicas, takeovers, drops by reason.
-void collect_sync(MetricsText& m, const SyncStatus& y, const dp::WorkerCounters& t);
-
-// Reloads (kube-proxy's sync_proxy_rules_* under svcgate's names), the generation in service and
-// the build.
-void collect_reload(MetricsText& m, const ReloadStatus& r, uint64_t generation, std::string_view version,
-                    std::string_view dpdk);
 
 }  // namespace svcgate::ctl

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "control/api/metrics_collectors.h"
+#include "control/base/metrics_text.h"
 #include "control/base/clock.h"
 #include "control/kube/json_tree.h"
 

@@ -1,0 +1,46 @@
+#include "control/ha/sync_metrics.h"
+
+#include <fmt/format.h>
+
+namespace svcgate::ctl {
+
+using namespace svcgate::dp;
+
+void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) {
+    m.family("svcgate_sync_ready", "gauge", "1 once the live peers have sent this gateway their flows (ha).");
+    m.sample("svcgate_sync_ready", "", y.ready ? uint64_t{1} : uint64_t{0});
+    m.family("svcgate_sync_peer_up", "gauge", "1 while a peer is heard from (ha.peers).");
+    for (const SyncPeerStatus& p : y.peers)
+        m.sample("svcgate_sync_peer_up", fmt::format("peer=\"{}\"", p.address), p.alive ? uint64_t{1} : uint64_t{0});
+    m.family("svcgate_sync_peer_last_heard_seconds", "gauge",
+             "Seconds since a peer's last authentic datagram (-1: never).");
+    for (const SyncPeerStatus& p : y.peers)
+        m.sample("svcgate_sync_peer_last_heard_seconds", fmt::format("peer=\"{}\"", p.address), p.last_heard_seconds,
+                 3);
+    m.family("svcgate_sync_flows_total", "counter", "Flow records sent to and received from each peer.");
+    for (const SyncPeerStatus& p : y.peers) {
+        m.sample("svcgate_sync_flows_total", fmt::format("peer=\"{}\",direction=\"sent\"", p.address), p.flows_sent);
+        m.sample("svcgate_sync_flows_total", fmt::format("peer=\"{}\",direction=\"received\"", p.address),
+                 p.flows_received);
+    }
+    m.family("svcgate_sync_queued", "gauge", "The replication lag: flows the workers handed on, not yet sent.");
+    m.sample("svcgate_sync_queued", "", uint64_t{y.queued});
+    m.family("svcgate_sync_replicas", "gauge", "Replicas of the peers' flows held here (not taken over).");
+    m.sample("svcgate_sync_replicas", "", uint64_t{y.replicas});
+    m.family("svcgate_sync_takeovers_total", "counter",
+             "Replicas that carried a packet here and so became this gateway's.");
+    m.sample("svcgate_sync_takeovers_total", "", t.takeovers);
+    m.family("svcgate_sync_events_total", "counter",
+             "Flows the workers handed to the sync thread (refused: ring full).");
+    m.sample("svcgate_sync_events_total", "outcome=\"taken\"", t.sync_events);
+    m.sample("svcgate_sync_events_total", "outcome=\"ring_full\"", t.sync_ring_full);
+    m.family("svcgate_sync_drops_total", "counter", "Replication datagrams (and records) dropped, by reason.");
+    for (unsigned d = 0; d < sync::kDrops; ++d)
+        m.sample("svcgate_sync_drops_total", fmt::format("reason=\"{}\"", sync::drop_name(static_cast<sync::Drop>(d))),
+                 y.drops[d]);
+    for (unsigned d = 0; d < kRecordDrops; ++d)
+        m.sample("svcgate_sync_drops_total",
+                 fmt::format("reason=\"record_{}\"", record_drop_name(static_cast<RecordDrop>(d))), y.record_drops[d]);
+}
+
+}  // namespace svcgate::ctl
