@@ -136,6 +136,13 @@ template <typename F>
         if (ts == TcpState::invalid || ts == TcpState::ignore)
             return p.set(Verdict::drop, DropReason::conntrack_invalid);
         state = static_cast<uint8_t>(ts);
+        // Picked up mid-stream (no SYN) and masqueraded: the endpoint knows this connection by
+        // the masquerade address and port it began with (a peer's, when ECMP moved it here), and
+        // would answer any other with RST. Replicating, its replica is on its way: the packet is
+        // dropped and the client's retransmission finds the replica. Without replication,
+        // conntrack's pickup, as a node has.
+        if (ts == TcpState::established && d.masq && ctx.sync) [[unlikely]]
+            return p.set(Verdict::drop, DropReason::pickup_awaits_replica);
     }
     // A source over its share of new flows this second (flow_table.new_flows_per_source), refused
     // before selection touches the scheduler's or the affinity's state.

@@ -79,6 +79,7 @@ std::string_view verdict_name(Verdict v) noexcept;
     X(source_new_flow_limit, "the source started more new flows this second than allowed")                         \
     X(snat_ports_exhausted, "no free SNAT source port towards this endpoint")                                      \
     X(flow_reply_clash, "the reply tuple of a new flow is in use, as is every source port tried instead")          \
+    X(pickup_awaits_replica, "replicating: a masqueraded connection seen mid-stream waits for its replica")        \
     X(conntrack_invalid, "packet conntrack calls INVALID for its flow")                                            \
     X(reject_no_endpoints, "rejected: the Service has no usable endpoint")                                         \
     X(reject_unknown_port, "rejected: a ClusterIP on a port no Service uses")                                      \

@@ -31,11 +31,12 @@ class Loader:
 
     def one(self):
         c = http.client.HTTPConnection(self.url.hostname, self.url.port or 80, timeout=10)
+        started, got = time.time(), 0
         try:
             c.request("GET", f"/blob/{size}")
             r = c.getresponse()
             want = r.getheader("X-SHA256")
-            h, got, t0 = hashlib.sha256(), 0, time.monotonic()
+            h, t0 = hashlib.sha256(), time.monotonic()
             last = t0
             while got < size:
                 piece = r.read(min(PIECE, size - got))
@@ -54,7 +55,9 @@ class Loader:
                 raise RuntimeError(f"status {r.status}, digest {h.hexdigest()[:12]} against {str(want)[:12]}")
             self.intact += 1
         except Exception as e:  # a reset, a timeout, a short or wrong body: this download broke
-            self.errors.append(f"{type(e).__name__}: {e}")
+            port = c.sock.getsockname()[1] if c.sock else None
+            begun, now = time.strftime("%H:%M:%S", time.localtime(started)), time.strftime("%H:%M:%S")
+            self.errors.append(f"{type(e).__name__}: {e} (port {port}, begun {begun}, broke {now} after {got} bytes)")
         finally:
             c.close()
 

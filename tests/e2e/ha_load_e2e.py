@@ -17,6 +17,7 @@ Prints the longest gaps, each drain's duration and the rates reached.
 usage: ha_load_e2e.py SVCGATE SOURCE_DIR [STEADY_SECONDS]
 """
 import os
+import subprocess
 import sys
 import time
 
@@ -94,6 +95,12 @@ def main():
         return None, []
     ready = wait(lambda: all((gwjson(i, "status").get("ha") or {}).get("ready") for i in range(1, N + 1)), 10)
     check(ready is not None, "every gateway ready")
+    # Every TCP reset between the gateways and the router, with the MACs (which gateway), for the
+    # reader of a failure.
+    global resets
+    resets = subprocess.Popen(["timeout", "600", "ip", "netns", "exec", "router", "tcpdump", "-i", "r-lan", "-nn",
+                               "-e", "-l", "-tttt", "(tcp[tcpflags] & tcp-rst != 0) or (ip6 and ip6[6] == 6 and ip6[53] & 4 != 0)"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     dl = Downloads([f"http://{LB4}"] * 4 + [f"http://[{LB6}]"] * 2)
     kas = [checks.KeepAlive(src, "client", LB4, 6), checks.KeepAlive(src, "client", LB6, 6)]
     for k in kas:
@@ -121,6 +128,7 @@ def main():
                    f"broken: {[d['errors'][:1] for d in bad][:3]})")
 
     # 2. A rolling restart of every gateway, then a SIGKILL of the busiest and its return.
+    print(f"rolling restart from {time.strftime('%H:%M:%S')}")
     r = ha(f"ha_rolling_restart {N} {svcgate}", timeout=400)
     print(r.stdout.strip())
     drains = [float(line.split("drained in ")[1].split()[0]) for line in r.stdout.splitlines()
@@ -129,14 +137,18 @@ def main():
           f"rolling restart of {N} gateways under load: drains took {drains} s (each under 10 s) {r.stderr[-300:]}")
     per_gw = {i: own_flows(i) for i in range(1, N + 1)}
     victim = max(per_gw, key=per_gw.get)
+    print(f"SIGKILL of gw{victim} at {time.strftime('%H:%M:%S')}")
     ha(f"kill -9 $(cat $LAB_RUN/gw{victim}.pid)")
     shrink = wait(lambda: len(hops(LB4)) == N - 1, 5)
     check(shrink is not None, f"gw{victim} (carrying {per_gw[victim]} flows of {sum(per_gw.values())}) killed "
                               f"with SIGKILL; out of the router's ECMP set after {shrink and round(shrink, 2)} s")
     time.sleep(3)
+    print(f"gw{victim} started again at {time.strftime('%H:%M:%S')}")
     r = ha(f"ha_start_gateway {victim} {svcgate} && ha_wait_paths 30 {LB4} {N}", timeout=60)
     check(r.returncode == 0, f"gw{victim} back in the ECMP set {r.stdout.strip()} s after its start")
     time.sleep(5)
+    waited = {i: gwjson(i, "stats").get("drops", {}).get("pickup_awaits_replica", 0) for i in range(1, N + 1)}
+    print(f"packets of moved connections that waited for their replica (since each gateway's start): {waited}")
     recs, gap, broken = gaps(kas)
     check(len(recs) == 12 and not broken and gap is not None and gap <= 2,
           f"no keep-alive connection broke, longest gap {gap} s (at most 2 s; broken "
@@ -144,12 +156,23 @@ def main():
     return dl, kas
 
 
-dl, kas = None, []
+dl, kas, resets = None, [], None
 try:
     dl, kas = main()
 finally:
     res = [c for k in kas for c in k.stop()]
     done = dl.stop() if dl else []
+    if resets:
+        resets.terminate()
+        lines = resets.communicate(timeout=10)[0].splitlines()
+        if any(d["errors"] for d in done):
+            print(f"TCP resets seen on the router's gateway LAN ({len(lines)}):")
+            print("\n".join(lines[:20]))
+    if any(d["errors"] for d in done):  # what each gateway refused, for the reader of a failure
+        for i in range(1, N + 1):
+            st = gwjson(i, "stats")
+            refused = {k: v for kind in ("drops", "rejects") for k, v in st.get(kind, {}).items() if v}
+            print(f"gw{i} (since its last start): refused {refused}, flows {st.get('flows')}")
     ha("lab_down")
 if dl:
     bad = [d for d in done if d["errors"]]

@@ -134,6 +134,35 @@ TEST(SyncEvents, AReplicaThatCarriesAPacketIsServedAndTakenOver) {
     EXPECT_EQ(reply.out.value_or(""), "tcp 192.168.67.8:30001 > 192.168.67.100:41000") << reply.text();
 }
 
+// ECMP moves a connection to a gateway before its replica arrives: the masqueraded packet is not
+// picked up with a masquerade port of this gateway's (the endpoint would answer RST), but dropped;
+// the client's retransmission finds the replica. Without replication, conntrack's pickup.
+TEST(SyncEvents, AMasqueradedConnectionSeenMidStreamWaitsForItsReplica) {
+    auto a = gateway(2), b = gateway(2);
+    Ring ring("sg_test_pickup");
+    b->ctx().sync = ring.r;
+    const auto early = b->run_spec(kClient + " [P.]");
+    EXPECT_EQ(early.verdict, dp::Verdict::drop) << early.text();
+    EXPECT_EQ(b->ctx().counters.drops[static_cast<unsigned>(dp::DropReason::pickup_awaits_replica)], 1u);
+    EXPECT_EQ(find(*b, kClient), nullptr) << "no flow made";
+    // The replica arrives (a carried the connection); the retransmission is served as a served it.
+    handshake(*a, kClient);
+    const auto on_a = a->run_spec(kClient + " [P.]");
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*find(*a, kClient), a->ctx().now, rec);
+    dp::FlowRecord r;
+    ASSERT_EQ(dp::decode_flow(rec, sizeof rec, r), sizeof rec);
+    ctl::FlowImporter imp(b->snapshot(), b->slots().table(), b->flows(), &b->flows6(), 1);
+    ASSERT_EQ(imp.import_to(r, 1, 1, b->ctx().now, 0), ctl::FlowImporter::Outcome::inserted);
+    const auto again = b->run_spec(kClient + " [P.]");
+    EXPECT_EQ(again.out, on_a.out) << "the same endpoint, masquerade address and port";
+    // A single gateway picks it up, as conntrack does (nf_conntrack_tcp_loose).
+    auto c = gateway();
+    const auto lone = c->run_spec(kClient + " [P.]");
+    EXPECT_EQ(lone.verdict, dp::Verdict::dnat) << lone.text();
+    EXPECT_TRUE(lone.new_flow);
+}
+
 namespace {
 
 uint16_t free_udp_port() {
