@@ -56,14 +56,16 @@ BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
       qsbr_(p.qsbr),
       scanner_(p.scanner),
       timeouts_(p.timeouts),
-      new_flows_per_source_(p.new_flows_per_source) {}
+      new_flows_per_source_(p.new_flows_per_source),
+      index_buckets_(p.index_buckets) {}
 
 template <typename K>
 bool BasicFlowTable<K>::init() noexcept {
-    // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (8 / 2).
+    // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (7 / 2).
     // Any count, not a power of two: a hash maps onto it by multiply-shift (Lemire's fast
-    // range), so 10M flows take 5M buckets, not 8M (51 B of index per flow instead of 32).
-    const uint32_t nb = std::max<uint32_t>((capacity_ + 1) / 2, 2);
+    // range), so 10M flows take 5.7M buckets, not 8M (37 B of index per flow instead of 51).
+    const uint32_t nb = std::max<uint32_t>(
+        index_buckets_ ? index_buckets_ : static_cast<uint32_t>((uint64_t{capacity_} * 4 + 6) / 7), 2);
     n_buckets_ = nb;
     uint32_t ns = std::bit_ceil(std::max<uint32_t>(nb / 16, 64));
     stripe_mask_ = ns - 1;
@@ -140,21 +142,33 @@ typename BasicFlowTable<K>::Hash BasicFlowTable<K>::hash(const K& k) const noexc
 }
 
 template <typename K>
-FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
-    for (uint32_t b : {h.b1, h.b2}) {
-        const Bucket& bk = buckets_[b];
-        for (unsigned m = matches(b, h.sig); m; m &= m - 1) {
-            // acquire: pairs with the release CAS in claim_slot, so the record's keys written
-            // before publication are visible to the compare below. The slot may have changed
-            // since matches() read it: checked again.
-            const uint64_t v = bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
-            if ((v & 0x7fffffffu) != h.sig) continue;
-            const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
-            const auto d = static_cast<Direction>((v >> 31) & 1);
-            if (flows_[id].key[static_cast<unsigned>(d)] == k) return FlowRef{id, d};
-        }
+FlowRef BasicFlowTable<K>::probe_bucket(const K& k, uint32_t b, uint32_t sig) const noexcept {
+    const Bucket& bk = buckets_[b];
+    for (unsigned m = matches(b, sig); m; m &= m - 1) {
+        // acquire: pairs with the release store or CAS that published the slot, so the record's
+        // keys written before are visible to the compare below. The slot may have changed since
+        // matches() read it: checked again.
+        const uint64_t v = bk.slot[std::countr_zero(m)].load(std::memory_order_acquire);
+        if ((v & 0x7fffffffu) != sig) continue;
+        const uint32_t id = static_cast<uint32_t>(v >> 32) - 1;
+        const auto d = static_cast<Direction>((v >> 31) & 1);
+        if (flows_[id].key[static_cast<unsigned>(d)] == k) return FlowRef{id, d};
     }
     return FlowRef{};
+}
+
+template <typename K>
+FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
+    for (;;) {
+        const uint64_t moved = moves_.load(std::memory_order_acquire);
+        FlowRef r = probe_bucket(k, h.b1, h.sig);
+        if (!r.hit() && spills(h.b1)) r = probe_bucket(k, h.b2, h.sig);
+        if (r.hit()) return r;
+        // A miss while an entry moved may have read its old slot cleared and its new one not
+        // yet: the move's count was stored before that clear (release), so it shows here.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (moves_.load(std::memory_order_relaxed) == moved) return r;
+    }
 }
 
 template <typename K>
@@ -173,8 +187,9 @@ unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want
     const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[0]));
     const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(&bk.slot[4]));
     return static_cast<unsigned>(
-        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, k), w))) |
-        _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4);
+               _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, k), w))) |
+               _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4) &
+        kSlotMask;  // lane 7 is the spill count
 #else
     unsigned m = 0;
     for (unsigned i = 0; i < kSlots; ++i)
@@ -215,22 +230,34 @@ template <typename K>
 unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out,
                                         KeyHash* hashes) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
-    // lookup does the same): hash and prefetch both buckets; find the candidate slot and
-    // prefetch its record; compare keys.
+    // lookup does the same): hash and prefetch the first bucket; find the candidate slot and
+    // prefetch its record (a key not in a bucket that spills: prefetch the second bucket, and
+    // look there in a pass of its own); compare keys.
     Hash local[kBurst];
     Hash* const h = hashes ? hashes : local;  // the caller's array, when it wants them
     uint64_t cand[kBurst];
+    uint8_t second[kBurst];
+    unsigned n_second = 0;
     n = std::min<unsigned>(n, kBurst);
+    const uint64_t moved = moves_.load(std::memory_order_acquire);
     for (unsigned i = 0; i < n; ++i) {
         h[i] = hash(*keys[i]);
         rte_prefetch0(&buckets_[h[i].b1]);
-        rte_prefetch0(&buckets_[h[i].b2]);
     }
     for (unsigned i = 0; i < n; ++i) {
-        uint64_t v = candidate(h[i].b1, h[i].sig);
-        if (v == 0) v = candidate(h[i].b2, h[i].sig);
+        const uint64_t v = candidate(h[i].b1, h[i].sig);
         cand[i] = v;
-        if (v) prefetch_record(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
+        if (v) {
+            prefetch_record(&flows_[static_cast<uint32_t>(v >> 32) - 1]);
+        } else if (spills(h[i].b1)) [[unlikely]] {
+            rte_prefetch0(&buckets_[h[i].b2]);
+            second[n_second++] = static_cast<uint8_t>(i);
+        }
+    }
+    for (unsigned j = 0; j < n_second; ++j) {
+        const unsigned i = second[j];
+        if ((cand[i] = candidate(h[i].b2, h[i].sig)))
+            prefetch_record(&flows_[static_cast<uint32_t>(cand[i] >> 32) - 1]);
     }
     unsigned misses = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -246,44 +273,128 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
         out[i] = flows_[id].key[static_cast<unsigned>(d)] == *keys[i] ? FlowRef{id, d} : probe(*keys[i], h[i]);
         misses += !out[i].hit();
     }
+    if (misses) {
+        // Entries moved meanwhile (rare: only inserts into two full buckets move one): each miss
+        // looks again, as probe() does.
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (moves_.load(std::memory_order_relaxed) != moved) {
+            misses = 0;
+            for (unsigned i = 0; i < n; ++i) {
+                if (!out[i].hit()) out[i] = probe(*keys[i], h[i]);
+                misses += !out[i].hit();
+            }
+        }
+    }
     return misses;
 }
 
 template <typename K>
-bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
-    // Place the entry in the emptier of its two buckets (two-choice hashing).
-    struct Choice {
-        uint32_t bucket;
-        unsigned empty;  // its empty slots
-    } first{h.b1, slots_where(h.b1, ~uint64_t{0}, 0)}, second{h.b2, slots_where(h.b2, ~uint64_t{0}, 0)};
-    if (std::popcount(second.empty) > std::popcount(first.empty)) std::swap(first, second);
-    for (auto [b, empty] : {first, second}) {
-        for (; empty; empty &= empty - 1) {
-            auto& s = buckets_[b].slot[std::countr_zero(empty)];
-            // release: the record written before this store is visible to any reader that
-            // acquires the slot. A lone writer stores; writers that share the index claim by CAS
-            // (another may have taken the slot since it was read empty).
-            if (single_writer_) {
-                s.store(value, std::memory_order_release);
-                return true;
-            }
-            uint64_t expected = 0;
-            if (s.compare_exchange_strong(expected, value, std::memory_order_release, std::memory_order_relaxed))
-                return true;
+void BasicFlowTable<K>::add_spill(uint32_t b, int delta) noexcept {
+    auto& c = buckets_[b].spill;
+    if (single_writer_)
+        c.store(c.load(std::memory_order_relaxed) + static_cast<uint64_t>(int64_t{delta}), std::memory_order_relaxed);
+    else
+        c.fetch_add(static_cast<uint64_t>(int64_t{delta}), std::memory_order_relaxed);
+}
+
+template <typename K>
+unsigned BasicFlowTable<K>::claim_in(uint32_t b, uint64_t value) noexcept {
+    for (unsigned empty = slots_where(b, ~uint64_t{0}, 0); empty; empty &= empty - 1) {
+        const unsigned i = std::countr_zero(empty);
+        auto& s = buckets_[b].slot[i];
+        // release: the record written before this store is visible to any reader that acquires
+        // the slot. A lone writer stores; writers that share the index claim by CAS (another may
+        // have taken the slot since it was read empty).
+        if (single_writer_) {
+            s.store(value, std::memory_order_release);
+            return i;
         }
+        uint64_t expected = 0;
+        if (s.compare_exchange_strong(expected, value, std::memory_order_release, std::memory_order_relaxed)) return i;
+    }
+    return kSlots;
+}
+
+template <typename K>
+bool BasicFlowTable<K>::make_room(uint32_t b, unsigned depth) noexcept {
+    // A cuckoo step: an entry whose other bucket has room moves there; with `depth`, one whose
+    // other bucket is full first makes room there the same way. See "Moves" in the header.
+    for (unsigned used = ~slots_where(b, ~uint64_t{0}, 0) & kSlotMask; used; used &= used - 1) {
+        auto& from = buckets_[b].slot[std::countr_zero(used)];
+        const uint64_t v = from.load(std::memory_order_acquire);
+        if (v == 0) continue;
+        const Flow& f = flows_[static_cast<uint32_t>(v >> 32) - 1];
+        if (!f.live.load(std::memory_order_relaxed)) continue;  // being removed: left to its owner
+        const Hash e = hash(f.key[(v >> 31) & 1]);
+        const bool in_first = e.b1 == b;
+        const uint32_t to = in_first ? e.b2 : e.b1;
+        unsigned at = claim_in(to, v);
+        if (at == kSlots && depth && make_room(to, depth - 1)) at = claim_in(to, v);
+        if (at == kSlots) continue;
+        if (in_first) add_spill(b, 1);  // before the old slot is cleared: readers look on
+        moves_.fetch_add(1, std::memory_order_relaxed);
+        // After the count (see probe).
+        uint64_t expected = v;
+        if (single_writer_) {
+            from.store(0, std::memory_order_release);
+        } else if (!from.compare_exchange_strong(expected, 0, std::memory_order_release, std::memory_order_relaxed)) {
+            // Its owner removed it meanwhile (or another writer moved it): the new copy goes too.
+            expected = v;
+            buckets_[to].slot[at].compare_exchange_strong(expected, 0, std::memory_order_release,
+                                                          std::memory_order_relaxed);
+            if (in_first) add_spill(b, -1);
+            continue;
+        }
+        if (!in_first) add_spill(to, -1);
+        return true;
+    }
+    return false;
+}
+
+template <typename K>
+bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
+    // Another writer may take a slot just emptied for this entry: then again, a few times.
+    for (unsigned attempt = 0; attempt < 4; ++attempt) {
+        if (claim_in(h.b1, value) != kSlots) return true;
+        // The first bucket counts the tuple before it is published in the second: a reader that
+        // finds the slot there went there by the count.
+        add_spill(h.b1, 1);
+        if (claim_in(h.b2, value) != kSlots) return true;
+        add_spill(h.b1, -1);
+        bool moved = false;
+        for (uint32_t b : {h.b1, h.b2}) {
+            if (!make_room(b, kMoveDepth)) continue;
+            moved = true;
+            if (b == h.b2) add_spill(h.b1, 1);
+            if (claim_in(b, value) != kSlots) return true;
+            if (b == h.b2) add_spill(h.b1, -1);
+        }
+        if (!moved) return false;
     }
     return false;
 }
 
 template <typename K>
 void BasicFlowTable<K>::clear_slot(const Hash& h, uint64_t value) noexcept {
-    // A plain store: only the record's owner ever changes a slot that names it (other writers
-    // only claim empty slots).
-    for (uint32_t b : {h.b1, h.b2}) {
-        if (const unsigned m = slots_where(b, ~uint64_t{0}, value)) {
-            buckets_[b].slot[std::countr_zero(m)].store(0, std::memory_order_release);
-            return;
+    // Only the record's owner removes its entries. A lone writer stores; where writers share the
+    // index another may be moving this entry, so the copy found first is cleared by CAS, and the
+    // search is made again when it moved away meanwhile (a move claims before it clears: some
+    // copy is always there).
+    for (;;) {
+        for (uint32_t b : {h.b1, h.b2}) {
+            for (unsigned m = slots_where(b, ~uint64_t{0}, value); m; m &= m - 1) {
+                auto& s = buckets_[b].slot[std::countr_zero(m)];
+                uint64_t expected = value;
+                if (single_writer_)
+                    s.store(0, std::memory_order_release);
+                else if (!s.compare_exchange_strong(expected, 0, std::memory_order_release, std::memory_order_relaxed))
+                    continue;
+                if (b == h.b2) add_spill(h.b1, -1);  // after: readers that see the count look on
+                return;
+            }
         }
+        if (single_writer_) return;  // not there (never with a lone writer)
+        rte_pause();
     }
 }
 
@@ -351,11 +462,9 @@ void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, uns
     const bool two = !(init.flags & kFlowOneKey);
     h.h0 = h0 ? *h0 : hash(init.key[0]);
     h.h1 = two ? hash(init.key[1]) : h.h0;
-    // key[0]'s buckets: the lookup that missed has just read them.
-    if (two) {
-        rte_prefetch0(&buckets_[h.h1.b1]);
-        rte_prefetch0(&buckets_[h.h1.b2]);
-    }
+    // key[0]'s bucket: the lookup that missed has just read it. key[1]'s first: where it goes
+    // unless that is full.
+    if (two) rte_prefetch0(&buckets_[h.h1.b1]);
     if (!single_writer_) {
         rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
         rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
@@ -430,6 +539,18 @@ void BasicFlowTable<K>::remove(uint32_t id) noexcept {
     Owner& o = owners_[f.owner];
     o.live.store(o.live.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     retire_id(o, id);
+}
+
+template <typename K>
+typename BasicFlowTable<K>::IndexStats BasicFlowTable<K>::index_stats() const noexcept {
+    IndexStats st{.buckets = n_buckets_, .moves = moves_.load(std::memory_order_relaxed)};
+    for (uint32_t b = 0; b < n_buckets_; ++b) {
+        st.entries += static_cast<uint64_t>(std::popcount(~slots_where(b, ~uint64_t{0}, 0) & kSlotMask));
+        const uint64_t spill = buckets_[b].spill.load(std::memory_order_relaxed);
+        st.in_second += spill;
+        st.spilling_buckets += spill != 0;
+    }
+    return st;
 }
 
 template class BasicFlowTable<FlowKey>;

@@ -3,12 +3,21 @@
 // Layout. A flow is one record holding both tuples (original and reply) and its state: one cache
 // line for IPv4 (FlowTable), two for IPv6 (FlowTable6: 40-byte tuples), each family a table of
 // its own so IPv4 keeps its size and speed (VPP's bihash 16_8 / 48_8, Katran's v4 and v6 maps);
-// records live in one array whose id space is split evenly between owners (workers). An index
-// of 64-byte buckets, eight 8-byte slots each, maps a tuple to (record id, direction); every
-// tuple has two candidate buckets (two-choice hashing), so at the index's 50% load overflow is
-// vanishingly rare. Per flow: 64 B record + 2 slots at 50% load (32 B) + the owner's free-id stack
-// (4 B) and RCU limbo FIFO (16 B) = 116 B for IPv4, 180 B for IPv6 (bench/micro_bench
-// BM_BytesPerFlow measures both).
+// records live in one array whose id space is split evenly between owners (workers).
+//
+// The index: 64-byte buckets of seven 8-byte slots (record id, direction, 31-bit signature) and
+// a spill count. Every tuple has two candidate buckets, its first and its second, and lives in
+// its first whenever that has room (Cuckoo++'s placement): a lookup reads one line, the first
+// bucket, before the record. Only when the first bucket is full does a tuple go to its second,
+// and the first counts it in its spill; a lookup that finds no match in a bucket whose spill is
+// zero is a miss without reading a second line. When both are full, one of the owner's entries
+// in either moves to its own other bucket to make room (a cuckoo step, two at most: an entry
+// whose other bucket is full may first move one of that bucket's). The index is at most
+// 50% loaded (4 tuples a bucket, with every record used): simulated with churn, 90% of the
+// records used put 3.1% of tuples in their second bucket and make 6.5% of buckets spill (100%:
+// 4.9% and 10.8%), and no insert failed (FlowTable tests count them). Per flow: 64 B record +
+// 2 slots at 50% load (36.6 B: 4/7 bucket) + the owner's free-id stack (4 B) and RCU limbo FIFO
+// (16 B) = 121 B for IPv4, 185 B for IPv6 (bench/micro_bench BM_BytesPerFlow measures both).
 //
 // Concurrency contract.
 // - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
@@ -25,6 +34,18 @@
 //   owner, so it is cleared by a plain release store; the id goes to a
 //   limbo FIFO tagged with an RCU token and is reused only after the grace period. Without a
 //   QSBR variable (single-threaded tools and tests) ids are reused at once.
+// - Moves (the cuckoo step): an inserting writer moves an entry by claiming a slot in the
+//   entry's other bucket first (the entry is then in both places), counting the move in moves_,
+//   and clearing the old slot last (release). A reader that saw the old slot empty and missed
+//   sees moves_ changed and looks again, so a lookup never misses a flow that is in the table
+//   while it looks (a spill count read in the same line as a slot may be older than the slot).
+//   Writers that share the index may move each other's entries (a worker that fell behind would
+//   otherwise find two buckets full of another's), so there every slot change is a CAS of the
+//   exact value: the old slot's clear fails when its owner removed the flow meanwhile, and the
+//   mover takes its new copy back; an owner's remove clears whichever copy it finds first, and
+//   the mover's clear of the other then either completes the move or fails and takes it back.
+//   Ids are not reused within a grace period, and a writer is not quiescent inside an insert, so
+//   a slot's value names one record throughout.
 // - Flow::last_seen and Flow::state are atomics any worker may update; everything else in a
 //   record is immutable while the record is published.
 // - Scans by id (the reload sweep, `svcgatectl flows`): the control thread reads records that a
@@ -150,6 +171,9 @@ struct FlowTableParams {
     Timeouts timeouts{};
     uint32_t scanner = kNoScanner;      // QSBR thread id of the control thread's scans
     uint32_t new_flows_per_source = 0;  // per worker and second; 0 = no cap (source_limit.h)
+    // Index buckets; 0: derived from capacity (at most 50% of the slots used). Set only where an
+    // index more crowded than that is wanted (tests of the cuckoo step).
+    uint32_t index_buckets = 0;
 };
 
 template <typename K>
@@ -242,14 +266,28 @@ public:
     }
     uint32_t owner_live(uint16_t owner) const noexcept { return owners_[owner].live.load(std::memory_order_relaxed); }
 
+    // How the index is used, by a scan of every bucket (the control thread, tests, benchmarks).
+    struct IndexStats {
+        uint64_t entries = 0;           // slots in use
+        uint64_t in_second = 0;         // of them, tuples in their second bucket (sum of spills)
+        uint64_t spilling_buckets = 0;  // buckets with a spill count
+        uint64_t buckets = 0;
+        uint64_t moves = 0;  // entries moved to their other bucket, ever
+    };
+    IndexStats index_stats() const noexcept;
+
 private:
     explicit BasicFlowTable(const Params& p) noexcept;
     bool init() noexcept;
 
-    static constexpr unsigned kSlots = 8;
+    static constexpr unsigned kSlots = 7;
+    static constexpr unsigned kSlotMask = (1u << kSlots) - 1;
     static constexpr uint32_t kAgePrefetch = 8;  // records the expiry scan prefetches ahead
     struct alignas(64) Bucket {
         std::atomic<uint64_t> slot[kSlots];
+        // Tuples whose first bucket this is, living in their second. Word 7 of the line: the
+        // slots' vector compare reads it too and masks it off.
+        std::atomic<uint64_t> spill;
     };
     static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
 
@@ -273,14 +311,23 @@ private:
     static uint64_t encode(uint32_t id, Direction d, uint32_t sig) noexcept {
         return (uint64_t{id + 1} << 32) | (uint64_t{static_cast<uint8_t>(d)} << 31) | sig;
     }
+    // The record of `k`, looking again while entries move (see Moves above).
     FlowRef probe(const K& k, const Hash& h) const noexcept;
+    FlowRef probe_bucket(const K& k, uint32_t bucket, uint32_t sig) const noexcept;
+    bool spills(uint32_t bucket) const noexcept { return buckets_[bucket].spill.load(std::memory_order_relaxed) != 0; }
+    void add_spill(uint32_t bucket, int delta) noexcept;
     // Bucket `bucket`'s slots whose signature is `sig`, as a bit mask (bit i: slot i).
     unsigned matches(uint32_t bucket, uint32_t sig) const noexcept;
     // The first of them (0: none).
     uint64_t candidate(uint32_t bucket, uint32_t sig) const noexcept;
     // Bucket `bucket`'s slots whose bits under `keep` equal `want`, as a bit mask (bit i: slot i).
     unsigned slots_where(uint32_t bucket, uint64_t keep, uint64_t want) const noexcept;
+    // Places an entry: its first bucket, else its second, else after a move (make_room).
     bool claim_slot(const Hash& h, uint64_t value) noexcept;
+    // The slot of `bucket` it claimed (kSlots: none).
+    unsigned claim_in(uint32_t bucket, uint64_t value) noexcept;
+    bool make_room(uint32_t bucket, unsigned depth) noexcept;
+    static constexpr unsigned kMoveDepth = 1;  // a move may first make room for itself, once
     void clear_slot(const Hash& h, uint64_t value) noexcept;
     void lock_stripes(uint32_t a, uint32_t b) noexcept;
     void unlock_stripes(uint32_t a, uint32_t b) noexcept;
@@ -298,12 +345,14 @@ private:
     uint32_t scanner_;
     Timeouts timeouts_;
     uint32_t new_flows_per_source_ = 0;
+    uint32_t index_buckets_ = 0;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
     std::atomic<uint32_t>* stripes_ = nullptr;
     Owner* owners_ = nullptr;
     uint32_t* free_mem_ = nullptr;
     typename Owner::Limbo* limbo_mem_ = nullptr;
+    alignas(64) std::atomic<uint64_t> moves_{0};  // entries moved so far (cuckoo steps)
 };
 using FlowTable = BasicFlowTable<FlowKey>;
 using FlowTable6 = BasicFlowTable<FlowKey6>;

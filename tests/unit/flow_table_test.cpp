@@ -1,8 +1,13 @@
 // The shared flow table: insert/lookup/remove/expiry, and concurrent workers.
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <rte_rcu_qsbr.h>
 
 #include <gtest/gtest.h>
 
@@ -159,4 +164,130 @@ TEST(FlowTable, RacingInsertsOfOneFlowConvergeOnOneRecord) {
         ASSERT_EQ(inserted, 1) << "round " << round;
         ASSERT_EQ(res[0].id, res[1].id) << "both workers must use one record";
     }
+}
+
+// The index keeps a tuple in its first bucket while that has room, counts the ones it put in their
+// second in the first's spill, and makes room by one cuckoo step when both are full: a table kept
+// 100% full under churn loses no insert, finds every flow, and its spill counts return to zero
+// when it empties (a count left behind would send every later lookup of that bucket to a second
+// line).
+TEST(FlowTable, AFullTableUnderChurnKeepsItsTuplesInTheirFirstBucket) {
+    const uint32_t cap = 1u << 16;
+    auto t = FlowTable::create({.capacity = cap, .owners = 1});
+    ASSERT_TRUE(t);
+    std::deque<std::pair<uint32_t, uint32_t>> live;  // (tuple number, record id), oldest first
+    uint32_t failed = 0, next = 0;
+    auto add = [&] {
+        const uint32_t i = next++;
+        const auto r = t->insert(0, nat(key(i / 40000, static_cast<uint16_t>(10000 + i % 40000)), i % 1000), 0);
+        if (r.status == InsertStatus::inserted)
+            live.emplace_back(i, r.id);
+        else
+            ++failed;
+    };
+    while (live.size() < cap) add();
+    for (uint32_t round = 0; round < 2 * cap; ++round) {
+        t->remove(live.front().second);
+        live.pop_front();
+        add();
+    }
+    EXPECT_EQ(failed, 0u);
+    ASSERT_EQ(live.size(), cap);
+    for (const auto& [i, id] : live) {
+        const FlowInit f = nat(key(i / 40000, static_cast<uint16_t>(10000 + i % 40000)), i % 1000);
+        const FlowRef a = t->lookup(f.key[0]), b = t->lookup(f.key[1]);
+        ASSERT_TRUE(a.hit() && b.hit()) << i;
+        EXPECT_EQ(a.id, id);
+        EXPECT_EQ(b.id, id);
+    }
+    const auto st = t->index_stats();
+    EXPECT_EQ(st.entries, 2u * cap);
+    EXPECT_GT(st.moves, 0u) << "a full table under churn meets two full buckets";
+    EXPECT_LT(st.in_second * 100, st.entries * 8) << st.in_second << " of " << st.entries << " in their second bucket";
+    EXPECT_LT(st.spilling_buckets * 100, st.buckets * 15) << st.spilling_buckets << " of " << st.buckets;
+    for (const auto& [i, id] : live) t->remove(id);
+    const auto empty = t->index_stats();
+    EXPECT_EQ(empty.entries, 0u);
+    EXPECT_EQ(empty.in_second, 0u);
+    EXPECT_EQ(empty.spilling_buckets, 0u);
+}
+
+// Lookups racing a writer that moves entries: an index crowded to over 90% of its slots, kept
+// there by churn, moves entries of long-lived flows between their buckets while readers look
+// those flows up, one at a time and in bursts; no lookup may miss them (a miss of an established
+// flow's reply would leave untranslated). Ids are reused after grace periods, as in the daemon
+// (ThreadSanitizer checks the record reads).
+TEST(FlowTable, ReadersNeverMissAFlowWhoseEntryMoves) {
+    constexpr uint32_t kCap = 1024, kBuckets = 64, kStable = 120;  // 448 slots: 240 stable entries
+    constexpr uint32_t kChurn = 90;                                // + up to 180: 94% of the slots
+    constexpr uint64_t kMoves = 2000;
+    const size_t qsz = rte_rcu_qsbr_get_memsize(3);
+    auto* qsbr = static_cast<rte_rcu_qsbr*>(std::aligned_alloc(RTE_CACHE_LINE_SIZE, (qsz + 63) & ~size_t{63}));
+    std::memset(qsbr, 0, qsz);
+    ASSERT_EQ(rte_rcu_qsbr_init(qsbr, 3), 0);
+    auto t = FlowTable::create({.capacity = kCap, .owners = 1, .qsbr = qsbr, .index_buckets = kBuckets});
+    ASSERT_TRUE(t);
+    auto flow = [](uint32_t i) { return nat(key(i / 40000, static_cast<uint16_t>(10000 + i % 40000)), i % 100); };
+    std::vector<uint32_t> stable_id(kStable);
+    for (uint32_t i = 0; i < kStable; ++i) {
+        const auto r = t->insert(0, flow(i), 0);
+        ASSERT_EQ(r.status, InsertStatus::inserted);
+        stable_id[i] = r.id;
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<int> ready{0};
+    std::atomic<uint64_t> missed{0}, looked{0};
+    std::vector<std::thread> readers;
+    for (uint32_t r = 1; r <= 2; ++r) {
+        readers.emplace_back([&, r] {
+            rte_rcu_qsbr_thread_register(qsbr, r);
+            rte_rcu_qsbr_thread_online(qsbr, r);
+            ready.fetch_add(1);
+            uint32_t at = r * 7919;
+            while (!stop.load(std::memory_order_relaxed)) {
+                FlowInit f[kBurst];
+                const FlowKey* keys[kBurst];
+                FlowRef out[kBurst];
+                for (unsigned j = 0; j < kBurst; ++j) {
+                    f[j] = flow(at++ % kStable);
+                    keys[j] = &f[j].key[j & 1];  // both directions
+                }
+                t->lookup_bulk(keys, kBurst, out);
+                for (unsigned j = 0; j < kBurst; ++j) {
+                    const uint32_t i = (at - kBurst + j) % kStable;
+                    missed += !out[j].hit() || out[j].id != stable_id[i];
+                    const FlowRef one = t->lookup(f[j].key[1 - (j & 1)]);
+                    missed += !one.hit() || one.id != stable_id[i];
+                }
+                looked += 2 * kBurst;
+                rte_rcu_qsbr_quiescent(qsbr, r);
+            }
+            rte_rcu_qsbr_thread_offline(qsbr, r);
+            rte_rcu_qsbr_thread_unregister(qsbr, r);
+        });
+    }
+    // rte_rcu_qsbr_thread_online orders itself with a fence ThreadSanitizer does not model: the
+    // writer starts once the readers are in their loop (as the daemon's workers do).
+    while (ready.load() < 2) std::this_thread::yield();
+    std::deque<uint32_t> churn;
+    uint32_t next = kStable;
+    const uint64_t moves0 = t->index_stats().moves;
+    uint64_t moved = 0;
+    // Churn until entries have moved often enough, bounded in rounds. An insert the crowded index
+    // or the grace period refuses is simply not kept.
+    for (uint32_t round = 1; round <= 1000000 && moved < kMoves; ++round) {
+        if (churn.size() >= kChurn) {
+            t->remove(churn.front());
+            churn.pop_front();
+        }
+        if (const auto r = t->insert(0, flow(next++), 0); r.status == InsertStatus::inserted) churn.push_back(r.id);
+        if (round % 256 == 0) moved = t->index_stats().moves - moves0;
+    }
+    stop = true;
+    for (auto& th : readers) th.join();
+    EXPECT_GE(moved, kMoves) << "the writer must have moved entries while the readers looked";
+    EXPECT_EQ(missed.load(), 0u) << "of " << looked.load() << " lookups";
+    EXPECT_GT(looked.load(), 0u);
+    t.reset();
+    std::free(qsbr);
 }
