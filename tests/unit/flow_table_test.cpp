@@ -65,7 +65,7 @@ TEST(FlowTable, FillsToCapacityThenReportsFull) {
     // Every record is used; an index bucket pair may overflow first for a rare key (that insert
     // says full and a later key takes the record), so count, then find every one inserted.
     EXPECT_EQ(inserted.size(), 4096u);
-    EXPECT_LE(inserted.back(), 4200u) << "two-choice buckets at 50% load rarely overflow";
+    EXPECT_LE(inserted.back(), 4200u) << "buckets at 50% load with cuckoo moves rarely overflow";
     EXPECT_EQ(t->insert(0, nat(key(99999, 1), 1), 0).status, InsertStatus::full);
     for (uint32_t i : inserted) EXPECT_TRUE(t->lookup(nat(key(i, 1000 + i % 50000), 1).key[0]).hit()) << i;
 }
