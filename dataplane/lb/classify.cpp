@@ -27,30 +27,44 @@ template <typename F>
 void classify_burst(Burst& b, WorkerCtx& ctx) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const auto& vips = F::vips(s);
-    // With many Services the VIP table is far larger than the cache: the burst's slots first.
+    // With many Services the VIP and local-address tables are far larger than the cache, and every
+    // line a new flow touches there takes from the misses a burst can overlap: the burst's VIP
+    // slots first; the local addresses only for what hit no VIP (a ClusterIP's own flags matter
+    // only when its port is not served), in a pass of their own.
     for (const uint16_t i : b.misses) {
         const auto& k = F::key(b.pkt[i].meta);
         vips.prefetch(F::vip_key(k.dst, k.dport, k.proto));
-        F::prefetch_local(s, k.dst);
     }
+    IndexList other;
+    auto hit = [&](uint16_t i, PacketState& p) {
+        // RFC 1812 5.3.1 / RFC 8200 3 before conntrack: a packet that cannot be forwarded starts no flow.
+        if (F::hop_limit(rte_pktmbuf_mtod(b.mbufs[i], const uint8_t*) + p.meta.l3_off) <= 1)
+            return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+        b.vip_hits.push(i);
+        rte_prefetch0(&s.services[p.vip.service()]);
+    };
     for (const uint16_t i : b.misses) {
         PacketState& p = b.pkt[i];
         const auto& k = F::key(p.meta);
-        // KUBE-SERVICES: (VIP, port, proto), then KUBE-NODEPORTS on the NodePort addresses.
+        // KUBE-SERVICES: (VIP, port, proto); then, on the NodePort addresses, KUBE-NODEPORTS.
         p.vip = vips.find(F::vip_key(k.dst, k.dport, k.proto));
+        p.local = 0;
+        if (p.vip.hit()) {
+            hit(i, p);
+        } else {
+            F::prefetch_local(s, k.dst);
+            other.push(i);
+        }
+    }
+    for (const uint16_t i : other) {
+        PacketState& p = b.pkt[i];
+        const auto& k = F::key(p.meta);
         p.local = s.local_flags(k.dst);
-        if (!p.vip.hit() && (p.local & kNodePortAddr)) p.vip = vips.find(F::vip_key({}, k.dport, k.proto));
-        if (!p.vip.hit()) {
+        if (p.local & kNodePortAddr) p.vip = vips.find(F::vip_key({}, k.dport, k.proto));
+        if (p.vip.hit())
+            hit(i, p);
+        else
             classify_other<F>(s, p);
-            continue;
-        }
-        // RFC 1812 5.3.1 / RFC 8200 3 before conntrack: a packet that cannot be forwarded starts no flow.
-        if (F::hop_limit(rte_pktmbuf_mtod(b.mbufs[i], const uint8_t*) + p.meta.l3_off) <= 1) {
-            p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
-            continue;
-        }
-        b.vip_hits.push(i);
-        rte_prefetch0(&s.services[p.vip.service()]);
     }
 }
 
