@@ -109,7 +109,7 @@ bool one_armed(const ServiceSnapshot& s, const A& client, const A& ep) noexcept 
 // One packet to a VIP: its refusal, or its connection selected into `nf`.
 template <typename F>
 [[gnu::cold]] [[gnu::noinline]] void select_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& nf,
-                                                unsigned nth, const KeyHash& h0, PacketTrace* t) noexcept {
+                                                PacketTrace* t) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
     const uint32_t svc = p.vip.service();
     const AddrRole role = p.vip.role();
@@ -175,7 +175,6 @@ template <typename F>
         nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
-    F::table(ctx)->prepare_insert(ctx.worker, nf.init, nth, nf.hint, &h0);
     p.set(Verdict::dnat);
 }
 
@@ -250,8 +249,17 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     }
     for (const uint16_t i : b.vip_hits) {
         PacketState& p = b.pkt[i];
-        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.fresh.n, b.miss_hash[i], b.trace_of(i));
+        select_one<F>(ctx, p, F::new_flows(b)[b.fresh.n], b.trace_of(i));
         if (p.verdict == Verdict::dnat) b.fresh.push(i);
+    }
+    // The reply tuples' hashes and the lines their inserts touch, in a pass of their own once
+    // every selection is made. Issued during selection, each prefetch waited for a free miss
+    // buffer behind the selection's own misses (the service ports' lines with many Services): a
+    // prefetch instruction held 58% of select_one's samples at 10 Services, 74% at 100,000.
+    auto* table = F::table(ctx);
+    for (uint16_t x = 0; x < b.fresh.n; ++x) {
+        auto& nf = F::new_flows(b)[x];
+        table->prepare_insert(ctx.worker, nf.init, x, nf.hint, &b.miss_hash[b.fresh.at[x]]);
     }
 }
 
