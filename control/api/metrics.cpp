@@ -33,7 +33,9 @@ std::string render_metrics(const DaemonState& st) {
                              .capacity4 = st.flows->capacity(),
                              .has_v6 = st.flows6 != nullptr,
                              .live6 = st.flows6 ? st.flows6->live_total() : 0u,
-                             .capacity6 = st.flows6 ? st.flows6->capacity() : 0u},
+                             .capacity6 = st.flows6 ? st.flows6->capacity() : 0u,
+                             .index_moves4 = st.flows->index_moves(),
+                             .index_moves6 = st.flows6 ? st.flows6->index_moves() : 0u},
                   t);
     collect_fragments(m, t, st.frags ? st.frags->held() : 0, st.frags ? st.frags->datagrams() : 0);
     collect_host_path(m, t, st.health);

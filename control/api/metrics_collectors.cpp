@@ -17,6 +17,11 @@ void collect_flows(MetricsText& m, const FlowGauges& g, const WorkerCounters& t)
     m.family("svcgate_flow_capacity", "gauge", "Flows the flow table can hold.");
     m.sample("svcgate_flow_capacity", "family=\"IPv4\"", g.capacity4);
     if (g.has_v6) m.sample("svcgate_flow_capacity", "family=\"IPv6\"", g.capacity6);
+    m.family("svcgate_flow_index_moves_total", "counter",
+             "Flow index entries moved to their other bucket to make room for a new one; climbing steadily, the "
+             "index is crowded (a table kept nearly full).");
+    m.sample("svcgate_flow_index_moves_total", "family=\"IPv4\"", g.index_moves4);
+    if (g.has_v6) m.sample("svcgate_flow_index_moves_total", "family=\"IPv6\"", g.index_moves6);
     m.family("svcgate_flows_created_total", "counter", "Flows created.");
     m.sample("svcgate_flows_created_total", "", t.flows_created);
     m.family("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");

@@ -24,6 +24,7 @@ struct FlowGauges {
     uint64_t live4 = 0, capacity4 = 0;
     bool has_v6 = false;
     uint64_t live6 = 0, capacity6 = 0;
+    uint64_t index_moves4 = 0, index_moves6 = 0;  // entries moved to make room (flow_table.h)
 };
 void collect_flows(MetricsText& m, const FlowGauges& g, const dp::WorkerCounters& t);
 

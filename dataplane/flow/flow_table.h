@@ -275,6 +275,8 @@ public:
         uint64_t moves = 0;  // entries moved to their other bucket, ever
     };
     IndexStats index_stats() const noexcept;
+    // Entries moved to their other bucket so far (no scan): rising steadily, the index is crowded.
+    uint64_t index_moves() const noexcept { return moves_.load(std::memory_order_relaxed); }
 
 private:
     explicit BasicFlowTable(const Params& p) noexcept;

@@ -12,7 +12,15 @@ TEST(MetricsCollectors, Flows) {
     MetricsText m;
     dp::WorkerCounters t{};
     t.flows_created = 7, t.flows_early_dropped = 2, t.flows_port_remapped = 5, t.flows_reopened = 4;
-    collect_flows(m, FlowGauges{.live4 = 3, .capacity4 = 1024, .has_v6 = true, .live6 = 1, .capacity6 = 256}, t);
+    collect_flows(m,
+                  FlowGauges{.live4 = 3,
+                             .capacity4 = 1024,
+                             .has_v6 = true,
+                             .live6 = 1,
+                             .capacity6 = 256,
+                             .index_moves4 = 12,
+                             .index_moves6 = 8},
+                  t);
     const std::string& s = m.str();
     EXPECT_TRUE(has_line(s, "# TYPE svcgate_flows gauge"));
     EXPECT_TRUE(has_line(s, "svcgate_flows{family=\"IPv4\"} 3"));
@@ -22,6 +30,8 @@ TEST(MetricsCollectors, Flows) {
     EXPECT_TRUE(has_line(s, "svcgate_flows_early_dropped_total 2"));
     EXPECT_TRUE(has_line(s, "svcgate_flows_port_remapped_total 5"));
     EXPECT_TRUE(has_line(s, "svcgate_flows_reopened_total 4"));
+    EXPECT_TRUE(has_line(s, "svcgate_flow_index_moves_total{family=\"IPv4\"} 12"));
+    EXPECT_TRUE(has_line(s, "svcgate_flow_index_moves_total{family=\"IPv6\"} 8"));
     expect_declared(s);
     MetricsText v4;
     collect_flows(v4, FlowGauges{.live4 = 3, .capacity4 = 1024}, t);
