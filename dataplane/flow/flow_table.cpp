@@ -509,6 +509,7 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
         // release: a scan by id that sees live == 1 (acquire) sees the fields above.
         f.live.store(1, std::memory_order_release);
         bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));
+        const bool published = ok;
         if (ok && two && !claim_slot(h1, encode(r.id, Direction::reply, h1.sig))) {
             clear_slot(h0, encode(r.id, Direction::original, h0.sig));
             ok = false;
@@ -517,7 +518,12 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
             o.live.store(o.live.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         } else {
             f.live.store(0, std::memory_order_relaxed);
-            o.free[o.n_free++] = r.id;  // never published: no grace period needed
+            // key[0] was in the index for a moment: a reader, or a writer moving the entry, may
+            // still hold the id, so it waits for a grace period. Never published: free at once.
+            if (published)
+                retire_id(o, r.id);
+            else
+                o.free[o.n_free++] = r.id;
             r = {InsertStatus::full, FlowRef::kMiss};
         }
     }
