@@ -22,16 +22,15 @@ void collect_flows(MetricsText& m, const FlowGauges& g, const WorkerCounters& t)
              "index is crowded (a table kept nearly full).");
     m.sample("svcgate_flow_index_moves_total", "family=\"IPv4\"", g.index_moves4);
     if (g.has_v6) m.sample("svcgate_flow_index_moves_total", "family=\"IPv6\"", g.index_moves6);
-    m.family("svcgate_flows_created_total", "counter", "Flows created.");
-    m.sample("svcgate_flows_created_total", "", t.flows_created);
-    m.family("svcgate_flows_early_dropped_total", "counter", "Embryonic flows evicted to make room for new ones.");
-    m.sample("svcgate_flows_early_dropped_total", "", t.flows_early_dropped);
-    m.family("svcgate_flows_port_remapped_total", "counter",
-             "New flows whose client source port was remapped because their reply tuple was in use.");
-    m.sample("svcgate_flows_port_remapped_total", "", t.flows_port_remapped);
-    m.family("svcgate_flows_reopened_total", "counter",
-             "Closed TCP connections (TIME_WAIT, CLOSE) a client's SYN on the same tuple replaced with a new one.");
-    m.sample("svcgate_flows_reopened_total", "", t.flows_reopened);
+    m.counter("svcgate_flows_created_total", "Flows created.", t.flows_created);
+    m.counter("svcgate_flows_early_dropped_total", "Embryonic flows evicted to make room for new ones.",
+              t.flows_early_dropped);
+    m.counter("svcgate_flows_port_remapped_total",
+              "New flows whose client source port was remapped because their reply tuple was in use.",
+              t.flows_port_remapped);
+    m.counter("svcgate_flows_reopened_total",
+              "Closed TCP connections (TIME_WAIT, CLOSE) a client's SYN on the same tuple replaced with a new one.",
+              t.flows_reopened);
 }
 
 void collect_fragments(MetricsText& m, const WorkerCounters& t, uint64_t held, uint64_t datagrams) {
@@ -43,10 +42,8 @@ void collect_fragments(MetricsText& m, const WorkerCounters& t, uint64_t held, u
     m.sample("svcgate_fragments_total", "outcome=\"released\"", t.frag_released);
     m.sample("svcgate_fragments_total", "outcome=\"fragmented\"", t.frag_out_packets);
     m.sample("svcgate_fragments_total", "outcome=\"fragments_out\"", t.frag_out_fragments);
-    m.family("svcgate_fragments_held", "gauge", "Later fragments waiting for their first fragment.");
-    m.sample("svcgate_fragments_held", "", held);
-    m.family("svcgate_fragment_datagrams", "gauge", "Fragmented datagrams being tracked.");
-    m.sample("svcgate_fragment_datagrams", "", datagrams);
+    m.gauge("svcgate_fragments_held", "Later fragments waiting for their first fragment.", held);
+    m.gauge("svcgate_fragment_datagrams", "Fragmented datagrams being tracked.", datagrams);
 }
 
 void collect_verdicts(MetricsText& m, const WorkerCounters& t, uint64_t mbufs_in_use) {
@@ -64,8 +61,7 @@ void collect_verdicts(MetricsText& m, const WorkerCounters& t, uint64_t mbufs_in
         if (name.starts_with("reject_") && r != static_cast<unsigned>(DropReason::reject_failed))
             m.sample("svcgate_rejects_total", fmt::format("reason=\"{}\"", name), t.rejects[r]);
     }
-    m.family("svcgate_mbufs_in_use", "gauge", "Packet buffers taken from the pool (rings, bursts, held, caches).");
-    m.sample("svcgate_mbufs_in_use", "", mbufs_in_use);
+    m.gauge("svcgate_mbufs_in_use", "Packet buffers taken from the pool (rings, bursts, held, caches).", mbufs_in_use);
 }
 
 void collect_ports(MetricsText& m, std::span<const PortSample> ports) {

@@ -16,6 +16,21 @@ void MetricsText::sample(std::string_view name, std::string_view labels, int64_t
     out_ += labels.empty() ? fmt::format("{} {}\n", name, value) : fmt::format("{}{{{}}} {}\n", name, labels, value);
 }
 
+void MetricsText::gauge(std::string_view name, std::string_view help, uint64_t value) {
+    family(name, "gauge", help);
+    sample(name, "", value);
+}
+
+void MetricsText::gauge(std::string_view name, std::string_view help, double value, int decimals) {
+    family(name, "gauge", help);
+    sample(name, "", value, decimals);
+}
+
+void MetricsText::counter(std::string_view name, std::string_view help, uint64_t value) {
+    family(name, "counter", help);
+    sample(name, "", value);
+}
+
 void MetricsText::histogram(std::string_view name, std::string_view help, const Histogram& h) {
     family(name, "histogram", help);
     for (size_t i = 0; i < h.bounds().size(); ++i)

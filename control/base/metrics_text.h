@@ -20,6 +20,10 @@ public:
     void sample(std::string_view name, std::string_view labels, uint64_t value);
     void sample(std::string_view name, std::string_view labels, int64_t value);
     void sample(std::string_view name, std::string_view labels, double value, int decimals);
+    // A family of one unlabeled sample.
+    void gauge(std::string_view name, std::string_view help, uint64_t value);
+    void gauge(std::string_view name, std::string_view help, double value, int decimals);
+    void counter(std::string_view name, std::string_view help, uint64_t value);
     // A whole histogram family: HELP, TYPE, the buckets, +Inf, sum and count.
     void histogram(std::string_view name, std::string_view help, const Histogram& h);
     std::string& str() { return out_; }

@@ -17,13 +17,12 @@ void collect_reload(MetricsText& m, const ReloadStatus& r, uint64_t generation, 
     // kube-proxy's sync_proxy_rules_duration_seconds and sync_proxy_rules_last_timestamp_seconds,
     // under svcgate's names (docs/operations.md).
     m.histogram("svcgate_reload_duration_seconds", "Successful reloads: file read to published snapshot.", r.durations);
-    m.family("svcgate_reload_last_success_timestamp_seconds", "gauge",
-             "When the config in service was published (start or last successful reload), Unix time.");
-    m.sample("svcgate_reload_last_success_timestamp_seconds", "", r.last_ok_unix, 3);
+    m.gauge("svcgate_reload_last_success_timestamp_seconds",
+            "When the config in service was published (start or last successful reload), Unix time.", r.last_ok_unix,
+            3);
     m.family("svcgate_build_info", "gauge", "Always 1: the version of svcgate and of the DPDK it runs on.");
     m.sample("svcgate_build_info", fmt::format("version=\"{}\",dpdk=\"{}\"", version, dpdk), uint64_t{1});
-    m.family("svcgate_config_generation", "gauge", "Generation of the config in service.");
-    m.sample("svcgate_config_generation", "", generation);
+    m.gauge("svcgate_config_generation", "Generation of the config in service.", generation);
 }
 
 }  // namespace svcgate::ctl

@@ -7,8 +7,8 @@ namespace svcgate::ctl {
 using namespace svcgate::dp;
 
 void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) {
-    m.family("svcgate_sync_ready", "gauge", "1 once the live peers have sent this gateway their flows (ha).");
-    m.sample("svcgate_sync_ready", "", y.ready ? uint64_t{1} : uint64_t{0});
+    m.gauge("svcgate_sync_ready", "1 once the live peers have sent this gateway their flows (ha).",
+            y.ready ? uint64_t{1} : uint64_t{0});
     m.family("svcgate_sync_peer_up", "gauge", "1 while a peer is heard from (ha.peers).");
     for (const SyncPeerStatus& p : y.peers)
         m.sample("svcgate_sync_peer_up", fmt::format("peer=\"{}\"", p.address), p.alive ? uint64_t{1} : uint64_t{0});
@@ -23,13 +23,11 @@ void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) 
         m.sample("svcgate_sync_flows_total", fmt::format("peer=\"{}\",direction=\"received\"", p.address),
                  p.flows_received);
     }
-    m.family("svcgate_sync_queued", "gauge", "The replication lag: flows the workers handed on, not yet sent.");
-    m.sample("svcgate_sync_queued", "", uint64_t{y.queued});
-    m.family("svcgate_sync_replicas", "gauge", "Replicas of the peers' flows held here (not taken over).");
-    m.sample("svcgate_sync_replicas", "", uint64_t{y.replicas});
-    m.family("svcgate_sync_takeovers_total", "counter",
-             "Replicas that carried a packet here and so became this gateway's.");
-    m.sample("svcgate_sync_takeovers_total", "", t.takeovers);
+    m.gauge("svcgate_sync_queued", "The replication lag: flows the workers handed on, not yet sent.",
+            uint64_t{y.queued});
+    m.gauge("svcgate_sync_replicas", "Replicas of the peers' flows held here (not taken over).", uint64_t{y.replicas});
+    m.counter("svcgate_sync_takeovers_total", "Replicas that carried a packet here and so became this gateway's.",
+              t.takeovers);
     m.family("svcgate_sync_events_total", "counter",
              "Flows the workers handed to the sync thread (refused: ring full).");
     m.sample("svcgate_sync_events_total", "outcome=\"taken\"", t.sync_events);

@@ -616,9 +616,9 @@ void KubeApi::metrics(MetricsText& m) const {
     by_reason["orphan_slice"] = orphan_slices_;
     for (const auto& [reason, n] : by_reason)
         m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", reason), n);
-    m.family("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "gauge",
-             "When the last change from the API server was queued for a publish (kube-proxy's name)");
-    m.sample("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "", last_queued_unix_, 3);
+    m.gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+            "When the last change from the API server was queued for a publish (kube-proxy's name)", last_queued_unix_,
+            3);
     m.histogram("kubeproxy_network_programming_duration_seconds",
                 "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)",
                 programming_);

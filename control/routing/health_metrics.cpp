@@ -12,12 +12,11 @@ void collect_host_path(MetricsText& m, const WorkerCounters& t, const HealthStat
     m.sample("svcgate_host_path_packets_total", "direction=\"punted\"", t.punted);
     m.sample("svcgate_host_path_packets_total", "direction=\"out\"", t.host_out);
     m.sample("svcgate_host_path_packets_total", "direction=\"out_dropped\"", t.host_out_dropped);
-    m.family("svcgate_healthy", "gauge", "1 while /healthz answers 200 (live, ports up, not draining).");
-    m.sample("svcgate_healthy", "", h.healthy ? uint64_t{1} : uint64_t{0});
-    m.family("svcgate_draining", "gauge", "1 while draining (svcgatectl drain).");
-    m.sample("svcgate_draining", "", h.draining ? uint64_t{1} : uint64_t{0});
-    m.family("svcgate_announced_prefixes", "gauge", "Prefixes in the announcement table (routing.table).");
-    m.sample("svcgate_announced_prefixes", "", static_cast<uint64_t>(h.announced.size()));
+    m.gauge("svcgate_healthy", "1 while /healthz answers 200 (live, ports up, not draining).",
+            h.healthy ? uint64_t{1} : uint64_t{0});
+    m.gauge("svcgate_draining", "1 while draining (svcgatectl drain).", h.draining ? uint64_t{1} : uint64_t{0});
+    m.gauge("svcgate_announced_prefixes", "Prefixes in the announcement table (routing.table).",
+            static_cast<uint64_t>(h.announced.size()));
 }
 
 }  // namespace svcgate::ctl
