@@ -53,20 +53,19 @@ BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
     : capacity_(std::max<uint32_t>(p.capacity, p.owners)),
       n_owners_(std::max<uint16_t>(p.owners, 1)),
       single_writer_(n_owners_ == 1),
+      // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (7 / 2). Any
+      // count, not a power of two: a hash maps onto it by multiply-shift (Lemire's fast range),
+      // so 10M flows take 5.7M buckets, not 8M (37 B of index per flow instead of 51).
+      n_buckets_(std::max<uint32_t>(
+          p.index_buckets ? p.index_buckets : static_cast<uint32_t>((uint64_t{capacity_} * 4 + 6) / 7), 2)),
       qsbr_(p.qsbr),
       scanner_(p.scanner),
       timeouts_(p.timeouts),
-      new_flows_per_source_(p.new_flows_per_source),
-      index_buckets_(p.index_buckets) {}
+      new_flows_per_source_(p.new_flows_per_source) {}
 
 template <typename K>
 bool BasicFlowTable<K>::init() noexcept {
-    // Two keys per flow, at most half of the slots used: buckets = capacity * 2 / (7 / 2).
-    // Any count, not a power of two: a hash maps onto it by multiply-shift (Lemire's fast
-    // range), so 10M flows take 5.7M buckets, not 8M (37 B of index per flow instead of 51).
-    const uint32_t nb = std::max<uint32_t>(
-        index_buckets_ ? index_buckets_ : static_cast<uint32_t>((uint64_t{capacity_} * 4 + 6) / 7), 2);
-    n_buckets_ = nb;
+    const uint32_t nb = n_buckets_;
     uint32_t ns = std::bit_ceil(std::max<uint32_t>(nb / 16, 64));
     stripe_mask_ = ns - 1;
     flows_ = alloc_zeroed<Flow>(capacity_);

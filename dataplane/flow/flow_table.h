@@ -266,7 +266,7 @@ public:
     }
     uint32_t owner_live(uint16_t owner) const noexcept { return owners_[owner].live.load(std::memory_order_relaxed); }
 
-    // How the index is used, by a scan of every bucket (the control thread, tests, benchmarks).
+    // How the index is used, by a scan of every bucket (tests; too slow for every scrape).
     struct IndexStats {
         uint64_t entries = 0;           // slots in use
         uint64_t in_second = 0;         // of them, tuples in their second bucket (sum of spills)
@@ -347,7 +347,6 @@ private:
     uint32_t scanner_;
     Timeouts timeouts_;
     uint32_t new_flows_per_source_ = 0;
-    uint32_t index_buckets_ = 0;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
     std::atomic<uint32_t>* stripes_ = nullptr;
