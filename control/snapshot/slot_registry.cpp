@@ -109,6 +109,7 @@ void SlotRegistry::assign(ServiceSnapshot& s) {
             ep.slot = endpoint_slot(sp.slot, ep.key());
             ep_[ep.slot].named = generation_;
         }
+        sp.ep_slot_first = sp.ep_count ? s.endpoints[sp.ep_first].slot : 0;
     }
     if (svc_.size() > svc_capacity_ || ep_.size() > ep_capacity_)
         throw std::logic_error("SlotRegistry::assign without reserve: the table has no room");

@@ -217,6 +217,9 @@ struct Builder {
         const uint32_t local_set = uses_local ? add_set(local, sp.scheduler) : sp.cluster_set;
         sp.internal_set = sp.internal_local ? local_set : sp.cluster_set;
         sp.external_set = sp.external_local ? local_set : sp.cluster_set;
+        auto span = [&](uint32_t set) { return SetSpan{.first = t.sets[set].first, .count = t.sets[set].count}; };
+        sp.internal_span = span(sp.internal_set);
+        sp.external_span = span(sp.external_set);
         sp.no_endpoints = has_any ? NoEndpoints::drop : NoEndpoints::reject;
         return mode;
     }

@@ -10,9 +10,12 @@ namespace svcgate::dp {
 namespace {
 
 // Which endpoints a new connection may use and whether it is masqueraded: kube-proxy's nftables
-// chains for one service port, from the address role the packet hit.
+// chains for one service port, from the address role the packet hit. `span`: the set's members
+// as the service port holds them (null for the Cluster set of a Local policy's short-circuits,
+// read from the set).
 struct Decision {
     uint32_t set = 0;
+    const SetSpan* span = nullptr;
     bool masq = false;
 };
 
@@ -24,19 +27,27 @@ Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, 
     if (role == AddrRole::cluster_ip) {
         // The internal chain's masquerade rule (daddr == ClusterIP): everything with
         // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
-        return {sp.internal_set, s.cluster.masquerade_all || (detector && !from_pod)};
+        return {sp.internal_set, &sp.internal_span, s.cluster.masquerade_all || (detector && !from_pod)};
     }
     if (!sp.external_local) {
         // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ.
-        return {sp.external_set, true};
+        return {sp.external_set, &sp.external_span, true};
     }
     // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
     // gone out to the load balancer and come back: the Cluster set, source kept.
-    if (from_pod) return {sp.cluster_set, false};
+    if (from_pod) return {sp.cluster_set, nullptr, false};
     // The node itself (fib saddr type local): its source is a node address, so masquerade, and
     // use the Cluster set.
-    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, true};
-    return {sp.external_set, false};
+    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, nullptr, true};
+    return {sp.external_set, &sp.external_span, false};
+}
+
+// The set a decision names. Its members come from the service port's line when it holds them
+// and the scheduler needs no Maglev table: the set's own line is then never read.
+inline EndpointSet set_of(const ServiceSnapshot& s, const ServicePort& sp, const Decision& d) noexcept {
+    if (d.span && !scheduler_uses_ring(sp.scheduler))
+        return EndpointSet{.first = d.span->first, .count = d.span->count};
+    return s.sets[d.set];
 }
 
 uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
@@ -123,7 +134,7 @@ template <typename F>
         return p.set(Verdict::drop, DropReason::lb_source_range);
 
     const Decision d = decide<F>(s, sp, role, k);
-    const EndpointSet& set = s.sets[d.set];
+    const EndpointSet set = set_of(s, sp, d);
     if (set.count == 0) [[unlikely]] {
         if (sp.no_endpoints == NoEndpoints::drop) return p.set(Verdict::drop, DropReason::no_local_endpoints);
         return p.set(Verdict::reject, DropReason::reject_no_endpoints);
@@ -225,27 +236,22 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
 template <typename F>
 void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
     const ServiceSnapshot& s = *ctx.snap;
-    // With many Services the service ports, their endpoint sets and members are far larger than
-    // the cache, and each one's address comes from the one before: one pass per link of that
-    // chain, each prefetching the next link for the whole burst, so the misses of a pass overlap
-    // instead of following each other. (classify_burst prefetched the service ports.)
+    // With many Services the service ports, their endpoint sets' members, the endpoints and their
+    // counters are far larger than the cache. classify_burst prefetched the service ports; each
+    // holds what leads to the rest (its sets' members, its first endpoint's counter slot), so one
+    // pass prefetches every line the selections will read for the whole burst, and their misses
+    // overlap instead of each table's waiting for the one before.
     for (const uint16_t i : b.vip_hits) {
         const ServicePort& sp = s.services[b.pkt[i].vip.service()];
-        rte_prefetch0(&s.sets[sp.internal_set]);
-        rte_prefetch0(&s.sets[sp.external_set]);
         rte_prefetch0(&ctx.stats->services.row(ctx.worker)[sp.slot]);
         if (sp.ep_count == 0) continue;  // a Service without endpoints: nothing more to read
+        // The set decide() picks by the role (a Local policy's short-circuits aside).
+        const SetSpan& span = b.pkt[i].vip.role() == AddrRole::cluster_ip ? sp.internal_span : sp.external_span;
+        if (span.count) rte_prefetch0(&s.members[span.first]);
         rte_prefetch0(&s.endpoints[sp.ep_first]);
         rte_prefetch0(&s.endpoints[sp.ep_first + sp.ep_count - 1]);  // a few endpoints: 1-2 lines
-    }
-    for (const uint16_t i : b.vip_hits) {
-        const ServicePort& sp = s.services[b.pkt[i].vip.service()];
-        for (const uint32_t set : {sp.internal_set, sp.external_set})
-            if (s.sets[set].count) rte_prefetch0(&s.members[s.sets[set].first]);
-        if (sp.ep_count == 0) continue;
-        const uint32_t slot = s.endpoints[sp.ep_first].slot;  // a port's endpoints get neighbouring slots
-        rte_prefetch0(&ctx.stats->active[slot]);
-        rte_prefetch0(&ctx.stats->endpoints.row(ctx.worker)[slot]);
+        rte_prefetch0(&ctx.stats->active[sp.ep_slot_first]);
+        rte_prefetch0(&ctx.stats->endpoints.row(ctx.worker)[sp.ep_slot_first]);
     }
     for (const uint16_t i : b.vip_hits) {
         PacketState& p = b.pkt[i];

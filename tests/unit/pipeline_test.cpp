@@ -231,6 +231,58 @@ TEST(Pipeline, ExternalTrafficPolicyLocal) {
     EXPECT_EQ(t2->ctx().counters.drops[static_cast<unsigned>(DropReason::no_local_endpoints)], 1u);
 }
 
+// What select_new_flows prefetches from a service port's own line (its sets' members, its first
+// endpoint's counter slot) is what the sets and endpoints say, whatever the traffic policies,
+// across a reload that moves the slots.
+TEST(Pipeline, AServicePortLeadsToItsSetsAndItsFirstEndpointsSlot) {
+    const std::string first = with_services(kTestSvc + R"(
+  - name: default/local
+    type: NodePort
+    cluster_ip: 10.107.0.3
+    external_traffic_policy: Local
+    internal_traffic_policy: Local
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}, {name: q, protocol: UDP, port: 53}]
+    endpoints: [{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.3.7, node: svcgate}]
+  - name: default/empty
+    cluster_ip: 10.107.0.4
+    ports: [{name: t, protocol: TCP, port: 80}]
+)");
+    auto t = test::tracer(first);
+    auto check = [&](const char* when) {
+        const dp::ServiceSnapshot& s = t->snapshot();
+        ASSERT_EQ(s.services.size(), 4u) << when;
+        unsigned local = 0, slots = 0;
+        for (const dp::ServicePort& sp : s.services) {
+            EXPECT_EQ(sp.internal_span.first, s.sets[sp.internal_set].first) << when;
+            EXPECT_EQ(sp.internal_span.count, s.sets[sp.internal_set].count) << when;
+            EXPECT_EQ(sp.external_span.first, s.sets[sp.external_set].first) << when;
+            EXPECT_EQ(sp.external_span.count, s.sets[sp.external_set].count) << when;
+            local += sp.internal_span.count != s.sets[sp.cluster_set].count;
+            if (sp.ep_count == 0) continue;
+            EXPECT_EQ(sp.ep_slot_first, s.endpoints[sp.ep_first].slot) << when;
+            slots += sp.ep_slot_first != 0;
+        }
+        EXPECT_EQ(local, 2u) << when << ": both ports of default/local use fewer endpoints internally";
+        EXPECT_GE(slots, 1u) << when << ": endpoint slots past the first are in use";
+    };
+    check("first config");
+    // Endpoints go and come: slots are freed, reused and assigned anew.
+    t->reload(ctl::load_config_string(with_services(R"(
+  - name: default/local
+    type: NodePort
+    cluster_ip: 10.107.0.3
+    external_traffic_policy: Local
+    internal_traffic_policy: Local
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}, {name: q, protocol: UDP, port: 53}]
+    endpoints: [{ip: 10.244.3.8, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.2.9, node: svcgate}]
+  - name: default/empty
+    cluster_ip: 10.107.0.4
+    ports: [{name: t, protocol: TCP, port: 80}]
+)" + kTestSvc),
+                                      "r.yaml"));
+    check("after a reload");
+}
+
 TEST(Pipeline, NoEndpointsRejectsWithRstOrPortUnreachable) {
     auto t = test::tracer(with_services(R"(
   - name: default/empty
