@@ -1,6 +1,7 @@
 // A fixed-size array for the tables workers read: filled by the control plane (from a vector it
 // built, or element by element into its final size) and never resized while published, so the
-// fast path holds no growable container. Indexing compiles to what a raw array's does.
+// fast path holds no growable container. Indexing compiles to what a raw array's does. A large
+// one lives on huge pages (table_memory.h).
 //
 // Runs on: built on the control thread; read by workers.
 #pragma once
@@ -10,13 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "dataplane/base/table_memory.h"
+
 namespace svcgate::dp {
 
 template <typename T>
 class FixedArray {
 public:
     FixedArray() = default;
-    explicit FixedArray(size_t n) : data_(std::make_unique<T[]>(n)), size_(n) {}
+    explicit FixedArray(size_t n) : data_(make_table<T>(n)), size_(n) {}
     explicit FixedArray(std::vector<T>&& v) : FixedArray(v.size()) {
         for (size_t i = 0; i < size_; ++i) data_[i] = std::move(v[i]);
     }
@@ -35,7 +38,7 @@ public:
     const T* end() const noexcept { return data_.get() + size_; }
 
 private:
-    std::unique_ptr<T[]> data_;
+    TablePtr<T> data_;
     size_t size_ = 0;
 };
 

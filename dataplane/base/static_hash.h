@@ -14,6 +14,7 @@
 #include <rte_hash_crc.h>
 #include <rte_prefetch.h>
 
+#include "dataplane/base/table_memory.h"
 #include "dataplane/base/types.h"
 
 namespace svcgate::dp {
@@ -53,7 +54,7 @@ public:
 
     void reserve(size_t n) {
         cap_ = std::bit_ceil(std::max<size_t>(16, n * 2));
-        slots_ = std::make_unique<Slot[]>(cap_);
+        slots_ = make_table<Slot>(cap_);
         for (size_t i = 0; i < cap_; ++i) slots_[i] = Slot{kEmpty, kNone};
         mask_ = cap_ - 1;
         size_ = 0;
@@ -87,14 +88,14 @@ private:
     };
     size_t index(uint64_t key) const noexcept { return rte_hash_crc_8byte(key, 0x5bd1e995) & mask_; }
     void grow() {
-        std::unique_ptr<Slot[]> old = std::move(slots_);
+        TablePtr<Slot> old = std::move(slots_);
         const size_t n = cap_;
         reserve(n);
         for (size_t i = 0; i < n; ++i)
             if (old[i].key != kEmpty) insert(old[i].key, old[i].value);
     }
 
-    std::unique_ptr<Slot[]> slots_;  // a fixed array: workers only read it
+    TablePtr<Slot> slots_;  // a fixed array: workers only read it
     size_t cap_ = 0;
     size_t mask_ = 0;
     size_t size_ = 0;
@@ -116,7 +117,7 @@ public:
 
     void reserve(size_t n) {
         cap_ = std::bit_ceil(std::max<size_t>(16, n * 2));
-        slots_ = std::make_unique<Slot[]>(cap_);
+        slots_ = make_table<Slot>(cap_);
         mask_ = cap_ - 1;
         size_ = 0;
     }
@@ -152,14 +153,14 @@ private:
         return rte_hash_crc_4byte(key.rest, rte_hash_crc_8byte(b, rte_hash_crc_8byte(a, 0x5bd1e995))) & mask_;
     }
     void grow() {
-        std::unique_ptr<Slot[]> old = std::move(slots_);
+        TablePtr<Slot> old = std::move(slots_);
         const size_t n = cap_;
         reserve(n);
         for (size_t i = 0; i < n; ++i)
             if (old[i].value != kNone) insert(old[i].key, old[i].value);
     }
 
-    std::unique_ptr<Slot[]> slots_;
+    TablePtr<Slot> slots_;
     size_t cap_ = 0;
     size_t mask_ = 0;
     size_t size_ = 0;

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -16,6 +15,7 @@
 #include <rte_prefetch.h>
 
 #include "dataplane/base/rcu.h"
+#include "dataplane/base/table_memory.h"
 
 namespace svcgate::dp {
 
@@ -23,18 +23,13 @@ namespace {
 
 template <typename T>
 T* alloc_zeroed(size_t n) noexcept {
-    // Large tables want transparent huge pages: a random lookup in a 1M-flow table otherwise
-    // misses the TLB for its buckets and its record. So: 2 MiB aligned, and advised before the
-    // memset touches it (advised afterwards, the pages are 4 KiB ones already and only
-    // khugepaged's slow scan would ever merge them).
-    constexpr size_t kHuge = size_t{2} << 20;
-    const size_t align = n * sizeof(T) >= kHuge ? kHuge : 64;
-    const size_t bytes = (n * sizeof(T) + align - 1) & ~(align - 1);
-    void* p = std::aligned_alloc(align, bytes);
-    if (!p) return nullptr;
-    if (align == kHuge) madvise(p, bytes, MADV_HUGEPAGE);
-    std::memset(p, 0, bytes);
+    void* p = table_alloc(n * sizeof(T), alignof(T));  // huge pages for the large ones
+    if (p) std::memset(p, 0, table_layout(n * sizeof(T), alignof(T)).bytes);
     return static_cast<T*>(p);
+}
+template <typename T>
+void free_table(T* p, size_t n) noexcept {
+    table_free(p, n * sizeof(T), alignof(T));
 }
 
 constexpr uint32_t kSeed1 = 0x9747b28c;
@@ -93,12 +88,12 @@ bool BasicFlowTable<K>::init() noexcept {
 
 template <typename K>
 BasicFlowTable<K>::~BasicFlowTable() {
-    std::free(flows_);
-    std::free(buckets_);
-    std::free(stripes_);
-    std::free(owners_);
-    std::free(free_mem_);
-    std::free(limbo_mem_);
+    free_table(flows_, capacity_);
+    free_table(buckets_, n_buckets_);
+    free_table(stripes_, size_t{stripe_mask_} + 1);
+    free_table(owners_, n_owners_);
+    free_table(free_mem_, capacity_);
+    free_table(limbo_mem_, capacity_);
 }
 
 template <typename K>

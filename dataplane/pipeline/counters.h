@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "dataplane/base/table_memory.h"
 #include "dataplane/pipeline/verdict.h"
 
 namespace svcgate::dp {
@@ -130,7 +131,7 @@ class CounterMatrix {
 public:
     CounterMatrix() = default;
     CounterMatrix(uint16_t workers, uint32_t slots)
-        : cells_(std::make_unique<PacketCounter[]>(size_t{workers} * slots)), slots_(slots), workers_(workers) {}
+        : cells_(make_table<PacketCounter>(size_t{workers} * slots)), slots_(slots), workers_(workers) {}
 
     PacketCounter* row(uint16_t worker) const noexcept { return &cells_[size_t{worker} * slots_]; }
     PacketCounter total(uint32_t slot) const noexcept {
@@ -145,7 +146,7 @@ public:
     uint32_t slots() const noexcept { return slots_; }
 
 private:
-    std::unique_ptr<PacketCounter[]> cells_;
+    TablePtr<PacketCounter> cells_;
     uint32_t slots_ = 0;
     uint16_t workers_ = 0;
 };
@@ -158,11 +159,11 @@ struct StatsTable {
     StatsTable(uint16_t workers, uint32_t service_slots, uint32_t endpoint_slots)
         : services(workers, service_slots),
           endpoints(workers, endpoint_slots),
-          active(std::make_unique<std::atomic<int32_t>[]>(endpoint_slots)) {}
+          active(make_table<std::atomic<int32_t>>(endpoint_slots)) {}
 
-    CounterMatrix services;                          // [worker][service slot]
-    CounterMatrix endpoints;                         // [worker][endpoint slot]
-    std::unique_ptr<std::atomic<int32_t>[]> active;  // [endpoint slot]: live flows
+    CounterMatrix services;                 // [worker][service slot]
+    CounterMatrix endpoints;                // [worker][endpoint slot]
+    TablePtr<std::atomic<int32_t>> active;  // [endpoint slot]: live flows
 };
 
 }  // namespace svcgate::dp

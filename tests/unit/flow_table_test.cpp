@@ -3,7 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -11,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dataplane/base/table_memory.h"
 #include "dataplane/flow/flow_table.h"
 
 using namespace svcgate::dp;
@@ -290,4 +294,56 @@ TEST(FlowTable, ReadersNeverMissAFlowWhoseEntryMoves) {
     EXPECT_GT(looked.load(), 0u);
     t.reset();
     std::free(qsbr);
+}
+
+namespace {
+
+// The VmFlags of the mapping that holds `p` (/proc/self/smaps), empty when none does.
+std::string vm_flags_of(const void* p) {
+    std::ifstream smaps("/proc/self/smaps");
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    bool inside = false;
+    for (std::string line; std::getline(smaps, line);) {
+        uintptr_t lo = 0, hi = 0;
+        char dash = 0;
+        std::istringstream head(line);
+        if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+            inside = lo <= at && at < hi;
+        } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+            return line;
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
+// The tables workers index at random: a large one on a mapping of its own, 2 MiB aligned and
+// advised as huge pages (VmFlags "hg"), its elements value-initialised; a small one an ordinary
+// aligned allocation. The flow table's arrays come from the same place.
+TEST(TableMemory, ALargeTableIsAdvisedAsHugePagesAndZeroed) {
+    struct Cell {
+        uint64_t a = 0;
+        uint32_t b = 7;
+    };
+    const size_t n = (size_t{5} << 20) / sizeof(Cell);  // 5 MiB: three huge pages
+    TablePtr<Cell> big = make_table<Cell>(n);
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(big.get()) % kHugePage, 0u);
+    EXPECT_TRUE(big.get_deleter().mapped);
+    EXPECT_NE(vm_flags_of(big.get()).find(" hg"), std::string::npos) << vm_flags_of(big.get());
+    EXPECT_NE(vm_flags_of(&big[n - 1]).find(" hg"), std::string::npos) << "the whole table";
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += big[i].a != 0 || big[i].b != 7;
+    EXPECT_EQ(wrong, 0u);
+
+    TablePtr<Cell> small = make_table<Cell>(100);
+    ASSERT_NE(small, nullptr);
+    EXPECT_FALSE(small.get_deleter().mapped);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small.get()) % alignof(Cell), 0u);
+    EXPECT_EQ(small[99].b, 7u);
+
+    auto table = FlowTable::create(FlowTable::Params{.capacity = 1u << 16});
+    ASSERT_NE(table, nullptr);
+    EXPECT_NE(vm_flags_of(&table->flow(0)).find(" hg"), std::string::npos) << "4 MiB of records";
 }

@@ -1,0 +1,97 @@
+// Memory for the tables workers index at random: the flow table, the snapshot's arrays and hash
+// tables, the counters. A table of 2 MiB or more is 2 MiB aligned and advised as transparent huge
+// pages before anything touches it (advised afterwards, its pages are 4 KiB ones already, and only
+// khugepaged's slow scan would ever merge them). With 4 KiB pages a random read in a table of
+// megabytes misses the TLB as well as the cache, and the page walk is a dependent miss of its own:
+// at 100,000 Services a new connection reads some eight lines of as many tables (bench/HISTORY.md,
+// round ten). Smaller tables are plain aligned allocations.
+//
+// Runs on: the control thread (and the daemon's start), never a worker.
+#pragma once
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+namespace svcgate::dp {
+
+inline constexpr size_t kHugePage = size_t{2} << 20;
+
+struct TableLayout {
+    size_t bytes;
+    size_t align;
+};
+// What a table of `bytes` (of elements aligned to `align`) is allocated as.
+constexpr TableLayout table_layout(size_t bytes, size_t align) noexcept {
+    if (bytes >= kHugePage) return {(bytes + kHugePage - 1) & ~(kHugePage - 1), kHugePage};
+    return {bytes ? bytes : 1, std::max(align, size_t{__STDCPP_DEFAULT_NEW_ALIGNMENT__})};
+}
+
+namespace detail {
+// A huge table's own mapping, 2 MiB aligned: fresh pages, never the heap's. Recycled heap memory
+// was touched before, as 4 KiB pages, and advice does not change pages already there.
+inline void* map_huge(size_t bytes) noexcept {
+    void* m = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    const auto at = reinterpret_cast<uintptr_t>(m);
+    const uintptr_t aligned = (at + kHugePage - 1) & ~(kHugePage - 1);
+    if (aligned > at) munmap(m, aligned - at);
+    if (const uintptr_t tail = at + bytes + kHugePage - (aligned + bytes))
+        munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
+    return reinterpret_cast<void*>(aligned);
+}
+}  // namespace detail
+
+// `bytes` of memory (zeroed when it is a mapping of its own, else uninitialised); null when there
+// is none. Freed by table_free with the same arguments.
+inline void* table_alloc(size_t bytes, size_t align) noexcept {
+    const TableLayout l = table_layout(bytes, align);
+    if (l.align == kHugePage) return detail::map_huge(l.bytes);
+    return ::operator new (l.bytes, std::align_val_t{l.align}, std::nothrow);
+}
+inline void table_free(void* p, size_t bytes, size_t align) noexcept {
+    if (!p) return;
+    const TableLayout l = table_layout(bytes, align);
+    if (l.align == kHugePage)
+        munmap(p, l.bytes);
+    else
+        ::operator delete (p, std::align_val_t{l.align});
+}
+
+// An array of n Ts in table memory, each value-initialised (as std::make_unique<T[]>(n)).
+template <typename T>
+struct TableDeleter {
+    size_t n = 0;
+    bool mapped = false;  // a mapping of its own, else from operator new
+    void operator()(T* p) const noexcept {
+        std::destroy_n(p, n);
+        const TableLayout l = table_layout(n * sizeof(T), alignof(T));
+        if (mapped)
+            munmap(p, l.bytes);
+        else
+            ::operator delete (p, std::align_val_t{l.align});
+    }
+};
+template <typename T>
+using TablePtr = std::unique_ptr<T[], TableDeleter<T>>;
+
+// Throws std::bad_alloc when there is no memory (the control plane's reload reports it). A huge
+// table whose mapping fails comes from operator new, on whatever pages it has.
+template <typename T>
+TablePtr<T> make_table(size_t n) {
+    if (n == 0) return TablePtr<T>();
+    const TableLayout l = table_layout(n * sizeof(T), alignof(T));
+    void* m = l.align == kHugePage ? detail::map_huge(l.bytes) : nullptr;
+    const bool mapped = m != nullptr;
+    if (!m) m = ::operator new (l.bytes, std::align_val_t{l.align});
+    T* p = static_cast<T*>(m);
+    std::uninitialized_value_construct_n(p, n);
+    return TablePtr<T>(p, TableDeleter<T>{n, mapped});
+}
+
+}  // namespace svcgate::dp
