@@ -235,18 +235,27 @@ TEST(Pipeline, ExternalTrafficPolicyLocal) {
 // endpoint's counter slot) is what the sets and endpoints say, whatever the traffic policies,
 // across a reload that moves the slots.
 TEST(Pipeline, AServicePortLeadsToItsSetsAndItsFirstEndpointsSlot) {
-    const std::string first = with_services(kTestSvc + R"(
+    // Both traffic policies Local, two ports, and a Service without endpoints; `endpoints` as
+    // the YAML list.
+    auto services = [](const std::string& endpoints) {
+        return R"(
   - name: default/local
     type: NodePort
     cluster_ip: 10.107.0.3
     external_traffic_policy: Local
     internal_traffic_policy: Local
     ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}, {name: q, protocol: UDP, port: 53}]
-    endpoints: [{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.3.7, node: svcgate}]
+    endpoints: )" +
+            endpoints +
+            R"(
   - name: default/empty
     cluster_ip: 10.107.0.4
     ports: [{name: t, protocol: TCP, port: 80}]
-)");
+)";
+    };
+    const std::string first = with_services(
+        kTestSvc +
+        services("[{ip: 10.244.2.4, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.3.7, node: svcgate}]"));
     auto t = test::tracer(first);
     auto check = [&](const char* when) {
         const dp::ServiceSnapshot& s = t->snapshot();
@@ -267,19 +276,12 @@ TEST(Pipeline, AServicePortLeadsToItsSetsAndItsFirstEndpointsSlot) {
     };
     check("first config");
     // Endpoints go and come: slots are freed, reused and assigned anew.
-    t->reload(ctl::load_config_string(with_services(R"(
-  - name: default/local
-    type: NodePort
-    cluster_ip: 10.107.0.3
-    external_traffic_policy: Local
-    internal_traffic_policy: Local
-    ports: [{name: p, protocol: TCP, port: 80, node_port: 30002}, {name: q, protocol: UDP, port: 53}]
-    endpoints: [{ip: 10.244.3.8, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.2.9, node: svcgate}]
-  - name: default/empty
-    cluster_ip: 10.107.0.4
-    ports: [{name: t, protocol: TCP, port: 80}]
-)" + kTestSvc),
-                                      "r.yaml"));
+    t->reload(ctl::load_config_string(
+        with_services(
+            services(
+                "[{ip: 10.244.3.8, node: svcgate}, {ip: 10.244.3.6, node: other}, {ip: 10.244.2.9, node: svcgate}]") +
+            kTestSvc),
+        "r.yaml"));
     check("after a reload");
 }
 
