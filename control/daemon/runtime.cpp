@@ -7,9 +7,12 @@
 #include <fmt/format.h>
 #include <rte_lcore.h>
 
+#include "control/base/file.h"
+#include "control/base/log.h"
 #include "control/daemon/host_interface.h"
 #include "control/daemon/queues.h"
 #include "control/trace/trace.h"
+#include "dataplane/base/table_memory.h"
 
 namespace svcgate::ctl {
 
@@ -52,6 +55,13 @@ Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
 // The RCU state, the flow tables of both families, the fragment table and the flow-removal rings.
 Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
     WorkerShared& shared = *rt.shared;
+    // The large tables ask for transparent huge pages (table_memory.h); a host that refuses them
+    // runs, slower, and says so once.
+    if (const auto thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled"); thp && thp_selected(*thp) == "never")
+        log_warning(
+            "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/enabled: never): the flow "
+            "tables, the Services' tables and the counters stay on 4 KiB pages, and lookups in them pay TLB "
+            "misses; set it to madvise");
     // QSBR threads: the workers (0..workers-1), the control thread's record scans (workers) and,
     // replicating, the sync thread (sync_qsbr_id). The tables' owners: the workers and, replicating,
     // the sync thread (sync_owner), which inserts the replicas.

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <string_view>
 
 namespace svcgate::dp {
 
@@ -61,6 +62,15 @@ inline void table_free(void* p, size_t bytes, size_t align) noexcept {
         munmap(p, l.bytes);
     else
         ::operator delete (p, std::align_val_t{l.align});
+}
+
+// The mode /sys/kernel/mm/transparent_hugepage/enabled selects, from that file's text
+// ("always [madvise] never" → "madvise"); empty when the text names none. Under "never" the
+// advice above does nothing, and every table stays on 4 KiB pages (the daemon says so at start).
+inline std::string_view thp_selected(std::string_view text) noexcept {
+    const size_t open = text.find('['), close = text.find(']');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open) return {};
+    return text.substr(open + 1, close - open - 1);
 }
 
 // An array of n Ts in table memory, each value-initialised (as std::make_unique<T[]>(n)).

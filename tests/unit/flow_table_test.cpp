@@ -347,3 +347,13 @@ TEST(TableMemory, ALargeTableIsAdvisedAsHugePagesAndZeroed) {
     ASSERT_NE(table, nullptr);
     EXPECT_NE(vm_flags_of(&table->flow(0)).find(" hg"), std::string::npos) << "4 MiB of records";
 }
+
+// What the daemon reads to warn that the tables will not get huge pages.
+TEST(TableMemory, TheSelectedTransparentHugePageMode) {
+    EXPECT_EQ(thp_selected("always [madvise] never\n"), "madvise");
+    EXPECT_EQ(thp_selected("[always] madvise never"), "always");
+    EXPECT_EQ(thp_selected("always madvise [never]\n"), "never");
+    EXPECT_EQ(thp_selected(""), "");
+    EXPECT_EQ(thp_selected("always madvise never"), "") << "none selected";
+    EXPECT_EQ(thp_selected("] always ["), "") << "brackets the wrong way round";
+}
