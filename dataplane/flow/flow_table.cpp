@@ -68,7 +68,7 @@ bool BasicFlowTable<K>::init() noexcept {
     stripes_ = alloc_zeroed<std::atomic<uint32_t>>(ns);
     owners_ = alloc_zeroed<Owner>(n_owners_);
     free_mem_ = alloc_zeroed<uint32_t>(capacity_);
-    limbo_mem_ = alloc_zeroed<typename Owner::Limbo>(capacity_);
+    limbo_mem_ = alloc_zeroed<uint32_t>(capacity_);
     if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
     if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
@@ -426,25 +426,45 @@ void BasicFlowTable<K>::retire_id(Owner& o, uint32_t id) noexcept {
         o.free[o.n_free++] = id;
         return;
     }
-    uint32_t span = o.hi - o.lo;
-    uint32_t tail = (o.limbo_head + o.limbo_len) % span;
-    // rte_rcu_qsbr_start: readers that may still hold `id` have all passed a quiescent state
-    // once the token is reached.
-    o.limbo[tail] = typename Owner::Limbo{id, rte_rcu_qsbr_start(qsbr_)};
+    const uint32_t span = o.hi - o.lo;
+    o.limbo[(o.limbo_head + o.limbo_len) % span] = id;
     ++o.limbo_len;
+    if (++o.open == kBatchIds) close_batch(o);
+}
+
+template <typename K>
+void BasicFlowTable<K>::close_batch(Owner& o) noexcept {
+    if (o.open == 0) return;
+    // rte_rcu_qsbr_start: readers that may still hold any of the batch's ids (all unlinked
+    // before this call) have all passed a quiescent state once the token is reached.
+    const uint64_t token = rte_rcu_qsbr_start(qsbr_);
+    if (o.batch_len == kBatches) {
+        typename Owner::Batch& last = o.batches[(o.batch_head + o.batch_len - 1) % kBatches];
+        last.token = token;
+        last.count += o.open;
+    } else {
+        o.batches[(o.batch_head + o.batch_len) % kBatches] = typename Owner::Batch{token, o.open};
+        ++o.batch_len;
+    }
+    o.open = 0;
 }
 
 template <typename K>
 void BasicFlowTable<K>::reclaim(Owner& o) noexcept {
     if (o.limbo_len == 0) return;
-    uint32_t span = o.hi - o.lo;
-    const uint64_t done = rcu_acknowledged(qsbr_);  // one look at the readers for the batch
-    while (o.limbo_len > 0) {
-        const auto& l = o.limbo[o.limbo_head];
-        if (l.token > done) break;  // FIFO: later ones are newer
-        o.free[o.n_free++] = l.id;
-        o.limbo_head = (o.limbo_head + 1) % span;
-        --o.limbo_len;
+    close_batch(o);
+    const uint32_t span = o.hi - o.lo;
+    const uint64_t done = rcu_acknowledged(qsbr_);  // one look at the readers for them all
+    while (o.batch_len > 0) {
+        const typename Owner::Batch& b = o.batches[o.batch_head];
+        if (b.token > done) break;  // FIFO: later ones are newer
+        for (uint32_t k = 0; k < b.count; ++k) {
+            o.free[o.n_free++] = o.limbo[o.limbo_head];
+            o.limbo_head = (o.limbo_head + 1) % span;
+        }
+        o.limbo_len -= b.count;
+        o.batch_head = (o.batch_head + 1) % kBatches;
+        --o.batch_len;
     }
 }
 

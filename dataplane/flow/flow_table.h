@@ -17,7 +17,8 @@
 // records used put 3.1% of tuples in their second bucket and make 6.5% of buckets spill (100%:
 // 4.9% and 10.8%), and no insert failed (FlowTable tests count them). Per flow: 64 B record +
 // 2 slots at 50% load (36.6 B: 4/7 bucket) + the owner's free-id stack (4 B) and RCU limbo FIFO
-// (16 B) = 121 B for IPv4, 185 B for IPv6 (bench/micro_bench BM_BytesPerFlow measures both).
+// (4 B: one token a batch of ids) = 109 B for IPv4, 173 B for IPv6 (bench/micro_bench
+// BM_BytesPerFlow measures both).
 //
 // Concurrency contract.
 // - lookup / lookup_bulk: any thread, lock-free. A slot is loaded with acquire; the record it
@@ -32,8 +33,11 @@
 //   stripe locks, and slots are claimed by plain release stores.
 // - remove / expire_step: the owning worker only. A slot naming a record changes only by its
 //   owner, so it is cleared by a plain release store; the id goes to a
-//   limbo FIFO tagged with an RCU token and is reused only after the grace period. Without a
-//   QSBR variable (single-threaded tools and tests) ids are reused at once.
+//   limbo FIFO and is reused only after a grace period. The FIFO's ids are tagged in batches: a
+//   batch closes after kBatchIds ids, or when the owner next reclaims (each housekeeping step,
+//   or an insert that finds no free id), under an RCU token taken then, after every one of its
+//   ids was unlinked; it is reused once that token is acknowledged. Without a QSBR variable
+//   (single-threaded tools and tests) ids are reused at once.
 // - Moves (the cuckoo step): an inserting writer moves an entry by claiming a slot in the
 //   entry's other bucket first (the entry is then in both places), counting the move in moves_,
 //   and clearing the old slot last (release). A reader that saw the old slot empty and missed
@@ -285,6 +289,8 @@ private:
     static constexpr unsigned kSlots = 7;
     static constexpr unsigned kSlotMask = (1u << kSlots) - 1;
     static constexpr uint32_t kAgePrefetch = 8;  // records the expiry scan prefetches ahead
+    static constexpr uint32_t kBatchIds = 32;    // retired ids a limbo batch closes at
+    static constexpr uint32_t kBatches = 64;     // limbo batches an owner keeps apart
     struct alignas(64) Bucket {
         std::atomic<uint64_t> slot[kSlots];
         // Tuples whose first bucket this is, living in their second. Word 7 of the line: the
@@ -298,12 +304,18 @@ private:
         uint32_t lo = 0, hi = 0;   // id range [lo, hi)
         uint32_t* free = nullptr;  // stack of free ids
         uint32_t n_free = 0;
-        struct Limbo {
-            uint32_t id;
-            uint64_t token;
-        };
-        Limbo* limbo = nullptr;  // FIFO ring of retired ids waiting for a grace period
+        uint32_t* limbo = nullptr;  // FIFO ring of retired ids waiting for a grace period
         uint32_t limbo_head = 0, limbo_len = 0;
+        uint32_t open = 0;  // the FIFO's newest ids, in no batch yet
+        // The rest of the FIFO, oldest first: `count` ids under one token. A ring of kBatches;
+        // when it is full the newest batch takes the new ids and the newer token (which only
+        // makes its older ids wait longer).
+        struct Batch {
+            uint64_t token;
+            uint32_t count;
+        };
+        Batch batches[kBatches];
+        uint32_t batch_head = 0, batch_len = 0;
         uint32_t cursor = 0;            // expiry scan position
         uint32_t drop_cursor = 0;       // early-drop scan position
         std::atomic<uint32_t> live{0};  // written by the owner only; read by the control thread
@@ -336,6 +348,8 @@ private:
     uint32_t alloc_id(Owner& o) noexcept;
     void retire_id(Owner& o, uint32_t id) noexcept;
     void reclaim(Owner& o) noexcept;
+    // The limbo's open ids become a batch under a token taken now.
+    void close_batch(Owner& o) noexcept;
 
     uint32_t capacity_;
     uint16_t n_owners_;
@@ -352,7 +366,7 @@ private:
     std::atomic<uint32_t>* stripes_ = nullptr;
     Owner* owners_ = nullptr;
     uint32_t* free_mem_ = nullptr;
-    typename Owner::Limbo* limbo_mem_ = nullptr;
+    uint32_t* limbo_mem_ = nullptr;
     alignas(64) std::atomic<uint64_t> moves_{0};  // entries moved so far (cuckoo steps)
 };
 using FlowTable = BasicFlowTable<FlowKey>;

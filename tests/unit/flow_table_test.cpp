@@ -296,6 +296,72 @@ TEST(FlowTable, ReadersNeverMissAFlowWhoseEntryMoves) {
     std::free(qsbr);
 }
 
+// A removed flow's id is not handed out again before every reader has passed a quiescent state
+// after its removal (the reader may still be comparing that record's key), however its removal
+// was batched: one id, ids in batches of kBatchIds, more batches than an owner keeps apart. Once
+// the reader reports, every one of them comes back, and nothing else.
+TEST(FlowTable, ARemovedFlowsIdWaitsForEveryReadersQuiescentState) {
+    const size_t qsz = rte_rcu_qsbr_get_memsize(1);
+    auto* qsbr = static_cast<rte_rcu_qsbr*>(std::aligned_alloc(RTE_CACHE_LINE_SIZE, (qsz + 63) & ~size_t{63}));
+    std::memset(qsbr, 0, qsz);
+    ASSERT_EQ(rte_rcu_qsbr_init(qsbr, 1), 0);
+    ASSERT_EQ(rte_rcu_qsbr_thread_register(qsbr, 0), 0);
+    rte_rcu_qsbr_thread_online(qsbr, 0);  // a reader that holds on until it reports
+    constexpr uint32_t kCap = 4096;
+    auto t = FlowTable::create({.capacity = kCap, .owners = 1, .qsbr = qsbr});
+    ASSERT_TRUE(t);
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; ids.size() < kCap && i < 2 * kCap; ++i)
+        if (auto r = t->insert(0, nat(key(i, 1000), 1), 0); r.status == InsertStatus::inserted) ids.push_back(r.id);
+    ASSERT_EQ(ids.size(), kCap);
+    uint32_t next = 2 * kCap;  // tuples not inserted yet
+    auto insert_one = [&] { return t->insert(0, nat(key(next++, 2000), 1), 0); };
+    // Removed in runs of 1, 7, 32 and 33 ids, with an insert between runs (it reclaims, closing
+    // a batch each time): 200 runs, more than the 64 batches an owner keeps apart.
+    std::set<uint32_t> removed;
+    const uint32_t runs[] = {1, 7, 32, 33};
+    for (unsigned r = 0; r < 200 && removed.size() + 33 < kCap; ++r) {
+        for (uint32_t k = 0; k < runs[r % 4]; ++k) {
+            const uint32_t id = ids.back();
+            ids.pop_back();
+            t->remove(id);
+            removed.insert(id);
+        }
+        ASSERT_EQ(insert_one().status, InsertStatus::full)
+            << "run " << r << ": an id came back within its grace period";
+    }
+    ASSERT_GT(removed.size(), 2000u);
+    rte_rcu_qsbr_quiescent(qsbr, 0);
+    // Removed after the report: these wait for the next one, and so may ids of the batch they
+    // join (the newest, once an owner's batches are all in use).
+    std::set<uint32_t> later;
+    for (int k = 0; k < 5; ++k) {
+        later.insert(ids.back());
+        t->remove(ids.back());
+        ids.pop_back();
+    }
+    auto drain = [&] {
+        std::set<uint32_t> got;
+        for (InsertResult r = insert_one(); r.status == InsertStatus::inserted; r = insert_one()) got.insert(r.id);
+        return got;
+    };
+    const std::set<uint32_t> first = drain();
+    EXPECT_GE(first.size(), 63u) << "the batches closed before the report";
+    for (uint32_t id : first) {
+        EXPECT_TRUE(removed.count(id)) << id << " was not removed before the report";
+        EXPECT_FALSE(later.count(id)) << id << " came back within its grace period";
+    }
+    rte_rcu_qsbr_quiescent(qsbr, 0);
+    std::set<uint32_t> all = drain();
+    all.insert(first.begin(), first.end());
+    std::set<uint32_t> want = removed;
+    want.insert(later.begin(), later.end());
+    EXPECT_EQ(all, want) << "every removed id back, once, and nothing else";
+    t.reset();
+    rte_rcu_qsbr_thread_offline(qsbr, 0);
+    std::free(qsbr);
+}
+
 namespace {
 
 // The VmFlags of the mapping that holds `p` (/proc/self/smaps), empty when none does.
