@@ -46,6 +46,13 @@ inline void* map_huge(size_t bytes) noexcept {
     madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
     return reinterpret_cast<void*>(aligned);
 }
+// Gives back what table_alloc or make_table took.
+inline void release(void* p, const TableLayout& l, bool mapped) noexcept {
+    if (mapped)
+        munmap(p, l.bytes);
+    else
+        ::operator delete (p, std::align_val_t{l.align});
+}
 }  // namespace detail
 
 // `bytes` of memory (zeroed when it is a mapping of its own, else uninitialised); null when there
@@ -56,12 +63,8 @@ inline void* table_alloc(size_t bytes, size_t align) noexcept {
     return ::operator new (l.bytes, std::align_val_t{l.align}, std::nothrow);
 }
 inline void table_free(void* p, size_t bytes, size_t align) noexcept {
-    if (!p) return;
     const TableLayout l = table_layout(bytes, align);
-    if (l.align == kHugePage)
-        munmap(p, l.bytes);
-    else
-        ::operator delete (p, std::align_val_t{l.align});
+    if (p) detail::release(p, l, l.align == kHugePage);
 }
 
 // The mode /sys/kernel/mm/transparent_hugepage/enabled selects, from that file's text
@@ -80,11 +83,7 @@ struct TableDeleter {
     bool mapped = false;  // a mapping of its own, else from operator new
     void operator()(T* p) const noexcept {
         std::destroy_n(p, n);
-        const TableLayout l = table_layout(n * sizeof(T), alignof(T));
-        if (mapped)
-            munmap(p, l.bytes);
-        else
-            ::operator delete (p, std::align_val_t{l.align});
+        detail::release(p, table_layout(n * sizeof(T), alignof(T)), mapped);
     }
 };
 template <typename T>
@@ -96,9 +95,9 @@ template <typename T>
 TablePtr<T> make_table(size_t n) {
     if (n == 0) return TablePtr<T>();
     const TableLayout l = table_layout(n * sizeof(T), alignof(T));
-    void* m = l.align == kHugePage ? detail::map_huge(l.bytes) : nullptr;
-    const bool mapped = m != nullptr;
-    if (!m) m = ::operator new (l.bytes, std::align_val_t{l.align});
+    void* m = table_alloc(n * sizeof(T), alignof(T));
+    const bool mapped = m && l.align == kHugePage;
+    if (!m) m = ::operator new (l.bytes, std::align_val_t{l.align});  // throws
     T* p = static_cast<T*>(m);
     std::uninitialized_value_construct_n(p, n);
     return TablePtr<T>(p, TableDeleter<T>{n, mapped});
