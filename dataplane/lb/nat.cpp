@@ -63,10 +63,11 @@ struct Nat6 {
 // the L4 header at `l4` (its first two words). An IPv4 header checksum follows the addresses;
 // the TCP/UDP checksum at `l4_csum` (null: none to keep) follows addresses (pseudo-header) and
 // ports, a UDP one (`udp`) keeping RFC 768's rules: 0 means none and stays 0, a computed 0 is
-// sent as 0xffff. Each checksum is folded once. Returns whether a port changed.
+// sent as 0xffff. `ip_delta`: a change to the IPv4 header made beside (the TTL's), added to its
+// checksum with the addresses'. Each checksum is folded once. Returns whether a port changed.
 template <typename N>
 bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from, const typename N::Key& to, bool ports,
-                     uint8_t* l4_csum, bool udp) noexcept {
+                     uint8_t* l4_csum, bool udp, uint32_t ip_delta = 0) noexcept {
     uint32_t addr_sum = 0, port_sum = 0;
     bool addr_changed = false, ports_changed = false;
     if (!(from.src == to.src)) {
@@ -90,7 +91,7 @@ bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from, cons
         ports_changed = true;
     }
     if constexpr (N::kHeaderCsum)
-        if (addr_changed) store(ip + 10, csum_apply(load<rte_be16_t>(ip + 10), addr_sum));
+        if (addr_changed || ip_delta) store(ip + 10, csum_apply(load<rte_be16_t>(ip + 10), addr_sum + ip_delta));
     if (l4_csum && (addr_changed || ports_changed)) {
         const auto c = load<rte_be16_t>(l4_csum);
         if (!udp || c != 0) {
@@ -102,14 +103,14 @@ bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from, cons
 }
 
 template <typename N>
-void tuple(uint8_t* frame, const PacketMeta& m, const typename N::Key& to) noexcept {
+void tuple(uint8_t* frame, const PacketMeta& m, const typename N::Key& to, uint32_t ip_delta = 0) noexcept {
     uint8_t* l4 = frame + m.l4_off;
     const typename N::Key& from = N::key(m);
     const auto proto = static_cast<Proto>(from.proto);
     const bool tcp = proto == Proto::tcp, udp = proto == Proto::udp;
     uint8_t* l4_csum = tcp ? l4 + kTcpCsumOff : udp ? l4 + kUdpCsumOff : nullptr;
     const bool ports_changed =
-        rewrite_headers<N>(frame + m.l3_off, l4, from, to, tcp || udp || proto == Proto::sctp, l4_csum, udp);
+        rewrite_headers<N>(frame + m.l3_off, l4, from, to, tcp || udp || proto == Proto::sctp, l4_csum, udp, ip_delta);
     // SCTP (RFC 4960 6.8): CRC32c over the SCTP packet; only ports are covered, so only a port
     // change needs it. A first fragment cannot be re-checksummed (the rest is elsewhere).
     if (proto == Proto::sctp && ports_changed && !m.more_fragments) store(l4 + 8, sctp_crc32c(l4, m.l4_len));
@@ -174,6 +175,25 @@ bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept {
     rte_be16_t csum = load<rte_be16_t>(ip + 10);
     csum_replace2(&csum, before, after);
     store(ip + 10, csum);
+    return true;
+}
+
+bool route_translate(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept {
+    uint8_t* ip = frame + m.l3_off;
+    if (ip[8] <= 1) return false;
+    // The TTL's word (with the protocol, as in decrement_ttl) is made in a register and stored
+    // once; its change goes into the header checksum with the addresses', one load and store of
+    // the field (apart, the translation reloaded what the TTL step had just stored).
+    const rte_be16_t before = load<rte_be16_t>(ip + 8);
+    const rte_be16_t after = rte_cpu_to_be_16(static_cast<uint16_t>(rte_be_to_cpu_16(before) - 0x0100));
+    store(ip + 8, after);
+    tuple<Nat4>(frame, m, to, csum_delta16(before, after));
+    return true;
+}
+
+bool route_translate(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept {
+    if (!decrement_hop_limit(frame, m)) return false;
+    tuple<Nat6>(frame, m, to);
     return true;
 }
 

@@ -37,4 +37,10 @@ void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey6& out
 // TTL would reach zero.
 [[nodiscard]] bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept;
 
+// A translated packet's way out: decrement_ttl (decrement_hop_limit) and rewrite_tuple in one, the
+// IPv4 header checksum updated once for both; false (packet untouched) when the TTL would reach
+// zero.
+[[nodiscard]] bool route_translate(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept;
+[[nodiscard]] bool route_translate(uint8_t* frame, const PacketMeta& m, const FlowKey6& to) noexcept;
+
 }  // namespace svcgate::dp

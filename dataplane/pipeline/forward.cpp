@@ -34,18 +34,16 @@ void route_one(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) n
     }
     if (!hop) return p.set(Verdict::drop, DropReason::no_route);
     if (!fits_egress(ctx, mb, p, hop->port, in_port)) return;
-    if constexpr (F::family == Family::v4) {
-        if (!decrement_ttl(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
-    } else {
-        if (!decrement_hop_limit(frame, m)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
-    }
-    if (m.inner_off && p.ref.hit()) {
+    // TTL (hop limit) first: a packet that cannot be forwarded is dropped untouched.
+    if (p.verdict != Verdict::forward && !m.inner_off && !(out == F::key(m))) [[likely]] {
+        if (!route_translate(frame, m, out)) return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    } else if (!(F::family == Family::v4 ? decrement_ttl(frame, m) : decrement_hop_limit(frame, m))) {
+        return p.set(Verdict::drop, DropReason::ip_ttl_exceeded);
+    } else if (m.inner_off && p.ref.hit()) {
         // nf_nat_icmp_reply_translation: the outer source follows the flow's source rewrite (the
         // VIP towards the client; the masquerade address towards a pod).
         const bool outer_src = p.ref.dir == Direction::reply || (F::table(ctx)->flow(p.ref.id).flags & kFlowMasq);
         rewrite_icmp_error(frame, m, out, outer_src);
-    } else if (p.verdict != Verdict::forward && !m.inner_off && !(out == F::key(m))) {
-        rewrite_tuple(frame, m, out);
     }
     p.out_port = hop->port;
     F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
