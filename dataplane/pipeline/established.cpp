@@ -20,8 +20,15 @@ Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, 
         }
         return Track::same;
     }
-    TcpFlagClass c = tcp_flag_class(m.tcp_flags);
     FlowState cur = FlowState::load(f.state);
+    // Nearly every packet: an ACK (no SYN, FIN or RST) on an established connection, in a
+    // direction conntrack has seen. The transition leaves it as it is (kTable: ES, ack -> ES).
+    constexpr uint8_t kEstablished = static_cast<uint8_t>(TcpState::established);
+    if ((m.tcp_flags & (kSyn | kFin | kRst | kAck)) == kAck &&
+        (cur.bits == (kEstablished | FlowState::kReplied) || (cur.bits == kEstablished && dir == Direction::original)))
+        [[likely]]
+        return Track::same;
+    TcpFlagClass c = tcp_flag_class(m.tcp_flags);
     for (;;) {
         if (cur.gone()) return Track::same;  // marked by a reload meanwhile: the next packet sees it
         const TcpState nx = tcp_transition(cur.tcp(), dir, c);
