@@ -297,12 +297,16 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     m.l3 = L3Kind::ipv6;
     m.l3_off = off;
     m.ip_len = static_cast<uint16_t>(end);
-    m.key6 = FlowKey6{};
+    // The key's ports, protocol and padding are still the zeroes parse_packet started from.
     std::memcpy(m.key6.src.b, ip + 8, 16);
     std::memcpy(m.key6.dst.b, ip + 24, 16);
     ExtChain c{};
-    if (DropReason r = walk_ext(ip, end, c); r != DropReason::none) [[unlikely]]
+    if (ip[6] == static_cast<uint8_t>(Proto::tcp) || ip[6] == static_cast<uint8_t>(Proto::udp)) [[likely]] {
+        c.proto = ip[6];  // no extension header: what walk_ext() finds at once
+        c.l4 = 40;
+    } else if (DropReason r = walk_ext(ip, end, c); r != DropReason::none) [[unlikely]] {
         return r == DropReason::ip6_ext_truncated && c.more_fragments && !c.frag_off ? DropReason::frag_tiny : r;
+    }
     m.key6.proto = c.proto;
     m.l4_off = static_cast<uint16_t>(off + c.l4);
     m.l4_len = static_cast<uint16_t>(end - c.l4);
