@@ -84,6 +84,10 @@ template <typename F>
         if (refs[k].hit() && refs[k].id == id) refs[k] = FlowRef{};
 }
 
+// VIP entries beyond which the VIP table is taken as far from the cache (its slots: 32 bytes an
+// entry at half load, 512 KiB).
+constexpr size_t kLargeVipTable = 16384;
+
 // Lookup: one bulk lookup for the family's tuples; what found no flow goes on to classify.
 template <typename F>
 void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
@@ -97,7 +101,16 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
         keys[j] = m.inner_off ? &F::err_key(m) : &F::key(m);
     }
     const auto* table = F::table(ctx);
+    // A flood of new connections with a VIP table far larger than the caches: each new flow's
+    // VIP slot is a miss of its own, and classify_burst could only ask for it once the lookup had
+    // answered. While the bursts are mostly misses, the slots are asked for now, beside the flow
+    // buckets, so the two misses overlap. Established traffic (few misses) never pays the hashes.
+    const auto& vips = F::vips(*ctx.snap);
+    if (ctx.mostly_new && vips.size() > kLargeVipTable) {
+        for (uint16_t j = 0; j < flows.n; ++j) vips.prefetch(F::vip_key(keys[j]->dst, keys[j]->dport, keys[j]->proto));
+    }
     const unsigned misses = table->lookup_bulk(keys, flows.n, refs, hashes);
+    ctx.mostly_new = 2 * misses > flows.n;
     const StatsTable& st = *ctx.stats;
     // The counters each packet of a flow is added to: with many Services (over 16k counters,
     // 256 KiB per worker) they are far from the cache, so the burst's are prefetched at once (the

@@ -82,6 +82,10 @@ struct WorkerCtx {
     // Flow replication (control/ha/sync.h): null when off. The flows (ids, kFlowIdV6 for IPv6) this
     // burst proved or changed in a way that matters, handed to the sync thread's ring at its end.
     rte_ring* sync = nullptr;
+    // The last lookup (the last burst's, of its last family) was mostly misses (new
+    // connections): the next one prefetches its VIP slots with its flow buckets (pipeline.cpp,
+    // lookup_burst).
+    bool mostly_new = false;
     uint16_t n_sync = 0;
     uint32_t sync_ids[kBurst];
 };

@@ -691,6 +691,28 @@ TEST(PipelineBurst, LeastConnectionSpreadsTheNewFlowsOfOneBurst) {
     EXPECT_EQ(t->flows().live_total(), 30u);
 }
 
+// A burst of mostly new connections turns on the VIP-slot prefetch for the next burst's lookups
+// (lookup_burst; it acts only with a VIP table far larger than the caches); a burst of
+// established packets turns it off again. Semantics stay: each burst is translated alike.
+TEST(PipelineBurst, MostlyNewBurstsTurnTheVipPrefetchOnAndEstablishedOnesOff) {
+    auto t = test::tracer(with_services(three_endpoints("random")));
+    EXPECT_FALSE(t->ctx().mostly_new);
+    std::vector<std::string> syns, acks;
+    for (int i = 0; i < 8; ++i) {
+        syns.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 10 + i, 6000 + i));
+        acks.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [.]", 10 + i, 6000 + i));
+    }
+    for (const auto& r : run_burst(*t, syns)) ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_TRUE(t->ctx().mostly_new) << "8 misses of 8";
+    // Half new, half known: not mostly new (more than half must miss).
+    std::vector<std::string> half(syns.begin(), syns.begin() + 4);
+    for (int i = 0; i < 4; ++i) half.push_back(fmt::format("tcp 10.244.3.{}:{} > 10.107.0.7:80 [S]", 40 + i, 7000 + i));
+    for (const auto& r : run_burst(*t, half)) ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_FALSE(t->ctx().mostly_new) << "4 misses of 8";
+    for (const auto& r : run_burst(*t, syns)) ASSERT_EQ(r.verdict, Verdict::dnat);
+    EXPECT_FALSE(t->ctx().mostly_new) << "all known";
+}
+
 // A SYN and its retransmission in one burst: both are selected, the second insert finds the
 // first's record and follows it; the endpoint it had picked is given back.
 TEST(PipelineBurst, TwoPacketsOfOneNewFlowInOneBurstShareOneFlow) {
