@@ -163,31 +163,38 @@ void rewrite_icmp_error(uint8_t* frame, const PacketMeta& m, const FlowKey6& out
     icmp_error<Nat6>(frame, m, out, outer_src);
 }
 
-bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept {
-    uint8_t* ip = frame + m.l3_off;
+namespace {
+
+// RFC 1812 5.3.1 on the IPv4 header at `ip`: false (nothing written) when the TTL would reach
+// zero; else the TTL is decremented and `delta` is what that adds to the header checksum (the
+// caller applies it). TTL and protocol share one 16-bit word (bytes 8..9): the new word is made
+// in a register and stored once. (Decrementing the TTL byte in place and loading the word back
+// stalled on store forwarding: 8% of the worker's cycles on established flows.)
+bool ttl_step(uint8_t* ip, uint32_t& delta) noexcept {
     if (ip[8] <= 1) return false;
-    // TTL and protocol share one 16-bit word of the header (bytes 8..9): the new word is made in
-    // a register and stored once. (Decrementing the TTL byte in place and loading the word back
-    // stalled on store forwarding: 8% of the worker's cycles on established flows.)
     const rte_be16_t before = load<rte_be16_t>(ip + 8);
     const rte_be16_t after = rte_cpu_to_be_16(static_cast<uint16_t>(rte_be_to_cpu_16(before) - 0x0100));
     store(ip + 8, after);
-    rte_be16_t csum = load<rte_be16_t>(ip + 10);
-    csum_replace2(&csum, before, after);
-    store(ip + 10, csum);
+    delta = csum_delta16(before, after);
+    return true;
+}
+
+}  // namespace
+
+bool decrement_ttl(uint8_t* frame, const PacketMeta& m) noexcept {
+    uint8_t* ip = frame + m.l3_off;
+    uint32_t delta;
+    if (!ttl_step(ip, delta)) return false;
+    store(ip + 10, csum_apply(load<rte_be16_t>(ip + 10), delta));
     return true;
 }
 
 bool route_translate(uint8_t* frame, const PacketMeta& m, const FlowKey& to) noexcept {
-    uint8_t* ip = frame + m.l3_off;
-    if (ip[8] <= 1) return false;
-    // The TTL's word (with the protocol, as in decrement_ttl) is made in a register and stored
-    // once; its change goes into the header checksum with the addresses', one load and store of
+    // The TTL's change goes into the header checksum with the addresses': one load and store of
     // the field (apart, the translation reloaded what the TTL step had just stored).
-    const rte_be16_t before = load<rte_be16_t>(ip + 8);
-    const rte_be16_t after = rte_cpu_to_be_16(static_cast<uint16_t>(rte_be_to_cpu_16(before) - 0x0100));
-    store(ip + 8, after);
-    tuple<Nat4>(frame, m, to, csum_delta16(before, after));
+    uint32_t delta;
+    if (!ttl_step(frame + m.l3_off, delta)) return false;
+    tuple<Nat4>(frame, m, to, delta);
     return true;
 }
 

@@ -337,16 +337,16 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     return DropReason::none;
 }
 
-// IPv4 after the link layer, the frame long enough for a minimal header. `known_ihl`: the header
-// length the caller has seen (20: version 4, no options; its checksum a constant length), or 0.
+// IPv4 after the link layer, the frame long enough for a minimal header; `ihl` its header length
+// (IHL × 4). Inlined into its caller twice, once with `ihl` the constant 20 (no options: almost
+// every packet), where the header checksum is five unrolled words.
 [[gnu::always_inline]] inline DropReason parse_ipv4(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& m,
-                                                    ParseOptions opts, uint16_t known_ihl) noexcept {
+                                                    ParseOptions opts, uint16_t ihl) noexcept {
     const uint8_t* ip = f + off;
     // (3): version 4.
     if ((ip[0] >> 4) != 4) [[unlikely]]
         return DropReason::ip_bad_version;
     // (4): IHL at least 5 words, and the header fits in the frame.
-    const uint16_t ihl = known_ihl ? known_ihl : static_cast<uint16_t>((ip[0] & 0x0f) * 4);
     if (ihl < sizeof(rte_ipv4_hdr) || off + ihl > len) [[unlikely]]
         return DropReason::ip_bad_ihl;
     // (5): total length at least the header, and within the frame (padding after it is allowed).
@@ -426,11 +426,10 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     // RFC 1812 5.2.2 (1): the frame is long enough for a minimal IP header.
     if (len < off + sizeof(rte_ipv4_hdr)) [[unlikely]]
         return DropReason::ip_truncated;
-    // Almost every packet: version 4, no options. Its header's length is a constant there, and
-    // the checksum over it five words, unrolled.
-    if (f[off] == 0x45) [[likely]]
+    const uint16_t ihl = (f[off] & 0x0f) * 4;
+    if (ihl == sizeof(rte_ipv4_hdr)) [[likely]]
         return parse_ipv4(f, len, off, m, opts, sizeof(rte_ipv4_hdr));
-    return parse_ipv4(f, len, off, m, opts, 0);
+    return parse_ipv4(f, len, off, m, opts, ihl);
 }
 
 }  // namespace svcgate::dp
