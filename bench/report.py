@@ -84,17 +84,27 @@ def main():
     r6 = [b / a for a, b in zip(sg4k, sg4k6) if a]
     svc = {s: med(runs("svcgate", flows=100000, services=s, workers=1)) for s in (10, 1000, 10000, 100000)}
     svc = {k: v for k, v in svc.items() if v}
-    def micro_rate(name):  # M items/s; None when the run is missing or reported an error
-        for b in micro:
-            if b.get("name") == name or b.get("run_name") == name:
-                return None if b.get("error_occurred") else b.get("items_per_second", 0) / 1e6
-        return None
+    # The full run repeats each micro-benchmark (interleaved with the others) and reports the
+    # median; --quick runs each once. One entry per benchmark: its median, else its only run.
+    def micro_entry(name):
+        runs_ = [b for b in micro if b.get("run_name", b.get("name")) == name]
+        medians = [b for b in runs_ if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"]
+        if medians:
+            return medians[0]
+        plain = [b for b in runs_ if b.get("run_type") != "aggregate"]
+        return plain[0] if plain else None
+
+    micro_reps = max([b.get("repetitions", 1) for b in micro] or [1])
+
+    def micro_rate(name):  # M items/s; None when the run is missing or any repetition reported an error
+        b = micro_entry(name)
+        if b is None or any(x.get("error_occurred") for x in micro if x.get("run_name", x.get("name")) == name):
+            return None
+        return b.get("items_per_second", 0) / 1e6
 
     def micro_counter(name, key):
-        for b in micro:
-            if b.get("name") == name:
-                return b.get(key)
-        return None
+        b = micro_entry(name)
+        return None if b is None else b.get(key)
 
     new90 = micro_rate("BM_PipelineNewFlows/10/90/manual_time")
     new10 = micro_rate("BM_PipelineNewFlows/10/10/manual_time")
@@ -179,6 +189,7 @@ def main():
         "machine": machine(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": bool(a.quick),
+        "micro_repetitions": micro_reps,
     }
     with open(f"{r}/summary.json", "w") as f:
         json.dump(summary, f, indent=2)
@@ -230,13 +241,18 @@ def main():
         return "—" if x is None else spec.format(x)
 
     micro_rows = []
-    for b in micro:
-        if b.get("run_type") == "aggregate":
+    order = {b.get("run_name", b.get("name")): (b.get("family_index", 0), b.get("per_family_instance_index", 0))
+             for b in micro}
+    for name in sorted(order, key=order.get):  # as declared (interleaving runs them in random order)
+        b = micro_entry(name)
+        if b is None:
             continue
         ips = b.get("items_per_second")
         extra = ", ".join(f"{k}={b[k]:.0f}" for k in ("bytes_per_flow", "flows", "table") if k in b)
-        micro_rows.append(f"| `{b['name']}` | {b['real_time']:.1f} {b['time_unit']} | "
+        micro_rows.append(f"| `{name}` | {b['real_time']:.1f} {b['time_unit']} | "
                           f"{'' if ips is None else f'{ips / 1e6:.1f}'} | {extra} |")
+    micro_note = (f"Each figure is the median of {micro_reps} repetitions, run interleaved with the other "
+                  "benchmarks' (`--benchmark_enable_random_interleaving`)." if micro_reps > 1 else "Each figure is one run.")
     kp = "kube-proxy's"
     kernel_para = (
         f"{kp} own dataplane, the peer every cluster already has (`bench/kube_proxy_peer.py`): the kernel forwarding "
@@ -376,6 +392,7 @@ dedicated cores give.
 ## 8. Micro-benchmarks
 
 `build-bench/bench/micro_bench` (Google Benchmark); items are packets, lookups or inserts.
+{micro_note}
 
 | benchmark | time per iteration | M items/s | counters |
 |---|---|---|---|
