@@ -23,10 +23,9 @@ Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, 
     FlowState cur = FlowState::load(f.state);
     // Nearly every packet: an ACK (no SYN, FIN or RST) on an established connection, in a
     // direction conntrack has seen. The transition leaves it as it is (kTable: ES, ack -> ES).
-    constexpr uint8_t kEstablished = static_cast<uint8_t>(TcpState::established);
+    constexpr FlowState kEstablished = FlowState::of(TcpState::established);
     if ((m.tcp_flags & (kSyn | kFin | kRst | kAck)) == kAck &&
-        (cur.bits == (kEstablished | FlowState::kReplied) || (cur.bits == kEstablished && dir == Direction::original)))
-        [[likely]]
+        (cur == kEstablished.with_replied(true) || (cur == kEstablished && dir == Direction::original))) [[likely]]
         return Track::same;
     TcpFlagClass c = tcp_flag_class(m.tcp_flags);
     for (;;) {
