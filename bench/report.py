@@ -86,8 +86,11 @@ def main():
     svc = {k: v for k, v in svc.items() if v}
     # The full run repeats each micro-benchmark (interleaved with the others) and reports the
     # median; --quick runs each once. One entry per benchmark: its median, else its only run.
+    def micro_runs(name):  # its entries: each repetition and, when repeated, the aggregates
+        return [b for b in micro if b.get("run_name", b.get("name")) == name]
+
     def micro_entry(name):
-        runs_ = [b for b in micro if b.get("run_name", b.get("name")) == name]
+        runs_ = micro_runs(name)
         medians = [b for b in runs_ if b.get("run_type") == "aggregate" and b.get("aggregate_name") == "median"]
         if medians:
             return medians[0]
@@ -98,7 +101,7 @@ def main():
 
     def micro_rate(name):  # M items/s; None when the run is missing or any repetition reported an error
         b = micro_entry(name)
-        if b is None or any(x.get("error_occurred") for x in micro if x.get("run_name", x.get("name")) == name):
+        if b is None or any(x.get("error_occurred") for x in micro_runs(name)):
             return None
         return b.get("items_per_second", 0) / 1e6
 
