@@ -11,8 +11,8 @@ uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcep
     uint32_t sum = 0;
     sum = csum_partial(&ip->src_addr, 4, sum);
     sum = csum_partial(&ip->dst_addr, 4, sum);
-    sum += rte_cpu_to_be_16(static_cast<uint16_t>(ip->next_proto_id));
-    sum += rte_cpu_to_be_16(static_cast<uint16_t>(l4_len));
+    sum += to_be16(static_cast<uint16_t>(ip->next_proto_id));
+    sum += to_be16(static_cast<uint16_t>(l4_len));
     sum = csum_partial(l4, l4_len, sum);
     return static_cast<uint16_t>(~csum_fold(sum));
 }

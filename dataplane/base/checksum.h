@@ -12,6 +12,8 @@
 
 #include <rte_byteorder.h>
 
+#include "dataplane/base/byteorder.h"
+
 namespace svcgate::dp {
 
 constexpr uint16_t csum_fold(uint32_t sum) noexcept {
@@ -80,8 +82,7 @@ uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcep
 // next header, not folded, to seed csum_partial over the upper-layer packet.
 inline uint32_t ipv6_pseudo_sum(const void* ip6_hdr, uint32_t l4_len, uint8_t proto) noexcept {
     uint32_t s = csum_partial(static_cast<const uint8_t*>(ip6_hdr) + 8, 32);
-    return s + rte_cpu_to_be_16(static_cast<uint16_t>(l4_len >> 16)) + rte_cpu_to_be_16(static_cast<uint16_t>(l4_len)) +
-        rte_cpu_to_be_16(proto);
+    return s + to_be16(static_cast<uint16_t>(l4_len >> 16)) + to_be16(static_cast<uint16_t>(l4_len)) + to_be16(proto);
 }
 
 // Full upper-layer checksum (TCP, UDP, ICMPv6) with the IPv6 pseudo-header over `l4_len` bytes at

@@ -15,17 +15,9 @@
 
 #include <rte_byteorder.h>
 
-namespace svcgate::dp {
+#include "dataplane/base/byteorder.h"
 
-// constexpr byte-order conversion (rte_cpu_to_be_* is not usable in constant expressions).
-constexpr uint32_t to_be32(uint32_t h) noexcept {
-    if constexpr (std::endian::native == std::endian::little) return __builtin_bswap32(h);
-    return h;
-}
-constexpr uint16_t to_be16(uint16_t h) noexcept {
-    if constexpr (std::endian::native == std::endian::little) return __builtin_bswap16(h);
-    return h;
-}
+namespace svcgate::dp {
 
 // The little-endian fields of the formats svcgate writes itself (flow records, the flow state
 // file, replication datagrams): the low `bytes` (1-8) of v at p, and back.

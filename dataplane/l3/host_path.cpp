@@ -27,8 +27,7 @@ HostClass host_class(const ServiceSnapshot& s, const rte_ether_addr& port_mac, c
         if (reason != DropReason::arp_consumed) return HostClass::none;
         const auto* a = reinterpret_cast<const rte_arp_hdr*>(frame + pm.l3_off);
         const Ip4 target{a->arp_data.arp_tip};
-        if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REPLY) || !(s.local_flags(target) & kHostAddr))
-            return HostClass::none;
+        if (a->arp_opcode != to_be16(RTE_ARP_OP_REPLY) || !(s.local_flags(target) & kHostAddr)) return HostClass::none;
         return HostClass::control;
     }
     if (pm.is_nd()) {

@@ -18,9 +18,8 @@ constexpr uint32_t kAnswerArp = kPortAddr | kNodeAddr | kClusterIp | kServiceAdd
 DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_mac, const ServiceSnapshot& s,
                NeighborTable& nt, uint32_t now) noexcept {
     auto* a = reinterpret_cast<rte_arp_hdr*>(frame + pm.l3_off);
-    if (a->arp_hardware != rte_cpu_to_be_16(RTE_ARP_HRD_ETHER) ||
-        a->arp_protocol != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) || a->arp_hlen != RTE_ETHER_ADDR_LEN ||
-        a->arp_plen != 4)
+    if (a->arp_hardware != to_be16(RTE_ARP_HRD_ETHER) || a->arp_protocol != to_be16(RTE_ETHER_TYPE_IPV4) ||
+        a->arp_hlen != RTE_ETHER_ADDR_LEN || a->arp_plen != 4)
         return DropReason::to_gateway;
     const Ip4 sender{a->arp_data.arp_sip};
     const Ip4 target{a->arp_data.arp_tip};
@@ -33,9 +32,9 @@ DropReason arp(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port_
     // Replies (to our requests), announcements and questions about other hosts end here: the
     // cache has what it needs from them. Counted apart from to_gateway, which is traffic the
     // gateway refuses.
-    if (a->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) || !to_us || sender == target /* gratuitous */)
+    if (a->arp_opcode != to_be16(RTE_ARP_OP_REQUEST) || !to_us || sender == target /* gratuitous */)
         return DropReason::arp_consumed;
-    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
+    a->arp_opcode = to_be16(RTE_ARP_OP_REPLY);
     a->arp_data.arp_tha = a->arp_data.arp_sha;
     a->arp_data.arp_tip = sender.be;
     a->arp_data.arp_sha = port_mac;
@@ -143,8 +142,8 @@ DropReason echo6(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& por
     std::memcpy(ip + 24, pm.key6.src.b, 16);
     ip[7] = 64;
     uint8_t* icmp = frame + pm.l4_off;
-    const uint16_t old_word = rte_cpu_to_be_16(uint16_t{kIcmp6EchoRequest} << 8);
-    const uint16_t new_word = rte_cpu_to_be_16(uint16_t{kIcmp6EchoReply} << 8);
+    const uint16_t old_word = to_be16(uint16_t{kIcmp6EchoRequest} << 8);
+    const uint16_t new_word = to_be16(uint16_t{kIcmp6EchoReply} << 8);
     icmp[0] = kIcmp6EchoReply;
     rte_be16_t c;
     std::memcpy(&c, icmp + 2, 2);
@@ -166,8 +165,8 @@ DropReason echo(uint8_t* frame, const PacketMeta& pm, const rte_ether_addr& port
     const rte_be32_t src = ip->src_addr;  // swapping the addresses keeps the header checksum
     ip->src_addr = ip->dst_addr;
     ip->dst_addr = src;
-    const uint16_t old_word = rte_cpu_to_be_16(uint16_t{RTE_IP_ICMP_ECHO_REQUEST} << 8);
-    const uint16_t new_word = rte_cpu_to_be_16(uint16_t{RTE_IP_ICMP_ECHO_REPLY} << 8);
+    const uint16_t old_word = to_be16(uint16_t{RTE_IP_ICMP_ECHO_REQUEST} << 8);
+    const uint16_t new_word = to_be16(uint16_t{RTE_IP_ICMP_ECHO_REPLY} << 8);
     icmp->icmp_type = RTE_IP_ICMP_ECHO_REPLY;
     rte_be16_t c = icmp->icmp_cksum;
     csum_replace2(&c, old_word, new_word);
@@ -195,9 +194,9 @@ DropReason answer_local(rte_mbuf* m, const PacketMeta& pm, const rte_ether_addr&
 
 void write_ip6_header(uint8_t* ip, uint16_t payload, uint8_t proto, uint8_t hop_limit, const Ip6& src,
                       const Ip6& dst) noexcept {
-    const rte_be32_t vtc = rte_cpu_to_be_32(6u << 28);
+    const rte_be32_t vtc = to_be32(6u << 28);
     std::memcpy(ip, &vtc, 4);
-    const rte_be16_t plen = rte_cpu_to_be_16(payload);
+    const rte_be16_t plen = to_be16(payload);
     std::memcpy(ip + 4, &plen, 2);
     ip[6] = proto;
     ip[7] = hop_limit;
@@ -213,7 +212,7 @@ bool build_nd_solicit(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& source,
     const Ip6 group = solicited_node(target);
     eth->dst_addr = multicast_mac(group);
     eth->src_addr = mac;
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    eth->ether_type = to_be16(RTE_ETHER_TYPE_IPV6);
     write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborSolicit, 0, source, group, target, mac);
     return true;
 }
@@ -225,13 +224,13 @@ bool build_arp_request(rte_mbuf* m, const rte_ether_addr& mac, Ip4 source, Ip4 t
     if (!eth) return false;
     std::memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
     eth->src_addr = mac;
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+    eth->ether_type = to_be16(RTE_ETHER_TYPE_ARP);
     auto* a = reinterpret_cast<rte_arp_hdr*>(eth + 1);
-    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    a->arp_hardware = to_be16(RTE_ARP_HRD_ETHER);
+    a->arp_protocol = to_be16(RTE_ETHER_TYPE_IPV4);
     a->arp_hlen = RTE_ETHER_ADDR_LEN;
     a->arp_plen = 4;
-    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+    a->arp_opcode = to_be16(RTE_ARP_OP_REQUEST);
     a->arp_data.arp_sha = mac;
     a->arp_data.arp_sip = source.be;
     std::memset(&a->arp_data.arp_tha, 0, RTE_ETHER_ADDR_LEN);
@@ -248,7 +247,7 @@ bool build_unsolicited_na(rte_mbuf* m, const rte_ether_addr& mac, const Ip6& add
     all_nodes.b[0] = 0xff, all_nodes.b[1] = 0x02, all_nodes.b[15] = 1;
     eth->dst_addr = multicast_mac(all_nodes);
     eth->src_addr = mac;
-    eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+    eth->ether_type = to_be16(RTE_ETHER_TYPE_IPV6);
     write_nd(reinterpret_cast<uint8_t*>(eth + 1), kIcmp6NeighborAdvert, 0x20 /* Override */, addr, all_nodes, addr,
              mac);
     return true;

@@ -39,8 +39,8 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
     uint16_t total, field;
     std::memcpy(&total, ip + 2, 2);
     std::memcpy(&field, ip + 6, 2);
-    total = rte_be_to_cpu_16(total);
-    field = rte_be_to_cpu_16(field);
+    total = from_be16(total);
+    field = from_be16(field);
     if (field & RTE_IPV4_HDR_DF_FLAG || ihl < 20 || total < ihl || l2 + total > rte_pktmbuf_data_len(m)) return 0;
     // RFC 791 3.1: only options with the copy flag go into the fragments after the first.
     uint8_t opts[40];
@@ -86,9 +86,8 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
             std::memcpy(h + 20, opts, olen);
         h[0] = static_cast<uint8_t>(0x40 | hl / 4);
         const bool more = pos + len < payload || base_mf;
-        const rte_be16_t tl = rte_cpu_to_be_16(static_cast<uint16_t>(hl + len));
-        const rte_be16_t fo =
-            rte_cpu_to_be_16(static_cast<uint16_t>(((base + pos) / 8) | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
+        const rte_be16_t tl = to_be16(static_cast<uint16_t>(hl + len));
+        const rte_be16_t fo = to_be16(static_cast<uint16_t>(((base + pos) / 8) | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
         std::memcpy(h + 2, &tl, 2);
         std::memcpy(h + 6, &fo, 2);
         h[10] = h[11] = 0;

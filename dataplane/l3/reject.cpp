@@ -28,9 +28,9 @@ void write_ip(uint8_t* ip, uint16_t total, uint8_t proto, Ip4 src, Ip4 dst) noex
     auto* h = reinterpret_cast<rte_ipv4_hdr*>(ip);
     h->version_ihl = 0x45;
     h->type_of_service = 0;
-    h->total_length = rte_cpu_to_be_16(total);
+    h->total_length = to_be16(total);
     h->packet_id = 0;
-    h->fragment_offset = rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG);
+    h->fragment_offset = to_be16(RTE_IPV4_HDR_DF_FLAG);
     h->time_to_live = kTtl;
     h->next_proto_id = proto;
     h->hdr_checksum = 0;
@@ -64,7 +64,7 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     rte_be32_t seq_be, ack_be;
     std::memcpy(&seq_be, tcp_in + 4, 4);
     std::memcpy(&ack_be, tcp_in + 8, 4);
-    const uint32_t seq = rte_be_to_cpu_32(seq_be), ack = rte_be_to_cpu_32(ack_be);
+    const uint32_t seq = from_be32(seq_be), ack = from_be32(ack_be);
     uint8_t doff = tcp_in[12] >> 4;
     uint32_t seg_len = meta.l4_len - doff * 4u + ((meta.tcp_flags & kSyn) ? 1 : 0) + ((meta.tcp_flags & kFin) ? 1 : 0);
     const bool had_ack = meta.tcp_flags & kAck;
@@ -84,8 +84,8 @@ bool build_rst(rte_mbuf* m, const PacketMeta& meta) noexcept {
     auto* t = reinterpret_cast<rte_tcp_hdr*>(tcp);
     t->src_port = v6 ? meta.key6.dport : meta.key.dport;
     t->dst_port = v6 ? meta.key6.sport : meta.key.sport;
-    t->sent_seq = rte_cpu_to_be_32(had_ack ? ack : 0);
-    t->recv_ack = rte_cpu_to_be_32(had_ack ? 0 : seq + seg_len);
+    t->sent_seq = to_be32(had_ack ? ack : 0);
+    t->recv_ack = to_be32(had_ack ? 0 : seq + seg_len);
     t->data_off = 5 << 4;
     t->tcp_flags = had_ack ? RTE_TCP_RST_FLAG : (RTE_TCP_RST_FLAG | RTE_TCP_ACK_FLAG);
     t->rx_win = 0;
@@ -114,7 +114,7 @@ bool build_icmp6_error(rte_mbuf* m, const PacketMeta& meta, uint8_t type, uint8_
     std::memset(icmp, 0, 8);
     icmp[0] = type;
     icmp[1] = code;
-    const rte_be32_t w = rte_cpu_to_be_32(word);
+    const rte_be32_t w = to_be32(word);
     std::memcpy(icmp + 4, &w, 4);
     const uint16_t c = ipv6_l4_csum(ip, icmp, 8u + quoted, static_cast<uint8_t>(Proto::icmp6));
     std::memcpy(icmp + 2, &c, 2);
@@ -141,7 +141,7 @@ bool build_icmp4_error(rte_mbuf* m, const PacketMeta& meta, uint8_t type, uint8_
     std::memset(icmp, 0, sizeof(rte_icmp_hdr));
     icmp[0] = type;
     icmp[1] = code;
-    const rte_be32_t w = rte_cpu_to_be_32(word);
+    const rte_be32_t w = to_be32(word);
     std::memcpy(icmp + 4, &w, 4);
     std::memcpy(icmp + sizeof(rte_icmp_hdr), quote, quoted);
     uint16_t c = inet_csum(icmp, sizeof(rte_icmp_hdr) + quoted);

@@ -173,7 +173,7 @@ namespace {
 bool ttl_step(uint8_t* ip, uint32_t& delta) noexcept {
     if (ip[8] <= 1) return false;
     const rte_be16_t before = load<rte_be16_t>(ip + 8);
-    const rte_be16_t after = rte_cpu_to_be_16(static_cast<uint16_t>(rte_be_to_cpu_16(before) - 0x0100));
+    const rte_be16_t after = to_be16(static_cast<uint16_t>(from_be16(before) - 0x0100));
     store(ip + 8, after);
     delta = csum_delta16(before, after);
     return true;

@@ -183,7 +183,7 @@ template <typename F>
         const auto* hop = s.route(ep_ip);
         if (!hop) return p.set(Verdict::drop, DropReason::no_route);
         nf.init.key[1].dst = hop->source;
-        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+        nf.init.key[1].dport = to_be16(next_snat_port(ctx, s.cluster));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
     p.set(Verdict::dnat);
@@ -207,7 +207,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     // (Linux reuses a port for another destination) would otherwise be refused.
     unsigned tries = 1;
     for (; tries < 64 && r.status == InsertStatus::reply_clash; ++tries) {
-        nf.init.key[1].dport = rte_cpu_to_be_16(next_snat_port(ctx, s.cluster));
+        nf.init.key[1].dport = to_be16(next_snat_port(ctx, s.cluster));
         r = table->insert(ctx.worker, nf.init, ctx.now);
     }
     if (!nf.masq && tries > 1 && r.status == InsertStatus::inserted) ++ctx.counters.flows_port_remapped;

@@ -50,7 +50,7 @@ DropReason parse_icmp_error(const uint8_t* l4, PacketMeta& m) noexcept {
     if (avail < sizeof(rte_ipv4_hdr) || (in[0] >> 4) != 4) return DropReason::icmp_error_bad_inner;
     const uint32_t ihl = (in[0] & 0x0f) * 4u;
     if (ihl < sizeof(rte_ipv4_hdr) || ihl + 8 > avail) return DropReason::icmp_error_bad_inner;
-    if (rte_be_to_cpu_16(load<rte_be16_t>(in + 6)) & RTE_IPV4_HDR_OFFSET_MASK) return DropReason::none;
+    if (from_be16(load<rte_be16_t>(in + 6)) & RTE_IPV4_HDR_OFFSET_MASK) return DropReason::none;
     const auto proto = static_cast<Proto>(in[9]);
     if (proto != Proto::tcp && proto != Proto::udp && proto != Proto::sctp) return DropReason::none;
     const FlowKey embedded{.src = Ip4{load<rte_be32_t>(in + 12)},
@@ -107,12 +107,12 @@ DropReason walk_ext(const uint8_t* ip, uint32_t end, ExtChain& c) noexcept {
         uint32_t hlen;
         if (nh == kNhFragment) {
             hlen = 8;
-            const uint16_t fo = rte_be_to_cpu_16(load<rte_be16_t>(h + 2));
+            const uint16_t fo = from_be16(load<rte_be16_t>(h + 2));
             c.fragment = true;
             c.more_fragments = fo & 1;
             c.frag_off = fo & 0xfff8;
             c.frag_data = static_cast<uint16_t>(pos + 8);
-            c.frag_id = rte_be_to_cpu_32(load<rte_be32_t>(h + 4));
+            c.frag_id = from_be32(load<rte_be32_t>(h + 4));
             if (c.frag_off) {  // a later fragment: data from here on
                 c.proto = h[0];
                 c.l4 = c.frag_data;
@@ -229,7 +229,7 @@ DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
         }
         case Proto::udp: {
             if (m.l4_len < sizeof(rte_udp_hdr)) return DropReason::udp_truncated;
-            uint16_t ulen = rte_be_to_cpu_16(load<rte_be16_t>(l4 + 4));
+            uint16_t ulen = from_be16(load<rte_be16_t>(l4 + 4));
             // A first fragment carries only part of the datagram: its length may exceed the payload.
             if (ulen < sizeof(rte_udp_hdr) || (!m.more_fragments && ulen > m.l4_len)) return DropReason::udp_bad_length;
             set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
@@ -291,7 +291,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     const uint8_t* ip = f + off;
     if ((ip[0] >> 4) != 6) [[unlikely]]
         return DropReason::ip6_bad_version;
-    const uint32_t end = 40u + rte_be_to_cpu_16(load<rte_be16_t>(ip + 4));
+    const uint32_t end = 40u + from_be16(load<rte_be16_t>(ip + 4));
     if (off + end > len) [[unlikely]]
         return DropReason::ip6_bad_payload_length;  // padding after it is allowed
     m.l3 = L3Kind::ipv6;
@@ -350,7 +350,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     if (ihl < sizeof(rte_ipv4_hdr) || off + ihl > len) [[unlikely]]
         return DropReason::ip_bad_ihl;
     // (5): total length at least the header, and within the frame (padding after it is allowed).
-    uint16_t total = rte_be_to_cpu_16(load<rte_be16_t>(ip + 2));
+    uint16_t total = from_be16(load<rte_be16_t>(ip + 2));
     if (total < ihl || off + total > len) [[unlikely]]
         return DropReason::ip_bad_total_length;
     // (2): the header checksum verifies.
@@ -368,12 +368,12 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     if (is_martian_source(m.key.src)) [[unlikely]]
         return DropReason::ip_bad_source;
 
-    const uint16_t frag = rte_be_to_cpu_16(load<rte_be16_t>(ip + 6));
+    const uint16_t frag = from_be16(load<rte_be16_t>(ip + 6));
     m.more_fragments = (frag & RTE_IPV4_HDR_MF_FLAG) != 0;
     m.dont_fragment = (frag & RTE_IPV4_HDR_DF_FLAG) != 0;
     if (frag & (RTE_IPV4_HDR_OFFSET_MASK | RTE_IPV4_HDR_MF_FLAG)) [[unlikely]] {
         const uint32_t fo = (frag & RTE_IPV4_HDR_OFFSET_MASK) * 8u;
-        if (DropReason r = set_fragment(m, fo, m.l4_off, m.l4_len, rte_be_to_cpu_16(load<rte_be16_t>(ip + 4)), ip[9]);
+        if (DropReason r = set_fragment(m, fo, m.l4_off, m.l4_len, from_be16(load<rte_be16_t>(ip + 4)), ip[9]);
             r != DropReason::none)
             return r;
         if (fo) return DropReason::none;  // a later fragment: addresses only (frag_stage.h)
@@ -395,11 +395,11 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     if (len < sizeof(rte_ether_hdr)) [[unlikely]]
         return DropReason::eth_truncated;
     uint16_t off = sizeof(rte_ether_hdr);
-    uint16_t type = rte_be_to_cpu_16(load<rte_be16_t>(f + 12));
+    uint16_t type = from_be16(load<rte_be16_t>(f + 12));
     if (type == kEthVlan) {
         if (len < off + sizeof(rte_vlan_hdr)) [[unlikely]]
             return DropReason::vlan_truncated;
-        type = rte_be_to_cpu_16(load<rte_be16_t>(f + off + 2));
+        type = from_be16(load<rte_be16_t>(f + off + 2));
         off += sizeof(rte_vlan_hdr);
         if (type == kEthVlan || type == kEthQinQ) [[unlikely]]
             return DropReason::vlan_stacked;
