@@ -104,7 +104,7 @@ uint32_t BasicFlowTable<K>::live_total() const noexcept {
 }
 
 template <typename K>
-typename BasicFlowTable<K>::Hash BasicFlowTable<K>::hash(const K& k) const noexcept {
+[[gnu::always_inline]] inline typename BasicFlowTable<K>::Hash BasicFlowTable<K>::hash(const K& k) const noexcept {
     static_assert(sizeof(K) % 8 == 0);
     uint64_t a, b;
     std::memcpy(&a, &k, 8);

@@ -66,8 +66,9 @@ struct Nat6 {
 // sent as 0xffff. `ip_delta`: a change to the IPv4 header made beside (the TTL's), added to its
 // checksum with the addresses'. Each checksum is folded once. Returns whether a port changed.
 template <typename N>
-bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from, const typename N::Key& to, bool ports,
-                     uint8_t* l4_csum, bool udp, uint32_t ip_delta = 0) noexcept {
+[[gnu::always_inline]] inline bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from,
+                                                   const typename N::Key& to, bool ports, uint8_t* l4_csum, bool udp,
+                                                   uint32_t ip_delta = 0) noexcept {
     uint32_t addr_sum = 0, port_sum = 0;
     bool addr_changed = false, ports_changed = false;
     if (!(from.src == to.src)) {
@@ -103,7 +104,8 @@ bool rewrite_headers(uint8_t* ip, uint8_t* l4, const typename N::Key& from, cons
 }
 
 template <typename N>
-void tuple(uint8_t* frame, const PacketMeta& m, const typename N::Key& to, uint32_t ip_delta = 0) noexcept {
+[[gnu::always_inline]] inline void tuple(uint8_t* frame, const PacketMeta& m, const typename N::Key& to,
+                                         uint32_t ip_delta = 0) noexcept {
     uint8_t* l4 = frame + m.l4_off;
     const typename N::Key& from = N::key(m);
     const auto proto = static_cast<Proto>(from.proto);

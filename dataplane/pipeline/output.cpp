@@ -138,8 +138,8 @@ namespace {
 // A routed packet: to its next hop's MAC, or into the hold queue while an ARP request (a neighbor
 // solicitation) asks for it.
 template <typename A>
-void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable<A>& nt, const A& hop,
-                 PacketTrace* t) noexcept {
+[[gnu::always_inline]] inline void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable<A>& nt,
+                                               const A& hop, PacketTrace* t) noexcept {
     Output& o = ctx.out;
     const rte_ether_addr& src = o.mac(p.out_port);
     using State = typename BasicNeighborTable<A>::State;
@@ -195,7 +195,8 @@ void send_routed(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, BasicNeighborTable
     return true;
 }
 
-inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port, PacketTrace* t) noexcept {
+[[gnu::always_inline]] inline void output_one(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port,
+                                              PacketTrace* t) noexcept {
     switch (p.verdict) {
         case Verdict::drop:
             output_drop(ctx, m, p.reason);

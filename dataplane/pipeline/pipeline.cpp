@@ -10,56 +10,11 @@
 #include "dataplane/base/family.h"
 #include "dataplane/pipeline/forward.h"
 #include "dataplane/pipeline/new_flow.h"
+#include "dataplane/pipeline/parse_stage.h"
 
 namespace svcgate::dp {
 
 namespace {
-
-// Parse: every packet gets its meta or a drop reason; IPv4 and IPv6 packets go on to their
-// family's flow lookup (an ICMP error by the tuple of the flow it is about: conntrack's RELATED),
-// ARP and Neighbor Discovery to the output stage as `local`.
-void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
-    for (uint16_t i = 0; i < b.n; ++i) {
-        if (i + 1 < b.n) rte_prefetch0(rte_pktmbuf_mtod(b.mbufs[i + 1], void*));
-        rte_mbuf* mb = b.mbufs[i];
-        PacketState& p = b.pkt[i];
-        ctx.counters.rx_packets++;
-        ctx.counters.rx_bytes += mb->pkt_len;
-        ParseOptions po{.ip_csum_verified =
-                            (mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD};
-        // A frame larger than one mbuf arrives chained; headers split over segments are not
-        // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
-        DropReason r = mb->nb_segs > 1
-            ? DropReason::mbuf_chained
-            : parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), p.meta, po);
-        if ((mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none)
-            r = DropReason::ip_bad_checksum;
-        p.ref = FlowRef{};
-        p.attributed = false;
-        p.frag = FragRole::none;
-        p.l2 = L2Outcome::none;
-        p.next_mac = 0;
-        p.next_hop = Ip4{};
-        if (b.trace) b.trace[i] = PacketTrace{};
-        if (r != DropReason::none) {
-            p.set(Verdict::drop, r);
-        } else if (p.meta.is_fragment()) [[unlikely]] {
-            p.set(Verdict::forward);
-            frag_arrive(b, ctx, i);  // frag_stage.h: a first fragment goes on to its lookup
-        } else if (p.meta.l3 == L3Kind::ipv4) [[likely]] {
-            // No copy of the tuple into `out` here: parse has just written it field by field, and
-            // a 16-byte load of it now would stall on store forwarding (4% of process_burst in
-            // BM_PipelineEstablished). A forwarded packet leaves with meta.key.
-            p.set(Verdict::forward);
-            b.flows.push(i);
-        } else if (p.meta.l3 == L3Kind::ipv6 && !p.meta.is_nd()) {
-            p.set(Verdict::forward);
-            b.flows6.push(i);
-        } else {
-            p.set(Verdict::local);  // ARP, Neighbor Discovery: answered or learned from by the output stage
-        }
-    }
-}
 
 // A client's SYN on a connection of its own that is over (TIME_WAIT or CLOSE, the endpoint
 // perhaps removed since): a new connection, as conntrack reopens it (nf_conntrack_tcp_packet:
