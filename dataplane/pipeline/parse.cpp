@@ -215,6 +215,17 @@ DropReason parse_icmp6(const uint8_t* ip, const uint8_t* l4, PacketMeta& m) noex
     return DropReason::none;
 }
 
+// The TCP flag combinations no stack sends and scanners do (nmap -sN/-sX, SYN+FIN and SYN+RST
+// probes), as a bit per combination of the six flags: one shift and test a packet.
+constexpr uint64_t kBadTcpFlags = [] {
+    uint64_t bad = 0;
+    for (unsigned f = 0; f < 64; ++f)
+        if (f == 0 || (f & (kSyn | kFin)) == (kSyn | kFin) || (f & (kSyn | kRst)) == (kSyn | kRst) ||
+            (f & (kFin | kPsh | kUrg)) == (kFin | kPsh | kUrg))
+            bad |= uint64_t{1} << f;
+    return bad;
+}();
+
 [[gnu::always_inline]] inline DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
     switch (static_cast<Proto>(proto)) {
         case Proto::tcp: {
@@ -223,11 +234,7 @@ DropReason parse_icmp6(const uint8_t* ip, const uint8_t* l4, PacketMeta& m) noex
             if (doff < 5 || doff * 4u > m.l4_len) return DropReason::tcp_bad_doff;
             set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
             m.tcp_flags = l4[13] & 0x3f;
-            uint8_t f = m.tcp_flags;
-            // No stack sends these; scanners do (nmap -sN/-sX, SYN+FIN / SYN+RST probes).
-            if (f == 0 || (f & (kSyn | kFin)) == (kSyn | kFin) || (f & (kSyn | kRst)) == (kSyn | kRst) ||
-                (f & (kFin | kPsh | kUrg)) == (kFin | kPsh | kUrg))
-                return DropReason::tcp_bad_flags;
+            if (kBadTcpFlags >> m.tcp_flags & 1) return DropReason::tcp_bad_flags;
             return DropReason::none;
         }
         case Proto::udp: {

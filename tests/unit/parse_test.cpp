@@ -40,6 +40,25 @@ TEST(Parse, ValidTcpUdpIcmpSctp) {
     EXPECT_EQ(parse(frame("sctp 10.0.0.1:1 > 10.0.0.2:2")), DropReason::none);
 }
 
+// Every combination of the six flags (and the two reserved bits above them, which parse ignores):
+// refused exactly when no stack would send it, whatever the parser's form of the rule.
+TEST(Parse, TcpFlagCombinationsNoStackSendsAreRefused) {
+    const auto tcp = frame("tcp 10.0.0.1:1000 > 10.0.0.2:80 [S]");
+    unsigned refused = 0;
+    for (unsigned byte = 0; byte < 256; ++byte) {
+        auto f = tcp;
+        f[14 + 20 + 13] = static_cast<uint8_t>(byte);
+        const unsigned fl = byte & 0x3f;
+        const bool bad = fl == 0 || (fl & (kSyn | kFin)) == (kSyn | kFin) || (fl & (kSyn | kRst)) == (kSyn | kRst) ||
+            (fl & (kFin | kPsh | kUrg)) == (kFin | kPsh | kUrg);
+        PacketMeta m;
+        EXPECT_EQ(parse(f, &m), bad ? DropReason::tcp_bad_flags : DropReason::none) << "flags byte " << byte;
+        EXPECT_EQ(m.tcp_flags, fl) << "flags byte " << byte;
+        refused += bad;
+    }
+    EXPECT_EQ(refused, 4u * 29u);  // 29 of the 64 combinations, each under 4 settings of the reserved bits
+}
+
 TEST(Parse, EachMalformedClassHasItsReason) {
     auto tcp = frame("tcp 10.0.0.1:1000 > 10.0.0.2:80 [S]");
     auto udp = frame("udp 10.0.0.1:1000 > 10.0.0.2:53");
