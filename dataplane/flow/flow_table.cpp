@@ -136,7 +136,8 @@ template <typename K>
 }
 
 template <typename K>
-FlowRef BasicFlowTable<K>::probe_bucket(const K& k, uint32_t b, uint32_t sig) const noexcept {
+[[gnu::always_inline]] inline FlowRef BasicFlowTable<K>::probe_bucket(const K& k, uint32_t b,
+                                                                      uint32_t sig) const noexcept {
     const Bucket& bk = buckets_[b];
     for (unsigned m = matches(b, sig); m; m &= m - 1) {
         // acquire: pairs with the release store or CAS that published the slot, so the record's
@@ -152,7 +153,7 @@ FlowRef BasicFlowTable<K>::probe_bucket(const K& k, uint32_t b, uint32_t sig) co
 }
 
 template <typename K>
-FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
+[[gnu::always_inline]] inline FlowRef BasicFlowTable<K>::probe(const K& k, const Hash& h) const noexcept {
     for (;;) {
         const uint64_t moved = moves_.load(std::memory_order_acquire);
         FlowRef r = probe_bucket(k, h.b1, h.sig);
@@ -171,7 +172,8 @@ FlowRef BasicFlowTable<K>::lookup(const K& k) const noexcept {
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want) const noexcept {
+[[gnu::always_inline]] inline unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep,
+                                                                      uint64_t want) const noexcept {
     const Bucket& bk = buckets_[b];
 #if defined(__AVX2__)
     // Eight slots in two loads and compares; no branch per slot. Each aligned 8-byte lane is
@@ -193,7 +195,7 @@ unsigned BasicFlowTable<K>::slots_where(uint32_t b, uint64_t keep, uint64_t want
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
+[[gnu::always_inline]] inline unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
     // The record a slot names is checked by key afterwards. (A signature has bit 0 set: an empty
     // slot never matches.)
     const unsigned m = slots_where(b, 0x7fffffff, sig);
@@ -202,7 +204,7 @@ unsigned BasicFlowTable<K>::matches(uint32_t b, uint32_t sig) const noexcept {
 }
 
 template <typename K>
-uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
+[[gnu::always_inline]] inline uint64_t BasicFlowTable<K>::candidate(uint32_t b, uint32_t sig) const noexcept {
     const unsigned m = matches(b, sig);
     return m ? buckets_[b].slot[std::countr_zero(m)].load(std::memory_order_acquire) : 0;
 }
@@ -283,7 +285,7 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
 }
 
 template <typename K>
-void BasicFlowTable<K>::add_spill(uint32_t b, int delta) noexcept {
+[[gnu::always_inline]] inline void BasicFlowTable<K>::add_spill(uint32_t b, int delta) noexcept {
     auto& c = buckets_[b].spill;
     if (single_writer_)
         c.store(c.load(std::memory_order_relaxed) + static_cast<uint64_t>(int64_t{delta}), std::memory_order_relaxed);
@@ -292,7 +294,7 @@ void BasicFlowTable<K>::add_spill(uint32_t b, int delta) noexcept {
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::claim_in(uint32_t b, uint64_t value) noexcept {
+[[gnu::always_inline]] inline unsigned BasicFlowTable<K>::claim_in(uint32_t b, uint64_t value) noexcept {
     for (unsigned empty = slots_where(b, ~uint64_t{0}, 0); empty; empty &= empty - 1) {
         const unsigned i = std::countr_zero(empty);
         auto& s = buckets_[b].slot[i];
@@ -346,7 +348,7 @@ bool BasicFlowTable<K>::make_room(uint32_t b, unsigned depth) noexcept {
 }
 
 template <typename K>
-bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
+[[gnu::always_inline]] inline bool BasicFlowTable<K>::claim_slot(const Hash& h, uint64_t value) noexcept {
     // Another writer may take a slot just emptied for this entry: then again, a few times.
     for (unsigned attempt = 0; attempt < 4; ++attempt) {
         if (claim_in(h.b1, value) != kSlots) return true;
@@ -414,7 +416,7 @@ void BasicFlowTable<K>::unlock_stripes(uint32_t a, uint32_t b) noexcept {
 }
 
 template <typename K>
-uint32_t BasicFlowTable<K>::alloc_id(Owner& o) noexcept {
+[[gnu::always_inline]] inline uint32_t BasicFlowTable<K>::alloc_id(Owner& o) noexcept {
     if (o.n_free == 0) reclaim(o);
     if (o.n_free == 0) return FlowRef::kMiss;
     return o.free[--o.n_free];
