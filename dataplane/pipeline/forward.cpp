@@ -52,6 +52,13 @@ template <typename F>
     F::next_hop(p) = hop->gateway.is_zero() ? out.dst : hop->gateway;
 }
 
+// IPv6's route_one, a call of its own: with the hop cache's lookup always inlined (as a call it
+// held 9% of an IPv6 worker's samples through the port), IPv6's route would otherwise be inlined
+// beside IPv4's into the loop every IPv4 packet runs.
+[[gnu::noinline]] void route_one6(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {
+    route_one<V6>(ctx, mb, p, in_port);
+}
+
 // A later fragment (frag_stage.h): where its first fragment went (p.out_port, next hop), with the
 // addresses it left with (p.out); no L4 header to rewrite.
 template <typename F>
@@ -75,7 +82,7 @@ template <typename F>
                 else
                     follow_one<V4>(ctx, mb, p, in_port);
             } else if (p.meta.is_v6()) [[unlikely]]
-                route_one<V6>(ctx, mb, p, in_port);
+                route_one6(ctx, mb, p, in_port);
             else
                 route_one<V4>(ctx, mb, p, in_port);
             break;
