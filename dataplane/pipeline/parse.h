@@ -99,6 +99,10 @@ struct PacketMeta {
             icmp_type >= kIcmp6RouterSolicit && icmp_type <= kIcmp6Redirect;
     }
 };
+// dont_fragment's bit in the byte its bit-fields share (after `l3`), for the stage that writes the
+// byte whole (parse.cpp's fast path; ParseBurst.FlagsByteLayout checks it).
+inline constexpr uint8_t kDontFragmentBit = 0x02;
+
 // Copied whole from a zero object by parse_packet (six 16-byte loads and stores): a field added
 // past the padding costs every packet.
 static_assert(sizeof(PacketMeta) == 100);

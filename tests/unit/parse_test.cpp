@@ -1,13 +1,23 @@
 // One test per parse exit: each malformed class ends in its named DropReason.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <functional>
+#include <memory>
+#include <random>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <rte_ip.h>
+#include <rte_mbuf.h>
 
 #include "dataplane/base/checksum.h"
 #include "control/trace/packet_spec.h"
+#include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/parse.h"
+#include "dataplane/pipeline/parse_stage.h"
+#include "test_support.h"
 
 using namespace svcgate;
 using namespace svcgate::dp;
@@ -217,4 +227,125 @@ TEST(Parse, EveryPrefixOfAFrameIsHandled) {
         std::vector<uint8_t> cut(f.begin(), f.begin() + n);
         EXPECT_NE(parse(cut), DropReason::none) << "prefix of " << n << " bytes";
     }
+}
+
+// The parse stage (parse_burst) decides the common frame (untagged IPv4, TCP or UDP, no options,
+// no fragment) on a fast path of its own and sends every other frame to the full parser. The
+// two must agree: for frames with random bytes of their headers changed (half of them with the
+// IPv4 checksum made good again, so that the change reaches the checks behind it), cut short or
+// padded, and with every checksum offload flag, the stage's meta and reason are parse_packet's.
+TEST(ParseBurst, FastPathAgreesWithTheFullParserOnMutatedFrames) {
+    test::ensure_eal();
+    auto t = test::tracer(test::gateway_config("  []"));
+    std::mt19937 rng(7);
+    const std::vector<std::vector<uint8_t>> bases = {
+        frame("tcp 10.0.0.1:1000 > 10.0.0.2:80 [.]"),
+        frame("tcp 10.0.0.1:1000 > 10.0.0.2:80 [S] len=20"),
+        frame("tcp 192.168.1.7:40000 > 10.96.0.10:443 [P.] len=100"),
+        frame("udp 10.0.0.1:53 > 10.0.0.2:53 len=30"),
+        frame("udp 172.16.0.1:5000 > 10.96.0.20:53"),
+        frame("icmp 10.0.0.1 > 10.0.0.2"),
+        frame("sctp 10.0.0.1:1 > 10.0.0.2:2"),
+        frame("tcp [fd00:67::100]:40000 > [fd00:96::10]:443 [.]"),
+        frame("tcp [2001:db8::7]:1000 > [fd00::2]:80 [S] len=20"),
+        frame("udp [fd00:67::100]:5353 > [fd00:96::20]:53 len=30"),
+    };
+    // Addresses of the classes the parser refuses or keeps to the link, by family.
+    const std::vector<std::vector<uint8_t>> special4 = {
+        {0, 1, 2, 3}, {224, 0, 0, 1}, {255, 255, 255, 255}, {127, 0, 0, 1}};
+    const std::vector<std::vector<uint8_t>> special6 = {std::vector<uint8_t>(16, 0),
+                                                        {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                                                        {0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                                                        {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                                                        {0xfe, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}};
+    constexpr uint64_t kCsumFlags[] = {RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN, RTE_MBUF_F_RX_IP_CKSUM_GOOD,
+                                       RTE_MBUF_F_RX_IP_CKSUM_BAD, RTE_MBUF_F_RX_IP_CKSUM_NONE};
+    auto hex = [](const std::vector<uint8_t>& f) {
+        std::string h;
+        for (const uint8_t x : f) h += fmt::format("{:02x}", x);
+        return h;
+    };
+    auto b = std::make_unique<Burst>();
+    unsigned agreed_forward = 0, agreed_drop = 0;
+    for (unsigned round = 0; round < 2000; ++round) {
+        std::vector<std::vector<uint8_t>> frames(kBurst);
+        uint64_t flags[kBurst];
+        for (auto& f : frames) {
+            f = bases[rng() % bases.size()];
+            if (f.size() < 60) f.resize(60);  // a minimum Ethernet frame, zero-padded
+            for (unsigned n = rng() % 4; n; --n) {
+                const unsigned what = rng() % 8;
+                if (what == 0) {
+                    f.resize(rng() % (f.size() + 8));  // cut short, or padded past the IP length
+                } else if (what == 1 && f.size() >= 60) {
+                    // A length (IPv4 total length or IPv6 payload length, UDP length) a few bytes
+                    // off: the bounds' edges.
+                    const bool v6 = f[12] == 0x86 && f[13] == 0xdd;
+                    const unsigned at = rng() % 2 ? (v6 ? 18 : 16) : (v6 ? 58 : 38);
+                    const int v = (f[at] << 8 | f[at + 1]) + static_cast<int>(rng() % 17) - 8;
+                    f[at] = static_cast<uint8_t>(v >> 8);
+                    f[at + 1] = static_cast<uint8_t>(v);
+                } else if (what == 2 && f.size() >= 54) {
+                    const bool v6 = f[12] == 0x86 && f[13] == 0xdd;
+                    const auto& a = v6 ? special6[rng() % special6.size()] : special4[rng() % special4.size()];
+                    std::copy(a.begin(), a.end(), f.begin() + (v6 ? (rng() % 2 ? 22 : 38) : (rng() % 2 ? 26 : 30)));
+                } else if (!f.empty()) {
+                    f[rng() % std::min<size_t>(f.size(), 80)] = static_cast<uint8_t>(rng());
+                }
+            }
+            if (f.size() >= 34 && (f[14] & 0x0f) == 5 && rng() % 2) fix_ip_csum(f);
+        }
+        for (unsigned i = 0; i < kBurst; ++i) {
+            b->mbufs[i] = rte_pktmbuf_alloc(ctl::tool_mempool());
+            ASSERT_NE(b->mbufs[i], nullptr);
+            std::memcpy(rte_pktmbuf_append(b->mbufs[i], static_cast<uint16_t>(frames[i].size())), frames[i].data(),
+                        frames[i].size());
+            b->mbufs[i]->ol_flags = flags[i] = kCsumFlags[rng() % 4];
+        }
+        b->start(kBurst, 0);
+        parse_burst(*b, t->ctx());
+        for (unsigned i = 0; i < kBurst; ++i) {
+            const uint64_t csum = flags[i];
+            PacketMeta want;
+            DropReason r = parse_packet(frames[i].data(), static_cast<uint32_t>(frames[i].size()), want,
+                                        {.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD});
+            if (csum == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none) r = DropReason::ip_bad_checksum;
+            const PacketState& p = b->pkt[i];
+            if (r != DropReason::none) {
+                ASSERT_EQ(p.verdict, Verdict::drop)
+                    << "round " << round << " packet " << i << ": " << drop_reason_name(r) << ", offload flags " << csum
+                    << ", frame " << hex(frames[i]);
+                ASSERT_EQ(drop_reason_name(p.reason), drop_reason_name(r)) << "round " << round << " packet " << i;
+                ++agreed_drop;
+                continue;
+            }
+            ASSERT_EQ(std::memcmp(&p.meta, &want, sizeof want), 0)
+                << "round " << round << " packet " << i << ", frame " << hex(frames[i]);
+            if (!want.is_fragment() && want.l3 != L3Kind::arp && !want.is_nd()) {
+                ASSERT_EQ(p.verdict, Verdict::forward);
+                ++agreed_forward;
+            }
+        }
+        for (unsigned i = 0; i < kBurst; ++i)
+            if (b->mbufs[i]) rte_pktmbuf_free(b->mbufs[i]);  // null: held by the fragment stage
+    }
+    // Both paths were taken many times: the fast one by frames left whole, the full one by drops.
+    EXPECT_GT(agreed_forward, 5000u);
+    EXPECT_GT(agreed_drop, 5000u);
+    EXPECT_EQ(t->ctx().counters.rx_packets, 2000u * kBurst);
+}
+
+// The fast path writes the byte PacketMeta's bit-fields share whole: dont_fragment must be the
+// bit it sets.
+TEST(ParseBurst, FlagsByteLayout) {
+    PacketMeta m;
+    m.dont_fragment = true;
+    uint8_t byte;
+    std::memcpy(&byte, reinterpret_cast<const uint8_t*>(&m) + offsetof(PacketMeta, l3) + 1, 1);
+    EXPECT_EQ(byte, kDontFragmentBit);
+    m.dont_fragment = false;
+    m.more_fragments = true;
+    std::memcpy(&byte, reinterpret_cast<const uint8_t*>(&m) + offsetof(PacketMeta, l3) + 1, 1);
+    EXPECT_NE(byte & 0xff, 0);
+    EXPECT_EQ(byte & kDontFragmentBit, 0);
 }
