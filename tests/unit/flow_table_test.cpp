@@ -423,3 +423,23 @@ TEST(TableMemory, TheSelectedTransparentHugePageMode) {
     EXPECT_EQ(thp_selected("always madvise never"), "") << "none selected";
     EXPECT_EQ(thp_selected("] always ["), "") << "brackets the wrong way round";
 }
+
+// The tuples compare as wholes: equal copies are equal, and a key that differs from another in
+// any one byte of its 40 (the padding too: parse and the table keep it zero) is not equal to it.
+TEST(FlowKey6, EqualOnlyWhenEveryByteIs) {
+    FlowKey6 a{};
+    for (unsigned i = 0; i < 16; ++i) a.src.b[i] = static_cast<uint8_t>(0xfd + i), a.dst.b[i] = static_cast<uint8_t>(i);
+    a.sport = 0x1234;
+    a.dport = 0x5678;
+    a.proto = 6;
+    const FlowKey6 same = a;
+    EXPECT_TRUE(a == same);
+    for (unsigned at = 0; at < sizeof(FlowKey6); ++at) {
+        for (const uint8_t bit : {0x01, 0x80}) {
+            FlowKey6 b = a;
+            reinterpret_cast<uint8_t*>(&b)[at] ^= bit;
+            EXPECT_FALSE(a == b) << "byte " << at << ", bit " << int{bit};
+            EXPECT_FALSE(b == a) << "byte " << at << ", bit " << int{bit};
+        }
+    }
+}
