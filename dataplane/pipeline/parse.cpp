@@ -492,8 +492,7 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
 // and a few compares, the tuple written as one 16-byte store from the frame's own bytes (source,
 // destination and ports lie in the key's order there). Any other frame, or one failing any check,
 // returns false and goes to parse_frame, which names its reason; for a frame it takes, the meta is
-// parse_frame's byte for byte (ParseBurst tests). `len` at least 54: room for a TCP header, which a
-// minimum Ethernet frame (60 bytes) always has.
+// parse_frame's byte for byte (ParseBurst tests).
 [[gnu::always_inline]] inline bool parse_ipv4_fast(const uint8_t* f, uint32_t len, PacketMeta& m,
                                                    bool csum_verified) noexcept {
     constexpr uint32_t kEth = sizeof(rte_ether_hdr), kIp = sizeof(rte_ipv4_hdr);
@@ -550,9 +549,10 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
     return true;
 }
 
-// The same for IPv6: a 40-byte header followed at once by TCP or UDP (no extension header), global
-// or unique-local addresses (parse_ipv6's scope and source checks), a unicast destination MAC.
-// The key's addresses and ports lie in its order in the frame (bytes 22-57). `len` at least 74.
+// The same for IPv6: a 40-byte header followed at once by TCP or UDP (no extension header),
+// addresses parse_ipv6's scope and source checks let through (none multicast, loopback or
+// link-local, the source not unspecified), a unicast destination MAC. The key's addresses and
+// ports lie in its order in the frame (bytes 22-57). `len` at least 74.
 [[gnu::always_inline]] inline bool parse_ipv6_fast(const uint8_t* f, uint32_t len, PacketMeta& m) noexcept {
     constexpr uint32_t kEth = sizeof(rte_ether_hdr), kIp = 40;
     if (len < kEth + kIp + sizeof(rte_tcp_hdr)) [[unlikely]]
