@@ -21,6 +21,26 @@ namespace {
 
 const PacketMeta kZeroMeta{};
 
+// PacketMeta{} (l3 ipv4 is 0, both keys zero), before every parse. By stores alone where AVX is
+// there (three 32-byte stores and one of 4 bytes); else copied from a zero object (six 16-byte loads
+// and stores). Not assigned a temporary (GCC built that in pieces on the stack and read it back
+// whole, a store-forwarding stall that held a fifth of an IPv6 worker's own samples) nor memset
+// (GCC makes 100 bytes a `rep stosq`, whose start-up cost was a third of parse_packet's samples on
+// the established path, bench/HISTORY.md round six).
+[[gnu::always_inline]] inline void zero_meta(PacketMeta& m) noexcept {
+    static_assert(std::is_trivially_copyable_v<PacketMeta> && static_cast<int>(L3Kind::ipv4) == 0);
+#if defined(__AVX__)
+    static_assert(sizeof(PacketMeta) == 100);
+    auto* z = reinterpret_cast<uint8_t*>(&m);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z), _mm256_setzero_si256());
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z + 32), _mm256_setzero_si256());
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z + 64), _mm256_setzero_si256());
+    std::memset(z + 96, 0, sizeof(m) - 96);
+#else
+    std::memcpy(static_cast<void*>(&m), &kZeroMeta, sizeof(m));
+#endif
+}
+
 constexpr uint16_t kEthVlan = RTE_ETHER_TYPE_VLAN;
 constexpr uint16_t kEthQinQ = RTE_ETHER_TYPE_QINQ;
 constexpr uint32_t kArpIpv4Len = 28;  // RFC 826 body for Ethernet/IPv4
@@ -227,25 +247,37 @@ constexpr uint64_t kBadTcpFlags = [] {
     return bad;
 }();
 
+// TCP's header bounds on `l4_len` bytes of L4 header and payload at `l4`: the header whole, its
+// data offset at least 5 words and within the payload. Nothing past l4_len is read.
+[[gnu::always_inline]] inline DropReason check_tcp(const uint8_t* l4, uint32_t l4_len) noexcept {
+    if (l4_len < sizeof(rte_tcp_hdr)) return DropReason::tcp_truncated;
+    const uint32_t doff = l4[12] >> 4;
+    if (doff < 5 || doff * 4 > l4_len) return DropReason::tcp_bad_doff;
+    return DropReason::none;
+}
+
+// UDP's: the header whole, its length field at least the header and, unless the packet is a first
+// fragment (which carries only part of the datagram), within the payload.
+[[gnu::always_inline]] inline DropReason check_udp(const uint8_t* l4, uint32_t l4_len, bool more_fragments) noexcept {
+    if (l4_len < sizeof(rte_udp_hdr)) return DropReason::udp_truncated;
+    const uint32_t ulen = from_be16(load<rte_be16_t>(l4 + 4));
+    if (ulen < sizeof(rte_udp_hdr) || (!more_fragments && ulen > l4_len)) return DropReason::udp_bad_length;
+    return DropReason::none;
+}
+
 [[gnu::always_inline]] inline DropReason parse_l4(const uint8_t* l4, PacketMeta& m, uint8_t proto) noexcept {
     switch (static_cast<Proto>(proto)) {
         case Proto::tcp: {
-            if (m.l4_len < sizeof(rte_tcp_hdr)) return DropReason::tcp_truncated;
-            uint8_t doff = l4[12] >> 4;
-            if (doff < 5 || doff * 4u > m.l4_len) return DropReason::tcp_bad_doff;
+            if (DropReason r = check_tcp(l4, m.l4_len); r != DropReason::none) return r;
             set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
             m.tcp_flags = l4[13] & 0x3f;
             if (kBadTcpFlags >> m.tcp_flags & 1) return DropReason::tcp_bad_flags;
             return DropReason::none;
         }
-        case Proto::udp: {
-            if (m.l4_len < sizeof(rte_udp_hdr)) return DropReason::udp_truncated;
-            uint16_t ulen = from_be16(load<rte_be16_t>(l4 + 4));
-            // A first fragment carries only part of the datagram: its length may exceed the payload.
-            if (ulen < sizeof(rte_udp_hdr) || (!m.more_fragments && ulen > m.l4_len)) return DropReason::udp_bad_length;
+        case Proto::udp:
+            if (DropReason r = check_udp(l4, m.l4_len, m.more_fragments); r != DropReason::none) return r;
             set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
             return DropReason::none;
-        }
         case Proto::sctp:
             if (m.l4_len < 12) return DropReason::sctp_truncated;
             set_ports(m, load<rte_be16_t>(l4), load<rte_be16_t>(l4 + 2));
@@ -296,6 +328,22 @@ DropReason first_fragment(DropReason r, const uint8_t* l4) noexcept {
     }
 }
 
+// RFC 8200 / RFC 4291, on the frame `f` and its tuple: a multicast or loopback source is never
+// valid; the unspecified source only for duplicate address detection (an NS, `nd`, checked by
+// parse_icmp6); multicast frames and destinations, and link-local addresses, concern the link:
+// only Neighbor Discovery is read, nothing forwarded; the loopback destination concerns no link at
+// all (2.5.3).
+[[gnu::always_inline]] inline DropReason check_ip6_addresses(const uint8_t* f, const FlowKey6& k, bool nd) noexcept {
+    if (k.src.is_multicast() || k.src.is_loopback() || (k.src.is_zero() && !nd)) [[unlikely]]
+        return DropReason::ip_bad_source;
+    if (nd) return DropReason::none;
+    if ((f[0] & 0x01) || k.dst.is_multicast()) [[unlikely]]
+        return DropReason::ip6_multicast;
+    if (k.src.is_link_local() || k.dst.is_link_local() || k.dst.is_loopback()) [[unlikely]]
+        return DropReason::ip6_scope;
+    return DropReason::none;
+}
+
 DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& m) noexcept {
     if (len < off + 40u) [[unlikely]]
         return DropReason::ip6_truncated;
@@ -333,19 +381,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
         if (m.is_fragment()) r = first_fragment(r, f + m.l4_off);
         if (r != DropReason::none) return r;
     }
-    const bool nd = m.is_nd();
-    // RFC 8200 / RFC 4291: a multicast or loopback source is never valid; the unspecified source
-    // only for duplicate address detection (an NS, checked above); multicast frames and
-    // destinations, and link-local addresses, concern the link: only Neighbor Discovery is read,
-    // nothing forwarded; the loopback destination concerns no link at all (2.5.3).
-    if (m.key6.src.is_multicast() || m.key6.src.is_loopback() || (m.key6.src.is_zero() && !nd)) [[unlikely]]
-        return DropReason::ip_bad_source;
-    if (nd) return DropReason::none;
-    if ((f[0] & 0x01) || m.key6.dst.is_multicast()) [[unlikely]]
-        return DropReason::ip6_multicast;
-    if (m.key6.src.is_link_local() || m.key6.dst.is_link_local() || m.key6.dst.is_loopback()) [[unlikely]]
-        return DropReason::ip6_scope;
-    return DropReason::none;
+    return check_ip6_addresses(f, m.key6, m.is_nd());
 }
 
 // IPv4 after the link layer, the frame long enough for a minimal header; `ihl` its header length
@@ -398,13 +434,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
 // were about 25 instructions of an established packet's 1,000 (callgrind).
 [[gnu::always_inline]] inline DropReason parse_frame(const uint8_t* f, uint32_t len, PacketMeta& m,
                                                      ParseOptions opts) noexcept {
-    // All zero is PacketMeta{} (l3 ipv4 is 0, both keys zero). Copied from a zero object, not
-    // assigned a temporary (GCC built that in pieces on the stack and read it back whole, a
-    // store-forwarding stall that held a fifth of an IPv6 worker's own samples) nor memset (GCC
-    // makes 100 bytes a `rep stosq`, whose start-up cost was a third of parse_packet's samples on
-    // the established path, bench/README.md round six): six 16-byte loads and stores.
-    static_assert(std::is_trivially_copyable_v<PacketMeta> && static_cast<int>(L3Kind::ipv4) == 0);
-    std::memcpy(static_cast<void*>(&m), &kZeroMeta, sizeof(m));
+    zero_meta(m);
     if (len < sizeof(rte_ether_hdr)) [[unlikely]]
         return DropReason::eth_truncated;
     uint16_t off = sizeof(rte_ether_hdr);
@@ -445,49 +475,28 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     return parse_ipv4(f, len, off, m, opts, ihl);
 }
 
-// The L4 checks of parse_l4 for TCP and UDP, in a packet that is not a fragment; `l4` has room for
-// a TCP header's first 14 bytes. False: another protocol, or a check failed.
+// The L4 checks of parse_l4 (check_tcp, the flags, check_udp) for a packet that is not a fragment;
+// `l4` has room for a TCP header's first 14 bytes. False: another protocol, or a check failed.
 [[gnu::always_inline]] inline bool fast_l4(const uint8_t* l4, uint32_t l4_len, uint8_t proto) noexcept {
-    if (proto == static_cast<uint8_t>(Proto::tcp)) {
-        const uint32_t doff = l4[12] >> 4;
-        // doff >= 5 and doff * 4 <= l4_len: the header (20 bytes at least) within the payload.
-        return doff >= 5 && doff * 4 <= l4_len && !(kBadTcpFlags >> (l4[13] & 0x3f) & 1);
-    }
-    if (proto == static_cast<uint8_t>(Proto::udp)) {
-        const uint32_t ulen = from_be16(load<rte_be16_t>(l4 + 4));
-        return ulen >= sizeof(rte_udp_hdr) && ulen <= l4_len;  // so the header is within it too
-    }
+    if (proto == static_cast<uint8_t>(Proto::tcp))
+        return check_tcp(l4, l4_len) == DropReason::none && !(kBadTcpFlags >> (l4[13] & 0x3f) & 1);
+    if (proto == static_cast<uint8_t>(Proto::udp)) return check_udp(l4, l4_len, false) == DropReason::none;
     return false;
 }
 
-// The flags byte as the meta keeps it, read again where it is stored rather than kept from
-// fast_l4: a value live across the checks was spilled by GCC as a byte and read back as a word, a
+// The flags byte as the meta keeps it, read again where it is stored rather than kept from the
+// checks: a value live across the checks was spilled by GCC as a byte and read back as a word, a
 // store-forwarding stall that held a third of parse_burst's samples through the port.
 [[gnu::always_inline]] inline uint32_t fast_tcp_flags(const uint8_t* l4, uint8_t proto) noexcept {
     return proto == static_cast<uint8_t>(Proto::tcp) ? l4[13] & 0x3fu : 0u;
-}
-
-// PacketMeta{} (l3 ipv4 is 0, both keys zero) by stores alone: parse_frame's copy of kZeroMeta is as
-// many loads again.
-[[gnu::always_inline]] inline void zero_meta(PacketMeta& m) noexcept {
-    static_assert(std::is_trivially_copyable_v<PacketMeta> && static_cast<int>(L3Kind::ipv4) == 0);
-#if defined(__AVX__)
-    static_assert(sizeof(PacketMeta) == 100);
-    auto* z = reinterpret_cast<uint8_t*>(&m);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z), _mm256_setzero_si256());
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z + 32), _mm256_setzero_si256());
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(z + 64), _mm256_setzero_si256());
-    std::memset(z + 96, 0, sizeof(m) - 96);
-#else
-    std::memcpy(static_cast<void*>(&m), &kZeroMeta, sizeof(m));
-#endif
 }
 
 // The shortest frame the fast paths below take: an IPv4 TCP header's (a minimum Ethernet frame, 60
 // bytes, always has it).
 constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + sizeof(rte_tcp_hdr);
 
-// The frame nearly every packet is: untagged IPv4 to a unicast MAC, a 20-byte header, not a
+// The frame nearly every packet is (EtherType 0x0800, which the caller has read): untagged IPv4 to a
+// unicast MAC, a 20-byte header, not a
 // fragment, TCP or UDP, and every check of parse_frame passing. Decided from two 8-byte loads
 // and a few compares, the tuple written as one 16-byte store from the frame's own bytes (source,
 // destination and ports lie in the key's order there). Any other frame, or one failing any check,
@@ -502,9 +511,9 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
     // (flags and fragment offset, TTL, protocol, checksum, half the source), little-endian words.
     const uint64_t a = load<uint64_t>(f + 12);
     const uint64_t c = load<uint64_t>(f + 20);
-    // EtherType 0x0800, version 4 and IHL 5, a unicast destination MAC; neither MF nor an offset
-    // (DF and the reserved bit may be set, as parse_ipv4 allows).
-    if ((a & 0xffffff) != 0x450008 || (c & 0xff3f) != 0 || (f[0] & 0x01)) [[unlikely]]
+    // Version 4 and IHL 5, a unicast destination MAC; neither MF nor an offset (DF and the reserved
+    // bit may be set, as parse_ipv4 allows).
+    if ((a & 0xff0000) != 0x450000 || (c & 0xff3f) != 0 || (f[0] & 0x01)) [[unlikely]]
         return false;
     const uint32_t total = from_be16(static_cast<uint16_t>(a >> 32));
     const uint8_t proto = static_cast<uint8_t>(c >> 24);
@@ -549,18 +558,17 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
     return true;
 }
 
-// The same for IPv6: a 40-byte header followed at once by TCP or UDP (no extension header),
-// addresses parse_ipv6's scope and source checks let through (none multicast, loopback or
-// link-local, the source not unspecified), a unicast destination MAC. The key's addresses and
-// ports lie in its order in the frame (bytes 22-57). `len` at least 74.
+// The same for IPv6 (EtherType 0x86dd, which the caller has read): a 40-byte header followed at
+// once by TCP or UDP (no extension header), addresses and MAC that check_ip6_addresses lets
+// through. The key's addresses and ports lie in its order in the frame (bytes 22-57).
 [[gnu::always_inline]] inline bool parse_ipv6_fast(const uint8_t* f, uint32_t len, PacketMeta& m) noexcept {
     constexpr uint32_t kEth = sizeof(rte_ether_hdr), kIp = 40;
-    if (len < kEth + kIp + sizeof(rte_tcp_hdr)) [[unlikely]]
+    if (len < kEth + kIp + sizeof(rte_tcp_hdr)) [[unlikely]]  // a TCP header's room, as for IPv4
         return false;
     const uint8_t* ip = f + kEth;
     const uint32_t l4_len = from_be16(load<rte_be16_t>(ip + 4));
     const uint8_t proto = ip[6];
-    if ((ip[0] >> 4) != 6 || kEth + kIp + l4_len > len || (f[0] & 0x01)) [[unlikely]]
+    if ((ip[0] >> 4) != 6 || kEth + kIp + l4_len > len) [[unlikely]]
         return false;
     if (!fast_l4(ip + kIp, l4_len, proto)) [[unlikely]]
         return false;
@@ -569,10 +577,7 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
     zero_meta(m);
     std::memcpy(static_cast<void*>(&m.key6), ip + 8, 36);  // source, destination, ports
     m.key6.proto = proto;
-    const Ip6& src = m.key6.src;
-    const Ip6& dst = m.key6.dst;
-    if (src.is_multicast() || src.is_loopback() || src.is_zero() || dst.is_multicast() || src.is_link_local() ||
-        dst.is_link_local() || dst.is_loopback()) [[unlikely]]
+    if (check_ip6_addresses(f, m.key6, false) != DropReason::none) [[unlikely]]
         return false;
     m.l3 = L3Kind::ipv6;
     m.l3_off = kEth;
@@ -604,30 +609,28 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         p.next_hop = Ip4{};
         if (b.trace) b.trace[i] = PacketTrace{};
         const uint64_t csum = mb->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
-        // A frame larger than one mbuf arrives chained; headers split over segments are not
-        // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
         const uint8_t* f = rte_pktmbuf_mtod(mb, const uint8_t*);
+        const uint32_t len = rte_pktmbuf_data_len(mb);
         // The fast paths (above), for the common frames; the full parser for the rest and for
         // every error (a NIC's bad checksum too, whatever the frame: the full path's rule).
-        if (mb->nb_segs == 1 && rte_pktmbuf_data_len(mb) >= kFastMinLen && csum != RTE_MBUF_F_RX_IP_CKSUM_BAD)
-            [[likely]] {
+        if (mb->nb_segs == 1 && len >= kFastMinLen && csum != RTE_MBUF_F_RX_IP_CKSUM_BAD) [[likely]] {
             const uint16_t type = load<rte_be16_t>(f + 12);
             if (type == to_be16(RTE_ETHER_TYPE_IPV4) &&
-                parse_ipv4_fast(f, rte_pktmbuf_data_len(mb), p.meta, csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD)) [[likely]] {
+                parse_ipv4_fast(f, len, p.meta, csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD)) [[likely]] {
                 p.set(Verdict::forward);
                 b.flows.push(i);
                 continue;
             }
-            if (type == to_be16(RTE_ETHER_TYPE_IPV6) && parse_ipv6_fast(f, rte_pktmbuf_data_len(mb), p.meta)) {
+            if (type == to_be16(RTE_ETHER_TYPE_IPV6) && parse_ipv6_fast(f, len, p.meta)) {
                 p.set(Verdict::forward);
                 b.flows6.push(i);
                 continue;
             }
         }
+        // A frame larger than one mbuf arrives chained; headers split over segments are not
+        // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
         ParseOptions po{.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD};
-        DropReason r = mb->nb_segs > 1
-            ? DropReason::mbuf_chained
-            : parse_frame(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), p.meta, po);
+        DropReason r = mb->nb_segs > 1 ? DropReason::mbuf_chained : parse_frame(f, len, p.meta, po);
         if (csum == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none) r = DropReason::ip_bad_checksum;
         if (r != DropReason::none) {
             p.set(Verdict::drop, r);
