@@ -18,7 +18,7 @@ bench_lab_up() {
     bench_hp_before=$(cat $bench_hp)
     [ "$bench_hp_before" -lt 1600 ] && echo 1600 >$bench_hp
     mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; }
-    ip netns add "$bench_ns" 2>/dev/null || ip netns pids "$bench_ns" >/dev/null 2>&1
+    ip netns add "$bench_ns" 2>/dev/null || [ -e "/run/netns/$bench_ns" ]  # added, or left by a run before
 }
 
 # bench_lab_down: the namespace gone, then the prefix's hugepage files (DPDK leaves them behind,

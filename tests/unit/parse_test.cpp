@@ -346,6 +346,6 @@ TEST(ParseBurst, FlagsByteLayout) {
     m.dont_fragment = false;
     m.more_fragments = true;
     std::memcpy(&byte, reinterpret_cast<const uint8_t*>(&m) + offsetof(PacketMeta, l3) + 1, 1);
-    EXPECT_NE(byte & 0xff, 0);
+    EXPECT_NE(byte, 0);
     EXPECT_EQ(byte & kDontFragmentBit, 0);
 }
