@@ -74,6 +74,24 @@ inline uint16_t inet_csum(const void* data, size_t len) noexcept {
     return static_cast<uint16_t>(~csum_fold(csum_partial(data, len)));
 }
 
+// Whether a 20-byte IPv4 header's checksum verifies (inet_csum(h, 20) == 0), for the parse
+// stage's fast path. As summing 32-bit words, 2^16 = 1 mod 0xffff makes the one's-complement sum
+// the integer sum of the header's words mod 0xffff, 0xffff standing for 0 when the sum is not 0;
+// the checksum verifies when that is 0xffff, so when the integer sum is a non-zero multiple of
+// 0xffff. The five words are added as a tree and the test is one multiply-based remainder,
+// instead of csum_partial's chain of adds and folds: the header check was the longest
+// dependency chain of the fast path (a third of parse_burst's samples through the port).
+[[gnu::always_inline]] inline bool ipv4_header20_csum_ok(const void* h) noexcept {
+    const auto* p = static_cast<const uint8_t*>(h);
+    uint64_t a, b;
+    uint32_t c;
+    std::memcpy(&a, p, 8);
+    std::memcpy(&b, p + 8, 8);
+    std::memcpy(&c, p + 16, 4);
+    const uint64_t sum = ((a & 0xffffffff) + (a >> 32)) + ((b & 0xffffffff) + (b >> 32)) + c;
+    return sum % 0xffff == 0 && sum != 0;
+}
+
 // Full TCP/UDP checksum with the IPv4 pseudo-header (RFC 793 / RFC 768) over `l4_len` bytes
 // starting at `l4`, checksum field taken as it is (0 = verifies when the field is filled in).
 uint16_t ipv4_l4_csum(const void* ip_hdr, const void* l4, size_t l4_len) noexcept;

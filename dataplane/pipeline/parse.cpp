@@ -525,7 +525,7 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
         return false;
     if (is_martian_source(Ip4{load<rte_be32_t>(f + kEth + 12)})) [[unlikely]]
         return false;
-    if (!csum_verified && inet_csum(f + kEth, kIp) != 0) [[unlikely]]
+    if (!csum_verified && !ipv4_header20_csum_ok(f + kEth)) [[unlikely]]
         return false;
     zero_meta(m);
 #if defined(__SSE2__)
