@@ -2,10 +2,11 @@
 # sourced from the repository's root: the optimised build, and a scratch lab of hugepages and a
 # network namespace that is put back as it was however the script ends.
 #
-# bench_build [TARGET...]: builds build-bench/ (release, LTO; the targets given, or all).
+# bench_build [TARGET...]: builds build-bench/ (release, LTO, profile-guided: tools/pgo-build; the
+# targets given, or all), as the Debian package's release build is made.
 bench_build() {
     [ -d build-bench ] || meson setup build-bench --buildtype=release -Db_lto=true -Dtests=false >/dev/null || return 1
-    ninja -C build-bench "$@" >/dev/null
+    tools/pgo-build build-bench "$@"
 }
 
 # bench_lab_up NS PREFIX: raises the 2 MiB hugepages to 1,600 (the 1M-flow capture's pool: net_pcap
