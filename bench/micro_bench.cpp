@@ -182,6 +182,10 @@ struct World {
     NeighborTable6 neighbors6;
     std::unique_ptr<FlowTable6> flows6;
     rte_ether_addr mac{{0x02, 0, 0, 0, 0, 0x01}};
+    // The port's MTU, as the daemon always sets one (dataplane.ports[].mtu, 1,500 by default): the
+    // routed packet's path then checks it as the daemon's does (and tools/pgo-build's training run
+    // follows that path).
+    uint16_t mtu = 1500;
     std::unique_ptr<Burst> b = std::make_unique<Burst>();
     rte_mempool* pool = nullptr;
 
@@ -204,6 +208,7 @@ struct World {
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
         for (const char* hop : {"fd00::2", "fd00::fe"}) (void)neighbors6.pin(*ctl::parse_ip6(hop), mac);
         ctx.out.init(neighbors, neighbors6, pool, &mac, 1, TxSink{.send = &sink});
+        ctx.out.set_mtus(&mtu);
     }
     const ServiceSnapshot& snap() const { return *ctx.snap; }
     // Copies frames[first..first+n) into the mbufs m[0..n) (what net_pcap's infinite_rx does per
