@@ -401,7 +401,7 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
     if (total < ihl || off + total > len) [[unlikely]]
         return DropReason::ip_bad_total_length;
     // (2): the header checksum verifies.
-    if (!opts.ip_csum_verified && inet_csum(ip, ihl) != 0) [[unlikely]]
+    if (!opts.ip_csum_verified && !ipv4_header_csum_ok(ip, ihl)) [[unlikely]]
         return DropReason::ip_bad_checksum;
 
     m.l3 = L3Kind::ipv4;
@@ -525,7 +525,7 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
         return false;
     if (is_martian_source(Ip4{load<rte_be32_t>(f + kEth + 12)})) [[unlikely]]
         return false;
-    if (!csum_verified && !ipv4_header20_csum_ok(f + kEth)) [[unlikely]]
+    if (!csum_verified && !ipv4_header_csum_ok(f + kEth, kIp)) [[unlikely]]
         return false;
     zero_meta(m);
 #if defined(__SSE2__)

@@ -1,6 +1,5 @@
 // RFC 1624 incremental updates against full recomputation, on random headers.
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -67,29 +66,31 @@ TEST(Checksum, PartialSumMatchesSixteenBitReference) {
     }
 }
 
-// The parse stage's 20-byte header check against inet_csum: every value of the checksum field
-// of random headers (so both of one's complement's zeros, 0x0000 and 0xffff, wherever they
-// verify), all-ones and all-zero headers.
-TEST(Checksum, Ipv4Header20CheckMatchesInetCsum) {
+// The parser's header check against inet_csum, at every header length (20 to 60 bytes): every
+// value of the checksum field of random headers (so both of one's complement's zeros, 0x0000 and
+// 0xffff, wherever they verify), all-ones and all-zero headers.
+TEST(Checksum, Ipv4HeaderCheckMatchesInetCsum) {
     std::mt19937 rng(11);
-    std::vector<std::array<uint8_t, 20>> headers(64);
-    for (auto& h : headers)
-        for (auto& b : h) b = static_cast<uint8_t>(rng());
-    headers[0].fill(0xff);
-    headers[1].fill(0);
-    headers[2].fill(0);
-    headers[2][0] = 0x45;  // one non-zero byte: its checksum alone makes the sum 0xffff
-    unsigned valid = 0;
-    for (auto& h : headers) {
-        for (uint32_t v = 0; v <= 0xffff; ++v) {
-            h[10] = static_cast<uint8_t>(v >> 8);
-            h[11] = static_cast<uint8_t>(v);
-            const bool want = inet_csum(h.data(), 20) == 0;
-            valid += want;
-            ASSERT_EQ(ipv4_header20_csum_ok(h.data()), want) << "checksum field " << v;
+    for (size_t len = 20; len <= 60; len += 4) {
+        std::vector<std::vector<uint8_t>> headers(len == 20 ? 48 : 8, std::vector<uint8_t>(len));
+        for (auto& h : headers)
+            for (auto& b : h) b = static_cast<uint8_t>(rng());
+        std::fill(headers[0].begin(), headers[0].end(), 0xff);
+        std::fill(headers[1].begin(), headers[1].end(), 0);
+        std::fill(headers[2].begin(), headers[2].end(), 0);
+        headers[2][0] = 0x45;  // one non-zero byte: its checksum alone makes the sum 0xffff
+        unsigned valid = 0;
+        for (auto& h : headers) {
+            for (uint32_t v = 0; v <= 0xffff; ++v) {
+                h[10] = static_cast<uint8_t>(v >> 8);
+                h[11] = static_cast<uint8_t>(v);
+                const bool want = inet_csum(h.data(), len) == 0;
+                valid += want;
+                ASSERT_EQ(ipv4_header_csum_ok(h.data(), len), want) << len << " bytes, checksum field " << v;
+            }
         }
+        EXPECT_GE(valid, headers.size() - 1) << len << " bytes";  // every header but the zero one verifies once
     }
-    EXPECT_GE(valid, headers.size() - 2);  // each header but the zero one has a checksum that verifies
 }
 
 // A datagram sent without a checksum is translated without one.
