@@ -6,7 +6,7 @@
 # targets given, or all), as the Debian package's release build is made.
 bench_build() {
     [ -d build-bench ] || meson setup build-bench --buildtype=release -Db_lto=true -Dtests=false >/dev/null || return 1
-    tools/pgo-build build-bench "$@"
+    tools/pgo-build build-bench "$@" >/dev/null
 }
 
 # bench_lab_up NS PREFIX: raises the 2 MiB hugepages to 1,600 (the 1M-flow capture's pool: net_pcap
