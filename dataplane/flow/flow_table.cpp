@@ -223,8 +223,8 @@ inline void prefetch_record(const Flow* f, bool for_write = false) noexcept {
 }
 
 template <typename K>
-unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out,
-                                        KeyHash* hashes) const noexcept {
+unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes,
+                                        const Ahead* ahead) const noexcept {
     // Three passes over the burst so that each one's memory accesses overlap (rte_hash's bulk
     // lookup does the same): hash and prefetch the first bucket; find the candidate slot and
     // prefetch its record (a key not in a bucket that spills: prefetch the second bucket, and
@@ -240,6 +240,7 @@ unsigned BasicFlowTable<K>::lookup_bulk(const K* const* keys, unsigned n, FlowRe
         h[i] = hash(*keys[i]);
         rte_prefetch0(&buckets_[h[i].b1]);
     }
+    if (ahead) ahead->fn(ahead->arg);
     for (unsigned i = 0; i < n; ++i) {
         const uint64_t v = candidate(h[i].b1, h[i].sig);
         cand[i] = v;

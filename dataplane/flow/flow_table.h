@@ -216,7 +216,14 @@ public:
     // Bulk lookup in three passes (hash and prefetch the buckets; match signatures and prefetch
     // the records; compare keys), so a burst's misses overlap. Returns the number of misses.
     // `hashes` (optional): each key's hash, for prepare_insert() of a key that missed.
-    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes = nullptr) const noexcept;
+    // `ahead` (optional): the caller's own work, run once the burst's buckets are asked for and
+    // before the first is read, so that its misses and theirs are in flight together.
+    struct Ahead {
+        void (*fn)(void* arg) noexcept;
+        void* arg;
+    };
+    unsigned lookup_bulk(const K* const* keys, unsigned n, FlowRef* out, KeyHash* hashes = nullptr,
+                         const Ahead* ahead = nullptr) const noexcept;
 
     // Publishes a new flow owned by `owner`. Indexes key[1] too unless kFlowOneKey is set.
     // `hint`: from prepare_insert() for this very init (its keys unchanged since).

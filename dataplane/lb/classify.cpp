@@ -68,6 +68,17 @@ void classify_burst(Burst& b, WorkerCtx& ctx) noexcept {
     }
 }
 
+template <typename F>
+void prefetch_service_ports(const ServiceSnapshot& s, const typename F::Key* const* keys, unsigned n) noexcept {
+    const auto& vips = F::vips(s);
+    for (unsigned j = 0; j < n; ++j) {
+        const VipEntry e = vips.find(F::vip_key(keys[j]->dst, keys[j]->dport, keys[j]->proto));
+        if (e.hit()) rte_prefetch0(&s.services[e.service()]);
+    }
+}
+
+template void prefetch_service_ports<V4>(const ServiceSnapshot&, const FlowKey* const*, unsigned) noexcept;
+template void prefetch_service_ports<V6>(const ServiceSnapshot&, const FlowKey6* const*, unsigned) noexcept;
 template void classify_burst<V4>(Burst&, WorkerCtx&) noexcept;
 template void classify_burst<V6>(Burst&, WorkerCtx&) noexcept;
 

@@ -23,4 +23,10 @@ namespace svcgate::dp {
 template <typename F>
 void classify_burst(Burst& b, WorkerCtx& ctx) noexcept;
 
+// Before the flow lookup has answered, for a burst of mostly new connections: reads the VIP slots
+// of `keys` (asked for already) and asks for the service port of each that hits, so that its
+// miss is in flight with the flow buckets' instead of after them (lookup_burst).
+template <typename F>
+void prefetch_service_ports(const ServiceSnapshot& s, const typename F::Key* const* keys, unsigned n) noexcept;
+
 }  // namespace svcgate::dp

@@ -57,14 +57,28 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
     }
     const auto* table = F::table(ctx);
     // A flood of new connections with a VIP table far larger than the caches: each new flow's
-    // VIP slot is a miss of its own, and classify_burst could only ask for it once the lookup had
-    // answered. While the bursts are mostly misses, the slots are asked for now, beside the flow
-    // buckets, so the two misses overlap. Established traffic (few misses) never pays the hashes.
+    // VIP slot is a miss of its own, its service port another that waits for the slot, and
+    // classify_burst could only ask for them once the lookup had answered. While the bursts are
+    // mostly misses, the slots are asked for now, and read (their service ports asked for) once
+    // the flow buckets are asked for: three rounds of misses a burst become two. Established
+    // traffic (few misses) never pays the hashes.
     const auto& vips = F::vips(*ctx.snap);
-    if (ctx.mostly_new && vips.size() > kLargeVipTable) {
+    struct Ahead {
+        const ServiceSnapshot* snap;
+        const typename F::Key* const* keys;
+        unsigned n;
+    } ahead{ctx.snap, keys, flows.n};
+    const typename std::remove_cvref_t<decltype(*table)>::Ahead service_ports{
+        [](void* a) noexcept {
+            const auto& x = *static_cast<const Ahead*>(a);
+            prefetch_service_ports<F>(*x.snap, x.keys, x.n);
+        },
+        &ahead};
+    const bool early = ctx.mostly_new && vips.size() > kLargeVipTable;
+    if (early) {
         for (uint16_t j = 0; j < flows.n; ++j) vips.prefetch(F::vip_key(keys[j]->dst, keys[j]->dport, keys[j]->proto));
     }
-    const unsigned misses = table->lookup_bulk(keys, flows.n, refs, hashes);
+    const unsigned misses = table->lookup_bulk(keys, flows.n, refs, hashes, early ? &service_ports : nullptr);
     ctx.mostly_new = 2 * misses > flows.n;
     const StatsTable& st = *ctx.stats;
     // The counters each packet of a flow is added to: with many Services (over 16k counters,

@@ -61,6 +61,42 @@ TEST(FlowTable, InsertLookupBothDirectionsRemove) {
     EXPECT_EQ(t->live_total(), 0u);
 }
 
+// The bulk lookup runs the caller's `ahead` work once, after every key is hashed and before any
+// bucket is read, and answers as without it: hits in both directions, misses, and the hashes.
+TEST(FlowTable, BulkLookupRunsTheCallersWorkOnceAndAnswersAsWithout) {
+    auto t = FlowTable::create({.capacity = 1024, .owners = 1});
+    ASSERT_TRUE(t);
+    std::vector<FlowKey> keys;
+    for (uint32_t i = 0; i < 32; ++i) {
+        const FlowInit f = nat(key(i, static_cast<uint16_t>(1000 + i)), i);
+        if (i % 3 == 0) {
+            ASSERT_EQ(t->insert(0, f, 10).status, InsertStatus::inserted);
+        }
+        keys.push_back(i % 2 ? f.key[0] : f.key[1]);
+    }
+    const FlowKey* ptrs[32];
+    for (unsigned i = 0; i < 32; ++i) ptrs[i] = &keys[i];
+    FlowRef plain[32], with[32];
+    KeyHash h_plain[32], h_with[32];
+    const unsigned misses = t->lookup_bulk(ptrs, 32, plain, h_plain);
+    struct Seen {
+        int calls = 0;
+    } seen;
+    const FlowTable::Ahead ahead{[](void* a) noexcept { ++static_cast<Seen*>(a)->calls; }, &seen};
+    EXPECT_EQ(t->lookup_bulk(ptrs, 32, with, h_with, &ahead), misses);
+    EXPECT_EQ(seen.calls, 1);
+    EXPECT_EQ(misses, 21u) << "11 of the 32 flows were inserted";
+    for (unsigned i = 0; i < 32; ++i) {
+        EXPECT_EQ(with[i].hit(), plain[i].hit()) << i;
+        EXPECT_EQ(with[i].hit(), i % 3 == 0) << i;
+        if (with[i].hit()) {
+            EXPECT_EQ(with[i].dir, i % 2 ? Direction::original : Direction::reply) << i;
+        }
+        EXPECT_EQ(with[i].id, plain[i].id) << i;
+        EXPECT_EQ(h_with[i].b1, h_plain[i].b1) << i;
+    }
+}
+
 TEST(FlowTable, FillsToCapacityThenReportsFull) {
     auto t = FlowTable::create({.capacity = 4096, .owners = 1});
     std::vector<uint32_t> inserted;

@@ -2,6 +2,7 @@
 // spread, stickiness, reply translation, kube-proxy's masquerade cases, refusals, checksums.
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -711,6 +712,49 @@ TEST(PipelineBurst, MostlyNewBurstsTurnTheVipPrefetchOnAndEstablishedOnesOff) {
     EXPECT_FALSE(t->ctx().mostly_new) << "4 misses of 8";
     for (const auto& r : run_burst(*t, syns)) ASSERT_EQ(r.verdict, Verdict::dnat);
     EXPECT_FALSE(t->ctx().mostly_new) << "all known";
+}
+
+// With a VIP table far larger than the caches (over 16,384 VIPs of a family: pipeline.cpp's
+// kLargeVipTable), a burst of mostly new connections reads its VIP slots and asks for their
+// service ports while the flow lookup's misses are in flight (lookup_burst, then classify_burst
+// as for any burst). Each connection to one of 20,000 dual-stack Services, in bursts of 32 to
+// Services at random, goes to its own Service's endpoint, in both families.
+TEST(PipelineBurst, AVipTableFarLargerThanTheCachesSelectsAsAnyOther) {
+    constexpr uint32_t kServices = 20000;
+    std::string svcs;
+    for (uint32_t i = 0; i < kServices; ++i)
+        svcs += fmt::format(
+            "  - {{name: d/s{}, cluster_ips: [10.96.{}.{}, 'fd00:96::{:x}'], ports: [{{name: p, port: 80, "
+            "target_port: {}}}], endpoints: [10.244.2.{}, 'fd00:244:2::{:x}']}}\n",
+            i, (i + 1) >> 8, (i + 1) & 255, i + 1, 20000 + i, 1 + i % 250, 1 + i % 250);
+    auto t = test::tracer(test::dual_stack_config(svcs));
+    ASSERT_EQ(t->snapshot().vips.size(), kServices);
+    ASSERT_EQ(t->snapshot().vips6.size(), kServices);
+    std::mt19937 rng(7);
+    uint32_t port = 10000;
+    for (int family : {4, 6}) {
+        for (int burst = 0; burst < 8; ++burst) {
+            std::vector<std::string> specs, want;
+            for (int k = 0; k < 32; ++k, ++port) {
+                const uint32_t i = rng() % kServices;
+                if (family == 4) {
+                    specs.push_back(
+                        fmt::format("tcp 192.168.67.100:{} > 10.96.{}.{}:80 [S]", port, (i + 1) >> 8, (i + 1) & 255));
+                    want.push_back(fmt::format("10.244.2.{}:{}", 1 + i % 250, 20000 + i));
+                } else {
+                    specs.push_back(fmt::format("tcp [fd00:67::100]:{} > [fd00:96::{:x}]:80 [S]", port, i + 1));
+                    want.push_back(fmt::format("[fd00:244:2::{:x}]:{}", 1 + i % 250, 20000 + i));
+                }
+            }
+            const auto b = run_burst(*t, specs);
+            for (size_t k = 0; k < specs.size(); ++k) {
+                ASSERT_EQ(b[k].verdict, Verdict::dnat) << specs[k];
+                EXPECT_EQ(dest(b[k]), want[k]) << specs[k];
+            }
+            EXPECT_TRUE(t->ctx().mostly_new);
+        }
+    }
+    EXPECT_EQ(t->ctx().counters.flows_created, 2u * 8 * 32);
 }
 
 // A SYN and its retransmission in one burst: both are selected, the second insert finds the
