@@ -93,4 +93,44 @@ using NeighborTable6 = BasicNeighborTable<Ip6>;
 extern template class BasicNeighborTable<Ip4>;
 extern template class BasicNeighborTable<Ip6>;
 
+// One worker's copy of the last neighbor it looked up, per family, for the routed packets whose
+// route stage brought no MAC: those of a hop cache turned off by thousands of destinations
+// (hop_cache.h). Those destinations sit behind a few next hops, so consecutive packets mostly
+// share one, and the copy answers in a few compares instead of the table's hash and probe. It is
+// checked as HopCache checks its copies: the table's version unchanged (any MAC change bumps it)
+// and the copy fresh by its own learned time (a refresh the copy missed only sends it back to the
+// table, which answers with the new time). Answers are the table's lookup() answers.
+//
+// Runs on: the worker that owns it. Never shared.
+template <typename A>
+class LastNeighbor {
+public:
+    using Table = BasicNeighborTable<A>;
+    typename Table::State lookup(const Table& nt, const A& ip, uint32_t now, rte_ether_addr& mac) noexcept {
+        const uint32_t version = nt.version();  // before the MAC (neighbor.h)
+        if (valid_ && ip == ip_ && version == version_ && Table::fresh(copy_, now)) [[likely]] {
+            mac = copy_.mac;
+            return Table::State::fresh;
+        }
+        typename Table::Resolved r;
+        if (!nt.resolve(ip, r)) {
+            valid_ = false;
+            return Table::State::unknown;
+        }
+        mac = r.mac;
+        valid_ = Table::fresh(r, now);
+        if (!valid_) return Table::State::stale;
+        ip_ = ip;
+        version_ = version;
+        copy_ = r;
+        return Table::State::fresh;
+    }
+
+private:
+    A ip_{};
+    uint32_t version_ = 0;
+    typename Table::Resolved copy_{};
+    bool valid_ = false;
+};
+
 }  // namespace svcgate::dp

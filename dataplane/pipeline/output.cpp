@@ -149,7 +149,7 @@ template <typename A>
         std::memcpy(mac.addr_bytes, &p.next_mac, RTE_ETHER_ADDR_LEN);
         ns = State::fresh;
     } else {
-        ns = nt.lookup(hop, ctx.now, mac);
+        ns = o.last_neighbor<A>().lookup(nt, hop, ctx.now, mac);
     }
     bool asked = false;
     if (ns != State::unknown) {

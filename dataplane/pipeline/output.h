@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include <rte_ether.h>
 #include <rte_mbuf.h>
@@ -89,6 +90,16 @@ public:
     };
     TxBatch& batch(uint16_t port) noexcept { return batches_[port]; }
 
+    // The family's last neighbor looked up (neighbor.h): what a routed packet without a MAC from
+    // the route stage asks first.
+    template <typename A>
+    LastNeighbor<A>& last_neighbor() noexcept {
+        if constexpr (std::is_same_v<A, Ip4>)
+            return last_neighbor4_;
+        else
+            return last_neighbor6_;
+    }
+
 private:
     friend void output_burst(Burst&, WorkerCtx&) noexcept;
     friend void output_retry_held(WorkerCtx&) noexcept;
@@ -108,6 +119,8 @@ private:
     std::unique_ptr<TxBatch[]> batches_;
     Held held_[kHold];
     unsigned n_held_ = 0;
+    LastNeighbor<Ip4> last_neighbor4_;
+    LastNeighbor<Ip6> last_neighbor6_;
 };
 
 // Every packet of the burst, by its verdict: answered, sent, held or freed; then the batches go

@@ -182,3 +182,48 @@ TEST(HopCache, ThrashingTurnsItOffAndAWorkingSetThatFitsTurnsItBackOn) {
         EXPECT_EQ(a.last, 3);
     }
 }
+
+// The output stage's copy of its last neighbor (LastNeighbor) answers what the table's own lookup
+// answers at that moment, state and MAC, through everything that changes a neighbor: learned,
+// moved to another MAC, gone stale, refreshed, pinned, unpinned, and lookups of another address
+// in between. A copy used past any of these would answer a MAC or a freshness the table no
+// longer has.
+TEST(LastNeighbor, AnswersAsTheTableAtEveryMoment) {
+    test::ensure_eal();
+    NeighborTable nt;
+    LastNeighbor<Ip4> last;
+    const Ip4 a = ip4("10.192.0.3"), b = ip4("10.192.0.4");
+    int steps = 0;
+    auto same = [&](const Ip4& ip, uint32_t now, const char* what) {
+        rte_ether_addr want{}, got{};
+        const auto ws = nt.lookup(ip, now, want);
+        const auto gs = last.lookup(nt, ip, now, got);
+        EXPECT_EQ(gs, ws) << what;
+        if (ws != NeighborTable::State::unknown) {
+            EXPECT_TRUE(rte_is_same_ether_addr(&got, &want)) << what;
+        }
+        ++steps;
+        return ws;
+    };
+    uint32_t now = 100;
+    EXPECT_EQ(same(a, now, "unknown"), NeighborTable::State::unknown);
+    nt.learn(a, mac(3), now, true);
+    EXPECT_EQ(same(a, now, "learned"), NeighborTable::State::fresh);
+    same(a, now + 1, "from the copy");
+    nt.learn(a, mac(33), now + 2, false);
+    same(a, now + 2, "moved to another MAC");
+    nt.learn(b, mac(4), now + 2, true);
+    same(b, now + 2, "another address");
+    same(a, now + 3, "back to the first");
+    const uint32_t later = now + 2 + NeighborTable::kStaleAfter;
+    EXPECT_EQ(same(a, later, "stale"), NeighborTable::State::stale);
+    nt.learn(a, mac(33), later, false);  // the same MAC again: a refresh, no version change
+    EXPECT_EQ(same(a, later, "refreshed"), NeighborTable::State::fresh);
+    same(a, later + NeighborTable::kStaleAfter - 1, "fresh by the refresh's time");
+    ASSERT_TRUE(nt.pin(a, mac(44)));
+    same(a, later + 1, "pinned");
+    same(a, later + 10 * NeighborTable::kStaleAfter, "pinned: never stale");
+    nt.unpin(a);
+    same(a, later + 10 * NeighborTable::kStaleAfter, "unpinned: stale at once");
+    EXPECT_EQ(steps, 12);
+}
