@@ -43,6 +43,19 @@ template <typename F>
 // entry at half load, 512 KiB).
 constexpr size_t kLargeVipTable = 16384;
 
+// What lookup_bulk's `ahead` call needs to ask for a burst's service ports (lookup_burst).
+template <typename F>
+struct ServicePortsAhead {
+    const ServiceSnapshot* snap;
+    const typename F::Key* const* keys;
+    unsigned n;
+};
+template <typename F>
+void ask_service_ports(void* arg) noexcept {
+    const auto& a = *static_cast<const ServicePortsAhead<F>*>(arg);
+    prefetch_service_ports<F>(*a.snap, a.keys, a.n);
+}
+
 // Lookup: one bulk lookup for the family's tuples; what found no flow goes on to classify.
 template <typename F>
 void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
@@ -63,17 +76,8 @@ void lookup_burst(Burst& b, WorkerCtx& ctx) noexcept {
     // the flow buckets are asked for: three rounds of misses a burst become two. Established
     // traffic (few misses) never pays the hashes.
     const auto& vips = F::vips(*ctx.snap);
-    struct Ahead {
-        const ServiceSnapshot* snap;
-        const typename F::Key* const* keys;
-        unsigned n;
-    } ahead{ctx.snap, keys, flows.n};
-    const typename std::remove_cvref_t<decltype(*table)>::Ahead service_ports{
-        [](void* a) noexcept {
-            const auto& x = *static_cast<const Ahead*>(a);
-            prefetch_service_ports<F>(*x.snap, x.keys, x.n);
-        },
-        &ahead};
+    ServicePortsAhead<F> ahead{ctx.snap, keys, flows.n};
+    const typename F::Table::Ahead service_ports{&ask_service_ports<F>, &ahead};
     const bool early = ctx.mostly_new && vips.size() > kLargeVipTable;
     if (early) {
         for (uint16_t j = 0; j < flows.n; ++j) vips.prefetch(F::vip_key(keys[j]->dst, keys[j]->dport, keys[j]->proto));
