@@ -120,7 +120,7 @@ private:
     // Adaptive polling: a loop that found fewer than kLightBurst packets is light load, and the
     // empty polls after it sleep at once (kMinSleepUs, doubling). Sleeps this short need a timer
     // slack (kTimerSlackNs) below nanosleep's default 50 us.
-    static constexpr unsigned kLightBurst = kBurst / 4;
+    static constexpr unsigned kLightBurst = 8;
     static constexpr unsigned long kTimerSlackNs = 5000;
     static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
     uint32_t age_budget_ = 64;                    // records a millisecond under load
