@@ -492,14 +492,14 @@ BENCHMARK(BM_PipelineNewFlows)
     ->UseManualTime();
 BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 
-// Flows that prove themselves, with replication off (0) and on (1): each iteration, 32 new
+// Flows that prove themselves, with replication off (0) and on (1): each iteration, a burst of new
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,
 // which prove them (control/ha/sync.h): both bursts timed, so the figure is connections per second
-// through their first two packets. The flows stay (2M records, 30,000 iterations: ids are never
-// reused within a run, as a grace period keeps them in the daemon). With replication on, a sync
-// thread (control/ha/sync.h, on the other core as in the daemon) takes the worker's ring, packs the
-// records into datagrams and sends them over loopback to a peer played here, which counts their
-// bytes: sync_bytes_per_flow. A full ring fails the run.
+// through their first two packets. The flows stay (960,000 of them in 2M records, the worker's
+// half of the ids: ids are never reused within a run, as a grace period keeps them in the daemon). With replication on,
+// a sync thread (control/ha/sync.h, on the other core as in the daemon) takes the worker's ring, packs the records into
+// datagrams and sends them over loopback to a peer played here, which counts their bytes: sync_bytes_per_flow. A full
+// ring fails the run.
 void BM_PipelineProvenFlows(benchmark::State& st) {
     const bool sync_on = st.range(0) == 1;
     constexpr uint32_t kServices = 10, kFlows = 1u << 21;
@@ -512,7 +512,8 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
     // The peer, played here: a socket that takes the datagrams, and a hello now and then so the
     // sync thread counts it alive.
     std::unique_ptr<rte_ring, void (*)(rte_ring*)> ring(
-        rte_ring_create_elem("sg_bench_sync", sizeof(uint32_t), 1u << 16, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ),
+        rte_ring_create_elem("sg_bench_sync", sizeof(uint32_t), ctl::Syncer::kEventRing, SOCKET_ID_ANY,
+                             RING_F_SP_ENQ | RING_F_SC_DEQ),
         rte_ring_free);
     std::atomic<const ServiceSnapshot*> snap{w.ctx.snap};
     std::atomic<StatsTable*> stats{w.ctx.stats};
@@ -612,7 +613,8 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
     rte_pktmbuf_free_bulk(m, kBurst);
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
 }
-BENCHMARK(BM_PipelineProvenFlows)->Arg(0)->Arg(1)->Iterations(30000)->UseManualTime();
+constexpr uint32_t kProvenFlows = 960000;
+BENCHMARK(BM_PipelineProvenFlows)->Arg(0)->Arg(1)->Iterations(kProvenFlows / kBurst)->UseManualTime();
 
 long rss_bytes() {
     long pages = 0, rss = 0;
