@@ -111,8 +111,8 @@ Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& h
         rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, *rt.flows6, seed));
     if (ha.enabled()) {
         for (uint16_t w = 0; w < dpc.workers; ++w) {
-            RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t), 1u << 16,
-                                           SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
+            RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t),
+                                           Syncer::kEventRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
             if (!r) return Status::fail("flow replication rings: out of memory");
             rt.workers[w]->set_sync_ring(r.get());
             rt.sync_rings.push_back(std::move(r));
