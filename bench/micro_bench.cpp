@@ -496,10 +496,11 @@ BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,
 // which prove them (control/ha/sync.h): both bursts timed, so the figure is connections per second
 // through their first two packets. The flows stay (960,000 of them in 2M records, the worker's
-// half of the ids: ids are never reused within a run, as a grace period keeps them in the daemon). With replication on,
-// a sync thread (control/ha/sync.h, on the other core as in the daemon) takes the worker's ring, packs the records into
-// datagrams and sends them over loopback to a peer played here, which counts their bytes: sync_bytes_per_flow. A full
-// ring fails the run.
+// half of the ids: ids are never reused within a run, as a grace period keeps them in the
+// daemon). With replication on, a sync thread (control/ha/sync.h, on the other core as in the
+// daemon) takes the worker's ring, packs the records into datagrams and sends them over loopback
+// to a peer played here, which counts their bytes: sync_bytes_per_flow. A full ring fails the
+// run.
 void BM_PipelineProvenFlows(benchmark::State& st) {
     const bool sync_on = st.range(0) == 1;
     constexpr uint32_t kServices = 10, kFlows = 1u << 21;

@@ -259,7 +259,7 @@ struct EndpointKey {
 // many at once. 64, not DPDK's customary 32: a burst's flow lookups wait for memory twice (the
 // buckets, then the records), and with a table far larger than the caches those two round trips
 // are most of a packet's lookup; 64 packets share them. Through the port (bench/HISTORY.md, round
-// eighteen): 1M flows +10%, 4,096 flows +1.6%, IPv6 +2.7%; new connections in process +5%.
+// eighteen): 1M flows +10%, 4,096 flows +1.6%, IPv6 +2.7%; new connections in process +5-11%.
 inline constexpr uint16_t kBurst = 64;
 
 }  // namespace svcgate::dp
