@@ -501,9 +501,11 @@ BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 // daemon) takes the worker's ring, packs the records into datagrams and sends them over loopback
 // to a peer played here, which counts their bytes: sync_bytes_per_flow. A full ring fails the
 // run.
+constexpr uint32_t kProvenFlows = 960000;
 void BM_PipelineProvenFlows(benchmark::State& st) {
     const bool sync_on = st.range(0) == 1;
     constexpr uint32_t kServices = 10, kFlows = 1u << 21;
+    static_assert(kProvenFlows <= kFlows / 2, "the worker owns half of the ids");
     World w(static_cast<int>(kServices), 1024);
     // Replicating: the sync thread owns the table's second owner.
     w.flows = FlowTable::create(FlowTable::Params{.capacity = kFlows, .owners = 2});
@@ -614,7 +616,6 @@ void BM_PipelineProvenFlows(benchmark::State& st) {
     rte_pktmbuf_free_bulk(m, kBurst);
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
 }
-constexpr uint32_t kProvenFlows = 960000;
 BENCHMARK(BM_PipelineProvenFlows)->Arg(0)->Arg(1)->Iterations(kProvenFlows / kBurst)->UseManualTime();
 
 long rss_bytes() {
