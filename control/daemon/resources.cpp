@@ -12,6 +12,7 @@
 #include <rte_pdump.h>
 
 #include "control/base/log.h"
+#include "control/daemon/mempool_ops.h"
 #include "control/trace/trace.h"
 #include "dataplane/pipeline/output.h"
 
@@ -34,6 +35,11 @@ bool has_lcore_arg(const std::vector<std::string>& v) {
 Status Eal::init(std::vector<std::string> args) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
+#ifdef SVCGATE_DPDK_STATIC
+    // DPDK linked in: no plugins, so the mempool handlers are ours (mempool_ops.h).
+    if (!fill_mempool_ops())
+        log_warning("mempool handlers: a linked driver registered its own; dpdk-dumpcap may not capture");
+#endif
     if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0)
         return Status::fail(fmt::format("EAL initialisation failed: {}", rte_strerror(rte_errno)));
     up_ = true;
