@@ -118,7 +118,8 @@ void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
     const StatsTable& st = *ctx.stats;
     PacketCounter* const svc_row = st.services.row(ctx.worker);
     PacketCounter* const ep_row = st.endpoints.row(ctx.worker);
-    for (uint16_t i = 0; i < b.n; ++i)
+    const unsigned n = b.n;  // read once: the stores in exit_one may alias it
+    for (unsigned i = 0; i < n; ++i)
         if (b.mbufs[i]) [[likely]]  // null: in the fragment hold
             exit_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, svc_row, ep_row);
 }
