@@ -55,9 +55,14 @@ def log_text():
 
 
 def exited(pid):
+    """Gone, or a zombie with no thread left. A zombie main thread is not enough: the process's
+    other threads may still be exiting, holding its files (the DPDK runtime files' locks, which
+    the next start then finds taken: "Cannot allocate memzone list")."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] == "Z"
+            if f.read().split()[2] != "Z":
+                return False
+        return len(os.listdir(f"/proc/{pid}/task")) <= 1
     except OSError:
         return True
 
