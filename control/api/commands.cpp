@@ -136,6 +136,11 @@ Json status(const DaemonState& st) {
             no_rule.push_back(
                 {{"service", sc.full_name()},
                  {"why", sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP"}});
+    // Kubernetes objects' entries the last build could not serve as written (snapshot.h).
+    Json object_issues = Json::array();
+    for (const ObjectIssue& i : s.catalogue.object_issues)
+        object_issues.push_back(
+            {{"object", i.object}, {"reason", i.reason}, {"message", i.message}, {"left_out", i.left_out}});
     return Json{{"config", st.config_path},
                 {"generation", st.generation()},
                 {"uptime_seconds", up.count()},
@@ -164,6 +169,7 @@ Json status(const DaemonState& st) {
                   {"other_proxy", k.other_proxy},
                   {"service_cidrs", k.service_cidrs},
                   {"no_rule", no_rule},
+                  {"object_issues", object_issues},
                   {"api", st.kube ? st.kube->status() : Json(nullptr)}}}};
 }
 

@@ -271,6 +271,11 @@ struct ServiceConfig {
     // metadata.labels' service.kubernetes.io/service-proxy-name (ClusterConfig::serves_proxy).
     std::optional<std::string> proxy_label;
     std::vector<EndpointGroup> groups;
+    // A Kubernetes object (a manifest's or the API server's), not the config file's compact form:
+    // a conflict it causes leaves out only its own entry (snapshot_builder.h). `created` is its
+    // metadata.creationTimestamp (RFC 3339, "" if none): the older of two wins a shared VIP.
+    bool kube_object = false;
+    std::string created;
     Mark mark;
     std::string full_name() const { return ns + "/" + name; }
 };

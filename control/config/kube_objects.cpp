@@ -68,8 +68,9 @@ struct KubeLoader {
     }
 
     void service(Reader& r, const ytree::Node& obj, const std::string& path) {
-        ServiceConfig s{.mark = r.mark(obj)};
+        ServiceConfig s{.kube_object = true, .mark = r.mark(obj)};
         if (!meta(r, obj, path, s.ns, s.name)) return;
+        if (const ytree::Node c = obj["metadata"]["creationTimestamp"]; c && c.IsScalar()) s.created = c.Scalar();
         ++cfg.kube.services;
         const ytree::Node spec = obj["spec"];
         if (!spec || !r.open_map(spec, {path, ".spec"})) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -73,12 +74,26 @@ struct Builder {
     }
 
     // `what()` describes the key ("ClusterIP 10.0.0.1:80/TCP"); it runs only for an error.
+    // A key another service port holds: between two of the config file's own Services, an error;
+    // where a Kubernetes object is one of them, the first holder keeps it (Services are built
+    // oldest first, build_snapshot) and only this entry is left out, as kube-proxy serves the
+    // older of two Services that claim one externalIP:port.
     template <typename Table, typename Key, typename What>
     void add_vip(Table& table, const Key& key, VipEntry value, size_t si, size_t pi, const char* field, What&& what) {
         if (table.insert(key, value)) return;
-        const ServicePortConfig& pc = cfg.services[si].ports[pi];
-        error(pc.mark, port_path(pc, si, pi) + field,
-              fmt::format("{} is already used by {}", what(), owner_name(origin[table.find(key).service()])));
+        const ServiceConfig& sc = cfg.services[si];
+        const ServicePortConfig& pc = sc.ports[pi];
+        const uint32_t held = table.find(key).service();
+        const auto owner = held < origin.size() ? origin[held] : std::pair{uint32_t(si), uint32_t(pi)};
+        const std::string msg = fmt::format("{} is already used by {}", what(), owner_name(owner));
+        if (sc.kube_object || cfg.services[owner.first].kube_object)
+            issue(sc, "vip_conflict", ConfigIssue{pc.mark, port_path(pc, si, pi) + field, msg + "; left out"}, true);
+        else
+            error(pc.mark, port_path(pc, si, pi) + field, msg);
+    }
+
+    void issue(const ServiceConfig& sc, const char* reason, const ConfigIssue& where, bool left_out) {
+        s.catalogue.object_issues.push_back(ObjectIssue{"Service " + sc.full_name(), reason, where.str(), left_out});
     }
 
     // The CIDRs of family `f` among `v`, into that family's CIDR table.
@@ -244,10 +259,17 @@ struct Builder {
         for (const IpAddr& a : info.lb_ips) vip(a, AddrRole::lb_ip, "load-balancer IP");
         if (!info.node_port) return;
         const char* np_key = pc.path.empty() ? ".node_port" : ".nodePort";
-        if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max)
-            error(pc.mark, port_path(pc, si, pi) + np_key,
-                  fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port, cfg.cluster.nodeport_min,
-                              cfg.cluster.nodeport_max));
+        if (info.node_port < cfg.cluster.nodeport_min || info.node_port > cfg.cluster.nodeport_max) {
+            // The API server checks the range when a Service is written, kube-proxy never: an
+            // object from before a range change is served. The config file's own is an error.
+            std::string msg = fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
+                                          cfg.cluster.nodeport_min, cfg.cluster.nodeport_max);
+            if (cfg.services[si].kube_object)
+                issue(cfg.services[si], "nodeport_out_of_range", ConfigIssue{pc.mark, port_path(pc, si, pi) + np_key, msg + "; served"},
+                      false);
+            else
+                error(pc.mark, port_path(pc, si, pi) + np_key, std::move(msg));
+        }
         add(fam == Family::v4 ? IpAddr::of(Ip4{}) : IpAddr::of(Ip6{}), rte_cpu_to_be_16(info.node_port),
             AddrRole::node_port, np_key,
             [&] { return fmt::format("nodePort {}/{}", info.node_port, proto_name(pc.proto)); });
@@ -292,21 +314,34 @@ struct Builder {
         return std::find(v.begin(), v.end(), x) != v.end();
     }
 
-    // Endpoints from t.endpoints[first] on, keyed by seen[]: duplicates across slices count once
-    // (kube-proxy keys endpoints by ip:port); the first occurrence stays.
+    // How much an endpoint serves: ready, then serving (terminating), then neither.
+    static int serving_rank(uint8_t cond) { return (cond & kReady) ? 2 : (cond & kServing) ? 1 : 0; }
+
+    // Endpoints from t.endpoints[first] on, keyed by seen[]: one per ip:port (kube-proxy keys
+    // endpoints by ip:port). Of two with one address, the one that serves more wins whatever the
+    // slice order (kube-proxy 1.36, kubernetes#135593): a Pod moving between slices is the same
+    // Pod in both; a ghost stuck Terminating must not shadow the new Ready Pod that got its IP.
+    // Among equals the first occurrence stays, at the place of the first.
     void drop_duplicate_endpoints(uint32_t first) {
         if (seen.size() < 2) return;
         ids.assign(seen.begin(), seen.end());
         std::sort(ids.begin(), ids.end());
         if (std::adjacent_find(ids.begin(), ids.end()) == ids.end()) return;  // the usual case
-        std::unordered_set<uint64_t> kept;
+        std::unordered_map<uint64_t, size_t> best;  // key -> index (into seen) of the winner
+        for (size_t i = 0; i < seen.size(); ++i) {
+            const auto [it, fresh] = best.emplace(seen[i], i);
+            if (!fresh && serving_rank(t.endpoints[first + i].cond) > serving_rank(t.endpoints[first + it->second].cond))
+                it->second = i;
+        }
+        std::unordered_set<uint64_t> placed;
         size_t out = first;
-        for (size_t i = 0; i < seen.size(); ++i)
-            if (kept.insert(seen[i]).second) {
-                ep_cfg[out - first] = ep_cfg[i];
-                t.endpoints[out] = t.endpoints[first + i];
-                s.catalogue.endpoints[out++] = std::move(s.catalogue.endpoints[first + i]);
-            }
+        for (size_t i = 0; i < seen.size(); ++i) {
+            if (!placed.insert(seen[i]).second) continue;
+            const size_t w = best[seen[i]];
+            ep_cfg[out - first] = ep_cfg[w];
+            t.endpoints[out] = t.endpoints[first + w];
+            s.catalogue.endpoints[out++] = s.catalogue.endpoints[first + w];
+        }
         t.endpoints.resize(out);
         ep_cfg.resize(out - first);
         s.catalogue.endpoints.resize(out);
@@ -453,7 +488,17 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
                                 .snat_port_max = cfg.cluster.masquerade_port_max,
                                 .maglev_seed = cfg.cluster.maglev_seed};
     b.ports_and_routes();
-    for (size_t si = 0; si < cfg.services.size(); ++si) {
+    // The config file's Services first, then Kubernetes objects oldest first (by
+    // creationTimestamp; those without one last, in the order read): where one VIP:port is
+    // claimed twice, the first built keeps it.
+    std::vector<uint32_t> order(cfg.services.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        const ServiceConfig &x = cfg.services[a], &y = cfg.services[b];
+        return std::tuple(x.kube_object, x.created.empty(), std::string_view(x.created)) <
+            std::tuple(y.kube_object, y.created.empty(), std::string_view(y.created));
+    });
+    for (const uint32_t si : order) {
         const ServiceConfig& sc = cfg.services[si];
         // Headless and ExternalName Services get no dataplane rule, as in kube-proxy.
         if (sc.cluster_ips.empty() || sc.type == ServiceType::external_name) continue;

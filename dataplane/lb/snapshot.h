@@ -212,8 +212,18 @@ struct ClusterSettings {
 // What only the control plane reads, indexed like the hot tables: names, addresses for people,
 // and the owner of the route table (shared with the next snapshot when a reload leaves the routes
 // as they were: an rte_lpm is a 64 MB table to build).
+// A Kubernetes object's entry the builder could not serve as written: a VIP:port another Service
+// holds (left out), a nodePort outside the range (served). One object never fails the snapshot.
+struct ObjectIssue {
+    std::string object;  // "Service default/web"
+    std::string reason;  // "vip_conflict", "nodeport_out_of_range"
+    std::string message;
+    bool left_out = false;  // the entry is not served
+};
+
 struct Catalogue {
     std::vector<ServiceInfo> services;          // by service index
+    std::vector<ObjectIssue> object_issues;     // in the order the builder met them
     std::vector<EndpointInfo> endpoints;        // by endpoint index
     std::vector<PortInfo> ports;                // by port index
     std::vector<RouteTable::Route> route_list;  // as configured, connected routes first
