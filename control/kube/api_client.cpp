@@ -1,82 +1,213 @@
 #include "control/kube/api_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
 
-#include <httplib.h>
+#include <curl/curl.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "control/base/address.h"
+#include "control/kube/json_tree.h"
 
 namespace svcgate::ctl::kube {
 
 namespace {
 
 constexpr size_t kMaxBody = 512u << 20;
-constexpr size_t kMaxLine = 64u << 20;
 
-// The CA bundle as a store; null when none of it is a certificate.
-X509_STORE* ca_store(const std::string& pem) {
+// The CA bundle holds at least one certificate.
+bool has_certificate(const std::string& pem) {
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
-    if (!bio) return nullptr;
-    STACK_OF(X509_INFO)* infos = PEM_X509_INFO_read_bio(bio, nullptr, nullptr, nullptr);
+    if (!bio) return false;
+    X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
     BIO_free(bio);
-    if (!infos) return nullptr;
-    X509_STORE* store = X509_STORE_new();
-    int added = 0;
-    for (int i = 0; i < sk_X509_INFO_num(infos); ++i)
-        if (X509_INFO* info = sk_X509_INFO_value(infos, i); info->x509 && X509_STORE_add_cert(store, info->x509) == 1)
-            ++added;
-    sk_X509_INFO_pop_free(infos, X509_INFO_free);
-    if (!added) {
-        X509_STORE_free(store);
-        return nullptr;
-    }
-    return store;
+    if (!x) return false;
+    X509_free(x);
+    return true;
 }
 
 // A Status body's message ("services is forbidden: ..."), or the body's start.
 std::string message_of(const std::string& body) {
-    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+    std::string why;
+    const nlohmann::json j = parse_bounded(body.substr(0, 1u << 20), why);
     if (j.is_object() && j.contains("message") && j["message"].is_string()) return j["message"].get<std::string>();
     return body.substr(0, 200);
 }
 
-}  // namespace
-
-ApiClient::ApiClient(const ApiServer& server, Credentials& creds) : creds_(creds) {
-    X509* cert = nullptr;
-    EVP_PKEY* key = nullptr;
-    if (!server.cert_pem.empty()) {
-        BIO* cb = BIO_new_mem_buf(server.cert_pem.data(), static_cast<int>(server.cert_pem.size()));
-        BIO* kb = BIO_new_mem_buf(server.key_pem.data(), static_cast<int>(server.key_pem.size()));
-        cert = cb ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
-        key = kb ? PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr) : nullptr;
-        if (cb) BIO_free(cb);
-        if (kb) BIO_free(kb);
-    }
-    X509_STORE* store = ca_store(server.ca_pem);
-    if (!store) {
-        setup_error_ = "the CA is not PEM certificates";
-    } else if (!server.cert_pem.empty() && !(cert && key)) {
-        setup_error_ = "the client certificate or key is not PEM";
-        X509_STORE_free(store);
-    } else {
-        client_ = cert ? std::make_unique<httplib::SSLClient>(server.host, server.port, cert, key)
-                       : std::make_unique<httplib::SSLClient>(server.host, server.port);
-        client_->set_ca_cert_store(store);  // the client owns it now
-        client_->enable_server_certificate_verification(true);
-        client_->set_connection_timeout(5, 0);
-        client_->set_write_timeout(10, 0);
-        client_->set_keep_alive(true);
-    }
-    if (cert) X509_free(cert);  // the client holds its own references
-    if (key) EVP_PKEY_free(key);
+std::string env(const char* upper, const char* lower) {
+    const char* v = std::getenv(upper);
+    if (!v || !*v) v = std::getenv(lower);
+    return v ? v : "";
 }
 
-ApiClient::~ApiClient() = default;
+bool loopback(const IpAddr& a) {
+    if (a.is_v4()) return (rte_be_to_cpu_32(a.v4().be) >> 24) == 127;
+    Ip6 one{};
+    one.b[15] = 1;
+    return a.v6() == one;
+}
+
+// Go's httpproxy: NO_PROXY entries are hosts (a suffix match at a dot boundary; a leading '.'
+// or "*." the same), host:port, IP addresses or CIDRs; "*" alone matches everything.
+bool no_proxy_matches(const std::string& list, const std::string& host, int port) {
+    const auto ip = parse_ip(host);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        std::string e = list.substr(pos, end - pos);
+        pos = end + 1;
+        while (!e.empty() && e.front() == ' ') e.erase(0, 1);
+        while (!e.empty() && e.back() == ' ') e.pop_back();
+        if (e.empty()) continue;
+        if (e == "*") return true;
+        if (ip) {
+            if (const auto c = parse_cidr(e); c && c->contains(*ip)) return true;
+            if (const auto a = parse_ip(e); a && *a == *ip) return true;
+            continue;
+        }
+        if (const size_t colon = e.rfind(':'); colon != std::string::npos && e.find(']') == std::string::npos &&
+                                               e.find(':') == colon) {
+            if (e.substr(colon + 1) != std::to_string(port)) continue;
+            e = e.substr(0, colon);
+        }
+        if (e.starts_with("*.")) e = e.substr(1);
+        std::string h = host;
+        for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (char& c : e) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (e.front() == '.') {
+            if (h.ends_with(e) || h == e.substr(1)) return true;
+        } else if (h == e || h.ends_with("." + e)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// The server is verified by its subjectAltNames only: curl's own check would fall back to the
+// CN, which Go (kubectl) ignores, so OpenSSL checks the name during the handshake instead.
+CURLcode ssl_ctx_setup(CURL*, void* ssl_ctx, void* arg) {
+    const std::string& name = *static_cast<const std::string*>(arg);
+    X509_VERIFY_PARAM* p = SSL_CTX_get0_param(static_cast<SSL_CTX*>(ssl_ctx));
+    X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+    const bool ok = parse_ip(name) ? X509_VERIFY_PARAM_set1_ip_asc(p, name.c_str()) == 1
+                                   : X509_VERIFY_PARAM_set1_host(p, name.c_str(), name.size()) == 1;
+    return ok ? CURLE_OK : CURLE_SSL_CERTPROBLEM;
+}
+
+// Keepalive with a bound curl 7.88 cannot set itself (TCP_KEEPCNT), and TCP_USER_TIMEOUT: data
+// unacknowledged for 30 s ends the connection.
+int socket_options(void*, curl_socket_t fd, curlsocktype) {
+    const int on = 1, idle = 15, interval = 5, count = 3, user_timeout_ms = 30000;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
+    return CURL_SOCKOPT_OK;
+}
+
+struct Transfer {
+    HttpResult& r;
+    const std::function<bool(std::string_view)>* on_line;
+    const std::atomic<bool>& stopped;
+    std::string line;
+    bool cut = false;  // on_line ended it, or a line grew too long
+};
+
+size_t on_header(char* data, size_t size, size_t n, void* arg) {
+    auto& t = *static_cast<Transfer*>(arg);
+    const std::string_view h(data, size * n);
+    if (h.starts_with("HTTP/")) {  // a new answer: the last one (after a proxy's CONNECT) counts
+        t.r.retry_after = 0;
+        const size_t sp = h.find(' ');
+        const auto code = sp == std::string_view::npos ? std::nullopt
+                                                        : parse_number(std::string(h.substr(sp + 1, 3)), 100, 999);
+        t.r.status = code ? static_cast<int>(*code) : 0;
+    }
+    constexpr std::string_view kRetry = "retry-after:";
+    if (h.size() > kRetry.size() && strncasecmp(h.data(), kRetry.data(), kRetry.size()) == 0) {
+        std::string v = std::string(h.substr(kRetry.size()));
+        std::erase_if(v, [](char ch) { return ch == ' ' || ch == '\r' || ch == '\n' || ch == '\t'; });
+        const auto secs = parse_number(v, 0, 86400);  // an HTTP-date is taken as none
+        t.r.retry_after = secs ? static_cast<int>(*secs) : 0;
+    }
+    return size * n;
+}
+
+size_t on_body(char* data, size_t size, size_t n, void* arg) {
+    auto& t = *static_cast<Transfer*>(arg);
+    const size_t len = size * n;
+    if (t.stopped) return 0;
+    if (!t.on_line || t.r.status != 200) {
+        if (t.r.body.size() + len > kMaxBody) return 0;
+        t.r.body.append(data, len);
+        return len;
+    }
+    for (size_t i = 0; i < len;) {
+        const char* nl = static_cast<const char*>(memchr(data + i, '\n', len - i));
+        const size_t end = nl ? static_cast<size_t>(nl - data) : len;
+        t.line.append(data + i, end - i);
+        if (t.line.size() > kMaxEventBytes) {
+            t.r.error = kEventTooLong;
+            t.cut = true;
+            return 0;
+        }
+        i = end;
+        if (nl) {
+            ++i;
+            if (!t.line.empty() && !(*t.on_line)(t.line)) {
+                t.cut = true;
+                return 0;
+            }
+            t.line.clear();
+        }
+    }
+    return len;
+}
+
+int on_progress(void* arg, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<Transfer*>(arg)->stopped ? 1 : 0;
+}
+
+}  // namespace
+
+std::string proxy_for(const ApiServer& s) {
+    if (!s.proxy_url.empty()) return s.proxy_url;
+    const std::string proxy = env("HTTPS_PROXY", "https_proxy");
+    if (proxy.empty()) return {};
+    if (s.host == "localhost") return {};
+    if (const auto ip = parse_ip(s.host); ip && loopback(*ip)) return {};
+    if (no_proxy_matches(env("NO_PROXY", "no_proxy"), s.host, s.port)) return {};
+    return proxy;
+}
+
+ApiClient::ApiClient(const ApiServer& server, Credentials& creds)
+    : server_(server), creds_(creds), proxy_(proxy_for(server)) {
+    static const bool global = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    if (!global) {
+        setup_error_ = "libcurl did not initialise";
+    } else if (!has_certificate(server.ca_pem)) {
+        setup_error_ = "the CA is not PEM certificates";
+    } else if (!(curl_ = curl_easy_init())) {
+        setup_error_ = "libcurl: no handle";
+    }
+}
+
+ApiClient::~ApiClient() {
+    if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
+}
 
 HttpResult ApiClient::get(const std::string& path, int timeout_s) { return request(path, timeout_s, nullptr); }
 
@@ -88,7 +219,7 @@ HttpResult ApiClient::stream(const std::string& path, int idle_s,
 HttpResult ApiClient::request(const std::string& path, int timeout_s,
                               const std::function<bool(std::string_view)>* on_line) {
     HttpResult r;
-    if (!client_) {
+    if (!curl_) {
         r.error = setup_error_;
         return r;
     }
@@ -96,64 +227,108 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
         r.error = "stopped";
         return r;
     }
-    client_->set_read_timeout(timeout_s, 0);
-    if (const std::string t = creds_.bearer(); !t.empty()) client_->set_bearer_token_auth(t);
-    std::string line;
-    bool cut = false;  // on_line ended it, or a line grew too long
-    const httplib::Headers headers{{"Accept", "application/json"}};
-    auto res = client_->Get(
-        path, headers,
-        [&](const httplib::Response& resp) {
-            r.status = resp.status;
-            return !stopped_;
-        },
-        [&](const char* data, size_t n) {
-            if (stopped_) return false;
-            if (!on_line || r.status != 200) {
-                if (r.body.size() + n > kMaxBody) return false;
-                r.body.append(data, n);
-                return true;
-            }
-            for (size_t i = 0; i < n;) {
-                const char* nl = static_cast<const char*>(memchr(data + i, '\n', n - i));
-                const size_t end = nl ? static_cast<size_t>(nl - data) : n;
-                line.append(data + i, end - i);
-                if (line.size() > kMaxLine) {
-                    r.error = "a watch event longer than 64 MiB";
-                    cut = true;
-                    return false;
-                }
-                i = end;
-                if (nl) {
-                    ++i;
-                    if (!line.empty() && !(*on_line)(line)) {
-                        cut = true;
-                        return false;
-                    }
-                    line.clear();
-                }
-            }
-            return true;
-        });
-    if (!res && !cut && r.error.empty()) {
-        const httplib::Error e = res.error();
-        r.error = e == httplib::Error::Read && on_line
-            ? fmt::format("no data for {} s, or the connection was cut", timeout_s)
-            : httplib::to_string(e);
-        if (e == httplib::Error::SSLServerVerification)
-            r.error = "the server's certificate does not verify against the CA";
-        if (e == httplib::Error::SSLConnection) r.error = "TLS handshake failed (the CA, or the client certificate?)";
+    CURL* c = static_cast<CURL*>(curl_);
+    curl_easy_reset(c);  // the connection cache stays
+    const ClientCert cert = creds_.client_cert();
+    if (!cert.error.empty()) {
+        r.error = cert.error;
+        return r;
     }
-    if (on_line && r.status == 200 && !line.empty() && !cut) r.error = kCutInsideEvent;  // whatever the transport said
+    // tls-server-name: the name asked for (SNI) and verified; the connection goes to the server.
+    const std::string& name = server_.tls_server_name.empty() ? server_.host : server_.tls_server_name;
+    const std::string url_host = name.find(':') != std::string::npos ? "[" + name + "]" : name;
+    const std::string url = fmt::format("https://{}:{}{}{}", url_host, server_.port, server_.path_prefix, path);
+    std::string connect_to;
+    curl_slist* connect = nullptr;
+    if (!server_.tls_server_name.empty()) {
+        const std::string real = server_.host.find(':') != std::string::npos ? "[" + server_.host + "]" : server_.host;
+        connect_to = fmt::format("{}:{}:{}:{}", url_host, server_.port, real, server_.port);
+        connect = curl_slist_append(nullptr, connect_to.c_str());
+        curl_easy_setopt(c, CURLOPT_CONNECT_TO, connect);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    // Trust: the kubeconfig's CA alone. CAINFO and CAPATH unset, so that neither the build's
+    // default bundle nor OpenSSL's default paths ($SSL_CERT_FILE) are read.
+    curl_blob ca{const_cast<char*>(server_.ca_pem.data()), server_.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+    curl_easy_setopt(c, CURLOPT_CAINFO, nullptr);
+    curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);  // ssl_ctx_setup checks the SANs instead
+    curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_setup);
+    curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, &name);
+    if (!cert.cert_pem.empty()) {  // a PEM blob: the whole chain is sent
+        curl_blob cb{const_cast<char*>(cert.cert_pem.data()), cert.cert_pem.size(), CURL_BLOB_COPY};
+        curl_blob kb{const_cast<char*>(cert.key_pem.data()), cert.key_pem.size(), CURL_BLOB_COPY};
+        curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
+        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
+        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+    curl_easy_setopt(c, CURLOPT_PROXY, proxy_.c_str());  // "" = none, not curl's own reading of the environment
+    curl_easy_setopt(c, CURLOPT_NOPROXY, "");
+    curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, socket_options);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    if (on_line) {  // silence, not length, bounds a stream
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(timeout_s));
+    } else {
+        curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(timeout_s));
+    }
+    curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+    if (const std::string t = creds_.bearer(); !t.empty())
+        headers = curl_slist_append(headers, ("Authorization: Bearer " + t).c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "svcgate");
+    Transfer t{r, on_line, stopped_, {}, false};
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
+    const CURLcode rc = curl_easy_perform(c);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    r.status = static_cast<int>(code);
+    curl_slist_free_all(headers);
+    if (connect) curl_slist_free_all(connect);
+    if (rc != CURLE_OK && !t.cut && r.error.empty()) {
+        switch (rc) {
+            case CURLE_OPERATION_TIMEDOUT:
+                r.error = on_line ? fmt::format("no data for {} s", timeout_s)
+                                  : fmt::format("no answer within {} s", timeout_s);
+                break;
+            case CURLE_PEER_FAILED_VERIFICATION:
+                r.error = "the server's certificate does not verify against the kubeconfig's CA and name";
+                break;
+            case CURLE_SSL_CONNECT_ERROR:
+                r.error = "TLS handshake failed: the server's certificate does not verify against the kubeconfig's "
+                          "CA and name, or the client certificate was refused";
+                break;
+            case CURLE_PARTIAL_FILE:
+            case CURLE_RECV_ERROR:
+            case CURLE_GOT_NOTHING:
+                r.error = "the connection was cut";
+                break;
+            case CURLE_ABORTED_BY_CALLBACK:
+                r.error = "stopped";
+                break;
+            default:
+                r.error = curl_easy_strerror(rc);
+        }
+    }
+    // Whatever the transport said: the body ended inside a line.
+    if (on_line && r.status == 200 && !t.line.empty() && !t.cut && !stopped_) r.error = kCutInsideEvent;
     if (r.status == 401) creds_.invalidate();
     if (r.status != 200 && r.status != 0 && r.error.empty())
         r.error = fmt::format("HTTP {}: {}", r.status, message_of(r.body));
     return r;
 }
 
-void ApiClient::stop() {
-    stopped_ = true;
-    if (client_) client_->stop();  // httplib: shuts the socket of what is under way
-}
+void ApiClient::stop() { stopped_ = true; }  // on_progress aborts the transfer
 
 }  // namespace svcgate::ctl::kube

@@ -1,7 +1,16 @@
-// One HTTPS client of the API server (cpp-httplib over OpenSSL, keep-alive: a LIST's pages share a
-// connection), verified against the kubeconfig's CA, with its client certificate (both read from
-// PEM once) and the bearer token of kubeconfig.h at each request: a GET whose body is read whole
-// (a LIST page) and a GET whose body is a stream of lines (a WATCH).
+// One HTTPS client of the API server, on libcurl (keep-alive: a LIST's pages share a connection),
+// as kubectl's transport behaves (client-go's rest.Config):
+//   - the server is verified against the kubeconfig's CA and nothing else (no system store, not
+//     $SSL_CERT_FILE), by its subjectAltNames only (a certificate's CN is ignored, as Go does),
+//     under tls-server-name when the kubeconfig gives one (also sent as SNI);
+//   - the client certificate (its whole chain) and the bearer token come from kubeconfig.h's
+//     Credentials at each request, so rotated files and exec plugins' answers are used;
+//   - the server URL's path is the prefix of every request (a Rancher or Teleport URL);
+//   - proxy-url, else HTTPS_PROXY / NO_PROXY as Go reads them (a loopback or "localhost"
+//     server is never proxied from the environment);
+//   - TCP keepalive (idle 15 s, 3 probes 5 s apart) and TCP_USER_TIMEOUT 30 s: a peer that
+//     vanished without a FIN or RST is noticed within 30 s on a connection that carries nothing.
+// A GET's body is read whole (a LIST page); a WATCH's body is handed over line by line.
 //
 // Runs on: one API watcher thread each; stop() from any thread.
 #pragma once
@@ -13,40 +22,47 @@
 
 #include "control/kube/kubeconfig.h"
 
-namespace httplib {
-class SSLClient;
-}
-
 namespace svcgate::ctl::kube {
 
 // HttpResult::error of a stream whose body ended inside a line (an event cut mid-object).
 inline constexpr const char* kCutInsideEvent = "the stream ended inside an event";
+// HttpResult::error of a stream with a line over kMaxEventBytes.
+inline constexpr const char* kEventTooLong = "a watch event longer than 16 MiB";
 
 struct HttpResult {
-    int status = 0;     // 0: no answer (error says why)
-    std::string error;  // transport or TLS failure, or why the stream was cut
-    std::string body;   // a GET's body; a stream's body when its status was not 200
+    int status = 0;       // 0: no answer (error says why)
+    std::string error;    // transport or TLS failure, or why the stream was cut
+    std::string body;     // a GET's body; a stream's body when its status was not 200
+    int retry_after = 0;  // the answer's Retry-After, in seconds (0: none)
 };
 
 class ApiClient {
 public:
     ApiClient(const ApiServer& server, Credentials& creds);
     ~ApiClient();
+    ApiClient(const ApiClient&) = delete;
+    ApiClient& operator=(const ApiClient&) = delete;
     // A whole body (at most 512 MiB), read within `timeout_s`.
     HttpResult get(const std::string& path, int timeout_s);
-    // A 200 body handed over line by line (a line longer than 64 MiB cuts the stream); on_line
-    // returns false to end it. Silence for `idle_s` seconds cuts it (error "silent for N s").
+    // A 200 body handed over line by line (a line longer than kMaxEventBytes cuts the stream);
+    // on_line returns false to end it. Silence for `idle_s` seconds cuts it ("no data for N s").
     HttpResult stream(const std::string& path, int idle_s, const std::function<bool(std::string_view)>& on_line);
-    // Cuts what is under way, from another thread; later calls fail at once. (A request between
-    // its start and its socket's opening is not cut: call again until the caller has returned.)
+    // Cuts what is under way, from another thread, within a second; later calls fail at once.
     void stop();
 
 private:
     HttpResult request(const std::string& path, int timeout_s, const std::function<bool(std::string_view)>* on_line);
+    const ApiServer& server_;
     Credentials& creds_;
-    std::unique_ptr<httplib::SSLClient> client_;  // null when the PEM was not usable: setup_error_
+    void* curl_ = nullptr;  // CURL*: one handle, so that its connection is kept between requests
     std::string setup_error_;
+    std::string proxy_;  // "" = direct
     std::atomic<bool> stopped_{false};
 };
+
+// The proxy for `server` from the kubeconfig's proxy-url, else from HTTPS_PROXY/https_proxy unless
+// NO_PROXY/no_proxy names the host (a suffix match, "*" for all, host:port entries, CIDRs) or
+// the host is loopback or "localhost" (Go's http.ProxyFromEnvironment). "" = direct.
+std::string proxy_for(const ApiServer& server);
 
 }  // namespace svcgate::ctl::kube

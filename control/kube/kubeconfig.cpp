@@ -1,11 +1,14 @@
 #include "control/kube/kubeconfig.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sodium.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -67,12 +70,17 @@ std::string file_or_data(const ytree::Node& n, const char* file_key, const std::
 
 }  // namespace
 
-void split_server(const std::string& server, std::string& host, int& port) {
+void split_server(const std::string& server, std::string& host, int& port, std::string& prefix) {
     if (!server.starts_with("https://"))
         throw std::runtime_error(
             fmt::format("server \"{}\": only https:// is followed (TLS is always verified)", server));
     std::string rest = server.substr(8);
-    rest = rest.substr(0, rest.find('/'));
+    const size_t slash = rest.find('/');
+    prefix = slash == std::string::npos ? "" : rest.substr(slash);
+    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    if (prefix.find_first_of("?#") != std::string::npos)
+        throw std::runtime_error(fmt::format("server \"{}\": a query or fragment is not a server", server));
+    rest = rest.substr(0, slash);
     port = 443;
     size_t colon = std::string::npos;
     if (!rest.empty() && rest[0] == '[') {
@@ -113,7 +121,9 @@ ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
     ApiServer s;
     s.source = where;
     s.server = scalar(cluster, "server");
-    split_server(s.server, s.host, s.port);
+    split_server(s.server, s.host, s.port, s.path_prefix);
+    s.tls_server_name = scalar(cluster, "tls-server-name");
+    s.proxy_url = scalar(cluster, "proxy-url");
     if (scalar(cluster, "insecure-skip-tls-verify") == "true")
         throw std::runtime_error(where + ": insecure-skip-tls-verify is refused (TLS is always verified)");
     s.ca_pem = file_or_data(cluster, "certificate-authority", "certificate-authority-data", dir, where);
@@ -125,6 +135,12 @@ ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
         s.key_pem = file_or_data(user, "client-key", "client-key-data", dir, where);
         if (s.cert_pem.empty() != s.key_pem.empty())
             throw std::runtime_error(where + ": a client certificate needs its key, and a key its certificate");
+        auto path_of = [&](const char* key) {  // a file is read again on change (Credentials)
+            std::string f = scalar(user, key);
+            return f.empty() || f[0] == '/' ? f : dir + f;
+        };
+        if (scalar(user, "client-certificate-data").empty()) s.cert_file = path_of("client-certificate");
+        if (scalar(user, "client-key-data").empty()) s.key_file = path_of("client-key");
         s.token = scalar(user, "token");
         s.token_file = scalar(user, "tokenFile");
         if (!s.token_file.empty() && s.token_file[0] != '/') s.token_file = dir + s.token_file;
@@ -152,7 +168,7 @@ ApiServer in_cluster(const std::string& root) {
     ApiServer s;
     const std::string h(host);
     s.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);
-    split_server(s.server, s.host, s.port);
+    split_server(s.server, s.host, s.port, s.path_prefix);
     s.ca_pem = read_or_throw(root + "/ca.crt", "in-cluster CA");
     s.token_file = root + "/token";
     s.source = "in-cluster (" + root + ")";
@@ -215,6 +231,39 @@ std::string Credentials::bearer() {
     return s_.token;
 }
 
+ClientCert Credentials::client_cert() {
+    std::lock_guard lk(mu_);
+    if (!exec_cert_.empty()) return {exec_cert_, exec_key_, {}};
+    if (s_.cert_file.empty() && s_.key_file.empty()) return {s_.cert_pem, s_.key_pem, {}};
+    // Either may be inline, the other a file.
+    auto fresh = [](const std::string& f, std::timespec& seen) {
+        struct stat st {};
+        if (f.empty() || stat(f.c_str(), &st) != 0) return true;  // read (and fail) below
+        const bool changed = st.st_mtim.tv_sec != seen.tv_sec || st.st_mtim.tv_nsec != seen.tv_nsec;
+        seen = st.st_mtim;
+        return changed;
+    };
+    const bool cert_changed = fresh(s_.cert_file, cert_mtime_), key_changed = fresh(s_.key_file, key_mtime_);
+    if (cert_changed || key_changed || !file_cert_.error.empty()) {
+        ClientCert c{s_.cert_pem, s_.key_pem, {}};
+        if (!s_.cert_file.empty()) {
+            auto t = read_file(s_.cert_file);
+            if (!t) c.error = fmt::format("client certificate {}: cannot read it", s_.cert_file);
+            else c.cert_pem = std::move(*t);
+        }
+        if (!s_.key_file.empty()) {
+            auto t = read_file(s_.key_file);
+            if (!t) c.error = fmt::format("client key {}: cannot read it", s_.key_file);
+            else c.key_pem = std::move(*t);
+        }
+        file_cert_ = std::move(c);
+        if (!file_cert_.error.empty()) error_ = file_cert_.error;
+    }
+    return file_cert_;
+}
+
+void Credentials::cancel() { cancelled_ = true; }
+
 void Credentials::invalidate() {
     std::lock_guard lk(mu_);
     exec_valid_ = false;
@@ -268,10 +317,28 @@ Status Credentials::run_exec() {
     close(out[1]);
     std::string text;
     char buf[4096];
-    for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0 && text.size() < (1u << 20);) text.append(buf, n);
+    // Read until EOF, the output's bound, kExecTimeoutSeconds or a cancel: then it is killed.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kExecTimeoutSeconds);
+    bool killed = false;
+    for (;;) {
+        if (cancelled_ || std::chrono::steady_clock::now() >= deadline || text.size() >= (1u << 20)) {
+            kill(pid, SIGKILL);
+            killed = true;
+            break;
+        }
+        pollfd p{out[0], POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = read(out[0], buf, sizeof buf);
+        if (n <= 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
     close(out[0]);
     int status = 0;
     waitpid(pid, &status, 0);
+    if (killed)
+        return Status::fail(fmt::format("exec plugin {}: {}", s_.exec.command,
+                                        cancelled_ ? "killed: svcgate is stopping"
+                                                   : fmt::format("killed after {} s", kExecTimeoutSeconds)));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return Status::fail(fmt::format("exec plugin {}: exited with {}", s_.exec.command,
                                         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
@@ -279,9 +346,17 @@ Status Credentials::run_exec() {
     if (j.is_discarded() || !j.is_object() || !j.contains("status") || !j["status"].is_object())
         return Status::fail(fmt::format("exec plugin {}: its output is not an ExecCredential", s_.exec.command));
     const nlohmann::json& st = j["status"];
-    if (!st.contains("token") || !st["token"].is_string() || st["token"].get<std::string>().empty())
-        return Status::fail(fmt::format("exec plugin {}: its ExecCredential has no status.token", s_.exec.command));
-    exec_token_ = st["token"].get<std::string>();
+    auto str = [&](const char* k) { return st.contains(k) && st[k].is_string() ? st[k].get<std::string>() : ""; };
+    // A token, or a client certificate and its key (client.authentication.k8s.io), or both.
+    const std::string cert = str("clientCertificateData"), key = str("clientKeyData");
+    if (cert.empty() != key.empty())
+        return Status::fail(fmt::format("exec plugin {}: clientCertificateData needs clientKeyData", s_.exec.command));
+    if (str("token").empty() && cert.empty())
+        return Status::fail(
+            fmt::format("exec plugin {}: its ExecCredential has no status.token or clientCertificateData", s_.exec.command));
+    exec_token_ = str("token");
+    exec_cert_ = cert;
+    exec_key_ = key;
     exec_expiry_ = 0;
     if (st.contains("expirationTimestamp") && st["expirationTimestamp"].is_string()) {
         const double t = parse_rfc3339(st["expirationTimestamp"].get<std::string>());

@@ -15,6 +15,7 @@
 #include "control/config/yaml_config.h"
 #include "control/kube/json_tree.h"
 #include "control/kube/kube_api.h"
+#include "control/kube/api_client.h"
 #include "control/kube/kubeconfig.h"
 #include "test_support.h"
 
@@ -155,11 +156,62 @@ TEST(Kubeconfig, RefusesWhatIsNotVerified) {
                        "    client-certificate-data: " + b64("C") + "\n"),
             "", "needs its key");
     refused("- [unclosed\n", "", "kubeconfig");
-    std::string host;
+    std::string host, prefix;
     int port = 0;
-    EXPECT_THROW(split_server("http://10.0.0.1:8080", host, port), std::runtime_error);
-    EXPECT_THROW(split_server("https://10.0.0.1:99999", host, port), std::runtime_error);
-    EXPECT_THROW(split_server("https://:443", host, port), std::runtime_error);
+    EXPECT_THROW(split_server("http://10.0.0.1:8080", host, port, prefix), std::runtime_error);
+    EXPECT_THROW(split_server("https://10.0.0.1:99999", host, port, prefix), std::runtime_error);
+    EXPECT_THROW(split_server("https://:443", host, port, prefix), std::runtime_error);
+    EXPECT_THROW(split_server("https://h/x?y=1", host, port, prefix), std::runtime_error);
+}
+
+// A Rancher or Teleport URL: its path is the prefix of every request, not cut off.
+TEST(Kubeconfig, ServerPathIsKept) {
+    std::string host, prefix;
+    int port = 0;
+    split_server("https://rancher.example/k8s/clusters/c-1/", host, port, prefix);
+    EXPECT_EQ(host, "rancher.example");
+    EXPECT_EQ(port, 443);
+    EXPECT_EQ(prefix, "/k8s/clusters/c-1");
+    split_server("https://[fd00::1]:6443", host, port, prefix);
+    EXPECT_EQ(host, "fd00::1");
+    EXPECT_EQ(port, 6443);
+    EXPECT_EQ(prefix, "");
+}
+
+// Go's http.ProxyFromEnvironment: HTTPS_PROXY unless NO_PROXY names the host, never for loopback;
+// the kubeconfig's proxy-url before both.
+TEST(ApiClient, ProxyAsKubectlChoosesIt) {
+    ApiServer s;
+    s.host = "api.example.com";
+    s.port = 6443;
+    unsetenv("https_proxy");
+    unsetenv("no_proxy");
+    setenv("HTTPS_PROXY", "http://proxy:3128", 1);
+    setenv("NO_PROXY", "", 1);
+    EXPECT_EQ(proxy_for(s), "http://proxy:3128");
+    for (const char* np : {"example.com", ".example.com", "*.example.com", "api.example.com:6443", "*", "a, example.com"}) {
+        setenv("NO_PROXY", np, 1);
+        EXPECT_EQ(proxy_for(s), "") << np;
+    }
+    for (const char* np : {"other.com", "api.example.com:443", "xample.com"}) {
+        setenv("NO_PROXY", np, 1);
+        EXPECT_EQ(proxy_for(s), "http://proxy:3128") << np;
+    }
+    s.host = "10.1.2.3";
+    setenv("NO_PROXY", "10.0.0.0/8", 1);
+    EXPECT_EQ(proxy_for(s), "");
+    setenv("NO_PROXY", "", 1);
+    EXPECT_EQ(proxy_for(s), "http://proxy:3128");
+    for (const char* h : {"127.0.0.1", "::1", "localhost"}) {
+        s.host = h;
+        EXPECT_EQ(proxy_for(s), "") << h;
+    }
+    s.proxy_url = "socks5://kube-proxy:1080";
+    EXPECT_EQ(proxy_for(s), "socks5://kube-proxy:1080");  // proxy-url: even for loopback
+    unsetenv("HTTPS_PROXY");
+    unsetenv("NO_PROXY");
+    s.proxy_url.clear();
+    EXPECT_EQ(proxy_for(s), "");
 }
 
 TEST(Kubeconfig, InCluster) {

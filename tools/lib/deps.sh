@@ -2,7 +2,7 @@
 # build and run the lab (tools/demo, tools/lab: a quick start installs only these), and what the
 # tests, the sanitizer builds, the package and the man pages need besides (tools/test).
 SVCGATE_BUILD_DEPS=(meson ninja-build g++ pkg-config dpdk-dev libdpdk-dev libyaml-cpp-dev libfmt-dev nlohmann-json3-dev
-                    libcpp-httplib-dev libssl-dev libboost-program-options-dev libsystemd-dev libsodium-dev python3 python3-yaml)
+                    libcpp-httplib-dev libcurl4-openssl-dev libssl-dev libboost-program-options-dev libsystemd-dev libsodium-dev python3 python3-yaml)
 # What the lab, the demo and the end-to-end tests run: real programs in network namespaces (and
 # openssl: the certificates of the tests' API server, tools/demo --kube-api).
 SVCGATE_LAB_DEPS=(iproute2 librte-net-af-xdp23 iputils-ping ethtool tcpdump curl dnsmasq-base dnsutils python3-scapy openssl)
