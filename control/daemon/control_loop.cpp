@@ -198,7 +198,11 @@ public:
             h.synced = !st_.sync || st_.sync->ready();
             // kube-proxy's "has synced": no announcement of a half-known cluster.
             h.api_synced = !st_.kube || st_.kube->synced();
-            h.healthy = h.live && up && !h.draining && h.synced && h.api_synced;
+            // A gateway whose publishes keep failing serves a cluster that has moved on: behind
+            // ECMP, its peers (publishing fine) should take its traffic. The API being down is
+            // not this: nothing is pending then, and the last good state serves on.
+            h.api_fresh = !st_.kube || !st_.kube->stale(unix_now());
+            h.healthy = h.live && up && !h.draining && h.synced && h.api_synced && h.api_fresh;
             h.last_update_unix = st_.reload.last_ok_unix;
             if (h.draining && counted) h.connections_left = left, drain_seen_ = true;
             if (!h.draining) drain_seen_ = false;
@@ -208,8 +212,8 @@ public:
                                 h.healthy
                                     ? ", announcing"
                                     : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}, API synced "
-                                                  "{}), withdrawing",
-                                                  h.live, up, h.draining, h.synced, h.api_synced)));
+                                                  "{}, API changes published {}), withdrawing",
+                                                  h.live, up, h.draining, h.synced, h.api_synced, h.api_fresh)));
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {

@@ -1,5 +1,9 @@
 #include "control/kube/json_tree.h"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
 namespace svcgate::ctl::kube {
 
 namespace {
@@ -40,7 +44,42 @@ uint32_t add(ytree::Tree& t, const nlohmann::json& v) {
     return self;
 }
 
+// The deepest nesting of arrays and objects in `text`, counted outside strings; stops counting
+// past `limit`.
+unsigned nesting(std::string_view text, unsigned limit) {
+    unsigned depth = 0, deepest = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            deepest = std::max(deepest, ++depth);
+            if (deepest > limit) return deepest;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 }  // namespace
+
+nlohmann::json parse_bounded(std::string_view text, std::string& why) {
+    if (nesting(text, kMaxJsonDepth) > kMaxJsonDepth) {
+        why = fmt::format("nested deeper than {} levels", kMaxJsonDepth);
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) why = "not JSON";
+    return j;
+}
 
 std::shared_ptr<const ytree::Tree> json_tree(const nlohmann::json& v) {
     auto t = std::make_shared<ytree::Tree>();

@@ -4,7 +4,7 @@
 // numbers and booleans ("80", "true"); null is YAML's null. Positions are all 0:0 (an API object
 // has no file position: its messages name the object instead).
 //
-// Runs on: the API watcher threads (control/kube/reflector.h).
+// Runs on: the API watcher threads (control/kube/kube_api.h).
 #pragma once
 
 #include <memory>
@@ -15,7 +15,18 @@
 
 namespace svcgate::ctl::kube {
 
-// The tree of one value; its root is node 0 (ytree::Node(tree.get(), 0)).
+// What the API server may send us, bounded before anything is built from it: an object nests
+// about 10 levels (a Service's status.loadBalancer.ingress[].ports[] is the deepest), so 64 levels
+// leave room for any real object while json_tree's recursion and nlohmann's destructor stay
+// shallow. A watch line is one object (etcd refuses writes over 1.5 MiB; 16 MiB is ample).
+inline constexpr unsigned kMaxJsonDepth = 64;
+inline constexpr size_t kMaxEventBytes = 16u << 20;
+
+// `text` as JSON within kMaxJsonDepth; a discarded value when it is not JSON or nests deeper, with
+// `why` set ("not JSON", "nested deeper than 64 levels").
+nlohmann::json parse_bounded(std::string_view text, std::string& why);
+
+// The tree of one value (at most kMaxJsonDepth deep); its root is node 0 (ytree::Node(tree.get(), 0)).
 std::shared_ptr<const ytree::Tree> json_tree(const nlohmann::json& v);
 
 }  // namespace svcgate::ctl::kube

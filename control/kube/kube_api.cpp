@@ -47,21 +47,28 @@ std::string string_at(const nlohmann::json& o, const char* a, const char* b) {
     return y && y->is_string() ? y->get<std::string>() : std::string();
 }
 
-// client-go's backoff: 0.8 s doubling to 30 s, each wait jittered up to +100%.
+// client-go's reflector backoff: 0.8 s doubling, each wait jittered up to +100%, no wait over
+// 30 s (so that a change is seen within a minute whatever fails). A server's Retry-After (429,
+// 503, a 504 for a too large version) is waited at least, up to 5 minutes.
 class Backoff {
 public:
-    std::chrono::milliseconds next() {
+    std::chrono::milliseconds next(int retry_after_s = 0) {
         std::uniform_int_distribution<int> j(0, step_);
-        const auto d = std::chrono::milliseconds(step_ + j(rng_));
-        step_ = std::min(step_ * 2, 30000);
-        return d;
+        auto d = std::chrono::milliseconds(std::min(step_ + j(rng_), kCapMs));
+        step_ = std::min(step_ * 2, kCapMs);
+        return std::max<std::chrono::milliseconds>(d, std::chrono::seconds(std::min(retry_after_s, 300)));
     }
     void reset() { step_ = 800; }
 
 private:
+    static constexpr int kCapMs = 30000;
     int step_ = 800;
     std::mt19937 rng_{std::random_device{}()};
 };
+
+// A watch that ended sooner than this with no event did not live: client-go's "very short watch",
+// a failure (backoff, relist), not the server's timeout.
+constexpr auto kShortWatch = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -69,7 +76,8 @@ const KindInfo& kind_info(Kind k) { return kInfo[static_cast<size_t>(k)]; }
 
 const char* bad_name(Bad b) {
     static constexpr std::array<const char*, static_cast<size_t>(Bad::count)> names{
-        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type", "truncated", "malformed_list"};
+        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type", "truncated", "malformed_list",
+        "over_limits"};
     return names[static_cast<size_t>(b)];
 }
 
@@ -108,6 +116,7 @@ KubeApi::KubeApi(const KubeApiConfig& cfg, std::string node_name)
       started_unix_(unix_now()),
       programming_(programming_buckets()) {
     for (auto& r : bad_log_) r = std::make_unique<RateLimit>(1, std::chrono::seconds(60));
+    for (auto& r : warn_log_) r = std::make_unique<RateLimit>(4, std::chrono::seconds(60));
 }
 
 KubeApi::~KubeApi() { stop(); }
@@ -129,6 +138,7 @@ void KubeApi::start() {
 
 void KubeApi::stop() {
     stopping_ = true;
+    creds_.cancel();  // an exec plugin running now is killed
     // Again until every thread is out: a request that had not opened its socket when its client
     // was stopped would otherwise wait for its read timeout.
     while (running_ > 0) {
@@ -205,17 +215,26 @@ bool KubeApi::accept(Kind k, nlohmann::json& obj, std::string& key, Stored& out)
     return true;
 }
 
-Status KubeApi::list(Kind k, ApiClient& c, bool& served) {
+Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
     const KindInfo& info = kind_info(k);
     served = true;
     std::map<std::string, Stored> fresh;
     std::string cont, rv;
+    bool unpaged = false;
     for (;;) {
-        std::string path = fmt::format("{}?limit={}{}", info.path, cfg_.list_page_size, selector(k));
+        std::string path = unpaged ? fmt::format("{}?{}", info.path, selector(k).substr(1))
+                                   : fmt::format("{}?limit={}{}", info.path, cfg_.list_page_size, selector(k));
         if (!cont.empty()) path += "&continue=" + query_escape(cont);
         HttpResult r = c.get(path, 60);
-        if (r.status == 410 && !cont.empty()) {  // the continue token expired: from the start
+        count_request("LIST", r.status);
+        retry_after = r.retry_after;
+        if (r.status == 410 && !cont.empty()) {
+            // The continue token expired (a list slower than compaction): client-go's pager falls
+            // back to one unpaged LIST, which a server answers from one snapshot.
             fresh.clear(), cont.clear();
+            unpaged = true;
+            std::lock_guard lk(mu_);
+            ++kinds_[static_cast<size_t>(k)].st.unpaged_lists;
             continue;
         }
         if (info.optional && (r.status == 404 || r.status == 403)) {
@@ -232,9 +251,11 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served) {
         }
         if (r.status != 200)
             return Status::fail(r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error);
-        nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
+        std::string why;
+        nlohmann::json j = parse_bounded(r.body, why);
         if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
-            bad(j.is_discarded() ? Bad::truncated : Bad::malformed_list, fmt::format("LIST {}", info.name));
+            const Bad b = !j.is_discarded() ? Bad::malformed_list : why == "not JSON" ? Bad::truncated : Bad::over_limits;
+            bad(b, fmt::format("LIST {}: {}", info.name, why.empty() ? "not a list" : why));
             return Status::fail(fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind));
         }
         for (nlohmann::json& item : j["items"]) {
@@ -256,14 +277,19 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served) {
     ++ks.st.lists;
     ks.st.last_error.clear();
     if (!first_synced_ && all_synced()) first_synced_ = std::chrono::steady_clock::now();
-    ++changes_;
-    last_queued_unix_ = unix_now();
+    changed();
     return {};
 }
 
 bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     const KindInfo& info = kind_info(k);
-    nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+    std::string why;
+    nlohmann::json e = parse_bounded(line, why);
+    if (e.is_discarded() && why != "not JSON") {  // nested too deep: never built, never walked
+        bad(Bad::over_limits, fmt::format("{} watch: an event {}", info.name, why));
+        end = WatchEnd::untrusted;
+        return false;
+    }
     if (e.is_discarded() || !e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("object")) {
         bad(Bad::malformed_event, fmt::format("{} watch: {:.120}", info.name, line));
         end = WatchEnd::untrusted;
@@ -313,12 +339,11 @@ bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     else
         ks.objects.erase(key);  // deleted, or no longer selected
     ks.st.resource_version = rv;
-    ++changes_;
-    last_queued_unix_ = unix_now();
+    changed();
     return true;
 }
 
-KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
+KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, int& retry_after) {
     const KindInfo& info = kind_info(k);
     std::string rv;
     {
@@ -328,15 +353,21 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
     const std::string path = fmt::format("{}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}{}",
                                          info.path, cfg_.watch_timeout_s, query_escape(rv), selector(k));
     WatchEnd end = WatchEnd::closed;
-    // Silence past the server's own timeout, plus a margin, is a stalled watch.
-    HttpResult r = c.stream(path, static_cast<int>(cfg_.watch_timeout_s) + 5,
-                            [&](std::string_view line) { return event(k, line, end); });
-    answered = r.status == 200;
+    // A stream silent past the server's own timeout (plus a margin), or past kWatchIdleSeconds
+    // (the API server's bookmark period, a minute, plus a margin), is dead.
+    const int idle = std::min(static_cast<int>(cfg_.watch_timeout_s) + 5, kWatchIdleSeconds);
+    HttpResult r = c.stream(path, idle, [&](std::string_view line) { return event(k, line, end); });
+    count_request("WATCH", r.status);
+    retry_after = r.retry_after;
     if (end != WatchEnd::closed) return end;
     if (r.status == 410) return WatchEnd::gone;
     if (r.status == 200 && r.error.empty()) return WatchEnd::closed;  // the server's timeout: watch on
     if (r.status == 200 && r.error == kCutInsideEvent) {
         bad(Bad::truncated, fmt::format("{} watch: the stream ended inside an event", info.name));
+        return WatchEnd::untrusted;
+    }
+    if (r.status == 200 && r.error == kEventTooLong) {
+        bad(Bad::over_limits, fmt::format("{} watch: {}", info.name, kEventTooLong));
         return WatchEnd::untrusted;
     }
     std::lock_guard lk(mu_);
@@ -345,6 +376,10 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, bool& answered) {
     return WatchEnd::failed;
 }
 
+// client-go's reflector: list, then watch from the list's version; a watch that ends after it
+// lived (the server's timeout) is resumed at once from the last version seen; any other end (410,
+// a stream that cannot be trusted, an error, a watch that ended at once) relists after the
+// backoff, which resets only after a watch that lived.
 void KubeApi::run(Kind k) {
     const KindInfo& info = kind_info(k);
     ApiClient client(server_, creds_);
@@ -353,12 +388,14 @@ void KubeApi::run(Kind k) {
         if (stopping_) return;
         clients_[static_cast<size_t>(k)] = &client;
     }
+    RateLimit& warn = *warn_log_[static_cast<size_t>(k)];  // each kind its own: one's noise hides no other's
     Backoff backoff;
     bool need_list = true;
     while (!stopping_) {
+        int retry_after = 0;
         if (need_list) {
             bool served = true;
-            if (Status s = list(k, client, served); s && !served) {
+            if (Status s = list(k, client, served, retry_after); s && !served) {
                 if (!sleep_for(std::chrono::seconds(60))) break;
                 continue;
             } else if (!s) {
@@ -368,10 +405,9 @@ void KubeApi::run(Kind k) {
                     KindState& ks = kinds_[static_cast<size_t>(k)];
                     ks.st.last_error = s.error();
                     ++ks.st.reconnects;
-                    static RateLimit rl(4, std::chrono::seconds(60));
-                    rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, s.error()));
+                    warn.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, s.error()));
                 }
-                if (!sleep_for(backoff.next())) break;
+                if (!sleep_for(backoff.next(retry_after))) break;
                 continue;
             }
             log_info(fmt::format("kubernetes API: {} listed: {} objects", info.name, [&] {
@@ -379,30 +415,63 @@ void KubeApi::run(Kind k) {
                 return kinds_[static_cast<size_t>(k)].objects.size();
             }()));
             need_list = false;
-            backoff.reset();
         }
-        bool answered = false;
-        const WatchEnd end = watch(k, client, answered);
+        const auto t0 = std::chrono::steady_clock::now();
+        const uint64_t events0 = events_seen(k);
+        WatchEnd end = watch(k, client, retry_after);
         if (stopping_) break;
-        if (answered) backoff.reset();
-        if (end == WatchEnd::closed) continue;
+        const bool lived = std::chrono::steady_clock::now() - t0 >= kShortWatch || events_seen(k) > events0;
+        if (end == WatchEnd::closed && lived) {
+            backoff.reset();
+            continue;  // the server's timeout: watch on from the last version
+        }
         {
             std::lock_guard lk(mu_);
             KindState& ks = kinds_[static_cast<size_t>(k)];
-            if (end == WatchEnd::gone || end == WatchEnd::untrusted) {
-                ++ks.st.relists;
-                need_list = true;
-            } else {
-                ++ks.st.reconnects;
-                static RateLimit rl(4, std::chrono::seconds(60));
-                rl.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, ks.st.last_error));
+            if (end == WatchEnd::closed) {
+                ks.st.last_error = fmt::format("WATCH {}: the server ended the watch at once", info.name);
+                end = WatchEnd::failed;
             }
+            if (end == WatchEnd::failed) {
+                ++ks.st.reconnects;
+                warn.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, ks.st.last_error));
+            }
+            ++ks.st.relists;
         }
-        if (end == WatchEnd::gone) continue;  // relist at once, as client-go does for 410
-        if (!sleep_for(backoff.next())) break;
+        need_list = true;
+        if (!sleep_for(backoff.next(retry_after))) break;
     }
     std::lock_guard lk(wait_mu_);
     clients_[static_cast<size_t>(k)] = nullptr;
+}
+
+uint64_t KubeApi::events_seen(Kind k) const {
+    std::lock_guard lk(mu_);
+    uint64_t n = 0;
+    for (const uint64_t e : kinds_[static_cast<size_t>(k)].st.events) n += e;
+    return n;
+}
+
+// Called with mu_ held: an object changed, a publish is due.
+void KubeApi::changed() {
+    const double now = unix_now();
+    if (changes_ == published_changes_) pending_since_unix_ = now;
+    ++changes_;
+    last_queued_unix_ = now;
+}
+
+void KubeApi::count_request(const char* verb, int code) {
+    std::lock_guard lk(mu_);
+    ++requests_[{verb, code}];
+}
+
+double KubeApi::stale_after_seconds() const {
+    return std::max(kStaleMinSeconds, 2.0 * static_cast<double>(cfg_.min_sync_ms) / 1e3);
+}
+
+bool KubeApi::stale(double now_unix) const {
+    std::lock_guard lk(mu_);
+    return changes_ != published_changes_ && all_synced() && now_unix - pending_since_unix_ > stale_after_seconds();
 }
 
 std::string KubeApi::selector(Kind k) const {
@@ -524,6 +593,8 @@ void KubeApi::published() {
     applying_ = 0;
     published_changes_ = applying_changes_;
     last_publish_ = publish_started_;
+    last_publish_unix_ = now;
+    if (changes_ != published_changes_) pending_since_unix_ = last_queued_unix_;  // what came meanwhile
     if (publishes_ == 0 && first_synced_)
         first_sync_ms_ =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - *first_synced_).count();
@@ -560,6 +631,7 @@ nlohmann::ordered_json KubeApi::status() const {
                                 {"lists", st.lists},
                                 {"relists", st.relists},
                                 {"reconnects", st.reconnects},
+                                {"unpaged_lists", st.unpaged_lists},
                                 {"events", events},
                                 {"last_error", st.last_error}};
     }
@@ -568,9 +640,20 @@ nlohmann::ordered_json KubeApi::status() const {
     nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
     for (const RejectedObject& r : rejected_)
         rejected.push_back({{"object", r.name}, {"reason", r.reason}, {"message", r.message}});
+    nlohmann::ordered_json requests = nlohmann::ordered_json::object();
+    for (const auto& [key, n] : requests_)
+        requests[key.first][key.second ? std::to_string(key.second) : "<error>"] = n;
+    const double now = unix_now();
+    const bool pending = changes_ != published_changes_;
     return {{"server", server_.server},
             {"source", server_.source},
+            {"proxy", proxy_for(server_)},
             {"synced", all},
+            {"last_publish_unix", last_publish_unix_},
+            {"pending_seconds", pending && all ? now - pending_since_unix_ : 0.0},
+            {"stale_after_seconds", stale_after_seconds()},
+            {"stale", pending && all && now - pending_since_unix_ > stale_after_seconds()},
+            {"requests", requests},
             {"kinds", kinds},
             {"publishes", publishes_},
             {"pending_changes", changes_ - published_changes_},
@@ -619,6 +702,15 @@ void KubeApi::metrics(MetricsText& m) const {
     m.gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
             "When the last change from the API server was queued for a publish (kube-proxy's name)", last_queued_unix_,
             3);
+    m.gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+            "When the last publish with the API server's objects went out (kube-proxy's name); 0: none yet",
+            last_publish_unix_, 3);
+    m.family("svcgate_kube_rest_client_requests_total", "counter",
+             "Requests to the API server by verb and HTTP code (client-go's rest_client_requests_total)");
+    for (const auto& [key, n] : requests_)
+        m.sample("svcgate_kube_rest_client_requests_total",
+                 fmt::format("verb=\"{}\",code=\"{}\"", key.first, key.second ? std::to_string(key.second) : "<error>"),
+                 n);
     m.histogram("kubeproxy_network_programming_duration_seconds",
                 "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)",
                 programming_);

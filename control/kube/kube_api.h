@@ -65,6 +65,14 @@ struct KindInfo {
 };
 const KindInfo& kind_info(Kind k);
 
+// A watch stream silent this long is dead: the API server sends a BOOKMARK every minute to a
+// watch that asked for them (allowWatchBookmarks), so 75 s of nothing is a connection that no
+// longer carries bytes (a load balancer's idle timeout, a failover, a conntrack flush). With the
+// socket's keepalive (api_client.h), a dead connection is noticed within 75 s, not timeoutSeconds.
+inline constexpr int kWatchIdleSeconds = 75;
+// Changes unpublished this long at least (or two min_sync_periods) make the gateway unhealthy.
+inline constexpr double kStaleMinSeconds = 60;
+
 // The labels of a Node object join `labels`; those already there (the file's) stay.
 void node_labels(const ytree::Node& node, std::map<std::string, std::string>& labels);
 // The label selector of Services and EndpointSlices (no headless Services' slices), as a query value.
@@ -80,6 +88,7 @@ enum class Bad : uint8_t {
     unknown_event_type,  // not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
     truncated,           // the body ended inside an event or a list
     malformed_list,      // a LIST answer that is not a list
+    over_limits,         // nested deeper than kMaxJsonDepth, or an event over kMaxEventBytes (json_tree.h)
     count
 };
 const char* bad_name(Bad b);
@@ -92,6 +101,7 @@ struct KindStatus {
     std::string resource_version;
     double last_event_unix = 0;
     uint64_t lists = 0, relists = 0, reconnects = 0;
+    uint64_t unpaged_lists = 0;  // an expired continue token: the LIST again, unpaged
     std::array<uint64_t, kEventTypes.size()> events{};
     std::string last_error;
 };
@@ -125,6 +135,10 @@ public:
     nlohmann::ordered_json status() const;  // svcgatectl status's kubernetes.api
     void metrics(MetricsText& m) const;
     const ApiServer& server() const { return server_; }
+    // Changes from the API have waited unpublished longer than stale_after_seconds(): the
+    // gateway's own publish is failing (/healthz turns 503, control_loop.cpp).
+    bool stale(double now_unix) const;
+    double stale_after_seconds() const;
 
 private:
     struct Stored {
@@ -143,10 +157,13 @@ private:
     void run(Kind k);  // the list/watch loop of one kind, on its thread
     // LIST of kind k, page by page, into its store. `served` false: an optional kind the server
     // does not serve or let us read, held as none (no failure).
-    Status list(Kind k, ApiClient& c, bool& served);
+    Status list(Kind k, ApiClient& c, bool& served, int& retry_after);
     std::string selector(Kind k) const;  // the LIST and WATCH query's selector, "&...Selector=..."
     bool followed(Kind k) const { return k != Kind::nodes || !node_name_.empty(); }
-    WatchEnd watch(Kind k, ApiClient& c, bool& answered);
+    WatchEnd watch(Kind k, ApiClient& c, int& retry_after);
+    uint64_t events_seen(Kind k) const;
+    void changed();  // called with mu_ held
+    void count_request(const char* verb, int code);
     // One watch event line; false when the stream cannot be trusted any more (relist).
     bool event(Kind k, std::string_view line, WatchEnd& end);
     // An object of kind k checked and made into what the store holds; false (counted) if bad.
@@ -166,11 +183,15 @@ private:
     std::array<KindState, kKinds> kinds_;
     std::array<uint64_t, static_cast<size_t>(Bad::count)> bad_{};
     std::array<std::unique_ptr<RateLimit>, static_cast<size_t>(Bad::count)> bad_log_;
+    std::array<std::unique_ptr<RateLimit>, kKinds> warn_log_;  // failed LISTs and WATCHes, per kind
     uint64_t changes_ = 0, published_changes_ = 0, applying_changes_ = 0;  // object changes, counted
     // When the last publish began: min_sync_period runs between publish starts, as kube-proxy's
     // BoundedFrequencyRunner's minInterval runs between runs.
     std::chrono::steady_clock::time_point last_publish_{}, publish_started_{};
     double last_queued_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
+    double last_publish_unix_ = 0;  // kube-proxy's sync_proxy_rules_last_timestamp_seconds
+    double pending_since_unix_ = 0;  // the oldest change not yet published
+    std::map<std::pair<std::string, int>, uint64_t> requests_;  // (verb, HTTP code; 0: no answer) -> count
     std::vector<double> triggers_;  // last-change-trigger-times not yet programmed, oldest first
     size_t applying_ = 0;           // how many of them the last apply() took
     const double started_unix_;

@@ -31,6 +31,7 @@ std::pair<int, std::string> healthz_answer(const HealthState& h, double now_unix
         j["draining"] = h.draining;
         j["portsUp"] = h.ports_up;
         j["apiSynced"] = h.api_synced;
+        j["apiFresh"] = h.api_fresh;
     }
     j["live"] = h.live;
     return {ok ? 200 : 503, j.dump() + "\n"};

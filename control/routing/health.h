@@ -46,6 +46,8 @@ struct HealthState {
     bool draining = false;
     bool synced = true;      // replicating (sync.h): the peers' flows are here
     bool api_synced = true;  // following the API (control/kube/): every kind listed once
+    // and its changes are published: none has waited longer than KubeApi::stale_after_seconds()
+    bool api_fresh = true;
     double drain_started_unix = 0, drain_deadline_unix = 0;
     uint32_t connections_left = 0;  // while draining, counted once a second
     double last_update_unix = 0;    // the config in service was published then

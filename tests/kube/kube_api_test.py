@@ -449,6 +449,6 @@ def main(d):
           "svcgate --check refuses a kubeconfig that skips TLS verification", r.stderr)
 
 
-with tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(dir=os.environ.get("KEEP_TMP")) as tmp:
     main(tmp)
 checks.finish("kubernetes.api against the test API server")
