@@ -26,127 +26,20 @@ import datetime
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import checks  # noqa: E402
 import kube_apiserver  # noqa: E402
+from kube_gateway import Gateway, check, wait_for, now_rfc3339  # noqa: E402
 
 svcgate = sys.argv[1]
-ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 FIXTURES = os.path.join(HERE, "..", "..", "config", "k8s-objects.yaml")
-
-
-def check(cond, what, detail=""):
-    if not checks.check(cond, what) and detail:
-        print("      " + str(detail).replace("\n", "\n      ")[:2000])
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(cond, timeout=20, step=0.1):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(step)
-    return cond()
-
-
-def now_rfc3339():
-    """RFC3339Nano, as the EndpointSlice controller writes last-change-trigger-time: with whole
-    seconds, an edit in the gateway's first second would date from before its start (not counted)."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class Gateway:
-    def __init__(self, d, name, kubeconfig, extra_api="", cluster=""):
-        self.d, self.name = d, name
-        self.sock = f"{d}/{name}.sock"
-        self.metrics = free_port()
-        self.cfg = f"{d}/{name}.yaml"
-        with open(self.cfg, "w") as f:
-            f.write(
-                "dataplane:\n  eal: [--no-huge, --no-shconf, -m, '256', --no-pci, --no-telemetry]\n"
-                "  mbufs: 4096\n  flow_table: {capacity: 4096, capacity_v6: 1024}\n"
-                "  ports: [{name: a, device: net_null0, addresses: [10.9.0.1/24]}]\n"
-                f"control: {{socket: {self.sock}, watch: false, metrics: '127.0.0.1:{self.metrics}'}}\n"
-                f"cluster: {{node_ips: [10.9.0.1]{cluster}}}\n"
-                "services:\n  - {name: file/only, cluster_ip: 10.96.0.1, ports: [{port: 80}], endpoints: [10.9.0.2]}\n"
-                f"kubernetes:\n  api: {{kubeconfig: {kubeconfig}, min_sync_period_ms: 200, watch_timeout_seconds: 3,"
-                f" list_page_size: 100{extra_api}}}\n")
-        self.err = open(f"{d}/{name}.log", "w+")
-        self.p = subprocess.Popen([svcgate, "--config", self.cfg], stdout=subprocess.DEVNULL, stderr=self.err)
-        wait_for(lambda: self.p.poll() is not None or self.ctl("status") is not None, 60)
-
-    def ctl(self, *args):
-        r = subprocess.run([ctl, "--socket", self.sock, *args, "--json"], capture_output=True, text=True, timeout=20)
-        if r.returncode != 0:
-            return None
-        try:
-            return json.loads(r.stdout)
-        except ValueError:
-            return None
-
-    def api(self):
-        s = self.ctl("status")
-        return (s or {}).get("kubernetes", {}).get("api") or {}
-
-    def services(self):
-        """{namespace/name: set of endpoint IPs} as published (`svcgatectl services`, `endpoints`)."""
-        out = {}
-        for sp in self.ctl("services") or []:
-            out.setdefault(sp["name"].split(":")[0], set())
-        for e in self.ctl("endpoints") or []:
-            out.setdefault(e["service"].split(":")[0], set()).add(e["endpoint"].rsplit(":", 1)[0].strip("[]"))
-        return out
-
-    def healthz(self):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/healthz", timeout=5) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-        except OSError as e:
-            return None, str(e)
-
-    def metric(self, name):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=5) as r:
-                text = r.read().decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[-1])
-        return None
-
-    def log(self):
-        self.err.seek(0)
-        return self.err.read()
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
 
 
 def main(d):
@@ -166,7 +59,7 @@ def main(d):
 
     # --- has synced: the slices' LIST held -----------------------------------------------------
     srv.hold["endpointslices"] = threading.Event()
-    gw = Gateway(d, "gw", kc)
+    gw = Gateway(svcgate, d, "gw", kc)
     try:
         check(gw.p.poll() is None, "the gateway starts with kubernetes.api", gw.log()[-2000:])
         wait_for(lambda: gw.api().get("kinds", {}).get("services", {}).get("synced"), 20)
@@ -328,7 +221,7 @@ def main(d):
     kube_apiserver.make_certs(other)
     for name, kc, want in (("token", srv.kubeconfig(f"{d}/kc-token", token="wrong"), "401"),
                            ("ca", srv.kubeconfig(f"{d}/kc-ca", ca=f"{other}/ca.crt"), "certificate")):
-        g = Gateway(d, "gw-" + name, kc)
+        g = Gateway(svcgate, d, "gw-" + name, kc)
         try:
             err = wait_for(lambda: g.api().get("kinds", {}).get("services", {}).get("last_error"), 15) or ""
             check(want in err, f"a wrong {name}: a clear error in status ({err!r})", g.api())
@@ -342,7 +235,7 @@ def main(d):
     # the same endpoints in the same order (with one Maglev seed, the same choices), after an edit
     # too.
     kc = srv.kubeconfig(f"{d}/kc-pair")
-    pair = [Gateway(d, f"gw-pair{i}", kc) for i in (1, 2)]
+    pair = [Gateway(svcgate, d, f"gw-pair{i}", kc) for i in (1, 2)]
     try:
         def published(g):
             return [(e["service"], e["endpoint"], e["conditions"]) for e in g.ctl("endpoints") or []]
@@ -377,7 +270,7 @@ def main(d):
     srv.put(node("gw-node", "zone-a"))
     srv.put(node("another-node", "zone-b"))
     kc = srv.kubeconfig(f"{d}/kc-node")
-    g = Gateway(d, "gw-node", kc, cluster=", node_name: gw-node")
+    g = Gateway(svcgate, d, "gw-node", kc, cluster=", node_name: gw-node")
     try:
         def topo():
             eps = [e for e in g.ctl("endpoints") or [] if e["service"] == "default/topo:"]
@@ -385,7 +278,7 @@ def main(d):
         check(wait_for(lambda: g.api().get("synced"), 20) and wait_for(lambda: topo() == ["10.9.0.10:80"], 10),
               "the gateway's Node (zone-a) chooses the zone-a endpoint", (topo(), g.api().get("kinds", {}).get("nodes")))
         nodes = g.api()["kinds"]["nodes"]
-        fsel = {q.get("fieldSelector") for _, pth, q in srv.requests if pth == "/api/v1/nodes"}
+        fsel = {q.get("fieldSelector") for _, pth, q, _ in srv.requests if pth == "/api/v1/nodes"}
         check(nodes["objects"] == 1 and fsel == {"metadata.name=gw-node"},
               "only the gateway's own Node is followed (fieldSelector)", (nodes, fsel))
         srv.put(node("gw-node", "zone-b"))
@@ -400,7 +293,7 @@ def main(d):
     finally:
         g.stop()
     srv.missing.add("servicecidrs")
-    g = Gateway(d, "gw-nocidr", kc)
+    g = Gateway(svcgate, d, "gw-nocidr", kc)
     try:
         check(wait_for(lambda: g.api().get("synced"), 20), "a server without ServiceCIDRs (404): still synced",
               g.api().get("kinds", {}).get("servicecidrs"))
@@ -424,7 +317,7 @@ def main(d):
     srv.token_prefixes.append("exec-token-")
     kc = srv.kubeconfig(f"{d}/kc-exec", token=None, exec_plugin={
         "apiVersion": "client.authentication.k8s.io/v1", "command": plugin, "interactiveMode": "Never"})
-    g = Gateway(d, "gw-exec", kc)
+    g = Gateway(svcgate, d, "gw-exec", kc)
     try:
         check(wait_for(lambda: g.api().get("synced"), 20), "an exec credential plugin's token is taken", g.api())
         runs = wait_for(lambda: g.api().get("exec_runs", 0) >= 2 and g.api()["exec_runs"], 20)

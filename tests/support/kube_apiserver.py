@@ -9,9 +9,15 @@ and ServiceCIDRs (networking.k8s.io/v1; the last two cluster-scoped):
   - LIST with limit and continue (pages of one consistent snapshot; an expired continue token or
     a compacted resourceVersion is 410 Gone), items without kind/apiVersion, as a typed list;
   - WATCH (?watch=1) as a chunked stream of {"type", "object"} lines from resourceVersion on:
-    ADDED, MODIFIED, DELETED, a BOOKMARK every bookmark_seconds with allowWatchBookmarks, ended
-    after timeoutSeconds; a resourceVersion older than the kept history (or not of this history)
-    is answered with an ERROR event holding a 410 Status (gone_as_status=True: HTTP 410 instead);
+    ADDED, MODIFIED, DELETED, a BOOKMARK every bookmark_seconds (60, a real server's minute) with
+    allowWatchBookmarks, ended after timeoutSeconds; from "0" or "" the current objects first as
+    synthetic ADDED events; a resourceVersion older than the kept history is answered with an
+    ERROR event holding a 410 Status (gone_as_status=True: HTTP 410 instead); one newer than the
+    server's is waited for 3 s, then answered 504 "Too large resource version" (Retry-After 1), as
+    the watch cache does;
+  - continue tokens expire with compaction (410 Expired);
+  - served under a path prefix (prefix="/k8s/clusters/c-1"), on IPv6 (host="::1"); the server's
+    certificate names 127.0.0.1, ::1 and kube.test in its subjectAltNames, not in its CN;
   - label selectors: key, !key, key=value, key!=value, comma-separated; field selectors on
     metadata.name and metadata.namespace (=, ==, !=);
   - a kind in `missing` is not served (404, as an older cluster without ServiceCIDRs);
@@ -22,7 +28,9 @@ namespaces/NS/endpointslices/NAME) let a shell script edit it, as `kubectl repla
 
 The tests drive it from Python: put/delete objects, compact the history, drop every stream,
 restart with a new history, stall the watches (no byte, no end), send raw lines (garbage) into
-them, hold a kind's LIST until released, count the requests.
+them, hold a kind's LIST until released, count the requests (in a time window too), and make it
+misbehave as broken servers and proxies do: every WATCH closed at once or answered with one code
+(with a Retry-After), every continue token expired.
 
 Run alone (python3 kube_apiserver.py DIR [OBJECTS.yaml]) it serves the objects and writes
 DIR/kubeconfig, for a look with kubectl or svcgate."""
@@ -32,6 +40,7 @@ import copy
 import http.server
 import json
 import os
+import socket
 import socketserver
 import ssl
 import subprocess
@@ -62,7 +71,9 @@ def make_certs(d):
         subprocess.run(["openssl", *args], check=True, capture_output=True)
     run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
         "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
-    for name, cn, ext in (("server", "127.0.0.1", "subjectAltName=IP:127.0.0.1"),
+    # The server's name is its subjectAltNames (kube.test: a name only a proxy resolves); the CN is
+    # not a name a client should accept (Go ignores it).
+    for name, cn, ext in (("server", "not-a-name", "subjectAltName=IP:127.0.0.1,IP:::1,DNS:kube.test"),
                           ("client", "svcgate", "extendedKeyUsage=clientAuth")):
         run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{d}/{name}.key",
             "-out", f"{d}/{name}.csr")
@@ -154,7 +165,8 @@ class Store:
             self.cv.notify_all()
 
     def compact(self):
-        """Forget the history: a watch from any version seen so far gets 410."""
+        """Forget the history: a watch from any version seen so far gets 410 (and the server's
+        continue tokens expire with it)."""
         with self.cv:
             self.history.clear()
             self.rvs.clear()
@@ -163,9 +175,13 @@ class Store:
 
 
 class Server:
-    def __init__(self, d, tokens=("test-token",), gone_as_status=False, bookmark_seconds=1.0):
-        self.dir = d
-        make_certs(d)
+    def __init__(self, d, tokens=("test-token",), gone_as_status=False, bookmark_seconds=60.0, prefix="",
+                 host="127.0.0.1", certs=None):
+        self.dir = certs or d
+        if not certs:
+            make_certs(d)
+        self.prefix = prefix  # served under this path ("/k8s/clusters/c-1"), as behind Rancher
+        self.host = host
         self.tokens = set(tokens)
         self.token_prefixes = []  # any token starting so is taken (an exec plugin's)
         self.gone_as_status = gone_as_status
@@ -174,7 +190,12 @@ class Server:
         self.stall = False  # watches send nothing and do not end
         self.hold = {}  # kind -> threading.Event: its LIST waits until set
         self.missing = set()  # kinds answered 404 (not served by this "cluster")
-        self.requests = []  # (method, path, query dict) of every authenticated request
+        self.requests = []  # (method, path, query dict, monotonic time) of every authenticated request
+        # Faults a broken server or proxy shows: None, "close" (every WATCH answered 200 and ended
+        # at once), or an HTTP code every WATCH is answered with; retry_after adds Retry-After.
+        self.watch_fault = None
+        self.retry_after = None
+        self.expire_continues = False  # every continue token is 410 Expired (a slow LIST)
         self.raw = []  # (epoch, kind or None, bytes): lines to write into the open watches
         self.continues = {}  # token -> (rv, items)
         self.lock = threading.Lock()
@@ -190,6 +211,7 @@ class Server:
 
     def compact(self):
         self.store.compact()
+        self.continues.clear()  # a continue token names a compacted version now
 
     def drop_streams(self):
         """Every open watch ends now, mid-stream (the connection is closed, no final chunk)."""
@@ -220,8 +242,14 @@ class Server:
     def count(self, kind, watch=None):
         """Requests for kind so far (LIST pages, WATCHes, or both)."""
         path = KINDS[kind][0]
-        return sum(1 for m, p, q in self.requests
+        return sum(1 for m, p, q, _ in self.requests
                    if p == path and (watch is None or (q.get("watch") in ("1", "true")) == watch))
+
+    def count_since(self, kind, since, watch=None):
+        """The same, for requests made at or after monotonic time `since`."""
+        path = KINDS[kind][0]
+        return sum(1 for m, p, q, t in self.requests
+                   if t >= since and p == path and (watch is None or (q.get("watch") in ("1", "true")) == watch))
 
     def kubeconfig(self, path, token="test-token", ca=None, client_cert=False, exec_plugin=None, server=None):
         user = {}
@@ -234,7 +262,7 @@ class Server:
             user["exec"] = exec_plugin
         cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
                "clusters": [{"name": "test", "cluster": {
-                   "server": server or self.url,
+                   "server": server or self.url + self.prefix,
                    "certificate-authority-data": b64file(ca or f"{self.dir}/ca.crt")}}],
                "users": [{"name": "u", "user": user}],
                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}]}
@@ -276,13 +304,22 @@ class Server:
                 self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
                 return False
 
+            def strip_prefix(self, path):
+                if not srv.prefix:
+                    return path
+                return path[len(srv.prefix):] if path.startswith(srv.prefix + "/") else None
+
             def do_GET(self):
                 u = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(u.query))
                 if not self.authenticated():
                     return
+                path = self.strip_prefix(u.path)
+                if path is None:
+                    return self.send_json(404, status(404, "NotFound", f"the server could not find {u.path}"))
+                u = u._replace(path=path)
                 with srv.lock:
-                    srv.requests.append(("GET", u.path, q))
+                    srv.requests.append(("GET", u.path, q, time.monotonic()))
                 kind = next((k for k, v in KINDS.items() if v[0] == u.path and k not in srv.missing), None)
                 if kind is None and self.object_path(u.path):
                     kind, key = self.object_path(u.path)
@@ -313,6 +350,7 @@ class Server:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
                 if not self.authenticated():
                     return
+                u = u._replace(path=self.strip_prefix(u.path) or "")
                 target = self.object_path(u.path)
                 try:
                     obj = json.loads(body)
@@ -323,7 +361,7 @@ class Server:
                         != target[1]:
                     return self.send_json(400, status(400, "BadRequest", "the object does not match the path"))
                 with srv.lock:
-                    srv.requests.append(("PUT", u.path, {}))
+                    srv.requests.append(("PUT", u.path, {}, time.monotonic()))
                 if target[1] not in srv.store.objects[target[0]]:
                     return self.send_json(404, status(404, "NotFound", f"{obj['kind']} {target[1]} not found"))
                 self.send_json(200, srv.store.put(obj))
@@ -335,7 +373,7 @@ class Server:
                 limit = int(q.get("limit", "0") or 0)
                 token = q.get("continue")
                 if token:
-                    if token not in srv.continues:
+                    if srv.expire_continues or token not in srv.continues:
                         return self.send_json(410, status(410, "Expired", "the continue token has expired"))
                     rv, items = srv.continues.pop(token)
                 else:
@@ -362,14 +400,50 @@ class Server:
 
             def watch(self, kind, q):
                 store = srv.store
+                fault = srv.watch_fault
+                if isinstance(fault, int):
+                    body = (json.dumps(status(fault, "InternalError", "the watch cannot be served")) + "\n").encode()
+                    self.send_response(fault)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    if srv.retry_after is not None:
+                        self.send_header("Retry-After", str(srv.retry_after))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                if fault == "close":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    self.chunk(b"")
+                    return
+                rv_text = q.get("resourceVersion", "")
                 try:
-                    since = int(q.get("resourceVersion", "0") or 0)
+                    since = int(rv_text or 0)
                 except ValueError:
                     since = -1
                 timeout = float(q.get("timeoutSeconds", "300"))
                 bookmarks = q.get("allowWatchBookmarks") == "true"
                 sel, fsel = q.get("labelSelector"), q.get("fieldSelector")
-                gone = since != 0 and (since < store.oldest - 1 or since > store.rv)
+                if since > store.rv:
+                    # A version the server has not reached: a real one waits (3 s in the watch
+                    # cache) and then answers 504 "Too large resource version", Retry-After 1.
+                    with store.cv:
+                        store.cv.wait_for(lambda: store.rv >= since, 3)
+                    if since > store.rv:
+                        body = (json.dumps(dict(status(504, "Timeout", f"Too large resource version: {since}, "
+                                                       f"current: {store.rv}"), details={"causes": [
+                                                           {"reason": "ResourceVersionTooLarge"}],
+                                                           "retryAfterSeconds": 1})) + "\n").encode()
+                        self.send_response(504)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.send_header("Retry-After", "1")
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
+                gone = since > 0 and since < store.oldest - 1 or since < 0
                 if gone and srv.gone_as_status:
                     return self.send_json(410, status(410, "Expired", f"too old resource version: {since}"))
                 self.send_response(200)
@@ -388,6 +462,19 @@ class Server:
                 end = time.monotonic() + timeout
                 next_bookmark = time.monotonic() + srv.bookmark_seconds
                 last = since
+                if rv_text in ("", "0"):
+                    # From "0" or "": the current state as synthetic ADDED events, then on from it.
+                    with store.cv:
+                        last = store.rv
+                        current = [copy.deepcopy(o) for _, o in sorted(store.objects[kind].items())
+                                   if selector_matches(sel, o["metadata"].get("labels", {})) and fields_match(fsel, o)]
+                    try:
+                        for o in current:
+                            self.chunk((json.dumps({"type": "ADDED", "object": o}) + "\n").encode())
+                    except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                        with srv.lock:
+                            srv.streams -= 1
+                        return
                 try:
                     while True:
                         with store.cv:
@@ -436,14 +523,16 @@ class Server:
             daemon_threads = True
             allow_reuse_address = True
 
-        self.httpd = TLSServer(("127.0.0.1", 0), Handler)
+        if ":" in self.host:
+            TLSServer.address_family = socket.AF_INET6
+        self.httpd = TLSServer((self.host, 0), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(f"{self.dir}/server.crt", f"{self.dir}/server.key")
         ctx.load_verify_locations(f"{self.dir}/ca.crt")
         ctx.verify_mode = ssl.CERT_OPTIONAL
         self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://[{self.host}]:{self.port}" if ":" in self.host else f"https://{self.host}:{self.port}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
