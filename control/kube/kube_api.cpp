@@ -281,27 +281,41 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
     return {};
 }
 
+DecodedEvent decode_event(std::string_view line) {
+    DecodedEvent d;
+    std::string why;
+    d.event = parse_bounded(line, why);
+    if (d.event.is_discarded() && why != "not JSON") {  // nested too deep: never built, never walked
+        d.bad = Bad::over_limits;
+        d.detail = "an event " + why;
+        return d;
+    }
+    const nlohmann::json& e = d.event;
+    if (e.is_discarded() || !e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("object")) {
+        d.bad = Bad::malformed_event;
+        d.detail = fmt::format("{:.120}", line);
+        return d;
+    }
+    const std::string& type = e["type"].get_ref<const std::string&>();
+    d.type = static_cast<size_t>(std::find(kEventTypes.begin(), kEventTypes.end(), type) - kEventTypes.begin());
+    if (d.type == kEventTypes.size()) {
+        d.bad = Bad::unknown_event_type;
+        d.detail = fmt::format("event type \"{:.40}\"", type);
+    }
+    return d;
+}
+
 bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     const KindInfo& info = kind_info(k);
-    std::string why;
-    nlohmann::json e = parse_bounded(line, why);
-    if (e.is_discarded() && why != "not JSON") {  // nested too deep: never built, never walked
-        bad(Bad::over_limits, fmt::format("{} watch: an event {}", info.name, why));
+    DecodedEvent d = decode_event(line);
+    if (d.bad != Bad::count) {
+        bad(d.bad, fmt::format("{} watch: {}", info.name, d.detail));
         end = WatchEnd::untrusted;
         return false;
     }
-    if (e.is_discarded() || !e.is_object() || !e.contains("type") || !e["type"].is_string() || !e.contains("object")) {
-        bad(Bad::malformed_event, fmt::format("{} watch: {:.120}", info.name, line));
-        end = WatchEnd::untrusted;
-        return false;
-    }
-    const std::string type = e["type"].get<std::string>();
-    const auto t = std::find(kEventTypes.begin(), kEventTypes.end(), type) - kEventTypes.begin();
-    if (t == static_cast<long>(kEventTypes.size())) {
-        bad(Bad::unknown_event_type, fmt::format("{} watch: event type \"{:.40}\"", info.name, type));
-        end = WatchEnd::untrusted;
-        return false;
-    }
+    nlohmann::json& e = d.event;
+    const size_t t = d.type;
+    const std::string type = kEventTypes[t];
     nlohmann::json& obj = e["object"];
     {
         std::lock_guard lk(mu_);

@@ -96,6 +96,16 @@ const char* bad_name(Bad b);
 // The watch event types, in KindStatus::events' order.
 inline constexpr std::array<const char*, 5> kEventTypes{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
 
+// One line of a watch stream, decoded within json_tree.h's bounds: {type, object} with a known
+// type, or why not (bad != Bad::count). The object is not checked here (KubeApi::accept).
+struct DecodedEvent {
+    nlohmann::json event;
+    size_t type = 0;  // into kEventTypes
+    Bad bad = Bad::count;
+    std::string detail;  // what was wrong, for the log
+};
+DecodedEvent decode_event(std::string_view line);
+
 struct KindStatus {
     bool synced = false;
     std::string resource_version;

@@ -259,3 +259,29 @@ for name, b in sync_seeds.items():
     with open(os.path.join(sout, name), "wb") as f:
         f.write(b)
 print(f"{len(seeds)} frames, 2 configs, {len(sync_seeds)} replication seeds")
+
+# Watch streams (fuzz_watch.cpp): the example cluster's objects as ADDED and MODIFIED events, a
+# BOOKMARK, an ERROR, a DELETED, a deep and an unknown event, and a line of garbage.
+import json  # noqa: E402
+import yaml  # noqa: E402
+
+with open(os.path.join(src, "config", "k8s-objects.yaml")) as f:
+    objs = [o for d in yaml.safe_load_all(f) if d for o in (d.get("items", [d]) if d.get("kind", "").endswith("List") else [d])]
+events = [json.dumps({"type": "ADDED", "object": o}) for o in objs]
+watch_seeds = {
+    "added": "\n".join(events) + "\n",
+    "modified-deleted": "\n".join(events[:2] + [e.replace('"ADDED"', '"MODIFIED"', 1) for e in events[:2]] +
+                                  [e.replace('"ADDED"', '"DELETED"', 1) for e in events[:1]]) + "\n",
+    "bookmark-error": json.dumps({"type": "BOOKMARK", "object": {"kind": "Service", "apiVersion": "v1",
+                                  "metadata": {"resourceVersion": "12345"}}}) + "\n" +
+    json.dumps({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "code": 410,
+                                            "reason": "Expired", "message": "too old resource version"}}) + "\n",
+    "deep-unknown-garbage": '{"type": "ADDED", "object": ' + "[" * 80 + "]" * 80 + "}\n" +
+    '{"type": "EXPLODED", "object": {}}\nthis is not JSON\n{"type": "ADDED", "object": {"kind": "Ser',
+}
+wout = os.path.join(here, "corpus", "watch")
+os.makedirs(wout, exist_ok=True)
+for name, t in watch_seeds.items():
+    with open(os.path.join(wout, name), "w") as f:
+        f.write(t)
+print(f"{len(watch_seeds)} watch streams")
