@@ -28,6 +28,39 @@
 
 namespace svcgate::ctl {
 
+namespace {
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+}  // namespace
+
+std::string unknown_key(std::string_view key, std::span<const std::string_view> known) {
+    std::string_view best;
+    size_t best_d = SIZE_MAX;
+    for (const std::string_view k : known)
+        if (const size_t d = edit_distance(key, k); d < best_d) best_d = d, best = k;
+    std::string m = "unknown setting";
+    // A slip: a third of the key's letters at most (and at least two), or one key inside the other.
+    const bool near = best_d <= std::max<size_t>(2, key.size() / 3) ||
+        (!best.empty() && (best.find(key) != std::string_view::npos || key.find(best) != std::string_view::npos));
+    if (!best.empty() && near) m += fmt::format("; did you mean \"{}\"?", best);
+    std::string list;
+    for (const std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    return m + " (known here: " + list + ")";
+}
+
 std::string ConfigIssue::str() const {
     std::string where = mark.file.str();
     if (mark.line > 0) where += fmt::format(":{}:{}", mark.line, mark.column);
@@ -378,7 +411,7 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
 // routing: the kernel table the addresses to announce go to, and which addresses.
 void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
     c.mark = r.mark(n);
-    if (!r.strict_map(n, "routing", keys_under("routing", ""))) return;
+    if (!r.map(n, "routing", keys_under("routing", ""))) return;
     if (const ytree::Node t = n["table"]) {
         if (auto x = field_number<uint32_t>(r, t, "routing", "table", "routing.table")) {
             // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
@@ -419,7 +452,7 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
 // missing or malformed one.
 void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<PortConfig>& ports,
              const std::function<std::string(const std::string&)>& beside) {
-    if (!r.strict_map(n, "ha", keys_under("ha", ""))) return;
+    if (!r.map(n, "ha", keys_under("ha", ""))) return;
     const ytree::Node listen = n["listen"], peers = n["peers"], key = n["key_file"];
     if (!listen || !peers || !key) {
         r.error(n, "ha", "ha needs listen (ADDRESS:PORT), peers and key_file");
@@ -638,7 +671,7 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
 // kubernetes.api: where the API server is and how to follow it (control/kube/).
 template <typename Beside>
 void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside beside) {
-    if (!r.strict_map(n, "kubernetes.api", keys_under("kubernetes", "api"))) return;
+    if (!r.map(n, "kubernetes.api", keys_under("kubernetes", "api"))) return;
     c.enabled = true;
     if (n["kubeconfig"])
         if (auto p = r.str(n["kubeconfig"], "kubernetes.api.kubeconfig")) c.kubeconfig = beside(*p);
@@ -674,7 +707,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     // Relative paths (manifests, the state file) are relative to the config file's directory.
     const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
     auto beside = [&dir](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + p; };
-    if (const ytree::Node k = root["kubernetes"]; k && r.strict_map(k, "kubernetes", keys_under("kubernetes", ""))) {
+    if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", keys_under("kubernetes", ""))) {
         std::vector<ManifestRef> refs;
         const ytree::Node m = k["manifests"];
         if (m && r.seq(m, "kubernetes.manifests"))

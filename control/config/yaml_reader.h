@@ -19,6 +19,10 @@
 
 namespace svcgate::ctl {
 
+// "unknown setting; did you mean \"masquerade_all\"? (known: a, b, ...)": the nearest known key
+// by edit distance, when it is near enough to be a slip.
+std::string unknown_key(std::string_view key, std::span<const std::string_view> known);
+
 // Where a value is, as "services[3].ports[0]" + ".port": the two parts are joined only when an
 // issue is reported (a config has tens of thousands of values and few errors).
 // Points into strings and Paths that outlive the call it is passed to.
@@ -58,7 +62,9 @@ public:
     void warn(const ytree::Node& n, const Path& path, std::string msg) {
         warnings_.push_back(ConfigIssue{mark(n), path.str(), std::move(msg)});
     }
-    // Warn about keys outside `known`; error when `n` is not a map.
+    // A mapping of svcgate's own: a key outside `known` is an error, as kube-proxy's configuration
+    // is decoded strictly (a misspelt key would leave the operator believing a setting holds),
+    // with the known keys and the nearest one. Error too when `n` is not a map.
     bool map(const ytree::Node& n, const Path& path, std::initializer_list<std::string_view> known) {
         return map(n, path, std::span<const std::string_view>(known.begin(), known.size()));
     }
@@ -71,25 +77,7 @@ public:
             const std::string& k = kv.first.Scalar();
             bool ok = false;
             for (auto w : known) ok = ok || k == w;
-            if (!ok) warn(kv.first, path.str().empty() ? k : path.str() + "." + k, "unknown field (ignored)");
-        }
-        return true;
-    }
-    // A mapping whose unknown keys are errors, not warnings (a routing setting misspelt would
-    // otherwise announce what the operator did not mean).
-    bool strict_map(const ytree::Node& n, const Path& path, std::initializer_list<std::string_view> known) {
-        return strict_map(n, path, std::span<const std::string_view>(known.begin(), known.size()));
-    }
-    bool strict_map(const ytree::Node& n, const Path& path, std::span<const std::string_view> known) {
-        if (!n.IsMap()) {
-            error(n, path, "expected a mapping");
-            return false;
-        }
-        for (const auto& kv : n) {
-            const std::string& k = kv.first.Scalar();
-            bool ok = false;
-            for (auto w : known) ok = ok || k == w;
-            if (!ok) error(kv.first, path.str().empty() ? k : path.str() + "." + k, "unknown setting");
+            if (!ok) error(kv.first, path.str().empty() ? k : path.str() + "." + k, unknown_key(k, known));
         }
         return true;
     }

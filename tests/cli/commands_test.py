@@ -119,6 +119,19 @@ with tempfile.TemporaryDirectory() as d:
         r = run("--socket", sock, "reload", "--json")
         rj = json.loads(r.stdout) if r.stdout else {}
         check(r.returncode == 1 and rj.get("ok") is False and rj.get("generation") == 1, "reload --json: ok false, generation kept")
+        # An unknown (misspelt) key refuses the reload too, positioned, with the nearest key; the
+        # running config keeps serving.
+        with open(cfg) as f3:
+            good = f3.read().replace("  - {name: a/c, cluster_ip: 10.96.0.300, ports: [{port: 80}]}\n", "")
+        with open(cfg, "w") as f3:
+            f3.write("cluster:\n  masquerade_al: true\n" + good)
+        r = run("--socket", sock, "reload")
+        check(r.returncode == 1 and f"{cfg}:2:3: cluster.masquerade_al: unknown setting; did you mean \"masquerade_all\"?"
+              in r.stdout, f"a reload with an unknown key is refused, positioned, with a suggestion ({r.stdout.strip()[:160]})")
+        svc = json.loads(run("--socket", sock, "services", "--json").stdout or "[]")
+        st = json.loads(run("--socket", sock, "status", "--json").stdout or "{}")
+        check(st.get("generation") == 1 and any(x["name"].startswith("a/b") for x in svc),
+              f"after the refused reload the running config still serves (generation {st.get('generation')})")
     finally:
         p.terminate()
         p.wait(timeout=30)

@@ -82,7 +82,7 @@ TEST(ConfigFields, DefaultsAreTheCodes) {
 }
 
 TEST(ConfigFields, KnownKeysAreTheTables) {
-    // Every key the table names under a section is taken without a warning; one it does not is warned.
+    // Every key the table names under a section is taken without a warning; one it does not is refused.
     const Config ok = load_config_string(R"(
 dataplane:
   workers: 1
@@ -97,9 +97,17 @@ control: {socket_mode: '0600', watch: false, drain_timeout: 5}
 cluster: {masquerade_all: false, reject_unknown_port: true, maglev_seed: 3, nodeport_range: 30000-32767}
 )");
     EXPECT_TRUE(ok.warnings.empty()) << ok.warnings.front().str();
-    const Config warned = load_config_string("dataplane:\n  ports: [{name: a}]\n  flow_table: {capacityy: 5}\n");
-    ASSERT_EQ(warned.warnings.size(), 1u);
-    EXPECT_NE(warned.warnings[0].str().find("capacityy"), std::string::npos);
+    try {
+        (void)load_config_string("dataplane:\n  ports: [{name: a}]\n  flow_table: {capacityy: 5}\n");
+        ADD_FAILURE() << "an unknown key was taken";
+    } catch (const ConfigError& e) {
+        // Refused, with the table's keys of that section as the known ones and the nearest named.
+        ASSERT_EQ(e.issues.size(), 1u);
+        EXPECT_NE(e.issues[0].str().find("capacityy: unknown setting; did you mean \"capacity\"?"), std::string::npos)
+            << e.issues[0].str();
+        for (const std::string_view k : keys_under("dataplane", "flow_table"))
+            EXPECT_NE(e.issues[0].message.find(std::string(k)), std::string::npos) << k;
+    }
     // A number outside the table's range is an error that names the range.
     try {
         (void)load_config_string("dataplane:\n  ports: [{name: a}]\n  workers: 129\n");

@@ -252,9 +252,84 @@ ports: [{name: '', port: 8080}]
     ASSERT_EQ(sp.ep_count, 3u);
     EXPECT_EQ(s->endpoints[sp.ep_first].ip, *parse_ip("10.1.1.1"));
     EXPECT_EQ(s->endpoints[sp.ep_first + 1].ip, *parse_ip("10.1.1.2"));
-    EXPECT_EQ(s->endpoints[sp.ep_first + 1].cond & dp::kReady, 0) << "the first slice's conditions";
+    // kube-proxy 1.36 (kubernetes#135593): of the two 10.1.1.2, the ready one (second slice) wins.
+    EXPECT_NE(s->endpoints[sp.ep_first + 1].cond & dp::kReady, 0) << "the serving copy, whatever the slice order";
     EXPECT_EQ(s->endpoints[sp.ep_first + 2].ip, *parse_ip("10.1.1.3"));
-    EXPECT_EQ(s->sets[sp.cluster_set].count, 2u);
+    EXPECT_EQ(s->sets[sp.cluster_set].count, 3u);
+}
+
+// The same with the copies' order reversed: the not-ready one comes second and still loses; of two
+// copies that serve alike, the first one stays.
+TEST(KubeObjects, AServingDuplicateWinsInAnyOrder) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(R"(apiVersion: v1
+kind: Service
+metadata: {name: a}
+spec: {clusterIP: 10.96.0.5, ports: [{name: '', port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+addressType: IPv4
+metadata: {name: a-1, labels: {kubernetes.io/service-name: a}}
+endpoints: [{addresses: [10.1.1.2], nodeName: new}, {addresses: [10.1.1.4], nodeName: first}]
+ports: [{name: '', port: 8080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+addressType: IPv4
+metadata: {name: a-2, labels: {kubernetes.io/service-name: a}}
+endpoints: [{addresses: [10.1.1.2], conditions: {ready: false, serving: false, terminating: true}},
+            {addresses: [10.1.1.4], nodeName: second}]
+ports: [{name: '', port: 8080}]
+)",
+                    errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    test::ensure_eal();
+    auto s = build_snapshot(c);
+    const dp::ServicePort& sp = s->services[0];
+    ASSERT_EQ(sp.ep_count, 2u);
+    EXPECT_NE(s->endpoints[sp.ep_first].cond & dp::kReady, 0);
+    EXPECT_EQ(s->catalogue.endpoints[sp.ep_first].node, "new");
+    EXPECT_EQ(s->catalogue.endpoints[sp.ep_first + 1].node, "first");
+}
+
+// One object never fails the build: two Services claiming one externalIP:port, the older keeps
+// it and the newer's entry is left out (listed); an object's nodePort outside the range is served.
+TEST(KubeObjects, AConflictLeavesOutOnlyTheNewerEntry) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(R"(apiVersion: v1
+kind: Service
+metadata: {name: newer, namespace: b, creationTimestamp: '2026-01-01T00:00:00Z'}
+spec: {clusterIP: 10.96.0.6, externalIPs: [192.0.2.1], ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: older, namespace: a, creationTimestamp: '2025-01-01T00:00:00Z'}
+spec: {clusterIP: 10.96.0.5, externalIPs: [192.0.2.1], ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: np, namespace: c}
+spec: {type: NodePort, clusterIP: 10.96.0.7, ports: [{port: 80, nodePort: 80}]}
+)",
+                    errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    test::ensure_eal();
+    auto s = build_snapshot(c);
+    ASSERT_EQ(s->services.size(), 3u);
+    const auto owner = s->vips.find(dp::VipTable::key(parse_ip("192.0.2.1")->v4(), rte_cpu_to_be_16(80), 6));
+    ASSERT_TRUE(owner.hit());
+    EXPECT_EQ(s->info(owner.service()).name, "a/older:");
+    ASSERT_EQ(s->catalogue.object_issues.size(), 2u);
+    EXPECT_EQ(s->catalogue.object_issues[0].object, "Service b/newer");
+    EXPECT_EQ(s->catalogue.object_issues[0].reason, "vip_conflict");
+    EXPECT_TRUE(s->catalogue.object_issues[0].left_out);
+    EXPECT_EQ(s->catalogue.object_issues[1].object, "Service c/np");
+    EXPECT_EQ(s->catalogue.object_issues[1].reason, "nodeport_out_of_range");
+    EXPECT_FALSE(s->catalogue.object_issues[1].left_out);
+    EXPECT_TRUE(s->vips.find(dp::VipTable::key(parse_ip("10.96.0.6")->v4(), rte_cpu_to_be_16(80), 6)).hit())
+        << "the newer Service's ClusterIP is still served";
+    // The config file's own Services still refuse a conflict between them (yaml_config_test).
 }
 
 TEST(KubeObjects, ErrorsNameTheManifestLineAndColumn) {
