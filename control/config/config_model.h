@@ -313,7 +313,10 @@ struct Config {
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeApiConfig kube_api;
     KubeStats kube;
-    std::vector<ConfigIssue> warnings;  // unknown fields and the like
+    std::vector<ConfigIssue> warnings;  // ignored objects and the like
+    // Manifest objects left out at start or reload (ObjectErrors::leave_out), each with its first
+    // error; --check refuses them instead.
+    std::vector<ConfigIssue> left_out;
 };
 
 }  // namespace svcgate::ctl

@@ -47,6 +47,23 @@ struct KubeLoader {
     std::vector<ConfigIssue>& errors;
     std::vector<PendingSlice> slices;
     std::vector<std::string> other_proxy;  // Services left out as another proxy's: their slices too
+    bool leave_out = false;                // an object's errors leave it out (load_kube_manifests)
+
+    // One object, all or nothing when leave_out: what it added is taken back, its first error kept.
+    template <typename Read>
+    void whole(Read&& read) {
+        const size_t e0 = errors.size(), s0 = cfg.services.size(), sl0 = slices.size();
+        const KubeStats k0 = cfg.kube;
+        const std::vector<IpCidr> cidrs0 = cfg.cluster.service_cidrs;
+        read();
+        if (!leave_out || errors.size() == e0) return;
+        cfg.left_out.push_back(errors[e0]);
+        errors.resize(e0);
+        cfg.services.resize(s0);
+        slices.resize(sl0);
+        cfg.kube = k0;
+        cfg.cluster.service_cidrs = cidrs0;
+    }
 
     std::vector<IpAddr> addrs(Reader& r, const ytree::Node& n, const Path& path) { return r.ips(n, path); }
 
@@ -305,11 +322,11 @@ struct KubeLoader {
         }
         const std::string where = path.empty() ? kind : path;
         if (kind == "Service" && api == "v1") {
-            service(r, obj, where);
+            whole([&] { service(r, obj, where); });
         } else if (kind == "EndpointSlice" && api.starts_with("discovery.k8s.io/")) {
-            endpoint_slice(r, obj, where);
+            whole([&] { endpoint_slice(r, obj, where); });
         } else if (kind == "ServiceCIDR" && api.starts_with("networking.k8s.io/")) {
-            service_cidr(r, obj, where);
+            whole([&] { service_cidr(r, obj, where); });
         } else if (kind.empty()) {
             r.error(obj, path, "not a Kubernetes object (no kind)");
         } else {
@@ -346,10 +363,10 @@ struct KubeLoader {
                 std::binary_search(other_proxy.begin(), other_proxy.end(), ps.ns + "/" + ps.service))
                 continue;
             if (it == by_name.end()) {
-                errors.push_back(
-                    ConfigIssue{ps.mark, "",
-                                fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
-                                            ps.ns, ps.name, ps.ns, ps.service)});
+                (leave_out ? cfg.left_out : errors)
+                    .push_back(ConfigIssue{ps.mark, "",
+                                           fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
+                                                       ps.ns, ps.name, ps.ns, ps.service)});
                 continue;
             }
             it->second->groups.push_back(std::move(ps.group));
@@ -372,9 +389,10 @@ struct KubeLoader {
 
 }  // namespace
 
-void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors) {
+void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors,
+                         bool leave_out) {
     const size_t first = cfg.services.size();  // the compact services: not subject to proxy names
-    KubeLoader l{cfg, errors, {}, {}};
+    KubeLoader l{cfg, errors, {}, {}, leave_out};
     for (const ManifestRef& f : files) {
         const auto text = read_file(f.path);
         if (!text) {

@@ -28,7 +28,10 @@ struct ManifestRef {
 };
 
 // Appends the manifests' Services (with their slices) to cfg.services and fills cfg.kube.
-void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors);
+// With `leave_out`, an object that cannot be read (or a slice whose Service is not there) is left
+// out with its first error in cfg.left_out instead of failing the load.
+void load_kube_manifests(const std::vector<ManifestRef>& files, Config& cfg, std::vector<ConfigIssue>& errors,
+                         bool leave_out = false);
 
 // "2 Services, 2 EndpointSlices; no rule for 0 headless and 0 ExternalName Services; ...".
 std::string kube_summary(const KubeStats& k);

@@ -686,7 +686,8 @@ void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside bes
         r.error(n, "kubernetes.api", "give either kubeconfig (a file) or in_cluster: true");
 }
 
-Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors) {
+Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors,
+            ObjectErrors objects) {
     Config cfg;
     cfg.file = file;
     Reader r(file, errors, cfg.warnings);
@@ -714,7 +715,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
             for (size_t i = 0; i < m.size(); ++i)
                 if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
                     refs.push_back({beside(*p), r.mark(m[i])});
-        load_kube_manifests(refs, cfg, errors);
+        load_kube_manifests(refs, cfg, errors, objects == ObjectErrors::leave_out);
         if (k["api"]) read_kube_api(r, k["api"], cfg.kube_api, beside);
     }
     cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
@@ -733,14 +734,14 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     return cfg;
 }
 
-Config load_guarded(const std::string& text, const std::string& file) {
+Config load_guarded(const std::string& text, const std::string& file, ObjectErrors objects = ObjectErrors::refuse) {
     std::vector<ConfigIssue> errors;
     Config cfg;
     try {
         // The first document is the config (as yaml-cpp's Load would take it).
         const ytree::Stream stream = ytree::Stream::parse(text);
         const std::vector<ytree::Node> docs = stream.documents();
-        cfg = load(docs.empty() ? ytree::Node() : docs[0], file, errors);
+        cfg = load(docs.empty() ? ytree::Node() : docs[0], file, errors, objects);
     } catch (const ytree::ParseError& e) {
         errors.push_back(ConfigIssue{
             Mark{file, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1}, "", e.msg});
@@ -753,10 +754,10 @@ Config load_guarded(const std::string& text, const std::string& file) {
 
 Config load_config_string(const std::string& yaml, const std::string& name) { return load_guarded(yaml, name); }
 
-Config load_config_file(const std::string& path) {
+Config load_config_file(const std::string& path, ObjectErrors objects) {
     const auto text = read_file(path);
     if (!text) throw ConfigError({ConfigIssue{Mark{path, 0, 0}, "", "cannot open file"}});
-    return load_guarded(*text, path);
+    return load_guarded(*text, path, objects);
 }
 
 }  // namespace svcgate::ctl

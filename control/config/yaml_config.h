@@ -12,7 +12,11 @@
 
 namespace svcgate::ctl {
 
-Config load_config_file(const std::string& path);
+// What a Kubernetes object in a manifest that cannot be read does: refuse the file (--check, and
+// svcgatectl trace: the operator's own file, every error shown), or leave out only that object,
+// listed in Config::left_out (start and reload: one object never stops the rest, as for the API).
+enum class ObjectErrors : uint8_t { refuse, leave_out };
+Config load_config_file(const std::string& path, ObjectErrors objects = ObjectErrors::refuse);
 Config load_config_string(const std::string& yaml, const std::string& name = "<string>");
 
 // TCP, UDP, SCTP, ICMP in any case; names in Kubernetes' spelling, or tcpdump's (lowercase).

@@ -72,7 +72,9 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
     PublishResult r;
     bool api = false;
     try {
-        Config next = load_config_file(st.config_path);
+        Config next = load_config_file(st.config_path, ObjectErrors::leave_out);
+        for (const ConfigIssue& i : next.left_out)  // listed in status, counted; logged as they come
+            full.log(LogLevel::warning, fmt::format("reload: a manifest's object is left out: {}", i.str()));
         const std::string restart = keep_restart_fields(next, st.cfg);
         api = st.kube && st.kube->apply(next);  // the API's objects beside the file's
         // Published with the adopted addresses; kept as running without them. `next` is not

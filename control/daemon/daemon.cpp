@@ -153,13 +153,14 @@ namespace {
 bool load_for_start(const std::string& path, DaemonState& st) {
     st.config_path = path;
     try {
-        st.cfg = load_config_file(path);
+        st.cfg = load_config_file(path, ObjectErrors::leave_out);
     } catch (const ConfigError& e) {
         for (const auto& w : e.warnings) log_warning(w.str());
         log_err(e.what());
         return false;
     }
     for (const auto& w : st.cfg.warnings) log_warning(w.str());
+    for (const auto& i : st.cfg.left_out) log_warning("a manifest's object is left out: " + i.str());
     auto problems = host_interface_problems(st.cfg);
     for (std::string& m : state_file_problems(st.cfg)) problems.push_back(std::move(m));
     for (const std::string& m : problems) log_err(m);

@@ -30,7 +30,7 @@ std::string service_labels(const ServiceSnapshot& s, uint32_t i) {
 void collect_services(MetricsText& m, const ServiceSnapshot& s, const SlotRegistry& slots) {
     m.family("svcgate_object_issues", "gauge",
              "Kubernetes objects' entries the snapshot serves otherwise than written, by reason (status lists them).");
-    std::map<std::string, uint64_t> issues{{"vip_conflict", 0}, {"nodeport_out_of_range", 0}};
+    std::map<std::string, uint64_t> issues{{"vip_conflict", 0}, {"nodeport_out_of_range", 0}, {"invalid_object", 0}};
     for (const ObjectIssue& i : s.catalogue.object_issues) ++issues[i.reason];
     for (const auto& [reason, n] : issues) m.sample("svcgate_object_issues", fmt::format("reason=\"{}\"", reason), n);
     m.family("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");

@@ -487,6 +487,8 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
                                 .snat_port_min = cfg.cluster.masquerade_port_min,
                                 .snat_port_max = cfg.cluster.masquerade_port_max,
                                 .maglev_seed = cfg.cluster.maglev_seed};
+    for (const ConfigIssue& i : cfg.left_out)  // the manifests' objects the loader left out
+        s.catalogue.object_issues.push_back(ObjectIssue{"manifest object", "invalid_object", i.str(), true});
     b.ports_and_routes();
     // The config file's Services first, then Kubernetes objects oldest first (by
     // creationTimestamp; those without one last, in the order read): where one VIP:port is

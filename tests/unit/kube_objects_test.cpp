@@ -406,6 +406,43 @@ TEST(KubeObjects, ConfigLoadsManifestsRelativeToItself) {
     std::remove((dir + "/gw.yaml").c_str());
 }
 
+// A manifest's object that cannot be read: --check refuses the file (every error, positioned);
+// start and reload leave out that object alone (and a slice of a Service not there), listed.
+TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
+    const std::string dir = testing::TempDir();
+    {
+        std::ofstream m(dir + "/objs2.yaml");
+        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n"
+             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: 80}]}\n"
+             "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
+             "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
+             "endpoints: [{addresses: [10.1.1.1]}]\nports: [{port: 8080}]\n";
+        std::ofstream c(dir + "/gw2.yaml");
+        c << "kubernetes:\n  manifests: [objs2.yaml]\n";
+    }
+    try {
+        load_config_file(dir + "/gw2.yaml");
+        FAIL() << "--check's reading takes a broken object";
+    } catch (const ConfigError& e) {
+        ASSERT_EQ(e.issues.size(), 1u) << e.what();
+        EXPECT_NE(e.issues[0].message.find("10.96.0.300"), std::string::npos) << e.issues[0].str();
+        EXPECT_EQ(e.issues[0].mark.line, 9);
+    }
+    const Config c = load_config_file(dir + "/gw2.yaml", ObjectErrors::leave_out);
+    ASSERT_EQ(c.services.size(), 1u);
+    EXPECT_EQ(c.services[0].full_name(), "default/good");
+    ASSERT_EQ(c.left_out.size(), 2u);
+    EXPECT_NE(c.left_out[0].str().find("objs2.yaml:9:19:"), std::string::npos) << c.left_out[0].str();
+    EXPECT_NE(c.left_out[1].message.find("names Service default/bad"), std::string::npos) << c.left_out[1].str();
+    EXPECT_EQ(c.kube.services, 1u);
+    test::ensure_eal();
+    const auto s = build_snapshot(c);
+    ASSERT_EQ(s->catalogue.object_issues.size(), 2u);
+    EXPECT_EQ(s->catalogue.object_issues[0].reason, "invalid_object");
+    std::remove((dir + "/objs2.yaml").c_str());
+    std::remove((dir + "/gw2.yaml").c_str());
+}
+
 namespace {
 
 // A Service with one slice whose endpoints carry `hints` (one entry per endpoint: zone hints,
