@@ -370,23 +370,57 @@ print("no answer")
         subprocess.run(["pkill", "-f", f"storage.tsdb.path={prom_dir}/data"], capture_output=True)
         shutil.rmtree(prom_dir, ignore_errors=True)
 
-    # dpdk-dumpcap captures on a port while svcgate runs (a secondary process of its own).
+    # dpdk-dumpcap captures on a port while svcgate runs (a secondary process of its own), on the
+    # wall clock: the client's tcpdump of the same packets says the same time. A SYN-ACK is stamped
+    # by the gateway as it sends it and by the client as it arrives: the same moment within a
+    # millisecond. A SYN is stamped by the client as it leaves and by the gateway when its worker
+    # receives it, up to one idle sleep later (dataplane.poll: about 1 ms at most), never before.
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
+    cpcap = tempfile.mktemp(suffix=".pcap", prefix="svcgate-e2e-client-")
+    td = subprocess.Popen(["ip", "netns", "exec", "client", "tcpdump", "-U", "-n", "-i", "eth0",
+                           "--time-stamp-precision=nano", "-w", cpcap, "tcp port 30001"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dc = subprocess.Popen(["ip", "netns", "exec", "gw", "dpdk-dumpcap", "--file-prefix=svcgate-lab", "-q", "-i",
-                           "net_af_xdp0", "-w", pcap, "-c", "6"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    t0 = time.monotonic()  # until it has its 6 packets: it attaches in its own time (60 s at most)
+                           "net_af_xdp0", "-w", pcap, "-c", "80"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()  # until it has its packets: it attaches in its own time (60 s at most)
     while dc.poll() is None and time.monotonic() - t0 < 60:
-        subprocess.run(["sleep", "0.5"])
+        subprocess.run(["sleep", "0.3"])
         curl("client", "http://192.168.67.8:30001/")
     if dc.poll() is None:
         dc.kill()
     dc.wait()
+    td.terminate()
+    td.wait()
     shown = subprocess.run(["tcpdump", "-n", "-r", pcap], capture_output=True, text=True).stdout
     check("192.168.67.8.30001" in shown, f"dpdk-dumpcap captures on port ext ({len(shown.splitlines())} packets)")
+
+    def stamped(path, flt, key):
+        """{key: epoch seconds} of the packets matching `flt` in a capture."""
+        out = subprocess.run(["tcpdump", "-tt", "-n", "--time-stamp-precision=nano", "-r", path, flt],
+                             capture_output=True, text=True).stdout
+        found = {}
+        for line in out.splitlines():
+            m = re.match(r"(\d+\.\d+) IP .*" + key, line)
+            if m:
+                found[m.group(2)] = float(m.group(1))
+        return found
+    syn, synack = "tcp[tcpflags] == tcp-syn and dst port 30001", "tcp[tcpflags] == tcp-syn|tcp-ack and src port 30001"
+    for what, flt, key, lo, hi in (("SYN-ACKs", synack, r"seq (\d+),", -1e-3, 1e-3),
+                                   ("SYNs", syn, r"seq (\d+),", -0.2e-3, 2e-3)):
+        gw, cl = stamped(pcap, flt, key), stamped(cpcap, flt, key)
+        both = sorted(set(gw) & set(cl))
+        d = sorted(gw[q] - cl[q] for q in both)
+        check(len(both) >= 2 and lo <= d[0] and d[-1] <= hi,
+              f"dpdk-dumpcap's capture is on the wall clock: {len(both)} {what} in both captures, gateway - client "
+              f"{', '.join(f'{x * 1e6:.0f}' for x in d[:12])} us (bounds {lo * 1e6:.0f} to {hi * 1e6:.0f})")
+    for f in (pcap, cpcap):
+        if os.path.exists(f):
+            os.unlink(f)
     r = ctl("status")
     check(r.stdout.count("link up") == 2, "after dpdk-dumpcap left, both ports' links are still up")
-    if os.path.exists(pcap):
-        os.unlink(pcap)
+    for f in (pcap, cpcap):
+        if os.path.exists(f):
+            os.unlink(f)
 
     # Reload on a file change (inotify): rewrite the config, no signal.
     before = lab("cat $LAB_RUN/svcgate.log").stdout.count("(file change)")
