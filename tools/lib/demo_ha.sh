@@ -18,7 +18,7 @@ demo_ha() {
     ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  /'
 
     created() { "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$1.sock" stats --json 2>/dev/null |
-                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>/dev/null || echo 0; }
+                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>/dev/null; }
     local before=() after=()
     for i in $(seq 1 "$n"); do before[$i]=$(created "$i"); done
     echo "== 90 requests: client → http://$lb/ (a new connection each)"
@@ -60,13 +60,22 @@ demo_ha() {
 
     echo "== gw$victim started again"
     ha_start_gateway "$victim" || return 1
-    t=$(ha_wait_paths 30 "$lb" "$n") || t=
-    echo "  back in the ECMP set after ${t:-more than 30} s"
+    # Back means held: the route with all n next hops for 2 s, longer than BFD takes to drop it.
+    t=$(ha_wait_stable 30 "$lb" "$n" 2) || t=
+    echo "  back in the ECMP set after ${t:-more than 30} s, and held there"
     [ -n "$t" ]; check $? "gw$victim rejoined the ECMP set"
     before[$victim]=$(created "$victim")
     for _ in $(seq 1 60); do ip netns exec client curl -s -m 3 "http://$lb/" || echo "(no answer)"; done >"$LAB_RUN/ha-rejoin.txt"
     after[$victim]=$(created "$victim")
-    echo "  60 requests: $(grep -c '^test-pod' "$LAB_RUN/ha-rejoin.txt") answered, gw$victim carried $((after[victim] - before[victim]))"
-    [ "$(grep -c '^test-pod-[123]$' "$LAB_RUN/ha-rejoin.txt")" = 60 ] && [ $((after[victim] - before[victim])) -gt 0 ]
-    check $? "after rejoining, gw$victim carries requests again and all are answered"
+    local carried=$(( ${after[victim]:-0} - ${before[victim]:-0} )) paths
+    paths=$(ha_paths "$lb")
+    echo "  60 requests: $(grep -c '^test-pod' "$LAB_RUN/ha-rejoin.txt") answered, gw$victim carried $carried; $paths next hops after"
+    [ "$(grep -c '^test-pod-[123]$' "$LAB_RUN/ha-rejoin.txt")" = 60 ] && [ -n "${before[victim]}" ] &&
+        [ -n "${after[victim]}" ] && [ "$carried" -gt 0 ] && [ "$paths" = "$n" ]
+    if ! check $? "after rejoining, gw$victim carries requests again and all are answered"; then
+        # What the router saw, kept before the lab is torn down.
+        lab_x router ip route show "$lb" | sed 's/^/  route: /'
+        ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  bgp: /'
+        tail -5 "$LAB_RUN/gw$victim.log" | sed 's/^/  gw: /'
+    fi
 }

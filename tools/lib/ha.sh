@@ -276,8 +276,19 @@ ha_birdc() {  # namespace, command...
 
 # svcgate on gateway i (and its BIRD once it runs: the host interface must exist first).
 ha_start_gateway() {
-    local i=$1 bin=${2:-$LAB_SRC/build/control/svcgate} cfg
+    local i=$1 bin=${2:-$LAB_SRC/build/control/svcgate} cfg p
     cfg=$(ha_config "$i")
+    # The gateway's old BIRD goes first, and is waited for: left running while the new svcgate
+    # brings its host interface up, it could bring its BGP session up again and then, killed, take
+    # it down under the new BIRD's feet: the router would hold the path back for its error wait
+    # time (seconds) right after the demo saw it come back.
+    if [ -f "$LAB_RUN/gw$i-bird.pid" ]; then
+        p=$(cat "$LAB_RUN/gw$i-bird.pid")
+        kill "$p" 2>/dev/null
+        for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$p" 2>/dev/null
+        rm -f "$LAB_RUN/gw$i-bird.pid"
+    fi
     [ -f "$LAB_RUN/gw$i.log" ] && mv "$LAB_RUN/gw$i.log" "$LAB_RUN/gw$i.log.prev"
     ip netns exec "gw$i" "$bin" --config "$cfg" >"$LAB_RUN/gw$i.log" 2>&1 &
     echo $! > "$LAB_RUN/gw$i.pid"
@@ -288,7 +299,6 @@ ha_start_gateway() {
             lab_x "gw$i" ip route replace default via 192.168.67.1 dev sg-ext
             lab_x "gw$i" ip -6 route replace default via fd00:67::1 dev sg-ext
             ha_bird_gw "$i"
-            [ -f "$LAB_RUN/gw$i-bird.pid" ] && kill "$(cat "$LAB_RUN/gw$i-bird.pid")" 2>/dev/null && sleep 0.2
             ha_bird_start "gw$i"
             return 0
         fi
@@ -317,6 +327,24 @@ ha_wait_paths() {
     while :; do
         [ "$(ha_paths "$dst")" = "$want" ] && { echo "$(echo "$(date +%s.%N) - $t0" | bc)"; return 0; }
         now=$(date +%s.%N)
+        [ "$(echo "$now - $t0 > $limit" | bc)" = 1 ] && return 1
+        sleep 0.05
+    done
+}
+
+# The same, until the router has held `want` next hops for `hold` seconds without a break (a
+# session that comes up and drops again is not back). Prints when the hold began.
+ha_wait_stable() {  # limit dst want hold
+    local limit=$1 dst=$2 want=$3 hold=$4 t0 now since=
+    t0=$(date +%s.%N)
+    while :; do
+        now=$(date +%s.%N)
+        if [ "$(ha_paths "$dst")" = "$want" ]; then
+            since=${since:-$now}
+            [ "$(echo "$now - $since >= $hold" | bc)" = 1 ] && { echo "$(echo "$since - $t0" | bc)"; return 0; }
+        else
+            since=
+        fi
         [ "$(echo "$now - $t0 > $limit" | bc)" = 1 ] && return 1
         sleep 0.05
     done
