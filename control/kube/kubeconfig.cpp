@@ -198,11 +198,12 @@ double parse_rfc3339(const std::string& s) {
 }
 
 std::string Credentials::bearer() {
-    std::lock_guard lk(mu_);
+    std::unique_lock lk(mu_);
     if (!s_.exec.command.empty()) {
+        exec_cv_.wait(lk, [&] { return !exec_running_; });  // another kind's thread runs it: its answer
         const double now = static_cast<double>(std::time(nullptr));
         if (!exec_valid_ || (exec_expiry_ && now >= exec_expiry_)) {
-            if (Status s = run_exec(); !s) {
+            if (Status s = run_exec(lk); !s) {
                 error_ = s.error();
                 return exec_token_;  // the last one, should it still work
             }
@@ -280,10 +281,24 @@ unsigned Credentials::exec_runs() const {
     return exec_runs_;
 }
 
-// Runs the plugin as kubectl does: KUBERNETES_EXEC_INFO set, stdout an ExecCredential. Called
-// with mu_ held.
-Status Credentials::run_exec() {
+// Runs the plugin (with lk, on mu_, held; released while the plugin runs, so that status and the
+// other kinds' threads are not held by a slow plugin) and takes its ExecCredential.
+Status Credentials::run_exec(std::unique_lock<std::mutex>& lk) {
     ++exec_runs_;
+    exec_running_ = true;
+    lk.unlock();
+    std::string text;
+    const Status ran = run_plugin(text);
+    lk.lock();
+    exec_running_ = false;
+    exec_cv_.notify_all();
+    if (!ran) return ran;
+    return take_credential(text);
+}
+
+// Runs the plugin as kubectl does: KUBERNETES_EXEC_INFO set, stdout an ExecCredential into `text`.
+// Reads only what does not change (s_, cancelled_): called without mu_.
+Status Credentials::run_plugin(std::string& text) const {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return Status::fail("exec plugin: pipe failed");
     const nlohmann::json info = {
@@ -297,8 +312,10 @@ Status Credentials::run_exec() {
     std::vector<char*> envp;
     for (std::string& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::vector<char*> argv{s_.exec.command.data()};
-    for (std::string& a : s_.exec.args) argv.push_back(a.data());
+    std::vector<std::string> args{s_.exec.command};  // copies: execvpe takes char* const[]
+    args.insert(args.end(), s_.exec.args.begin(), s_.exec.args.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     const pid_t pid = fork();
@@ -315,7 +332,6 @@ Status Credentials::run_exec() {
     }
     if (null >= 0) close(null);
     close(out[1]);
-    std::string text;
     char buf[4096];
     // Read until EOF, the output's bound, kExecTimeoutSeconds or a cancel: then it is killed.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kExecTimeoutSeconds);
@@ -342,6 +358,11 @@ Status Credentials::run_exec() {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return Status::fail(fmt::format("exec plugin {}: exited with {}", s_.exec.command,
                                         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
+    return {};
+}
+
+// The plugin's ExecCredential as the credentials to use. Called with mu_ held.
+Status Credentials::take_credential(const std::string& text) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("status") || !j["status"].is_object())
         return Status::fail(fmt::format("exec plugin {}: its output is not an ExecCredential", s_.exec.command));

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
 #include <mutex>
 #include <string>
@@ -89,8 +90,12 @@ public:
     unsigned exec_runs() const;
 
 private:
-    Status run_exec();
+    Status run_exec(std::unique_lock<std::mutex>& lk);
+    Status run_plugin(std::string& text) const;
+    Status take_credential(const std::string& text);
     mutable std::mutex mu_;
+    std::condition_variable exec_cv_;  // a plugin run ended
+    bool exec_running_ = false;
     ApiServer s_;
     std::string file_token_, exec_token_, error_;
     std::string exec_cert_, exec_key_;  // an exec plugin's clientCertificateData / clientKeyData

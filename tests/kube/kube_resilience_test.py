@@ -14,15 +14,18 @@ part has its own test server (tests/support/kube_apiserver.py) and gateway (net_
   - a server certificate from a CA the kubeconfig does not name is refused even when
     $SSL_CERT_FILE names it;
   - a path-prefixed server URL syncs; an IPv6 server ([::1]) syncs;
-  - HTTPS_PROXY names a proxy: it is used (the server's name resolves only through it).
+  - HTTPS_PROXY names a proxy: it is used (the server's name resolves only through it);
+  - tls-server-name is verified; a certificate naming the server only in its CN is refused;
+    client certificate files are read again when they change; a certificate's chain is sent; an
+    exec plugin's certificate is used; a hung exec plugin does not hold the shutdown.
 
 usage: kube_resilience_test.py SVCGATE"""
-import copy
 import json
 import os
+import shutil
+import stat
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -305,9 +308,92 @@ def tls_and_addressing(d):
         proxy.stop()
 
 
+def credentials(d):
+    """kubectl's TLS and credentials: tls-server-name, SANs only, rotated certificate files, a
+    certificate's chain, an exec plugin's certificate, a hung exec plugin."""
+    objs = kube_apiserver.load_objects(FIXTURES)
+    srv = server(d, "creds", objs)
+
+    def syncs(name, kc, want=True, env=None, wait=20):
+        g = Gateway(svcgate, d, f"gw-{name}", kc, env=env)
+        try:
+            ok = wait_for(lambda: g.api().get("synced"), wait)
+            err = g.api().get("kinds", {}).get("services", {}).get("last_error")
+            return bool(ok) == want, err
+        finally:
+            g.stop()
+
+    ok, err = syncs("sni-good", srv.kubeconfig(f"{d}/kc-sni-good", tls_server_name="kube.test"))
+    check(ok, "tls-server-name: a name in the certificate's SANs is taken", err)
+    ok, err = syncs("sni-bad", srv.kubeconfig(f"{d}/kc-sni-bad", tls_server_name="other.test"), want=False, wait=6)
+    check(ok, "tls-server-name: a name not in the SANs is refused, though the address is", err)
+
+    # A certificate whose CN is the server's address but whose SANs do not name it: Go refuses it.
+    cn = os.path.join(d, "cn-only")
+    os.mkdir(cn)
+    kube_apiserver.make_certs(cn, san="DNS:kube.test", cn="127.0.0.1")
+    cn_srv = server(d, "cn-srv", objs, certs=cn)
+    ok, err = syncs("cn", cn_srv.kubeconfig(f"{d}/kc-cn"), want=False, wait=6)
+    check(ok, "a certificate naming the server only in its CN is refused (SANs only)", err)
+    cn_srv.stop()
+
+    # Client certificate files, read again when they change: first another CA's, then the right one.
+    other = os.path.join(d, "other-client")
+    os.mkdir(other)
+    kube_apiserver.make_certs(other)
+    crt, key = f"{d}/rot.crt", f"{d}/rot.key"
+    shutil.copy(f"{other}/client.crt", crt)
+    shutil.copy(f"{other}/client.key", key)
+    g = Gateway(svcgate, d, "gw-rotate", srv.kubeconfig(f"{d}/kc-rotate", token=None, cert_files=(crt, key)))
+    try:
+        err = wait_for(lambda: g.api().get("kinds", {}).get("services", {}).get("last_error"), 10)
+        check(not g.api().get("synced") and err, "client certificate files: one of another CA is refused", err)
+        time.sleep(1.1)  # a new modification time
+        shutil.copy(f"{srv.dir}/client.crt", crt)
+        shutil.copy(f"{srv.dir}/client.key", key)
+        check(wait_for(lambda: g.api().get("synced"), 40), "client certificate files rotated: read again, synced",
+              g.api().get("kinds", {}).get("services"))
+    finally:
+        g.stop()
+
+    # A client certificate from an intermediate CA: synced only when the chain is sent.
+    kube_apiserver.make_client_chain(srv.dir)
+    ok, err = syncs("chain", srv.kubeconfig(f"{d}/kc-chain", token=None,
+                                            client_cert=(f"{srv.dir}/chain.crt", f"{srv.dir}/leaf.key")))
+    check(ok, "a client certificate's chain (leaf and intermediate) is sent whole", err)
+    ok, err = syncs("leaf", srv.kubeconfig(f"{d}/kc-leaf", token=None,
+                                           client_cert=(f"{srv.dir}/leaf.crt", f"{srv.dir}/leaf.key")),
+                    want=False, wait=6)
+    check(ok, "the same leaf without its intermediate is refused (the check above can fail)", err)
+
+    # An exec plugin that answers with a client certificate, and one that hangs.
+    plugin = os.path.join(d, "cert-plugin")
+    with open(plugin, "w") as f:
+        f.write("#!/usr/bin/python3\nimport json\n"
+                f"c = open({srv.dir + '/client.crt'!r}).read()\nk = open({srv.dir + '/client.key'!r}).read()\n"
+                "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', 'kind': 'ExecCredential',"
+                " 'status': {'clientCertificateData': c, 'clientKeyData': k}}))\n")
+    hung = os.path.join(d, "hung-plugin")
+    with open(hung, "w") as f:
+        f.write("#!/bin/sh\nexec sleep 1000\n")
+    for p in (plugin, hung):
+        os.chmod(p, os.stat(p).st_mode | stat.S_IEXEC)
+    exec_of = {"apiVersion": "client.authentication.k8s.io/v1", "interactiveMode": "Never"}
+    ok, err = syncs("exec-cert", srv.kubeconfig(f"{d}/kc-exec-cert", token=None,
+                                                exec_plugin=dict(exec_of, command=plugin)))
+    check(ok, "an exec plugin's clientCertificateData and clientKeyData are used", err)
+    g = Gateway(svcgate, d, "gw-hung", srv.kubeconfig(f"{d}/kc-hung", token=None, exec_plugin=dict(exec_of, command=hung)))
+    time.sleep(2)
+    t0 = time.monotonic()
+    g.stop()
+    dt = time.monotonic() - t0
+    check(g.p.returncode is not None and dt < 10, f"a hung exec plugin does not hold the shutdown: stopped in {dt:.1f} s")
+    srv.stop()
+
+
 def main(d):
     silenced = Silenced(d)
-    for part in (tenants, deep_event, hammering, expired_continue, tls_and_addressing):
+    for part in (tenants, deep_event, hammering, expired_continue, tls_and_addressing, credentials):
         part(d)
     silenced.finish()
 

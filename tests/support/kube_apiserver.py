@@ -65,22 +65,38 @@ def kind_of(obj):
     raise ValueError(f"not a kind this server serves: {obj.get('kind')}")
 
 
-def make_certs(d):
-    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN svcgate), in d."""
-    def run(*args):
-        subprocess.run(["openssl", *args], check=True, capture_output=True)
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
-        "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
-    # The server's name is its subjectAltNames (kube.test: a name only a proxy resolves); the CN is
-    # not a name a client should accept (Go ignores it).
-    for name, cn, ext in (("server", "not-a-name", "subjectAltName=IP:127.0.0.1,IP:::1,DNS:kube.test"),
-                          ("client", "svcgate", "extendedKeyUsage=clientAuth")):
-        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{d}/{name}.key",
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def sign(d, name, cn, ext, ca="ca"):
+    """A key and a certificate `name` in d for `cn` with extensions `ext`, signed by CA `ca` of d."""
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={cn}", "-keyout", f"{d}/{name}.key",
             "-out", f"{d}/{name}.csr")
-        with open(f"{d}/{name}.ext", "w") as f:
-            f.write(ext + "\n")
-        run("x509", "-req", "-in", f"{d}/{name}.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key",
+    with open(f"{d}/{name}.ext", "w") as f:
+        f.write(ext + "\n")
+    openssl("x509", "-req", "-in", f"{d}/{name}.csr", "-CA", f"{d}/{ca}.crt", "-CAkey", f"{d}/{ca}.key",
             "-CAcreateserial", "-days", "2", "-extfile", f"{d}/{name}.ext", "-out", f"{d}/{name}.crt")
+
+
+def make_certs(d, san="IP:127.0.0.1,IP:::1,DNS:kube.test", cn="not-a-name"):
+    """A CA, a server certificate and a client certificate (CN svcgate), in d. The server's name is
+    its subjectAltNames (kube.test: a name only a proxy resolves); its CN is not a name a client
+    should accept (Go ignores it)."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+            "-keyout", f"{d}/ca.key", "-out", f"{d}/ca.crt")
+    sign(d, "server", cn, f"subjectAltName={san}")
+    sign(d, "client", "svcgate", "extendedKeyUsage=clientAuth")
+
+
+def make_client_chain(d):
+    """In d (which holds a CA): an intermediate CA signed by it and a client certificate signed by
+    the intermediate; chain.crt holds the client's certificate then the intermediate's, leaf.crt
+    the client's alone, leaf.key its key."""
+    sign(d, "intermediate", "test-intermediate", "basicConstraints=critical,CA:TRUE\nkeyUsage=keyCertSign")
+    sign(d, "leaf", "svcgate-leaf", "extendedKeyUsage=clientAuth", ca="intermediate")
+    with open(f"{d}/chain.crt", "w") as f:
+        f.write(open(f"{d}/leaf.crt").read() + open(f"{d}/intermediate.crt").read())
 
 
 def b64file(path):
@@ -251,19 +267,27 @@ class Server:
         return sum(1 for m, p, q, t in self.requests
                    if t >= since and p == path and (watch is None or (q.get("watch") in ("1", "true")) == watch))
 
-    def kubeconfig(self, path, token="test-token", ca=None, client_cert=False, exec_plugin=None, server=None):
+    def kubeconfig(self, path, token="test-token", ca=None, client_cert=False, exec_plugin=None, server=None,
+                   cert_files=None, tls_server_name=None):
+        """A kubeconfig for this server: client_cert (True, or (cert, key) paths) inline as -data,
+        cert_files (cert, key) as client-certificate / client-key file names."""
         user = {}
         if token:
             user["token"] = token
         if client_cert:
-            user["client-certificate-data"] = b64file(f"{self.dir}/client.crt")
-            user["client-key-data"] = b64file(f"{self.dir}/client.key")
+            crt, key = client_cert if isinstance(client_cert, tuple) else (f"{self.dir}/client.crt",
+                                                                            f"{self.dir}/client.key")
+            user["client-certificate-data"] = b64file(crt)
+            user["client-key-data"] = b64file(key)
+        if cert_files:
+            user["client-certificate"], user["client-key"] = cert_files
         if exec_plugin:
             user["exec"] = exec_plugin
         cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "test",
                "clusters": [{"name": "test", "cluster": {
                    "server": server or self.url + self.prefix,
-                   "certificate-authority-data": b64file(ca or f"{self.dir}/ca.crt")}}],
+                   "certificate-authority-data": b64file(ca or f"{self.dir}/ca.crt"),
+                   **({"tls-server-name": tls_server_name} if tls_server_name else {})}}],
                "users": [{"name": "u", "user": user}],
                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "u"}}]}
         with open(path, "w") as f:
