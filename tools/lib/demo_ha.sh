@@ -17,8 +17,10 @@ demo_ha() {
     [ "$(ha_paths "$lb")" = "$n" ]; check $? "the router has $n ECMP next hops for $lb"
     ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  /'
 
-    created() { "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$1.sock" stats --json 2>/dev/null |
-                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>/dev/null; }
+    # Flows gateway $1 created so far; nothing when the read fails (its error kept in
+    # $LAB_RUN/created-gw$1.err, printed by a failed check).
+    created() { "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$1.sock" stats --json 2>"$LAB_RUN/created-gw$1.err" |
+                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>>"$LAB_RUN/created-gw$1.err"; }
     local before=() after=()
     for i in $(seq 1 "$n"); do before[$i]=$(created "$i"); done
     echo "== 90 requests: client → http://$lb/ (a new connection each)"
@@ -28,7 +30,10 @@ demo_ha() {
     for i in $(seq 1 "$n"); do
         after[$i]=$(created "$i")
         echo "  per gateway: gw$i carried $((after[i] - before[i]))"
-        [ $((after[i] - before[i])) -ge $((90 / n / 3)) ] || spread_ok=1
+        [ -n "${before[i]}" ] && [ -n "${after[i]}" ] && [ $((after[i] - before[i])) -ge $((90 / n / 3)) ] || {
+            spread_ok=1
+            echo "  gw$i's flows created: before '${before[i]}', after '${after[i]}'; $(tail -c 300 "$LAB_RUN/created-gw$i.err")"
+        }
     done
     [ "$(grep -c '^test-pod-[123]$' "$LAB_RUN/ha-spread.txt")" = 90 ]; check $? "90 of 90 requests answered"
     check $spread_ok "every gateway carried a share of them"
@@ -77,5 +82,9 @@ demo_ha() {
         lab_x router ip route show "$lb" | sed 's/^/  route: /'
         ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  bgp: /'
         tail -5 "$LAB_RUN/gw$victim.log" | sed 's/^/  gw: /'
+        echo "  gw$victim's flows created: before '${before[victim]}', after '${after[victim]}'; $(tail -c 300 "$LAB_RUN/created-gw$victim.err")"
+        "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$victim.sock" stats --json 2>&1 | head -c 600 |
+            sed 's/^/  stats: /'
+        echo
     fi
 }
