@@ -373,8 +373,10 @@ print("no answer")
     # dpdk-dumpcap captures on a port while svcgate runs (a secondary process of its own), on the
     # wall clock: the client's tcpdump of the same packets says the same time. A SYN-ACK is stamped
     # by the gateway as it sends it and by the client as it arrives: the same moment within a
-    # millisecond. A SYN is stamped by the client as it leaves and by the gateway when its worker
-    # receives it, up to one idle sleep later (dataplane.poll: about 1 ms at most), never before.
+    # millisecond (the clock's check). A SYN is stamped by the client as it leaves and by the gateway
+    # when its worker receives it: never before, and later by the worker's idle sleep
+    # (dataplane.poll: about 1 ms at most) plus, with tools/test's other tests beside it on two
+    # cores, its scheduling (3.1 ms seen): bounded at 100 ms, far below any clock error.
     pcap = tempfile.mktemp(suffix=".pcapng", prefix="svcgate-e2e-")
     cpcap = tempfile.mktemp(suffix=".pcap", prefix="svcgate-e2e-client-")
     td = subprocess.Popen(["ip", "netns", "exec", "client", "tcpdump", "-U", "-n", "-i", "eth0",
@@ -406,7 +408,7 @@ print("no answer")
         return found
     syn, synack = "tcp[tcpflags] == tcp-syn and dst port 30001", "tcp[tcpflags] == tcp-syn|tcp-ack and src port 30001"
     for what, flt, key, lo, hi in (("SYN-ACKs", synack, r"seq (\d+),", -1e-3, 1e-3),
-                                   ("SYNs", syn, r"seq (\d+),", -0.2e-3, 2e-3)):
+                                   ("SYNs", syn, r"seq (\d+),", -0.2e-3, 100e-3)):
         gw, cl = stamped(pcap, flt, key), stamped(cpcap, flt, key)
         both = sorted(set(gw) & set(cl))
         d = sorted(gw[q] - cl[q] for q in both)
