@@ -144,7 +144,15 @@ std::string render_status(const Json& j) {
         for (const Json& r : a.value("rejected", Json::array()))
             o += fmt::format("            left out: {} ({}): {}\n", str(r, "object"), str(r, "reason"),
                              str(r, "message"));
+        if (a.value("stale", false))
+            o += fmt::format(
+                "            STALE: changes unpublished for {:.0f} s (over {:.0f} s): /healthz answers 503\n",
+                a.value("pending_seconds", 0.0), a.value("stale_after_seconds", 0.0));
     }
+    // Kubernetes objects' entries the snapshot serves otherwise than written (files and API alike).
+    for (const Json& i : j.value("kubernetes", Json::object()).value("object_issues", Json::array()))
+        o += fmt::format("object      {} ({}, {}): {}\n", str(i, "object"), str(i, "reason"),
+                         i.value("left_out", false) ? "left out" : "served", str(i, "message"));
     const Json h = j.value("health", Json::object());
     const bool healthy = h.value("healthy", false);
     o += fmt::format("health      {}{}\n", healthy ? "healthy" : "UNHEALTHY",

@@ -364,9 +364,10 @@ struct KubeLoader {
                 continue;
             if (it == by_name.end()) {
                 (leave_out ? cfg.left_out : errors)
-                    .push_back(ConfigIssue{ps.mark, "",
-                                           fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
-                                                       ps.ns, ps.name, ps.ns, ps.service)});
+                    .push_back(
+                        ConfigIssue{ps.mark, "",
+                                    fmt::format("EndpointSlice {}/{} names Service {}/{}, which is not in the config",
+                                                ps.ns, ps.name, ps.ns, ps.service)});
                 continue;
             }
             it->second->groups.push_back(std::move(ps.group));

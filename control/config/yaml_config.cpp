@@ -686,8 +686,7 @@ void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside bes
         r.error(n, "kubernetes.api", "give either kubeconfig (a file) or in_cluster: true");
 }
 
-Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors,
-            ObjectErrors objects) {
+Config load(const ytree::Node& root, const std::string& file, std::vector<ConfigIssue>& errors, ObjectErrors objects) {
     Config cfg;
     cfg.file = file;
     Reader r(file, errors, cfg.warnings);

@@ -43,9 +43,9 @@ rte_mbuf* __wrap_rte_pcapng_copy(uint16_t port, uint32_t queue, const rte_mbuf* 
         clock_gettime(CLOCK_REALTIME, &ts);
         const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
         const uint64_t now_cycles = rte_get_tsc_cycles();
-        const uint64_t lag = now_cycles > cycles
-            ? static_cast<uint64_t>(static_cast<double>(now_cycles - cycles) * 1e9 / static_cast<double>(rte_get_tsc_hz()))
-            : 0;
+        const uint64_t lag = now_cycles > cycles ? static_cast<uint64_t>(static_cast<double>(now_cycles - cycles) *
+                                                                         1e9 / static_cast<double>(rte_get_tsc_hz()))
+                                                 : 0;
         last_ns = now - (lag < now ? lag : 0);
         last_cycles = cycles;
     }

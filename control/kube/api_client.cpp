@@ -77,8 +77,8 @@ bool no_proxy_matches(const std::string& list, const std::string& host, int port
             if (const auto a = parse_ip(e); a && *a == *ip) return true;
             continue;
         }
-        if (const size_t colon = e.rfind(':'); colon != std::string::npos && e.find(']') == std::string::npos &&
-                                               e.find(':') == colon) {
+        if (const size_t colon = e.rfind(':');
+            colon != std::string::npos && e.find(']') == std::string::npos && e.find(':') == colon) {
             if (e.substr(colon + 1) != std::to_string(port)) continue;
             e = e.substr(0, colon);
         }
@@ -132,8 +132,8 @@ size_t on_header(char* data, size_t size, size_t n, void* arg) {
     if (h.starts_with("HTTP/")) {  // a new answer: the last one (after a proxy's CONNECT) counts
         t.r.retry_after = 0;
         const size_t sp = h.find(' ');
-        const auto code = sp == std::string_view::npos ? std::nullopt
-                                                        : parse_number(std::string(h.substr(sp + 1, 3)), 100, 999);
+        const auto code =
+            sp == std::string_view::npos ? std::nullopt : parse_number(std::string(h.substr(sp + 1, 3)), 100, 999);
         t.r.status = code ? static_cast<int>(*code) : 0;
     }
     constexpr std::string_view kRetry = "retry-after:";
@@ -306,8 +306,9 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
                 r.error = "the server's certificate does not verify against the kubeconfig's CA and name";
                 break;
             case CURLE_SSL_CONNECT_ERROR:
-                r.error = "TLS handshake failed: the server's certificate does not verify against the kubeconfig's "
-                          "CA and name, or the client certificate was refused";
+                r.error =
+                    "TLS handshake failed: the server's certificate does not verify against the kubeconfig's "
+                    "CA and name, or the client certificate was refused";
                 break;
             case CURLE_PARTIAL_FILE:
             case CURLE_RECV_ERROR:

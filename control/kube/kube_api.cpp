@@ -76,8 +76,8 @@ const KindInfo& kind_info(Kind k) { return kInfo[static_cast<size_t>(k)]; }
 
 const char* bad_name(Bad b) {
     static constexpr std::array<const char*, static_cast<size_t>(Bad::count)> names{
-        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type", "truncated", "malformed_list",
-        "over_limits"};
+        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type",
+        "truncated",       "malformed_list", "over_limits"};
     return names[static_cast<size_t>(b)];
 }
 
@@ -254,7 +254,9 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
         std::string why;
         nlohmann::json j = parse_bounded(r.body, why);
         if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
-            const Bad b = !j.is_discarded() ? Bad::malformed_list : why == "not JSON" ? Bad::truncated : Bad::over_limits;
+            const Bad b = !j.is_discarded() ? Bad::malformed_list
+                : why == "not JSON"         ? Bad::truncated
+                                            : Bad::over_limits;
             bad(b, fmt::format("LIST {}: {}", info.name, why.empty() ? "not a list" : why));
             return Status::fail(fmt::format("LIST {}: the answer is not a {}List", info.name, info.kind));
         }
@@ -655,8 +657,7 @@ nlohmann::ordered_json KubeApi::status() const {
     for (const RejectedObject& r : rejected_)
         rejected.push_back({{"object", r.name}, {"reason", r.reason}, {"message", r.message}});
     nlohmann::ordered_json requests = nlohmann::ordered_json::object();
-    for (const auto& [key, n] : requests_)
-        requests[key.first][key.second ? std::to_string(key.second) : "<error>"] = n;
+    for (const auto& [key, n] : requests_) requests[key.first][key.second ? std::to_string(key.second) : "<error>"] = n;
     const double now = unix_now();
     const bool pending = changes_ != published_changes_;
     return {{"server", server_.server},

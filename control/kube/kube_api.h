@@ -193,13 +193,13 @@ private:
     std::array<KindState, kKinds> kinds_;
     std::array<uint64_t, static_cast<size_t>(Bad::count)> bad_{};
     std::array<std::unique_ptr<RateLimit>, static_cast<size_t>(Bad::count)> bad_log_;
-    std::array<std::unique_ptr<RateLimit>, kKinds> warn_log_;  // failed LISTs and WATCHes, per kind
+    std::array<std::unique_ptr<RateLimit>, kKinds> warn_log_;              // failed LISTs and WATCHes, per kind
     uint64_t changes_ = 0, published_changes_ = 0, applying_changes_ = 0;  // object changes, counted
     // When the last publish began: min_sync_period runs between publish starts, as kube-proxy's
     // BoundedFrequencyRunner's minInterval runs between runs.
     std::chrono::steady_clock::time_point last_publish_{}, publish_started_{};
-    double last_queued_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
-    double last_publish_unix_ = 0;  // kube-proxy's sync_proxy_rules_last_timestamp_seconds
+    double last_queued_unix_ = 0;    // kube-proxy's sync_proxy_rules_last_queued_timestamp_seconds
+    double last_publish_unix_ = 0;   // kube-proxy's sync_proxy_rules_last_timestamp_seconds
     double pending_since_unix_ = 0;  // the oldest change not yet published
     std::map<std::pair<std::string, int>, uint64_t> requests_;  // (verb, HTTP code; 0: no answer) -> count
     std::vector<double> triggers_;  // last-change-trigger-times not yet programmed, oldest first

@@ -249,13 +249,17 @@ ClientCert Credentials::client_cert() {
         ClientCert c{s_.cert_pem, s_.key_pem, {}};
         if (!s_.cert_file.empty()) {
             auto t = read_file(s_.cert_file);
-            if (!t) c.error = fmt::format("client certificate {}: cannot read it", s_.cert_file);
-            else c.cert_pem = std::move(*t);
+            if (!t)
+                c.error = fmt::format("client certificate {}: cannot read it", s_.cert_file);
+            else
+                c.cert_pem = std::move(*t);
         }
         if (!s_.key_file.empty()) {
             auto t = read_file(s_.key_file);
-            if (!t) c.error = fmt::format("client key {}: cannot read it", s_.key_file);
-            else c.key_pem = std::move(*t);
+            if (!t)
+                c.error = fmt::format("client key {}: cannot read it", s_.key_file);
+            else
+                c.key_pem = std::move(*t);
         }
         file_cert_ = std::move(c);
         if (!file_cert_.error.empty()) error_ = file_cert_.error;
@@ -352,9 +356,9 @@ Status Credentials::run_plugin(std::string& text) const {
     int status = 0;
     waitpid(pid, &status, 0);
     if (killed)
-        return Status::fail(fmt::format("exec plugin {}: {}", s_.exec.command,
-                                        cancelled_ ? "killed: svcgate is stopping"
-                                                   : fmt::format("killed after {} s", kExecTimeoutSeconds)));
+        return Status::fail(fmt::format(
+            "exec plugin {}: {}", s_.exec.command,
+            cancelled_ ? "killed: svcgate is stopping" : fmt::format("killed after {} s", kExecTimeoutSeconds)));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return Status::fail(fmt::format("exec plugin {}: exited with {}", s_.exec.command,
                                         WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
@@ -373,8 +377,8 @@ Status Credentials::take_credential(const std::string& text) {
     if (cert.empty() != key.empty())
         return Status::fail(fmt::format("exec plugin {}: clientCertificateData needs clientKeyData", s_.exec.command));
     if (str("token").empty() && cert.empty())
-        return Status::fail(
-            fmt::format("exec plugin {}: its ExecCredential has no status.token or clientCertificateData", s_.exec.command));
+        return Status::fail(fmt::format(
+            "exec plugin {}: its ExecCredential has no status.token or clientCertificateData", s_.exec.command));
     exec_token_ = str("token");
     exec_cert_ = cert;
     exec_key_ = key;

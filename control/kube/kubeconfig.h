@@ -37,19 +37,19 @@ struct ExecPlugin {
 };
 
 struct ApiServer {
-    std::string server;       // "https://10.0.0.1:6443/k8s/clusters/c-1"
-    std::string host;         // "10.0.0.1" (brackets off an IPv6 literal)
+    std::string server;  // "https://10.0.0.1:6443/k8s/clusters/c-1"
+    std::string host;    // "10.0.0.1" (brackets off an IPv6 literal)
     int port = 443;
-    std::string path_prefix;  // "/k8s/clusters/c-1": before every request's path; "" for none
-    std::string tls_server_name;  // the cluster's tls-server-name: verified and sent as SNI
-    std::string proxy_url;        // the cluster's proxy-url; "" = the environment's (api_client.h)
-    std::string ca_pem;             // the CA certificates to verify the server with
-    std::string cert_pem, key_pem;  // the client certificate (inline data), if any
+    std::string path_prefix;          // "/k8s/clusters/c-1": before every request's path; "" for none
+    std::string tls_server_name;      // the cluster's tls-server-name: verified and sent as SNI
+    std::string proxy_url;            // the cluster's proxy-url; "" = the environment's (api_client.h)
+    std::string ca_pem;               // the CA certificates to verify the server with
+    std::string cert_pem, key_pem;    // the client certificate (inline data), if any
     std::string cert_file, key_file;  // or its files, read again when they change
-    std::string token;              // a fixed bearer token
-    std::string token_file;         // read on use
-    ExecPlugin exec;                // command empty: none
-    std::string source;             // "kubeconfig /etc/kube.conf, context lab" or "in-cluster"
+    std::string token;                // a fixed bearer token
+    std::string token_file;           // read on use
+    ExecPlugin exec;                  // command empty: none
+    std::string source;               // "kubeconfig /etc/kube.conf, context lab" or "in-cluster"
 };
 
 // The API server of a kubeconfig (context "" = current-context). Throws std::runtime_error with

@@ -265,8 +265,8 @@ struct Builder {
             std::string msg = fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
                                           cfg.cluster.nodeport_min, cfg.cluster.nodeport_max);
             if (cfg.services[si].kube_object)
-                issue(cfg.services[si], "nodeport_out_of_range", ConfigIssue{pc.mark, port_path(pc, si, pi) + np_key, msg + "; served"},
-                      false);
+                issue(cfg.services[si], "nodeport_out_of_range",
+                      ConfigIssue{pc.mark, port_path(pc, si, pi) + np_key, msg + "; served"}, false);
             else
                 error(pc.mark, port_path(pc, si, pi) + np_key, std::move(msg));
         }
@@ -327,10 +327,11 @@ struct Builder {
         ids.assign(seen.begin(), seen.end());
         std::sort(ids.begin(), ids.end());
         if (std::adjacent_find(ids.begin(), ids.end()) == ids.end()) return;  // the usual case
-        std::unordered_map<uint64_t, size_t> best;  // key -> index (into seen) of the winner
+        std::unordered_map<uint64_t, size_t> best;                            // key -> index (into seen) of the winner
         for (size_t i = 0; i < seen.size(); ++i) {
             const auto [it, fresh] = best.emplace(seen[i], i);
-            if (!fresh && serving_rank(t.endpoints[first + i].cond) > serving_rank(t.endpoints[first + it->second].cond))
+            if (!fresh &&
+                serving_rank(t.endpoints[first + i].cond) > serving_rank(t.endpoints[first + it->second].cond))
                 it->second = i;
         }
         std::unordered_set<uint64_t> placed;

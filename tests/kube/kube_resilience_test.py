@@ -7,6 +7,8 @@ part has its own test server (tests/support/kube_apiserver.py) and gateway (net_
     other change is still published within min_sync_period + 1 s; the older Service keeps the VIP;
   - a watch event nested 100,000 levels deep: counted (over_limits), survived, relisted;
   - a watch silenced (no byte, no end) at default settings: replaced within 90 s;
+  - a gateway whose own file is broken under it while the API has changes: stale after 60 s
+    (/healthz 503), healthy again once mended;
   - every WATCH answered 200 and closed at once: at most 15 WATCHes of a kind in 10 s; every WATCH
     410: at most 8 LISTs of a kind in 10 s; 503 with Retry-After 4: at most 4 WATCHes in 10 s;
   - every WATCH 500 while LIST works: a Service deleted on the server leaves within 60 s;
@@ -104,6 +106,10 @@ def tenants(d):
               ("Service team-c/np", "nodeport_out_of_range", False) in reasons and
               not any(o == "Service team-a/web" for o, _, _ in reasons),
               "tenants: status lists the left-out entry and the out-of-range nodePort, with reasons", issues)
+        txt = g.text("status")
+        check("object      Service team-b/grab (vip_conflict, left out):" in txt and
+              "object      Service team-c/np (nodeport_out_of_range, served):" in txt,
+              "tenants: svcgatectl status's table lists them too", txt[-600:])
         check(g.metric('svcgate_object_issues{reason="vip_conflict"}') == 1, "tenants: counted in svcgate_object_issues",
               g.metric('svcgate_object_issues{reason="vip_conflict"}'))
 
@@ -179,6 +185,40 @@ class Silenced:
             check("no data for 75 s" in self.g.log(), "silenced: logged as no data for 75 s", self.g.log()[-400:])
         finally:
             self.srv.stall = False
+            self.g.stop()
+            self.srv.stop()
+
+
+class Stale:
+    """A gateway whose publishes keep failing (its own file broken under it) while the API has
+    changes for it: stale after 60 s, /healthz 503; healthy again once the file is mended. Started
+    first beside Silenced, checked last."""
+
+    def __init__(self, d):
+        self.srv = server(d, "stale", kube_apiserver.load_objects(FIXTURES), bookmark_seconds=1.0)
+        self.g = Gateway(svcgate, d, "gw-stale", self.srv.kubeconfig(f"{d}/kc-stale"))
+        check(wait_for(lambda: self.g.api().get("synced") and self.g.healthz()[0] == 200, 20), "stale: synced, healthy")
+        with open(self.g.cfg) as f:
+            self.good = f.read()
+        with open(self.g.cfg, "w") as f:
+            f.write(self.good.replace("cluster: {", "cluster: {masquerade_al: true, ", 1))
+        self.srv.put(slice_of("default", "test-svc", "10.1.9.9"))
+        self.t0 = time.monotonic()
+
+    def finish(self):
+        try:
+            code = wait_for(lambda: self.g.healthz()[0] == 503, 75 - (time.monotonic() - self.t0), 0.5)
+            dt = time.monotonic() - self.t0
+            a = self.g.api()
+            body = self.g.healthz()[1]
+            check(code and a.get("stale") and isinstance(body, dict) and body.get("apiFresh") is False and dt >= 59,
+                  f"stale: changes unpublished for {dt:.0f} s (the rule: 60 s): stale, /healthz 503, apiFresh false",
+                  (a.get("pending_seconds"), self.g.healthz()))
+            with open(self.g.cfg, "w") as f:
+                f.write(self.good)
+            check(wait_for(lambda: self.g.healthz()[0] == 200 and not self.g.api().get("stale"), 15),
+                  "stale: the file mended, the change is published and the gateway healthy again", self.g.healthz())
+        finally:
             self.g.stop()
             self.srv.stop()
 
@@ -392,10 +432,11 @@ def credentials(d):
 
 
 def main(d):
-    silenced = Silenced(d)
+    silenced, stale = Silenced(d), Stale(d)
     for part in (tenants, deep_event, hammering, expired_continue, tls_and_addressing, credentials):
         part(d)
     silenced.finish()
+    stale.finish()
 
 
 with tempfile.TemporaryDirectory() as tmp:

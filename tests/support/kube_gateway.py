@@ -73,6 +73,11 @@ class Gateway:
         except ValueError:
             return None
 
+    def text(self, *args):
+        """svcgatectl's table output."""
+        r = subprocess.run([self.ctl_path, "--socket", self.sock, *args], capture_output=True, text=True, timeout=20)
+        return r.stdout if r.returncode == 0 else ""
+
     def api(self):
         s = self.ctl("status")
         return (s or {}).get("kubernetes", {}).get("api") or {}

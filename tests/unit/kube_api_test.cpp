@@ -189,7 +189,8 @@ TEST(ApiClient, ProxyAsKubectlChoosesIt) {
     setenv("HTTPS_PROXY", "http://proxy:3128", 1);
     setenv("NO_PROXY", "", 1);
     EXPECT_EQ(proxy_for(s), "http://proxy:3128");
-    for (const char* np : {"example.com", ".example.com", "*.example.com", "api.example.com:6443", "*", "a, example.com"}) {
+    for (const char* np :
+         {"example.com", ".example.com", "*.example.com", "api.example.com:6443", "*", "a, example.com"}) {
         setenv("NO_PROXY", np, 1);
         EXPECT_EQ(proxy_for(s), "") << np;
     }

@@ -412,8 +412,10 @@ TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
     const std::string dir = testing::TempDir();
     {
         std::ofstream m(dir + "/objs2.yaml");
-        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n"
-             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: 80}]}\n"
+        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: "
+             "80}]}\n"
+             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: "
+             "80}]}\n"
              "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
              "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
              "endpoints: [{addresses: [10.1.1.1]}]\nports: [{port: 8080}]\n";
