@@ -1,11 +1,13 @@
 #include "control/api/control_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,21 +19,11 @@ namespace {
 
 std::string err(const std::string& what) { return fmt::format("{}: {}", what, std::strerror(errno)); }
 
-// Reads up to the first '\n' (or `limit` bytes); "" on timeout or error.
-std::string read_line(int fd, size_t limit) {
-    timeval tv{0, 500000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    std::string s;
-    char buf[512];
-    while (s.size() < limit && s.find('\n') == std::string::npos) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n <= 0) break;
-        s.append(buf, static_cast<size_t>(n));
-    }
-    return s;
-}
-
+// The reply, on the connection made blocking again, within 2 s of send time in all.
 void write_all(int fd, const std::string& s) {
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    timeval tv{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     size_t off = 0;
     while (off < s.size()) {
         ssize_t n = write(fd, s.data() + off, s.size() - off);
@@ -43,6 +35,7 @@ void write_all(int fd, const std::string& s) {
 }  // namespace
 
 ControlServer::~ControlServer() {
+    for (const Pending& c : pending_) close(c.fd);
     if (unix_fd_ >= 0) {
         close(unix_fd_);
         unlink(unix_path_.c_str());
@@ -79,32 +72,71 @@ void ControlServer::watch_fd(int fd, std::function<void()> on_ready) {
 }
 
 void ControlServer::poll_once(int timeout_ms, const CommandHandler& cmd) {
-    pollfd p[2];
-    nfds_t n = 0;
-    const int fds[2] = {unix_fd_, extra_fd_};
-    for (int fd : fds)
-        if (fd >= 0) p[n++] = pollfd{fd, POLLIN, 0};
-    if (n == 0 || ::poll(p, n, timeout_ms) <= 0) {
-        if (n == 0) usleep(static_cast<useconds_t>(timeout_ms) * 1000);
+    expire_pending();
+    std::vector<pollfd> p;
+    p.reserve(2 + pending_.size());
+    for (int fd : {unix_fd_, extra_fd_})
+        if (fd >= 0) p.push_back(pollfd{fd, POLLIN, 0});
+    for (const Pending& c : pending_) p.push_back(pollfd{c.fd, POLLIN, 0});
+    if (p.empty()) {
+        usleep(static_cast<useconds_t>(timeout_ms) * 1000);
         return;
     }
-    for (nfds_t i = 0; i < n; ++i) {
+    if (::poll(p.data(), p.size(), timeout_ms) <= 0) return;
+    // The pending connections first (their pollfds follow the fixed ones, in pending_'s order),
+    // then new ones: accepting appends to pending_.
+    const size_t fixed = p.size() - pending_.size();
+    std::vector<int> done;
+    for (size_t i = fixed; i < p.size(); ++i)
+        if (p[i].revents && read_request(pending_[i - fixed], cmd)) done.push_back(pending_[i - fixed].fd);
+    std::erase_if(pending_, [&](const Pending& c) { return std::find(done.begin(), done.end(), c.fd) != done.end(); });
+    for (size_t i = 0; i < fixed; ++i) {
         if (!(p[i].revents & POLLIN)) continue;
-        if (p[i].fd == extra_fd_) {
+        if (p[i].fd == extra_fd_)
             on_extra_();
-            continue;
-        }
-        int c = accept4(p[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) continue;
-        serve_command(c, cmd);
-        close(c);
+        else
+            accept_client();
     }
 }
 
-void ControlServer::serve_command(int fd, const CommandHandler& cmd) {
-    std::string line = read_line(fd, 4096);
-    if (auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
-    write_all(fd, cmd(line));
+void ControlServer::accept_client() {
+    const int c = accept4(unix_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c < 0) return;
+    if (pending_.size() >= kMaxPending) {  // the oldest silent one makes room
+        close(pending_.front().fd);
+        pending_.erase(pending_.begin());
+    }
+    pending_.push_back(Pending{c, {}, std::chrono::steady_clock::now() + kRequestWait});
+}
+
+bool ControlServer::read_request(Pending& c, const CommandHandler& cmd) {
+    char buf[512];
+    ssize_t n;
+    while ((n = read(c.fd, buf, sizeof buf)) > 0) {
+        c.line.append(buf, static_cast<size_t>(n));
+        if (c.line.find('\n') != std::string::npos || c.line.size() >= kMaxRequest) break;
+    }
+    const size_t nl = c.line.find('\n');
+    if (nl == std::string::npos && c.line.size() < kMaxRequest) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;  // more to come
+        if (c.line.empty()) {                                            // hung up without a word
+            close(c.fd);
+            return true;
+        }
+    }
+    if (nl != std::string::npos) c.line.resize(nl);
+    write_all(c.fd, cmd(c.line));
+    close(c.fd);
+    return true;
+}
+
+void ControlServer::expire_pending() {
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(pending_, [now](const Pending& c) {
+        if (c.deadline > now) return false;
+        close(c.fd);
+        return true;
+    });
 }
 
 }  // namespace svcgate::ctl

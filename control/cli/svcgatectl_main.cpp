@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -128,8 +129,9 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
     }
     line += "\n";
     if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+        const std::string why = std::strerror(errno);
         close(fd);
-        throw std::runtime_error("cannot send the request");
+        throw std::runtime_error("cannot send the request to " + socket_path + ": " + why);
     }
     std::string reply;
     char buf[65536];
@@ -153,6 +155,8 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A daemon that hangs up before the request is written: an error below, not a silent death.
+    std::signal(SIGPIPE, SIG_IGN);
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
         std::fputs(usage_text().c_str(), argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -100,6 +100,28 @@ with tempfile.TemporaryDirectory() as d:
               f"an option of another command is refused, named ({a.get('error')})")
         a = ask("flows --limit")
         check(a.get("bad_request") is True and "needs a value" in a.get("error", ""), f"a missing value is refused ({a.get('error')})")
+        # A client slow to send its request (a loaded machine can keep a just-started svcgatectl
+        # off the CPU for a while) is answered when its line comes, and holds no other client back.
+        slow = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(3)]
+        for c in slow:
+            c.settimeout(20)
+            c.connect(sock)
+        t0 = time.monotonic()
+        r = run("--socket", sock, "status", "--json")
+        quick = time.monotonic() - t0
+        check(r.returncode == 0 and quick < 1.0, f"three silent clients do not hold svcgatectl back (before: 0.5 s each) ({quick:.2f} s)")
+        time.sleep(1.5)
+        slow[0].sendall(b"sta")
+        time.sleep(0.5)
+        slow[0].sendall(b"tus\n")
+        data = b""
+        while chunk := slow[0].recv(65536):
+            data += chunk
+        late = json.loads(data) if data.startswith(b"{") else {}
+        check(late.get("ok") is True and "generation" in late.get("result", {}),
+              f"a request sent 2 s after connecting, in two parts, is answered ({data[:80]!r})")
+        for c in slow:
+            c.close()
         # svcgatectl's exit status follows the answer.
         r = run("--socket", sock, "flows", "--limit", "x")
         check(r.returncode == 2 and "not a number" in r.stderr and r.stdout == "", f"refused: exit 2, the reason on stderr ({r.stderr.strip()})")
