@@ -19,8 +19,12 @@ demo_ha() {
 
     # Flows gateway $1 created so far; nothing when the read fails (its error kept in
     # $LAB_RUN/created-gw$1.err, printed by a failed check).
-    created() { "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$1.sock" stats --json 2>"$LAB_RUN/created-gw$1.err" |
-                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>>"$LAB_RUN/created-gw$1.err"; }
+    created() { { echo "-- read at $(date +%T.%N)"; } >>"$LAB_RUN/created-gw$1.err"
+                "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$1.sock" stats --json 2>>"$LAB_RUN/created-gw$1.err" |
+                /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["flows"]["created"])' 2>>"$LAB_RUN/created-gw$1.err"
+                local rc=("${PIPESTATUS[@]}")
+                [ "${rc[0]}" = 0 ] || echo "svcgatectl exited with ${rc[0]}" >>"$LAB_RUN/created-gw$1.err"; }
+    rm -f "$LAB_RUN"/created-gw*.err
     local before=() after=()
     for i in $(seq 1 "$n"); do before[$i]=$(created "$i"); done
     echo "== 90 requests: client → http://$lb/ (a new connection each)"
@@ -32,9 +36,10 @@ demo_ha() {
         echo "  per gateway: gw$i carried $((after[i] - before[i]))"
         [ -n "${before[i]}" ] && [ -n "${after[i]}" ] && [ $((after[i] - before[i])) -ge $((90 / n / 3)) ] || {
             spread_ok=1
-            echo "  gw$i's flows created: before '${before[i]}', after '${after[i]}'; $(tail -c 300 "$LAB_RUN/created-gw$i.err")"
+            echo "  gw$i's flows created: before '${before[i]}', after '${after[i]}'; $(grep -v '^ \|^Traceback' "$LAB_RUN/created-gw$i.err" | tr '\n' ' ')"
         }
     done
+    [ "$spread_ok" = 0 ] || ha_state "$n"
     [ "$(grep -c '^test-pod-[123]$' "$LAB_RUN/ha-spread.txt")" = 90 ]; check $? "90 of 90 requests answered"
     check $spread_ok "every gateway carried a share of them"
 
@@ -78,13 +83,24 @@ demo_ha() {
     [ "$(grep -c '^test-pod-[123]$' "$LAB_RUN/ha-rejoin.txt")" = 60 ] && [ -n "${before[victim]}" ] &&
         [ -n "${after[victim]}" ] && [ "$carried" -gt 0 ] && [ "$paths" = "$n" ]
     if ! check $? "after rejoining, gw$victim carries requests again and all are answered"; then
-        # What the router saw, kept before the lab is torn down.
-        lab_x router ip route show "$lb" | sed 's/^/  route: /'
-        ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  bgp: /'
         tail -5 "$LAB_RUN/gw$victim.log" | sed 's/^/  gw: /'
-        echo "  gw$victim's flows created: before '${before[victim]}', after '${after[victim]}'; $(tail -c 300 "$LAB_RUN/created-gw$victim.err")"
-        "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$victim.sock" stats --json 2>&1 | head -c 600 |
-            sed 's/^/  stats: /'
-        echo
+        echo "  gw$victim's flows created: before '${before[victim]}', after '${after[victim]}'; $(grep -v '^ \|^Traceback' "$LAB_RUN/created-gw$victim.err" | tr '\n' ' ')"
+        ha_state "$n"
     fi
+}
+
+# What a failed spread check needs to be understood, printed before the lab is torn down: the
+# router's route, sessions and neighbours, the LAN bridge's forwarding table, and each gateway's
+# ext port and flow counters.
+ha_state() {
+    local n=$1 i
+    lab_x router ip route show 192.168.100.10 | sed 's/^/  route: /'
+    ha_birdc router show protocols | grep -E "^gw" | sed 's/^/  bgp: /'
+    lab_x router ip neigh show dev r-lan | sed 's/^/  neigh: /'
+    lab_x lab-lan bridge fdb show br br0 | grep -v permanent | sed 's/^/  fdb: /'
+    for i in $(seq 1 "$n"); do
+        "$LAB_SRC/build/control/svcgatectl" --socket "$LAB_RUN/gw$i.sock" stats --json 2>&1 |
+            /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["ports"], s["flows"], s["verdicts"])' 2>&1 |
+            sed "s/^/  gw$i: /"
+    done
 }
