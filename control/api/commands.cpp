@@ -128,7 +128,8 @@ Json status(const DaemonState& st) {
                          {"device", p.device},
                          {"link", link_up(p.id)},
                          {"rx_queues", p.rxq},
-                         {"tx_queues", p.txq}});
+                         {"tx_queues", p.txq},
+                         {"rss_steering", p.rss_steering}});
     // Services read from the manifests that get no dataplane rule, and why.
     Json no_rule = Json::array();
     for (const ServiceConfig& sc : st.cfg.services)
@@ -327,6 +328,8 @@ Json stats(const DaemonState& st) {
                   {"joined", t.flows_joined},
                   {"early_dropped", t.flows_early_dropped},
                   {"port_remapped", t.flows_port_remapped},
+                  {"masquerade_ports_steered", t.snat_steered},
+                  {"masquerade_ports_unsteered", t.snat_unsteered},
                   {"reopened", t.flows_reopened}}},
                 {"fragments",
                  {{"held", st.frags ? st.frags->held() : 0},

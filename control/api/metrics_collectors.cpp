@@ -28,6 +28,13 @@ void collect_flows(MetricsText& m, const FlowGauges& g, const WorkerCounters& t)
     m.counter("svcgate_flows_port_remapped_total",
               "New flows whose client source port was remapped because their reply tuple was in use.",
               t.flows_port_remapped);
+    m.counter("svcgate_masquerade_ports_steered_total",
+              "Masquerade ports chosen so that the replies reach the receive queue of the worker that chose them "
+              "(the port's RSS key and redirection table).",
+              t.snat_steered);
+    m.counter("svcgate_masquerade_ports_unsteered_total",
+              "Masqueraded flows on a port with RSS steering for which no such port was found within the tries.",
+              t.snat_unsteered);
     m.counter("svcgate_flows_reopened_total",
               "Closed TCP connections (TIME_WAIT, CLOSE) a client's SYN on the same tuple replaced with a new one.",
               t.flows_reopened);

@@ -113,10 +113,12 @@ std::string render_status(const Json& j) {
     std::string o =
         fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", str(j, "config"),
                     num<uint64_t>(j, "generation"), num<uint64_t>(j, "uptime_seconds"), num<uint64_t>(j, "workers"));
+    // With several receive queues, whether masquerade ports steer replies to their worker's queue.
     for (const Json& p : j.value("ports", Json::array()))
-        o += fmt::format("port        {} {} link {} queues {}/{}\n", str(p, "name"), str(p, "device"),
+        o += fmt::format("port        {} {} link {} queues {}/{}{}\n", str(p, "name"), str(p, "device"),
                          p.value("link", false) ? "up" : "down", num<unsigned>(p, "rx_queues"),
-                         num<unsigned>(p, "tx_queues"));
+                         num<unsigned>(p, "tx_queues"),
+                         num<unsigned>(p, "rx_queues") > 1 ? "; rss steering " + str(p, "rss_steering") : "");
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      num<uint64_t>(j, "service_ports"), num<uint64_t>(j, "endpoints"), num<uint64_t>(j, "flows"),
                      num<uint64_t>(j, "flow_capacity"), num<uint64_t>(j, "rx_packets"));

@@ -174,7 +174,7 @@ Status start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string
     if (Status s = sync_host_addresses(rt, st.cfg); !s) return s;
     for (size_t p = 0; p < rt.ports.size(); ++p)
         st.ports.push_back(PortView{dpc.ports[p].name, dpc.ports[p].device, rt.ports[p].id(), rt.ports[p].rx_queues(),
-                                    rt.ports[p].tx_queues()});
+                                    rt.ports[p].tx_queues(), rt.ports[p].steering_note()});
     st.pool = rt.pool.get();
     st.flows = rt.flows.get();
     st.flows6 = rt.flows6.get();

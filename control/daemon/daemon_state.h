@@ -31,6 +31,7 @@ struct PortView {
     std::string name, device;
     uint16_t id = 0;
     uint16_t rxq = 1, txq = 1;
+    std::string rss_steering;  // Port::steering_note(): masquerade ports chosen for RSS, or why not
 };
 
 struct ReloadStatus {

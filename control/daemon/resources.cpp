@@ -60,6 +60,62 @@ Port::~Port() {
     if (configured_) rte_eth_dev_close(id_);
 }
 
+// What the driver reports of its RSS (after start: some drivers fill the RETA then), as the
+// masquerade's steering tables.
+void Port::read_steering(const char* driver, uint16_t reta_size, bool rss) {
+    if (!rss) {
+        steer_note_ =
+            rxq_ > 1 ? fmt::format("off: {} spreads its queues without RSS", driver) : "off: one receive queue";
+        return;
+    }
+    uint8_t key[dp::kRssKeyMax] = {};
+    rte_eth_rss_conf conf{};
+    conf.rss_key = key;
+    conf.rss_key_len = sizeof key;
+    if (int rc = rte_eth_dev_rss_hash_conf_get(id_, &conf); rc != 0) {
+        steer_note_ = fmt::format("off: {} does not report its RSS key ({})", driver, rte_strerror(-rc));
+        return;
+    }
+    if (conf.rss_key_len < dp::kRssInput6 + 4) {
+        steer_note_ = fmt::format("off: {}'s RSS key has {} bytes, fewer than IPv6's 40", driver, conf.rss_key_len);
+        return;
+    }
+    if (reta_size == 0 || reta_size > dp::RssSteer::kRetaMax || (reta_size & (reta_size - 1)) != 0) {
+        steer_note_ = fmt::format("off: {} has a redirection table of {} entries", driver, reta_size);
+        return;
+    }
+    std::vector<rte_eth_rss_reta_entry64> reta(std::max<size_t>(1, reta_size / RTE_ETH_RETA_GROUP_SIZE));
+    for (auto& e : reta) e.mask = ~0ULL;
+    if (int rc = rte_eth_dev_rss_reta_query(id_, reta.data(), reta_size); rc != 0) {
+        steer_note_ = fmt::format("off: {} does not report its redirection table ({})", driver, rte_strerror(-rc));
+        return;
+    }
+    auto s = std::make_unique<dp::RssSteer>();
+    const std::span<const uint8_t> k(key, conf.rss_key_len);
+    s->t4.init(k);
+    s->t6.init(k);
+    s->reta_mask = reta_size - 1u;
+    for (uint32_t i = 0; i < reta_size; ++i) {
+        s->reta[i] = reta[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE];
+        if (s->reta[i] >= rxq_) {
+            steer_note_ = fmt::format("off: {}'s redirection table names queue {} of {}", driver, s->reta[i], rxq_);
+            return;
+        }
+    }
+    s->tcp4 = conf.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_TCP;
+    s->udp4 = conf.rss_hf & RTE_ETH_RSS_NONFRAG_IPV4_UDP;
+    s->tcp6 = conf.rss_hf & RTE_ETH_RSS_NONFRAG_IPV6_TCP;
+    s->udp6 = conf.rss_hf & RTE_ETH_RSS_NONFRAG_IPV6_UDP;
+    if (!(s->tcp4 || s->udp4 || s->tcp6 || s->udp6)) {
+        steer_note_ = fmt::format("off: {} hashes addresses only, not ports", driver);
+        return;
+    }
+    steer_note_ = fmt::format("on: Toeplitz key of {} bytes, redirection table of {} entries over {} queues{}{}{}{}",
+                              conf.rss_key_len, reta_size, rxq_, s->tcp4 ? ", tcp4" : "", s->udp4 ? ", udp4" : "",
+                              s->tcp6 ? ", tcp6" : "", s->udp6 ? ", udp6" : "");
+    steer_ = std::move(s);
+}
+
 Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     const std::string name = dev_name(pc.device);
     if (rte_eth_dev_get_port_by_name(name.c_str(), &id_) != 0)
@@ -121,6 +177,8 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
         return Status::fail(fmt::format("port {}: start: {}", pc.name, rte_strerror(-rc)));
     started_ = true;
     rte_eth_promiscuous_enable(id_);  // best effort: ARP for VIPs uses our own MAC anyway
+    read_steering(info.driver_name, info.reta_size, rss);
+    if (workers > 1) log(fmt::format("port {}: masquerade ports chosen for RSS: {}", pc.name, steer_note_));
     const rte_ether_addr m = mac();
     const uint8_t* b = m.addr_bytes;
     log(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.name,

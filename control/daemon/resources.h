@@ -19,6 +19,7 @@
 
 #include "control/base/status.h"
 #include "control/config/config_model.h"
+#include "dataplane/lb/rss_steer.h"
 
 namespace svcgate::ctl {
 
@@ -60,7 +61,9 @@ public:
           configured_(std::exchange(o.configured_, false)),
           started_(std::exchange(o.started_, false)),
           have_mac_(o.have_mac_),
-          mac_(o.mac_) {}
+          mac_(o.mac_),
+          steer_(std::move(o.steer_)),
+          steer_note_(std::move(o.steer_note_)) {}
     Port& operator=(Port&&) = delete;
     ~Port();
 
@@ -71,14 +74,23 @@ public:
     uint16_t rx_queues() const { return rxq_; }
     uint16_t tx_queues() const { return txq_; }
     rte_ether_addr mac() const;
+    // The port's RSS as masquerade ports use it (dataplane/lb/rss_steer.h): null where the port
+    // has no RSS over the workers' queues, or the driver does not report its key or redirection
+    // table; steering_note() says which ("on: ..." or "off: why").
+    const dp::RssSteer* steering() const { return steer_.get(); }
+    const std::string& steering_note() const { return steer_note_; }
 
 private:
+    void read_steering(const char* driver, uint16_t reta_size, bool rss);
+
     uint16_t id_ = 0;
     uint16_t rxq_ = 1, txq_ = 1;
     bool configured_ = false;  // closed when destroyed (its queues point into the pool)
     bool started_ = false;     // stopped first
     bool have_mac_ = false;    // ports[].mac, kept even where the device could not take it
     rte_ether_addr mac_{};
+    std::unique_ptr<dp::RssSteer> steer_;
+    std::string steer_note_;
 };
 
 inline constexpr uint16_t kRxDesc = 1024;

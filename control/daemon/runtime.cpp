@@ -107,8 +107,11 @@ Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
 Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
     WorkerShared& shared = *rt.shared;
     const uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    for (uint16_t w = 0; w < dpc.workers; ++w)
+    for (const Port& p : rt.ports) rt.rss.push_back(p.steering());
+    for (uint16_t w = 0; w < dpc.workers; ++w) {
         rt.workers.push_back(std::make_unique<Worker>(shared, w, dpc.workers, *rt.flows, *rt.flows6, seed));
+        rt.workers.back()->set_rss(rt.rss.data(), static_cast<uint16_t>(rt.rss.size()));
+    }
     if (ha.enabled()) {
         for (uint16_t w = 0; w < dpc.workers; ++w) {
             RingPtr r(rte_ring_create_elem(fmt::format("svcgate_sync{}", w).c_str(), sizeof(uint32_t),

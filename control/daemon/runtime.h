@@ -35,6 +35,7 @@ struct Runtime {
     std::vector<RingPtr> remove_rings;
     std::unique_ptr<dp::WorkerShared> shared;
     std::vector<std::unique_ptr<rte_spinlock_t[]>> tx_locks;
+    std::vector<const dp::RssSteer*> rss;  // by port: its RSS steering (Port::steering), read by the workers
     std::vector<std::unique_ptr<dp::Worker>> workers;
     std::vector<RingPtr> sync_rings;  // per worker, to the sync thread (ha on)
     std::unique_ptr<Syncer> sync;     // stopped before what it reads goes

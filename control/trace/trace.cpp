@@ -181,7 +181,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     ctx_.punt_other.per_second = cfg.dataplane.punt_other_per_second;
     burst_ = std::make_unique<Burst>();
     publisher_ = std::make_unique<Publisher>(
-        1,
+        std::max<uint16_t>(opts.owners, 1),  // a stats row per owner: the worker may act as any
         PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx_.snap = s; },
                       .store_stats = [this](StatsTable* t) { ctx_.stats = t; },
                       .qsbr = nullptr,

@@ -32,7 +32,8 @@ namespace svcgate::ctl {
 struct TraceOptions {
     uint64_t seed = 1;
     uint32_t now = 1000;  // seconds on the flow table's clock
-    uint16_t owners = 1;  // the tables' owners: the tracer's worker is owner 0 (a replicating gateway has 2)
+    uint16_t owners =
+        1;  // the tables' owners and stats rows: the tracer's worker is owner 0 (a replicating gateway has 2)
 };
 
 struct TraceRecord {

@@ -110,6 +110,7 @@ struct BasicNewFlow {
     BasicFlowInit<K> init;
     InsertHint hint;
     bool masq = false;
+    uint16_t out_port = 0;  // masqueraded: the port its replies come back on (the hop's)
 };
 using NewFlow = BasicNewFlow<FlowKey>;
 using NewFlow6 = BasicNewFlow<FlowKey6>;

@@ -34,6 +34,10 @@ struct alignas(64) WorkerCounters {
     uint64_t flows_early_dropped = 0;  // embryonic flows evicted to make room (SYN floods)
     uint64_t flows_port_remapped = 0;  // new flows whose source port was changed: reply tuple taken
     uint64_t flows_reopened = 0;       // closed TCP flows a client's SYN replaced with a new one
+    // Masquerade ports chosen so the replies reach this worker's queue (rss_steer.h), and those
+    // for which no such port was found within the tries (this worker's share of the range then).
+    uint64_t snat_steered = 0;
+    uint64_t snat_unsteered = 0;
     uint64_t affinity_hits = 0;
     // Flow replication (control/ha/sync.h): flows this worker handed to the sync thread (proven, or a
     // state change that matters), those its full ring refused (the periodic refresh sends them),
@@ -83,6 +87,8 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     flows_early_dropped += o.flows_early_dropped;
     flows_port_remapped += o.flows_port_remapped;
     flows_reopened += o.flows_reopened;
+    snat_steered += o.snat_steered;
+    snat_unsteered += o.snat_unsteered;
     affinity_hits += o.affinity_hits;
     sync_events += o.sync_events;
     sync_ring_full += o.sync_ring_full;

@@ -3,6 +3,7 @@
 #include <rte_prefetch.h>
 
 #include "dataplane/base/family.h"
+#include "dataplane/lb/rss_steer.h"
 #include "dataplane/lb/scheduler.h"
 
 namespace svcgate::dp {
@@ -58,6 +59,27 @@ uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
     uint32_t per = span / ctx.n_workers;
     uint32_t slot = ctx.snat_cursor++ % (per ? per : 1);
     return static_cast<uint16_t>(c.snat_port_min + slot * ctx.n_workers + ctx.worker);
+}
+
+// A masquerade port for the reply tuple `r` (its destination port still to choose), whose
+// replies come back on port `out`. Where that port's RSS is known (rss_steer.h), a port of the
+// range whose reply hash lands on this worker's queue: both directions then stay on this core.
+// Ports steered to one queue are that worker's alone for this tuple, so two workers never pick
+// the same one; what another worker's share holds is checked by the insert (reply_clash). A port
+// lands on this queue with chance 1/workers: 8 × workers tries miss with chance e^-8.
+template <typename F>
+uint16_t masq_port(WorkerCtx& ctx, const ClusterSettings& c, const typename F::Key& r, uint16_t out) noexcept {
+    const RssSteer* steer = out < ctx.n_rss ? ctx.rss[out] : nullptr;
+    if (steer && steer->hashes(F::family, r.proto)) {
+        const uint16_t p = steer->find_port(F::family, steer->base(r.src, r.dst, r.sport), ctx.worker, c.snat_port_min,
+                                            c.snat_port_max, ctx.steer_cursor, std::min(8u * ctx.n_workers, 512u));
+        if (p) {
+            ++ctx.counters.snat_steered;
+            return p;
+        }
+        ++ctx.counters.snat_unsteered;
+    }
+    return next_snat_port(ctx, c);
 }
 
 int32_t find_in_set(const ServiceSnapshot& s, const EndpointSet& set, uint64_t pinned) noexcept {
@@ -183,7 +205,8 @@ template <typename F>
         const auto* hop = s.route(ep_ip);
         if (!hop) return p.set(Verdict::drop, DropReason::no_route);
         nf.init.key[1].dst = hop->source;
-        nf.init.key[1].dport = to_be16(next_snat_port(ctx, s.cluster));
+        nf.out_port = hop->port;
+        nf.init.key[1].dport = to_be16(masq_port<F>(ctx, s.cluster, nf.init.key[1], hop->port));
     }
     ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
     p.set(Verdict::dnat);
@@ -207,7 +230,8 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     // (Linux reuses a port for another destination) would otherwise be refused.
     unsigned tries = 1;
     for (; tries < 64 && r.status == InsertStatus::reply_clash; ++tries) {
-        nf.init.key[1].dport = to_be16(next_snat_port(ctx, s.cluster));
+        nf.init.key[1].dport = to_be16(nf.masq ? masq_port<F>(ctx, s.cluster, nf.init.key[1], nf.out_port)
+                                               : next_snat_port(ctx, s.cluster));
         r = table->insert(ctx.worker, nf.init, ctx.now);
     }
     if (!nf.masq && tries > 1 && r.status == InsertStatus::inserted) ++ctx.counters.flows_port_remapped;

@@ -55,6 +55,8 @@ namespace svcgate::dp {
 // IANA reserved 255 would be read as "raw").
 inline constexpr uint8_t kAffinityProto = 0xfe;
 
+struct RssSteer;
+
 // One worker's state: everything a stage may touch besides the burst. Never shared.
 struct WorkerCtx {
     uint16_t worker = 0;
@@ -68,8 +70,9 @@ struct WorkerCtx {
     uint32_t now = 0;     // seconds, the flow table's clock
     uint64_t now_ms = 0;  // milliseconds: fragment timeouts, the ICMP rate limit
     Rng rng{1};
-    uint32_t snat_cursor = 0;
-    SourceLimiter sources;  // new flows per source this second
+    uint32_t snat_cursor = 0;   // the next slot of this worker's share of the SNAT range
+    uint32_t steer_cursor = 0;  // the next offset in the whole range (RSS-steered masquerade ports)
+    SourceLimiter sources;      // new flows per source this second
     WorkerCounters counters{};
     Output out;
     HopCache<Ip4> hops;  // this worker's route and next-hop MAC answers (hop_cache.h)
@@ -82,6 +85,10 @@ struct WorkerCtx {
     // Flow replication (control/ha/sync.h): null when off. The flows (ids, kFlowIdV6 for IPv6) this
     // burst proved or changed in a way that matters, handed to the sync thread's ring at its end.
     rte_ring* sync = nullptr;
+    // By port index: its RSS where masquerade ports can steer replies to this worker's queue
+    // (rss_steer.h); null (or beyond n_rss): that port's replies are not steered.
+    const RssSteer* const* rss = nullptr;
+    uint16_t n_rss = 0;
     // The last lookup (the last burst's, of its last family) was mostly misses (new
     // connections): the next one prefetches its VIP slots with its flow buckets (pipeline.cpp,
     // lookup_burst).

@@ -93,10 +93,14 @@ public:
     static int main(void* self);
     // Where its masquerade port cursor starts (new_flow.cpp's next_snat_port): past the ports that
     // flows restored at start hold, so that new connections do not walk through them. Before run().
-    void set_snat_cursor(uint32_t c) noexcept { ctx_.snat_cursor = c; }
+    // Steered ports (rss_steer.h) walk the whole range: from the same point, as ports restored
+    // flows hold are spread over every worker's share.
+    void set_snat_cursor(uint32_t c) noexcept { ctx_.snat_cursor = c, ctx_.steer_cursor = c * ctx_.n_workers; }
     // Flow replication on: the worker's ring to the sync thread (single producer, single consumer,
     // 4-byte elements). Before the worker runs.
     void set_sync_ring(rte_ring* r) noexcept { ctx_.sync = r; }
+    // By port index, its RSS steering or null (WorkerCtx::rss); alive as long as the worker.
+    void set_rss(const RssSteer* const* by_port, uint16_t n) noexcept { ctx_.rss = by_port, ctx_.n_rss = n; }
     // Read by the control thread while the worker runs (see WorkerCounters).
     const WorkerCounters& counters() const noexcept { return ctx_.counters; }
 
