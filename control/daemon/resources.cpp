@@ -178,11 +178,11 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     started_ = true;
     rte_eth_promiscuous_enable(id_);  // best effort: ARP for VIPs uses our own MAC anyway
     read_steering(info.driver_name, info.reta_size, rss);
-    if (workers > 1) log(fmt::format("port {}: masquerade ports chosen for RSS: {}", pc.name, steer_note_));
     const rte_ether_addr m = mac();
     const uint8_t* b = m.addr_bytes;
     log(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.name,
                     name, info.driver_name, rxq_, txq_, b[0], b[1], b[2], b[3], b[4], b[5]));
+    if (workers > 1) log(fmt::format("port {}: masquerade ports chosen for RSS: {}", pc.name, steer_note_));
     return {};
 }
 
