@@ -61,8 +61,6 @@ std::string format_ip4(Ip4 a) {
     return fmt::format("{}.{}.{}.{}", h >> 24, (h >> 16) & 0xff, (h >> 8) & 0xff, h & 0xff);
 }
 
-std::string format_cidr4(const Cidr4& c) { return fmt::format("{}/{}", format_ip4(c.addr), c.len); }
-
 std::optional<Ip6> parse_ip6(std::string_view s) {
     // inet_pton takes RFC 4291 2.2's forms (with an embedded dotted quad); no zone, no brackets.
     if (s.empty() || s.size() >= INET6_ADDRSTRLEN || s.find(':') == std::string_view::npos) return std::nullopt;

@@ -36,7 +36,6 @@ std::optional<uint64_t> parse_number(std::string_view s, uint64_t lo = 0, uint64
 std::optional<Ip4> parse_ip4(std::string_view s);
 std::optional<Cidr4> parse_cidr4(std::string_view s, bool keep_host_bits = false);
 std::string format_ip4(Ip4 a);
-std::string format_cidr4(const Cidr4& c);
 // Either family: "fd00::1" (RFC 4291 text, no zone, no brackets) or "10.0.0.1"; "fd00::/64" or
 // "10.0.0.0/8". An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is refused: IPv4 is written as IPv4.
 std::optional<Ip6> parse_ip6(std::string_view s);

@@ -111,7 +111,6 @@ public:
     uint32_t datagrams() const noexcept { return used_.load(std::memory_order_relaxed); }
     uint32_t held() const noexcept { return held_.load(std::memory_order_relaxed); }
     uint32_t capacity() const noexcept { return n_buckets_ * kWays; }
-    const FragParams& params() const noexcept { return p_; }
 
 private:
     enum State : uint8_t { kFree, kWaiting, kResolved, kPoisoned };
