@@ -20,7 +20,7 @@ is checked is what the daemon publishes, through `svcgatectl services` and `stat
   - an exec credential plugin, run again once its token expired;
   - kubectl accepts the kubeconfig the test writes (when kubectl is installed).
 
-usage: kube_api_test.py SVCGATE"""
+usage: kube_api_e2e.py SVCGATE"""
 import copy
 import datetime
 import json
