@@ -415,151 +415,132 @@ private:
     // A scalar on this line: quoted, or plain up to its end in this context.
     uint32_t scalar(bool flow, int parent = -1) {
         const int l = line_, c0 = col();
-        const char c = s_[p_];
         std::string v;
-        if (c == '\'') {
-            for (++p_;; ++p_) {
-                if (p_ >= s_.size()) throw Unsupported{};
-                if (s_[p_] == '\n') {
-                    while (!v.empty() && v.back() == ' ') v.pop_back();
-                    if (flow || !fold(v, parent, true)) throw Unsupported{};
-                    --p_;
-                    continue;
-                }
-                if (s_[p_] == '\'') {
-                    if (p_ + 1 < s_.size() && s_[p_ + 1] == '\'') {
-                        v += '\'';
-                        ++p_;
-                        continue;
-                    }
-                    ++p_;
-                    break;
-                }
-                v += s_[p_];
+        if (s_[p_] == '\'')
+            single_quoted(v, flow, parent);
+        else if (s_[p_] == '"')
+            double_quoted(v, flow, parent);
+        else if (plain(v, flow, parent))
+            return null_at(l, c0);
+        const uint32_t n = add(Kind::scalar, l, c0);
+        t_.nodes[n].scalar = std::move(v);
+        return n;
+    }
+
+    // 'text', '' for a quote; a line break folds (block context only).
+    void single_quoted(std::string& v, bool flow, int parent) {
+        for (++p_;; ++p_) {
+            if (p_ >= s_.size()) throw Unsupported{};
+            if (s_[p_] == '\n') {
+                while (!v.empty() && v.back() == ' ') v.pop_back();
+                if (flow || !fold(v, parent, true)) throw Unsupported{};
+                --p_;
+                continue;
             }
-        } else if (c == '"') {
-            size_t escaped = 0;  // v up to here came from escapes: no trimming into it
-            for (++p_;;) {
-                if (p_ >= s_.size()) throw Unsupported{};
-                if (s_[p_] == '\n') {
-                    while (v.size() > escaped && v.back() == ' ') v.pop_back();
-                    if (flow || !fold(v, parent, true)) throw Unsupported{};
-                    continue;
-                }
-                const char x = s_[p_];
-                if (x == '"') {
-                    ++p_;
-                    break;
-                }
-                if (x != '\\') {
-                    v += x;
+            if (s_[p_] == '\'') {
+                if (p_ + 1 < s_.size() && s_[p_ + 1] == '\'') {
+                    v += '\'';
                     ++p_;
                     continue;
                 }
                 ++p_;
-                if (p_ >= s_.size()) throw Unsupported{};
-                const char e = s_[p_++];
-                switch (e) {
-                    case '\\':
-                        v += '\\';
-                        break;
-                    case '"':
-                        v += '"';
-                        break;
-                    case '/':
-                        v += '/';
-                        break;
-                    case 'n':
-                        v += '\n';
-                        break;
-                    case 't':
-                        v += '\t';
-                        break;
-                    case 'r':
-                        v += '\r';
-                        break;
-                    case '0':
-                        v += '\0';
-                        break;
-                    case 'a':
-                        v += '\a';
-                        break;
-                    case 'b':
-                        v += '\b';
-                        break;
-                    case 'e':
-                        v += '\x1b';
-                        break;
-                    case 'f':
-                        v += '\f';
-                        break;
-                    case 'v':
-                        v += '\v';
-                        break;
-                    case ' ':
-                        v += ' ';
-                        break;
-                    case '\n': {  // an escaped line break: joined without a space
-                        --p_;
-                        const size_t before = v.size();
-                        if (!fold(v, parent, true)) throw Unsupported{};
-                        v.resize(before);
-                        break;
-                    }
-                    case 'x':
-                        utf8(v, hex(2));
-                        break;
-                    case 'u':
-                        utf8(v, hex(4));
-                        break;
-                    case 'U':
-                        utf8(v, hex(8));
-                        break;
-                    default:
-                        throw Unsupported{};
-                }
-                escaped = v.size();
+                return;
             }
-        } else {
-            // Plain. Indicators that start something else are the full parser's business.
-            if (c == '&' || c == '*' || c == '!' || c == '|' || c == '>' || c == '%' || c == '@' || c == '`' ||
-                c == '?' || c == ':' || c == ',' || c == ']' || c == '}' || c == '#' || (c == '-' && ws(p_ + 1)))
+            v += s_[p_];
+        }
+    }
+
+    // "text" with YAML's escapes; a line break folds (block context only).
+    void double_quoted(std::string& v, bool flow, int parent) {
+        size_t escaped = 0;  // v up to here came from escapes: no trimming into it
+        for (++p_;;) {
+            if (p_ >= s_.size()) throw Unsupported{};
+            if (s_[p_] == '\n') {
+                while (v.size() > escaped && v.back() == ' ') v.pop_back();
+                if (flow || !fold(v, parent, true)) throw Unsupported{};
+                continue;
+            }
+            const char x = s_[p_++];
+            if (x == '"') return;
+            if (x != '\\') {
+                v += x;
+                continue;
+            }
+            escape(v, parent);
+            escaped = v.size();
+        }
+    }
+
+    // The escape after a backslash (YAML 1.2, 5.7).
+    void escape(std::string& v, int parent) {
+        static constexpr std::pair<char, char> kSimple[] = {
+            {'\\', '\\'}, {'"', '"'},  {'/', '/'},    {'n', '\n'}, {'t', '\t'}, {'r', '\r'}, {'0', '\0'},
+            {'a', '\a'},  {'b', '\b'}, {'e', '\x1b'}, {'f', '\f'}, {'v', '\v'}, {' ', ' '}};
+        if (p_ >= s_.size()) throw Unsupported{};
+        const char e = s_[p_++];
+        for (const auto& [from, to] : kSimple)
+            if (e == from) {
+                v += to;
+                return;
+            }
+        switch (e) {
+            case '\n': {  // an escaped line break: joined without a space
+                --p_;
+                const size_t before = v.size();
+                if (!fold(v, parent, true)) throw Unsupported{};
+                v.resize(before);
+                return;
+            }
+            case 'x':
+                return utf8(v, hex(2));
+            case 'u':
+                return utf8(v, hex(4));
+            case 'U':
+                return utf8(v, hex(8));
+            default:
                 throw Unsupported{};
-            const size_t b = p_;
-            size_t e = p_;
+        }
+    }
+
+    // A plain scalar up to its end in this context, with its continuation lines (block context);
+    // true when it is a null (~, null).
+    bool plain(std::string& v, bool flow, int parent) {
+        // Indicators that start something else are the full parser's business.
+        const char c = s_[p_];
+        if (c == '&' || c == '*' || c == '!' || c == '|' || c == '>' || c == '%' || c == '@' || c == '`' || c == '?' ||
+            c == ':' || c == ',' || c == ']' || c == '}' || c == '#' || (c == '-' && ws(p_ + 1)))
+            throw Unsupported{};
+        const size_t b = p_;
+        size_t e = p_;
+        for (; p_ < s_.size() && s_[p_] != '\n'; ++p_) {
+            const char x = s_[p_];
+            if (x == ':' && (ws(p_ + 1) || (flow && (s_[p_ + 1] == ',' || s_[p_ + 1] == '}' || s_[p_ + 1] == ']'))))
+                break;
+            if (x == '#' && s_[p_ - 1] == ' ') break;
+            if (flow && (x == ',' || x == '[' || x == ']' || x == '{' || x == '}')) break;
+            if (x != ' ') e = p_ + 1;
+        }
+        p_ = e;  // trailing spaces are not part of it
+        v.assign(s_.substr(b, e - b));
+        // Continuation lines (block context only; a flow scalar ends at the line).
+        while (!flow && parent >= 0 && p_ < s_.size()) {
+            size_t q = p_;
+            while (q < s_.size() && s_[q] == ' ') ++q;
+            if (q >= s_.size() || s_[q] != '\n') break;  // a comment follows
+            p_ = q;
+            if (!fold(v, parent, false)) break;
+            if (key_here() || dash_here() || s_[p_] == '#') throw Unsupported{};
+            size_t b2 = p_, e2 = p_;
             for (; p_ < s_.size() && s_[p_] != '\n'; ++p_) {
                 const char x = s_[p_];
-                if (x == ':' && (ws(p_ + 1) || (flow && (s_[p_ + 1] == ',' || s_[p_ + 1] == '}' || s_[p_ + 1] == ']'))))
-                    break;
+                if (x == ':' && ws(p_ + 1)) throw Unsupported{};
                 if (x == '#' && s_[p_ - 1] == ' ') break;
-                if (flow && (x == ',' || x == '[' || x == ']' || x == '{' || x == '}')) break;
-                if (x != ' ') e = p_ + 1;
+                if (x != ' ') e2 = p_ + 1;
             }
-            p_ = e;  // trailing spaces are not part of it
-            v.assign(s_.substr(b, e - b));
-            // Continuation lines (block context only; a flow scalar ends at the line).
-            while (!flow && parent >= 0 && p_ < s_.size()) {
-                size_t q = p_;
-                while (q < s_.size() && s_[q] == ' ') ++q;
-                if (q >= s_.size() || s_[q] != '\n') break;  // a comment follows
-                p_ = q;
-                if (!fold(v, parent, false)) break;
-                if (key_here() || dash_here() || s_[p_] == '#') throw Unsupported{};
-                size_t b2 = p_, e2 = p_;
-                for (; p_ < s_.size() && s_[p_] != '\n'; ++p_) {
-                    const char x = s_[p_];
-                    if (x == ':' && ws(p_ + 1)) throw Unsupported{};
-                    if (x == '#' && s_[p_ - 1] == ' ') break;
-                    if (x != ' ') e2 = p_ + 1;
-                }
-                v.append(s_.substr(b2, e2 - b2));
-                p_ = e2;
-            }
-            if (v == "~" || v == "null" || v == "Null" || v == "NULL") return null_at(l, c0);
+            v.append(s_.substr(b2, e2 - b2));
+            p_ = e2;
         }
-        const uint32_t n = add(Kind::scalar, l, c0);
-        t_.nodes[n].scalar = std::move(v);
-        return n;
+        return v == "~" || v == "null" || v == "Null" || v == "NULL";
     }
 
     std::string_view s_;

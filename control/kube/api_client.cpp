@@ -216,6 +216,54 @@ HttpResult ApiClient::stream(const std::string& path, int idle_s,
     return request(path, idle_s, &on_line);
 }
 
+namespace {
+
+// Trust: the kubeconfig's CA alone, the name checked by ssl_ctx_setup; the client certificate.
+void set_tls(CURL* c, const std::string& ca_pem, const std::string& name, const ClientCert& cert) {
+    // CAINFO and CAPATH unset, so that neither the build's default bundle nor OpenSSL's default
+    // paths ($SSL_CERT_FILE) are read.
+    curl_blob ca{const_cast<char*>(ca_pem.data()), ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+    curl_easy_setopt(c, CURLOPT_CAINFO, nullptr);
+    curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);  // ssl_ctx_setup checks the SANs instead
+    curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_setup);
+    curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, &name);
+    if (!cert.cert_pem.empty()) {  // a PEM blob: the whole chain is sent
+        curl_blob cb{const_cast<char*>(cert.cert_pem.data()), cert.cert_pem.size(), CURL_BLOB_COPY};
+        curl_blob kb{const_cast<char*>(cert.key_pem.data()), cert.key_pem.size(), CURL_BLOB_COPY};
+        curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
+        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
+        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+}
+
+// What a failed transfer says, in the kubeconfig's terms.
+std::string transfer_error(CURLcode rc, int timeout_s, bool streaming) {
+    switch (rc) {
+        case CURLE_OPERATION_TIMEDOUT:
+            return streaming ? fmt::format("no data for {} s", timeout_s)
+                             : fmt::format("no answer within {} s", timeout_s);
+        case CURLE_PEER_FAILED_VERIFICATION:
+            return "the server's certificate does not verify against the kubeconfig's CA and name";
+        case CURLE_SSL_CONNECT_ERROR:
+            return "TLS handshake failed: the server's certificate does not verify against the kubeconfig's CA and "
+                   "name, or the client certificate was refused";
+        case CURLE_PARTIAL_FILE:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+            return "the connection was cut";
+        case CURLE_ABORTED_BY_CALLBACK:
+            return "stopped";
+        default:
+            return curl_easy_strerror(rc);
+    }
+}
+
+}  // namespace
+
 HttpResult ApiClient::request(const std::string& path, int timeout_s,
                               const std::function<bool(std::string_view)>* on_line) {
     HttpResult r;
@@ -249,24 +297,7 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    // Trust: the kubeconfig's CA alone. CAINFO and CAPATH unset, so that neither the build's
-    // default bundle nor OpenSSL's default paths ($SSL_CERT_FILE) are read.
-    curl_blob ca{const_cast<char*>(server_.ca_pem.data()), server_.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
-    curl_easy_setopt(c, CURLOPT_CAINFO, nullptr);
-    curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);  // ssl_ctx_setup checks the SANs instead
-    curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, ssl_ctx_setup);
-    curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, &name);
-    if (!cert.cert_pem.empty()) {  // a PEM blob: the whole chain is sent
-        curl_blob cb{const_cast<char*>(cert.cert_pem.data()), cert.cert_pem.size(), CURL_BLOB_COPY};
-        curl_blob kb{const_cast<char*>(cert.key_pem.data()), cert.key_pem.size(), CURL_BLOB_COPY};
-        curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cb);
-        curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-        curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &kb);
-        curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-    }
+    set_tls(c, server_.ca_pem, name, cert);
     curl_easy_setopt(c, CURLOPT_PROXY, proxy_.c_str());  // "" = none, not curl's own reading of the environment
     curl_easy_setopt(c, CURLOPT_NOPROXY, "");
     curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, socket_options);
@@ -296,32 +327,7 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
     r.status = static_cast<int>(code);
     curl_slist_free_all(headers);
     if (connect) curl_slist_free_all(connect);
-    if (rc != CURLE_OK && !t.cut && r.error.empty()) {
-        switch (rc) {
-            case CURLE_OPERATION_TIMEDOUT:
-                r.error = on_line ? fmt::format("no data for {} s", timeout_s)
-                                  : fmt::format("no answer within {} s", timeout_s);
-                break;
-            case CURLE_PEER_FAILED_VERIFICATION:
-                r.error = "the server's certificate does not verify against the kubeconfig's CA and name";
-                break;
-            case CURLE_SSL_CONNECT_ERROR:
-                r.error =
-                    "TLS handshake failed: the server's certificate does not verify against the kubeconfig's "
-                    "CA and name, or the client certificate was refused";
-                break;
-            case CURLE_PARTIAL_FILE:
-            case CURLE_RECV_ERROR:
-            case CURLE_GOT_NOTHING:
-                r.error = "the connection was cut";
-                break;
-            case CURLE_ABORTED_BY_CALLBACK:
-                r.error = "stopped";
-                break;
-            default:
-                r.error = curl_easy_strerror(rc);
-        }
-    }
+    if (rc != CURLE_OK && !t.cut && r.error.empty()) r.error = transfer_error(rc, timeout_s, on_line != nullptr);
     // Whatever the transport said: the body ended inside a line.
     if (on_line && r.status == 200 && !t.line.empty() && !t.cut && !stopped_) r.error = kCutInsideEvent;
     if (r.status == 401) creds_.invalidate();
