@@ -10,7 +10,7 @@
 #include "control/api/command_table.h"
 #include "control/base/address.h"
 #include "control/base/clock.h"
-#include "control/base/flow_scan.h"
+#include "control/snapshot/flow_scan.h"
 #include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"
 #include "control/ha/sync.h"

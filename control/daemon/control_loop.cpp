@@ -14,7 +14,7 @@
 #include "control/api/metrics.h"
 #include "control/api/telemetry.h"
 #include "control/base/clock.h"
-#include "control/base/flow_scan.h"
+#include "control/snapshot/flow_scan.h"
 #include "control/base/log.h"
 #include "control/config/config_fields.h"
 #include "control/config/yaml_config.h"

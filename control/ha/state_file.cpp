@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "control/base/flow_scan.h"
+#include "control/snapshot/flow_scan.h"
 #include "control/config/yaml_config.h"
 #include "dataplane/base/static_hash.h"
 #include "dataplane/pipeline/pipeline.h"

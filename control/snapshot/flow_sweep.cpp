@@ -2,7 +2,7 @@
 
 #include <unordered_set>
 
-#include "control/base/flow_scan.h"
+#include "control/snapshot/flow_scan.h"
 #include "control/snapshot/service_endpoint.h"
 #include "dataplane/pipeline/pipeline.h"
 

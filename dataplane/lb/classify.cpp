@@ -2,7 +2,7 @@
 
 #include <rte_prefetch.h>
 
-#include "dataplane/base/family.h"
+#include "dataplane/pipeline/family.h"
 
 namespace svcgate::dp {
 

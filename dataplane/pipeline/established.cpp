@@ -1,6 +1,6 @@
 #include "dataplane/pipeline/established.h"
 
-#include "dataplane/base/family.h"
+#include "dataplane/pipeline/family.h"
 
 namespace svcgate::dp {
 

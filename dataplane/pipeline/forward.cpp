@@ -1,6 +1,6 @@
 #include "dataplane/pipeline/forward.h"
 
-#include "dataplane/base/family.h"
+#include "dataplane/pipeline/family.h"
 #include "dataplane/lb/nat.h"
 #include "dataplane/l3/reject.h"
 

@@ -2,7 +2,7 @@
 
 #include <rte_prefetch.h>
 
-#include "dataplane/base/family.h"
+#include "dataplane/pipeline/family.h"
 #include "dataplane/lb/rss_steer.h"
 #include "dataplane/lb/scheduler.h"
 

@@ -7,7 +7,7 @@
 
 #include "dataplane/lb/classify.h"
 #include "dataplane/pipeline/established.h"
-#include "dataplane/base/family.h"
+#include "dataplane/pipeline/family.h"
 #include "dataplane/pipeline/forward.h"
 #include "dataplane/pipeline/new_flow.h"
 #include "dataplane/pipeline/parse_stage.h"
