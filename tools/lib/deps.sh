@@ -9,7 +9,7 @@ SVCGATE_LAB_DEPS=(iproute2 librte-net-af-xdp23 iputils-ping ethtool tcpdump curl
 # The unit tests and benchmarks (GoogleTest, Google Benchmark); the sanitizer and fuzzing builds of
 # tools/test (clang: libFuzzer, ASan, UBSan, TSan); the Debian package (tools/package) and its
 # checks (debhelper, lintian, systemd-analyze); the man pages (pandoc); the format check.
-SVCGATE_TEST_DEPS=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev debhelper lintian systemd pandoc clang-format)
+SVCGATE_TEST_DEPS=(libgtest-dev libbenchmark-dev clang libclang-rt-14-dev debhelper lintian systemd pandoc clang-format universal-ctags)
 
 # install_packages PACKAGE...: those not installed yet.
 install_packages() {
