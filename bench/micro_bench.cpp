@@ -5,6 +5,7 @@
 // families. Speeds are reported as items (packets) per second.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <cstdio>
 #include <random>
@@ -35,6 +36,7 @@
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/lb/maglev.h"
 #include "dataplane/lb/nat.h"
+#include "dataplane/lb/rss_steer.h"
 #include "dataplane/pipeline/parse.h"
 #include "dataplane/pipeline/parse_stage.h"
 #include "dataplane/pipeline/pipeline.h"
@@ -56,14 +58,16 @@ constexpr uint32_t kPodBase = 0x0a800000;     // 10.128.0.0
 
 // The macro benchmark's world (bench/gen.py config): one port, pods behind 10.0.0.2 / fd00::2.
 // IPv6 Services (family 6) mirror the IPv4 ones: ClusterIP fd00:96:: + i + 1, pods fd00:128:: + n.
-std::string config(int services, int family = 4) {
+// `cluster_extra`: more keys of the cluster map (", masquerade_all: true").
+std::string config(int services, int family = 4, const std::string& cluster_extra = "") {
     std::string s = R"(dataplane:
   ports: [{name: p0, addresses: [10.0.0.1/24, 'fd00::1/64']}]
   routes: [{prefix: 0.0.0.0/0, via: 10.0.0.254}, {prefix: 10.128.0.0/10, via: 10.0.0.2},
            {prefix: '::/0', via: 'fd00::fe'}, {prefix: 'fd00:128::/64', via: 'fd00::2'}]
-cluster: {node_name: bench, node_ips: [10.0.0.1, 'fd00::1'], service_cidrs: [10.96.0.0/12, 'fd00:96::/108']}
+cluster: {node_name: bench, node_ips: [10.0.0.1, 'fd00::1'], service_cidrs: [10.96.0.0/12, 'fd00:96::/108']CLUSTER_EXTRA}
 services:
 )";
+    s.replace(s.find("CLUSTER_EXTRA"), 13, cluster_extra);
     auto ip = [family](uint32_t a) {
         if (family == 6) {
             const uint32_t x = a >= kPodBase ? a - kPodBase : a - kVipBase;
@@ -190,9 +194,9 @@ struct World {
     rte_mempool* pool = nullptr;
 
     // `capacity` flows for the family of the Services (4 or 6), the least there is for the other.
-    World(int services, uint32_t capacity, int family = 4) {
+    World(int services, uint32_t capacity, int family = 4, const std::string& cluster_extra = "") {
         ctl::init_tool_eal("svcgate-microbench");
-        cfg = ctl::load_config_string(config(services, family), "bench.yaml");
+        cfg = ctl::load_config_string(config(services, family, cluster_extra), "bench.yaml");
         flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024});
         ctx.flows = flows.get();
         flows6 = FlowTable6::create(FlowTableParams{.capacity = family == 6 ? capacity : 1024});
@@ -446,11 +450,15 @@ BENCHMARK(BM_EstablishedFloor)->ArgsProduct({{0, 1, 2, 3, 4}, {4096, 1 << 20}});
 
 // Every packet a new connection: the table (1M flows) prefilled to range(1) percent; each burst
 // of 32 new flows is timed, then removed untimed so the fill stays put. IPv4 or IPv6.
+// `cluster_extra`, `setup`: the World's cluster keys and a change to its worker (the masquerade
+// benchmark's).
 template <class Table, class KeyOf, class InitOf>
-void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&), KeyOf key_of, InitOf init_of) {
+void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&), KeyOf key_of, InitOf init_of,
+                        const std::string& cluster_extra = "", const std::function<void(World&)>& setup = {}) {
     const int services = static_cast<int>(st.range(0));
     const uint32_t capacity = 1u << 20, fill = static_cast<uint32_t>(uint64_t{capacity} * st.range(1) / 100);
-    World w(services, capacity, family);
+    World w(services, capacity, family, cluster_extra);
+    if (setup) setup(w);
     Table& t = table(w);
     rte_mbuf* m[kBurst];
     if (rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) != 0) st.SkipWithError("mbufs");
@@ -478,6 +486,10 @@ void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&
     rte_pktmbuf_free_bulk(m, kBurst);
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
     st.counters["fill_pct"] = static_cast<double>(st.range(1));
+    if (!cluster_extra.empty()) {  // the masquerade benchmark: how many of its ports were steered
+        const double items = static_cast<double>(st.iterations()) * kBurst;
+        st.counters["steered_pct"] = 100.0 * static_cast<double>(w.ctx.counters.snat_steered) / items;
+    }
 }
 FlowTable& table4(World& w) { return *w.flows; }
 FlowTable6& table6(World& w) { return *w.flows6; }
@@ -491,6 +503,34 @@ BENCHMARK(BM_PipelineNewFlows)
     ->Args({100000, 90})
     ->UseManualTime();
 BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
+
+// Masqueraded new connections (masquerade_all; 10 Services, table 90% full), the masquerade port
+// steered (range(2) = 1) or not (0): what choosing a port whose reply lands on the worker's queue
+// costs a new flow (dataplane/lb/rss_steer.h; here 4 queues under DPDK's default RETA and the RSS
+// verification key, the worker owning queue 0).
+void BM_PipelineNewFlowsMasq(benchmark::State& st) {
+    static constexpr uint8_t kKey[40] = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
+                                         0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
+                                         0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+                                         0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+    static auto steer = [] {
+        auto r = std::make_unique<RssSteer>();
+        r->t4.init(kKey);
+        r->t6.init(kKey);
+        r->reta_mask = 127;
+        for (unsigned i = 0; i < 128; ++i) r->reta[i] = static_cast<uint16_t>(i % 4);
+        r->tcp4 = r->udp4 = r->tcp6 = r->udp6 = true;
+        return r;
+    }();
+    static const RssSteer* by_port[1] = {steer.get()};
+    const bool steered = st.range(2) == 1;
+    pipeline_new_flows(st, 4, &table4, flow_key, flow_init, ", masquerade_all: true", [steered](World& w) {
+        w.ctx.n_workers = 4;  // the port's queues; this worker owns queue 0
+        if (steered) w.ctx.rss = by_port, w.ctx.n_rss = 1;
+    });
+    st.counters["steered"] = static_cast<double>(steered);
+}
+BENCHMARK(BM_PipelineNewFlowsMasq)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
 
 // Flows that prove themselves, with replication off (0) and on (1): each iteration, a burst of new
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,
