@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 fuzzer, seeds, artifacts = (os.path.abspath(a) for a in sys.argv[1:4])
-seconds = int(os.environ.get("FUZZ_SECONDS") or (sys.argv[4] if len(sys.argv) > 4 else 30))
+seconds = int(os.environ.get("FUZZ_SECONDS") or (sys.argv[4] if len(sys.argv) > 4 else 20))
 name = os.path.basename(fuzzer)
 os.makedirs(artifacts, exist_ok=True)
 env = dict(os.environ)
