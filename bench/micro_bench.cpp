@@ -509,17 +509,9 @@ BENCHMARK(BM_PipelineNewFlows6)->Args({10, 90})->UseManualTime();
 // costs a new flow (dataplane/lb/rss_steer.h; here 4 queues under DPDK's default RETA and the RSS
 // verification key, the worker owning queue 0).
 void BM_PipelineNewFlowsMasq(benchmark::State& st) {
-    static constexpr uint8_t kKey[40] = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
-                                         0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
-                                         0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-                                         0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
     static auto steer = [] {
         auto r = std::make_unique<RssSteer>();
-        r->t4.init(kKey);
-        r->t6.init(kKey);
-        r->reta_mask = 127;
-        for (unsigned i = 0; i < 128; ++i) r->reta[i] = static_cast<uint16_t>(i % 4);
-        r->tcp4 = r->udp4 = r->tcp6 = r->udp6 = true;
+        r->set_default(kRssVerificationKey, 128, 4);
         return r;
     }();
     static const RssSteer* by_port[1] = {steer.get()};

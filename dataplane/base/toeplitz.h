@@ -57,6 +57,13 @@ struct ToeplitzTable {
     }
 };
 
+// Microsoft's RSS verification key: the one its verification suite's vectors use, and DPDK's and
+// most NICs' default.
+inline constexpr uint8_t kRssVerificationKey[40] = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
+                                                    0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
+                                                    0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+                                                    0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
 // RSS's input for a TCP or UDP packet, as the NIC reads it: source address, destination address,
 // source port, destination port, in network byte order.
 inline constexpr size_t kRssInput4 = 12, kRssInput6 = 36;

@@ -31,6 +31,18 @@ struct RssSteer {
 
     uint16_t queue(uint32_t hash) const noexcept { return reta[hash & reta_mask]; }
 
+    // A port as DPDK sets one up by default: `key`, a RETA of `size` entries (a power of two)
+    // spread round robin over `queues`, TCP and UDP hashed with their ports in both families.
+    // False when the key is too short for IPv6 or the size is not one.
+    bool set_default(std::span<const uint8_t> key, uint32_t size, uint16_t queues) noexcept {
+        if (size == 0 || size > kRetaMax || (size & (size - 1)) || queues == 0 || !t4.init(key) || !t6.init(key))
+            return false;
+        reta_mask = size - 1;
+        for (uint32_t i = 0; i < size; ++i) reta[i] = static_cast<uint16_t>(i % queues);
+        tcp4 = udp4 = tcp6 = udp6 = true;
+        return true;
+    }
+
     // The reply's hash with destination port 0, and a destination port's contribution: the hash
     // of the reply with port p is base ^ port(p). Proto: IPPROTO_TCP or IPPROTO_UDP.
     bool hashes(Family f, uint8_t proto) const noexcept {

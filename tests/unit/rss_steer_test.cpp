@@ -21,11 +21,8 @@ using namespace svcgate::dp;
 
 namespace {
 
-// The verification suite's key (also DPDK's and most NICs' default).
-constexpr std::array<uint8_t, 40> kKey = {0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67,
-                                          0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb,
-                                          0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
-                                          0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+// The verification suite's key.
+const std::span<const uint8_t> kKey(kRssVerificationKey);
 
 struct V4 {
     std::array<uint8_t, 4> dst, src;
@@ -78,11 +75,7 @@ std::vector<uint8_t> input(const std::array<uint8_t, A>& src, const std::array<u
 
 std::unique_ptr<RssSteer> steer(unsigned queues, unsigned reta_size = 128) {
     auto r = std::make_unique<RssSteer>();
-    EXPECT_TRUE(r->t4.init(kKey));
-    EXPECT_TRUE(r->t6.init(kKey));
-    r->reta_mask = reta_size - 1;
-    for (unsigned i = 0; i < reta_size; ++i) r->reta[i] = static_cast<uint16_t>(i % queues);  // DPDK's default
-    r->tcp4 = r->udp4 = r->tcp6 = r->udp6 = true;
+    EXPECT_TRUE(r->set_default(kKey, reta_size, static_cast<uint16_t>(queues)));
     return r;
 }
 
@@ -140,7 +133,7 @@ TEST(Toeplitz, AgreesWithDpdkSoftRssOnRandomInputsAndKeys) {
 
 TEST(Toeplitz, RefusesAKeyTooShortForTheInput) {
     ToeplitzTable6 t6;
-    EXPECT_FALSE(t6.init(std::span<const uint8_t>(kKey.data(), 39)));
+    EXPECT_FALSE(t6.init(kKey.first(39)));
 }
 
 // Four workers, each with its queue of a port whose RETA spreads over four: every masquerade port
