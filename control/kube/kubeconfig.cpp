@@ -10,22 +10,29 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <stdexcept>
+#include <exception>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "control/base/address.h"
 #include "control/base/file.h"
+#include "control/config/config_model.h"
 #include "control/config/yaml_tree.h"
 
 namespace svcgate::ctl::kube {
 
 namespace {
 
+// Whatever is wrong with a kubeconfig is a config error (CONTRIBUTING.md): one issue, placed by
+// `where` (the file, its context, the server) as the message has always been.
+[[noreturn]] void refuse(const std::string& where, const std::string& what) {
+    throw ConfigError({ConfigIssue{Mark{where}, {}, what}});
+}
+
 std::string read_or_throw(const std::string& path, const std::string& what) {
     auto text = read_file(path);
-    if (!text) throw std::runtime_error(fmt::format("{}: cannot read \"{}\"", what, path));
+    if (!text) refuse(what, fmt::format("cannot read \"{}\"", path));
     return std::move(*text);
 }
 
@@ -34,7 +41,7 @@ std::string base64(const std::string& text, const std::string& what) {
     size_t n = 0;
     if (sodium_base642bin(reinterpret_cast<unsigned char*>(out.data()), out.size(), text.data(), text.size(), " \n\r\t",
                           &n, nullptr, sodium_base64_VARIANT_ORIGINAL) != 0)
-        throw std::runtime_error(fmt::format("{}: not base64", what));
+        refuse(what, "not base64");
     out.resize(n);
     return out;
 }
@@ -55,7 +62,7 @@ ytree::Node named(const ytree::Node& root, const char* list, const char* field, 
                 if (!f || !f.IsMap()) break;
                 return f;
             }
-    throw std::runtime_error(fmt::format("{}: no {} \"{}\"", where, list, name));
+    refuse(where, fmt::format("no {} \"{}\"", list, name));
 }
 
 // A file or its inline -data form.
@@ -72,20 +79,19 @@ std::string file_or_data(const ytree::Node& n, const char* file_key, const std::
 
 void split_server(const std::string& server, std::string& host, int& port, std::string& prefix) {
     if (!server.starts_with("https://"))
-        throw std::runtime_error(
-            fmt::format("server \"{}\": only https:// is followed (TLS is always verified)", server));
+        refuse(fmt::format("server \"{}\"", server), "only https:// is followed (TLS is always verified)");
     std::string rest = server.substr(8);
     const size_t slash = rest.find('/');
     prefix = slash == std::string::npos ? "" : rest.substr(slash);
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
     if (prefix.find_first_of("?#") != std::string::npos)
-        throw std::runtime_error(fmt::format("server \"{}\": a query or fragment is not a server", server));
+        refuse(fmt::format("server \"{}\"", server), "a query or fragment is not a server");
     rest = rest.substr(0, slash);
     port = 443;
     size_t colon = std::string::npos;
     if (!rest.empty() && rest[0] == '[') {
         const size_t end = rest.find(']');
-        if (end == std::string::npos) throw std::runtime_error(fmt::format("server \"{}\": no ']'", server));
+        if (end == std::string::npos) refuse(fmt::format("server \"{}\"", server), "no ']'");
         host = rest.substr(1, end - 1);
         if (end + 1 < rest.size() && rest[end + 1] == ':') colon = end + 1;
     } else {
@@ -95,10 +101,10 @@ void split_server(const std::string& server, std::string& host, int& port, std::
     if (colon != std::string::npos) {
         const std::string p = rest.substr(colon + 1);
         const auto v = parse_number(p, 1, 65535);
-        if (!v) throw std::runtime_error(fmt::format("server \"{}\": bad port \"{}\"", server, p));
+        if (!v) refuse(fmt::format("server \"{}\"", server), fmt::format("bad port \"{}\"", p));
         port = static_cast<int>(*v);
     }
-    if (host.empty()) throw std::runtime_error(fmt::format("server \"{}\": no host", server));
+    if (host.empty()) refuse(fmt::format("server \"{}\"", server), "no host");
 }
 
 ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
@@ -108,13 +114,13 @@ ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
     try {
         stream = ytree::Stream::parse(text);
     } catch (const ytree::ParseError& e) {
-        throw std::runtime_error(fmt::format("kubeconfig {}:{}: {}", path, e.mark.line + 1, e.msg));
+        refuse(fmt::format("kubeconfig {}:{}", path, e.mark.line + 1), e.msg);
     }
     const auto docs = stream.documents();
-    if (docs.empty() || !docs[0].IsMap()) throw std::runtime_error(fmt::format("kubeconfig {}: not a map", path));
+    if (docs.empty() || !docs[0].IsMap()) refuse("kubeconfig " + path, "not a map");
     const ytree::Node root = docs[0];
     const std::string ctx_name = context.empty() ? scalar(root, "current-context") : context;
-    if (ctx_name.empty()) throw std::runtime_error(fmt::format("kubeconfig {}: no current-context", path));
+    if (ctx_name.empty()) refuse("kubeconfig " + path, "no current-context");
     const std::string where = fmt::format("kubeconfig {}, context {}", path, ctx_name);
     const ytree::Node ctx = named(root, "contexts", "context", ctx_name, fmt::format("kubeconfig {}", path));
     const ytree::Node cluster = named(root, "clusters", "cluster", scalar(ctx, "cluster"), where);
@@ -125,16 +131,15 @@ ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
     s.tls_server_name = scalar(cluster, "tls-server-name");
     s.proxy_url = scalar(cluster, "proxy-url");
     if (scalar(cluster, "insecure-skip-tls-verify") == "true")
-        throw std::runtime_error(where + ": insecure-skip-tls-verify is refused (TLS is always verified)");
+        refuse(where, "insecure-skip-tls-verify is refused (TLS is always verified)");
     s.ca_pem = file_or_data(cluster, "certificate-authority", "certificate-authority-data", dir, where);
-    if (s.ca_pem.empty())
-        throw std::runtime_error(where + ": the cluster has no certificate-authority(-data) to verify it with");
+    if (s.ca_pem.empty()) refuse(where, "the cluster has no certificate-authority(-data) to verify it with");
     if (const std::string u = scalar(ctx, "user"); !u.empty()) {
         const ytree::Node user = named(root, "users", "user", u, where);
         s.cert_pem = file_or_data(user, "client-certificate", "client-certificate-data", dir, where);
         s.key_pem = file_or_data(user, "client-key", "client-key-data", dir, where);
         if (s.cert_pem.empty() != s.key_pem.empty())
-            throw std::runtime_error(where + ": a client certificate needs its key, and a key its certificate");
+            refuse(where, "a client certificate needs its key, and a key its certificate");
         auto path_of = [&](const char* key) {  // a file is read again on change (Credentials)
             std::string f = scalar(user, key);
             return f.empty() || f[0] == '/' ? f : dir + f;
@@ -146,7 +151,7 @@ ApiServer load_kubeconfig(const std::string& path, const std::string& context) {
         if (!s.token_file.empty() && s.token_file[0] != '/') s.token_file = dir + s.token_file;
         if (const ytree::Node e = user["exec"]; e && e.IsMap()) {
             s.exec.command = scalar(e, "command");
-            if (s.exec.command.empty()) throw std::runtime_error(where + ": exec needs a command");
+            if (s.exec.command.empty()) refuse(where, "exec needs a command");
             if (s.exec.command.find('/') != std::string::npos && s.exec.command[0] != '/')
                 s.exec.command = dir + s.exec.command;
             if (const std::string v = scalar(e, "apiVersion"); !v.empty()) s.exec.api_version = v;
@@ -164,7 +169,7 @@ ApiServer in_cluster(const std::string& root) {
     const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
     const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
     if (!host || !*host || !port || !*port)
-        throw std::runtime_error("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
+        refuse("in-cluster", "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set");
     ApiServer s;
     const std::string h(host);
     s.server = fmt::format("https://{}:{}", h.find(':') != std::string::npos ? "[" + h + "]" : h, port);

@@ -52,7 +52,7 @@ struct ApiServer {
     std::string source;               // "kubeconfig /etc/kube.conf, context lab" or "in-cluster"
 };
 
-// The API server of a kubeconfig (context "" = current-context). Throws std::runtime_error with
+// The API server of a kubeconfig (context "" = current-context). Throws ConfigError (one issue) with
 // a message naming the file and what is wrong.
 ApiServer load_kubeconfig(const std::string& path, const std::string& context);
 // The pod's own (rest.InClusterConfig); `root` replaces /var/run/secrets/... for tests.
