@@ -355,16 +355,15 @@ struct Answer {
 struct Request {
     DaemonState& st;
     const CommandRequest& req;
-    const std::function<std::string()>& reload;
+    const std::function<ReloadOutcome()>& reload;
 };
 
 Answer refuse(std::string why) { return Answer{.result = nullptr, .ok = false, .refused = std::move(why)}; }
 
 Answer run_reload(const Request& r) {
-    std::string message = r.reload();
+    const ReloadOutcome o = r.reload();
     std::lock_guard lk(r.st.mu);
-    const bool ok = r.st.reload.last_ok;
-    return Answer{.result = Json{{"ok", ok}, {"generation", r.st.generation()}, {"message", message}}, .ok = ok};
+    return Answer{.result = Json{{"ok", o.ok}, {"generation", r.st.generation()}, {"message", o.message}}, .ok = o.ok};
 }
 
 // The value of option `flag` as a whole number in [lo, hi]: `absent` when not given, nullopt
@@ -433,7 +432,7 @@ static_assert(handlers_match_table(), "kHandlers must answer exactly kCommands' 
 
 }  // namespace
 
-std::string handle_command(DaemonState& st, const std::string& line, const std::function<std::string()>& reload) {
+std::string handle_command(DaemonState& st, const std::string& line, const std::function<ReloadOutcome()>& reload) {
     std::istringstream is(line);
     std::vector<std::string> words;
     for (std::string w; is >> w;) words.push_back(w);

@@ -14,6 +14,6 @@ namespace svcgate::ctl {
 
 // The request line in, the reply line out (command_table.h's protocol). `reload` is how the
 // `reload` command reaches the control loop.
-std::string handle_command(DaemonState& st, const std::string& line, const std::function<std::string()>& reload);
+std::string handle_command(DaemonState& st, const std::string& line, const std::function<ReloadOutcome()>& reload);
 
 }  // namespace svcgate::ctl

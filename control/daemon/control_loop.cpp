@@ -62,9 +62,9 @@ Config with_adopted(const Config& cfg, const std::vector<IpAddr>& adopted) {
     return out;
 }
 
-// Reload: read, keep what takes a restart, publish. Returns the line to log and to tell svcgatectl.
-std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger,
-                   const std::vector<IpAddr>& adopted) {
+// Reload: read, keep what takes a restart, publish.
+ReloadOutcome reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const std::string& trigger,
+                     const std::vector<IpAddr>& adopted) {
     // A config that keeps failing (a file saved over and over) or a neighbor list far larger than
     // the cache must not flood the journal.
     static RateLimit full(8, std::chrono::seconds(60)), refused(5, std::chrono::seconds(60));
@@ -110,7 +110,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
         st.reload.last_error = e.what();
         std::string m = fmt::format("reload failed ({}), the running config stays:\n{}", trigger, e.what());
         refused.log(LogLevel::err, m);
-        return m + "\n";
+        return {false, m + "\n"};
     }
     std::string m = fmt::format(
         "reloaded {} ({}): generation {}, {} service ports, published in {:.1f} ms; flows to "
@@ -118,7 +118,7 @@ std::string reload(DaemonState& st, Publisher& pub, WorkerShared& shared, const 
         st.config_path, trigger, r.generation, r.service_ports, st.reload.last_seconds * 1e3, r.sweep.tcp_closed,
         r.sweep.dgram_removed, r.sweep.scanned);
     log(m);
-    return m + "\n";
+    return {true, m + "\n"};
 }
 
 // This gateway's TCP connections not yet closing, and its datagram flows that carried a packet in
@@ -396,9 +396,9 @@ private:
         }
     }
 
-    std::string reload_now(const std::string& trigger) {
+    ReloadOutcome reload_now(const std::string& trigger) {
         notify_.reloading();
-        std::string r = reload(st_, pub_, shared_, trigger, adopted_);
+        ReloadOutcome r = reload(st_, pub_, shared_, trigger, adopted_);
         if (Status s = sync_host_addresses(rt_, st_.cfg); !s) log_err(s.error());
         rewatch();
         if (health_) health_->reconfigured();

@@ -34,6 +34,13 @@ struct PortView {
     std::string rss_steering;  // Port::steering_note(): masquerade ports chosen for RSS, or why not
 };
 
+// What one reload did: published (ok) or refused (the running config stays), and the line it
+// logged, which svcgatectl shows.
+struct ReloadOutcome {
+    bool ok = false;
+    std::string message;
+};
+
 struct ReloadStatus {
     uint64_t ok = 0, failed = 0;
     bool last_ok = true;
