@@ -57,20 +57,6 @@ std::string endpoint_name(const HaConfig::Endpoint& e) {
 
 }  // namespace
 
-const char* record_drop_name(RecordDrop d) noexcept {
-    switch (d) {
-        case RecordDrop::gone:
-            return "gone";
-        case RecordDrop::expired:
-            return "expired";
-        case RecordDrop::clash:
-            return "clash";
-        case RecordDrop::full:
-            return "full";
-    }
-    return "?";
-}
-
 struct Syncer::Peer {
     HaConfig::Endpoint ep;
     std::string name;

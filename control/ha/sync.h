@@ -43,6 +43,7 @@
 // from any thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -55,6 +56,7 @@
 
 #include "control/base/status.h"
 #include "control/config/config_model.h"
+#include "dataplane/base/enum_names.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/lb/snapshot.h"
 #include "control/ha/sync_proto.h"
@@ -65,9 +67,11 @@ namespace svcgate::ctl {
 
 // Drops of whole datagrams (sync::Drop) and of single records that were authentic but could not
 // be taken (the rest of their datagram is).
-enum class RecordDrop : uint8_t { gone, expired, clash, full };
-inline constexpr unsigned kRecordDrops = 4;
-const char* record_drop_name(RecordDrop d) noexcept;
+#define SVCGATE_RECORD_DROPS(X) X(gone, "gone") X(expired, "expired") X(clash, "clash") X(full, "full")
+enum class RecordDrop : uint8_t { SVCGATE_RECORD_DROPS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kRecordDropNames{SVCGATE_RECORD_DROPS(SVCGATE_ENUM_NAME)};
+inline constexpr unsigned kRecordDrops = kRecordDropNames.size();
+inline const char* record_drop_name(RecordDrop d) noexcept { return enum_name(d, kRecordDropNames); }
 
 struct SyncPeerStatus {
     std::string address;  // ADDRESS:PORT

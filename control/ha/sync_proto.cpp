@@ -38,28 +38,6 @@ bool hello_ok(std::span<const uint8_t> body) noexcept {
 
 }  // namespace
 
-const char* drop_name(Drop d) noexcept {
-    switch (d) {
-        case Drop::unknown_peer:
-            return "unknown_peer";
-        case Drop::truncated:
-            return "truncated";
-        case Drop::bad_magic:
-            return "bad_magic";
-        case Drop::bad_version:
-            return "bad_version";
-        case Drop::bad_mac:
-            return "bad_mac";
-        case Drop::wrong_peer:
-            return "wrong_peer";
-        case Drop::replayed:
-            return "replayed";
-        case Drop::malformed:
-            return "malformed";
-    }
-    return "?";
-}
-
 ctl::Status parse_key(const std::string& text, Key& out) {
     size_t b = 0, e = text.size();
     while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;

@@ -43,6 +43,7 @@
 #include <string>
 
 #include "control/base/status.h"
+#include "dataplane/base/enum_names.h"
 #include "dataplane/flow/flow_record.h"
 
 namespace svcgate::ctl::sync {
@@ -59,9 +60,19 @@ enum class Type : uint8_t { flows = 1, hello = 2 };
 // now (an orderly stop: its peers take over its addresses at once instead of after dead_after_ms).
 enum HelloFlags : uint8_t { kHelloStarting = 0x1, kHelloLeaving = 0x2 };
 
-enum class Drop : uint8_t { unknown_peer, truncated, bad_magic, bad_version, bad_mac, wrong_peer, replayed, malformed };
-inline constexpr unsigned kDrops = 8;
-const char* drop_name(Drop d) noexcept;
+#define SVCGATE_SYNC_DROPS(X)       \
+    X(unknown_peer, "unknown_peer") \
+    X(truncated, "truncated")       \
+    X(bad_magic, "bad_magic")       \
+    X(bad_version, "bad_version")   \
+    X(bad_mac, "bad_mac")           \
+    X(wrong_peer, "wrong_peer")     \
+    X(replayed, "replayed")         \
+    X(malformed, "malformed")
+enum class Drop : uint8_t { SVCGATE_SYNC_DROPS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kDropNames{SVCGATE_SYNC_DROPS(SVCGATE_ENUM_NAME)};
+inline constexpr unsigned kDrops = kDropNames.size();
+inline const char* drop_name(Drop d) noexcept { return enum_name(d, kDropNames); }
 
 using Key = std::array<uint8_t, kKeyBytes>;
 

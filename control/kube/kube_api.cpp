@@ -74,13 +74,6 @@ constexpr auto kShortWatch = std::chrono::seconds(1);
 
 const KindInfo& kind_info(Kind k) { return kInfo[static_cast<size_t>(k)]; }
 
-const char* bad_name(Bad b) {
-    static constexpr std::array<const char*, static_cast<size_t>(Bad::count)> names{
-        "malformed_event", "invalid_object", "unexpected_kind", "unknown_event_type",
-        "truncated",       "malformed_list", "over_limits"};
-    return names[static_cast<size_t>(b)];
-}
-
 // The Node's labels join the file's cluster.node_labels; a label the file sets stays as the file
 // says (an operator's override).
 void node_labels(const ytree::Node& node, std::map<std::string, std::string>& labels) {

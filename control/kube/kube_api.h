@@ -46,6 +46,7 @@
 #include "control/config/kube_objects.h"
 #include "control/kube/api_client.h"
 #include "control/kube/kubeconfig.h"
+#include "dataplane/base/enum_names.h"
 
 namespace svcgate::ctl {
 class MetricsText;
@@ -81,17 +82,17 @@ std::string label_selector();
 bool selected(const nlohmann::json& obj);
 
 // Stream-level problems, counted by reason (svcgate_kube_bad_input_total).
-enum class Bad : uint8_t {
-    malformed_event,     // not JSON, or not {type, object}
-    invalid_object,      // no metadata.name / resourceVersion, or not an object
-    unexpected_kind,     // a kind this watch did not ask for
-    unknown_event_type,  // not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR
-    truncated,           // the body ended inside an event or a list
-    malformed_list,      // a LIST answer that is not a list
-    over_limits,         // nested deeper than kMaxJsonDepth, or an event over kMaxEventBytes (json_tree.h)
-    count
-};
-const char* bad_name(Bad b);
+#define SVCGATE_KUBE_BAD(X)                                                                            \
+    X(malformed_event, "malformed_event")       /* not JSON, or not {type, object} */                  \
+    X(invalid_object, "invalid_object")         /* no metadata.name / resourceVersion, or no object */ \
+    X(unexpected_kind, "unexpected_kind")       /* a kind this watch did not ask for */                \
+    X(unknown_event_type, "unknown_event_type") /* not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR */  \
+    X(truncated, "truncated")                   /* the body ended inside an event or a list */         \
+    X(malformed_list, "malformed_list")         /* a LIST answer that is not a list */                 \
+    X(over_limits, "over_limits")               /* deeper than kMaxJsonDepth, or over kMaxEventBytes (json_tree.h) */
+enum class Bad : uint8_t { SVCGATE_KUBE_BAD(SVCGATE_ENUM_ID) count };
+inline constexpr std::array kBadNames{SVCGATE_KUBE_BAD(SVCGATE_ENUM_NAME)};
+inline const char* bad_name(Bad b) { return enum_name(b, kBadNames); }
 
 // The watch event types, in KindStatus::events' order.
 inline constexpr std::array<const char*, 5> kEventTypes{"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
@@ -118,7 +119,7 @@ struct KindStatus {
 
 class KubeApi {
 public:
-    // Reads the kubeconfig (or the pod's service account); throws std::runtime_error. `node_name`
+    // Reads the kubeconfig (or the pod's service account); throws ConfigError. `node_name`
     // (cluster.node_name at start; "" = none) is the Node whose labels are followed.
     KubeApi(const KubeApiConfig& cfg, std::string node_name);
     ~KubeApi();

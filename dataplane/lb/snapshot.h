@@ -9,16 +9,19 @@
 // after an RCU grace period (rte_rcu_qsbr). Workers read it for the duration of one burst.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataplane/flow/conntrack.h"
 #include "dataplane/pipeline/counters.h"
+#include "dataplane/base/enum_names.h"
 #include "dataplane/base/fixed_array.h"
 #include "dataplane/l3/route.h"
 #include "dataplane/base/static_hash.h"
@@ -27,17 +30,25 @@
 namespace svcgate::dp {
 
 // The scheduler of a Service (chosen per Service, a switch per new flow: no virtual call).
-enum class Scheduler : uint8_t { random, maglev, rr, lc, sh, dh, sed, nq };
-const char* scheduler_name(Scheduler s) noexcept;
-std::optional<Scheduler> scheduler_from_name(std::string_view s) noexcept;
+#define SVCGATE_SCHEDULERS(X) \
+    X(random, "random") X(maglev, "maglev") X(rr, "rr") X(lc, "lc") X(sh, "sh") X(dh, "dh") X(sed, "sed") X(nq, "nq")
+enum class Scheduler : uint8_t { SVCGATE_SCHEDULERS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kSchedulerNames{SVCGATE_SCHEDULERS(SVCGATE_ENUM_NAME)};
+inline const char* scheduler_name(Scheduler s) noexcept { return enum_name(s, kSchedulerNames); }
+inline std::optional<Scheduler> scheduler_from_name(std::string_view s) noexcept {
+    return enum_from_name<Scheduler>(s, kSchedulerNames);
+}
 inline bool scheduler_uses_ring(Scheduler s) noexcept {
     return s == Scheduler::maglev || s == Scheduler::sh || s == Scheduler::dh;
 }
 
 // How a packet reached the Service: kube-proxy treats cluster IPs as internal traffic and the
 // other three as external traffic (externalTrafficPolicy).
-enum class AddrRole : uint8_t { cluster_ip = 0, external_ip = 1, lb_ip = 2, node_port = 3 };
-const char* addr_role_name(AddrRole r) noexcept;
+#define SVCGATE_ADDR_ROLES(X) \
+    X(cluster_ip, "cluster-ip") X(external_ip, "external-ip") X(lb_ip, "load-balancer-ip") X(node_port, "node-port")
+enum class AddrRole : uint8_t { SVCGATE_ADDR_ROLES(SVCGATE_ENUM_ID) };
+inline constexpr std::array kAddrRoleNames{SVCGATE_ADDR_ROLES(SVCGATE_ENUM_NAME)};
+inline const char* addr_role_name(AddrRole r) noexcept { return enum_name(r, kAddrRoleNames); }
 
 enum class NoEndpoints : uint8_t { reject, drop };
 

@@ -5,12 +5,14 @@
 // Runs on: the worker that owns it (or trace, tests). Never shared.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 
+#include "dataplane/base/enum_names.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/pipeline/parse.h"
 #include "dataplane/lb/snapshot.h"
@@ -29,14 +31,15 @@ struct IndexList {
 };
 
 // What the output stage did with a packet.
-enum class L2Outcome : uint8_t {
-    none,       // not reached (a drop verdict)
-    sent,       // queued for transmission (the queue may still refuse it: tx_full)
-    held,       // waits for its next hop's MAC
-    dropped,    // freed at L2 (to_gateway, arp_consumed, neighbor_hold_full, ...)
-    frag_held,  // a later fragment waiting for its first in the fragment hold (frag_table.h)
-    punted,     // handed to the port's host interface (the kernel's routing daemon, health ports)
-};
+#define SVCGATE_L2_OUTCOMES(X)                                                                      \
+    X(none, "none")                /* not reached (a drop verdict) */                               \
+    X(sent, "sent")                /* queued for transmission (the queue may still refuse it) */    \
+    X(held, "held")                /* waits for its next hop's MAC */                               \
+    X(dropped, "dropped")          /* freed at L2 (to_gateway, arp_consumed, neighbor_hold_full) */ \
+    X(frag_held, "fragment held")  /* a later fragment waiting for its first (frag_table.h) */      \
+    X(punted, "to host interface") /* handed to the port's host interface (routing daemon, health) */
+enum class L2Outcome : uint8_t { SVCGATE_L2_OUTCOMES(SVCGATE_ENUM_ID) };
+inline constexpr std::array kL2OutcomeNames{SVCGATE_L2_OUTCOMES(SVCGATE_ENUM_NAME)};
 
 // A fragment's part in the pipeline (frag_stage.h).
 enum class FragRole : uint8_t {
@@ -44,7 +47,7 @@ enum class FragRole : uint8_t {
     first,   // a first fragment: its result is recorded for the rest of its datagram
     follow,  // a later fragment: leaves as its first fragment did (out, out_port, next hop)
 };
-const char* l2_outcome_name(L2Outcome o) noexcept;
+inline const char* l2_outcome_name(L2Outcome o) noexcept { return enum_name(o, kL2OutcomeNames); }
 
 struct PacketState {
     PacketMeta meta;  // parse

@@ -9,24 +9,6 @@
 
 namespace svcgate::dp {
 
-const char* l2_outcome_name(L2Outcome o) noexcept {
-    switch (o) {
-        case L2Outcome::none:
-            return "none";
-        case L2Outcome::sent:
-            return "sent";
-        case L2Outcome::held:
-            return "held";
-        case L2Outcome::dropped:
-            return "dropped";
-        case L2Outcome::frag_held:
-            return "fragment held";
-        case L2Outcome::punted:
-            return "to host interface";
-    }
-    return "?";
-}
-
 void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_mempool* pool, const rte_ether_addr* macs,
                   uint16_t ports, TxSink sink) {
     neighbors_ = &neighbors;

@@ -4,24 +4,6 @@
 
 namespace svcgate::dp {
 
-std::string_view verdict_name(Verdict v) noexcept {
-    switch (v) {
-        case Verdict::dnat:
-            return "dnat";
-        case Verdict::reply:
-            return "reply";
-        case Verdict::forward:
-            return "forward";
-        case Verdict::local:
-            return "local";
-        case Verdict::reject:
-            return "reject";
-        case Verdict::drop:
-            return "drop";
-    }
-    return "?";
-}
-
 namespace {
 constexpr std::array<std::string_view, kDropReasons> kNames = {
 #define SVCGATE_X(name, desc) #name,

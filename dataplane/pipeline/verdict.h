@@ -5,22 +5,26 @@
 // Runs on: any thread. Owns: nothing.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
+#include "dataplane/base/enum_names.h"
+
 namespace svcgate::dp {
 
-enum class Verdict : uint8_t {
-    dnat,     // original direction of a service flow: destination (and maybe source) rewritten
-    reply,    // reply direction of a service flow: translated back to the VIP / client
-    forward,  // no service involved: routed untouched (TTL decremented)
-    local,    // addressed to the gateway itself: ARP and ICMP echo answered by the output stage
-    reject,   // answered by the dataplane: TCP RST or ICMP port-unreachable, sent back
-    drop,     // freed and counted under a DropReason
-};
-inline constexpr unsigned kVerdicts = 6;
+#define SVCGATE_VERDICTS(X)                                                                                    \
+    X(dnat, "dnat")       /* original direction of a service flow: destination (and maybe source) rewritten */ \
+    X(reply, "reply")     /* reply direction of a service flow: translated back to the VIP / client */         \
+    X(forward, "forward") /* no service involved: routed untouched (TTL decremented) */                        \
+    X(local, "local")     /* addressed to the gateway itself: ARP and ICMP echo answered by output */          \
+    X(reject, "reject")   /* answered by the dataplane: TCP RST or ICMP port-unreachable, sent back */         \
+    X(drop, "drop")       /* freed and counted under a DropReason */
+enum class Verdict : uint8_t { SVCGATE_VERDICTS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kVerdictNames{SVCGATE_VERDICTS(SVCGATE_ENUM_NAME)};
+inline constexpr unsigned kVerdicts = kVerdictNames.size();
 
-std::string_view verdict_name(Verdict v) noexcept;
+inline std::string_view verdict_name(Verdict v) noexcept { return enum_name(v, kVerdictNames); }
 
 // X(name, description). The reasons of `reject` verdicts are listed here too (reject_*): every
 // refusal has a reason. A packet freed is counted under its reason in WorkerCounters::drops, a

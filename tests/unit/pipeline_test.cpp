@@ -845,3 +845,25 @@ TEST(Output, TraceShowsTheNextHopAndItsMacOrTheWaitForArp) {
     }
     EXPECT_TRUE(saw_sent && saw_held);
 }
+
+// Each enum's names come from its one list (dataplane/base/enum_names.h): every value has its
+// own name, a value outside the list reads "?", and a name reads back as its value.
+TEST(EnumNames, OneListPerEnum) {
+    EXPECT_EQ(verdict_name(Verdict::dnat), "dnat");
+    EXPECT_EQ(verdict_name(Verdict::drop), "drop");
+    EXPECT_EQ(verdict_name(static_cast<Verdict>(kVerdicts)), "?");
+    EXPECT_STREQ(l2_outcome_name(L2Outcome::frag_held), "fragment held");
+    EXPECT_STREQ(l2_outcome_name(L2Outcome::punted), "to host interface");
+    EXPECT_STREQ(addr_role_name(AddrRole::lb_ip), "load-balancer-ip");
+    EXPECT_STREQ(addr_role_name(AddrRole::node_port), "node-port");
+    std::set<std::string> names;
+    for (size_t i = 0; i < kSchedulerNames.size(); ++i) {
+        const auto s = static_cast<Scheduler>(i);
+        names.insert(scheduler_name(s));
+        EXPECT_EQ(scheduler_from_name(scheduler_name(s)), s);
+    }
+    EXPECT_EQ(names.size(), kSchedulerNames.size());
+    EXPECT_EQ(scheduler_from_name("maglev"), Scheduler::maglev);
+    EXPECT_EQ(scheduler_from_name("wrr"), std::nullopt);
+    EXPECT_STREQ(scheduler_name(static_cast<Scheduler>(200)), "?");
+}
