@@ -65,7 +65,7 @@ with tempfile.TemporaryDirectory() as d:
     with open(cfg, "w") as f2:
         f2.write("dataplane:\n  eal: [--no-huge, --no-shconf, -m, '256', --no-pci, --no-telemetry]\n"
                  "  mbufs: 4096\n  flow_table: {capacity: 4096, capacity_v6: 1024}\n"
-                 "  ports: [{name: a, device: net_null0, addresses: [10.9.0.1/24]}]\n"
+                 "  ports: [{name: a, device: 'net_null0,no-rx=1', addresses: [10.9.0.1/24]}]\n"
                  f"control: {{socket: {d}/s.sock, metrics: off, watch: false}}\n"
                  "services:\n  - {name: a/b, cluster_ip: 10.96.0.1, ports: [{port: 80}], endpoints: [10.9.0.2]}\n")
     p = subprocess.Popen([svcgate, "--config", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -53,7 +53,7 @@ class Gateway:
             f.write(
                 "dataplane:\n  eal: [--no-huge, --no-shconf, -m, '256', --no-pci, --no-telemetry]\n"
                 "  mbufs: 4096\n  flow_table: {capacity: 4096, capacity_v6: 1024}\n"
-                "  ports: [{name: a, device: net_null0, addresses: [10.9.0.1/24]}]\n"
+                "  ports: [{name: a, device: 'net_null0,no-rx=1', addresses: [10.9.0.1/24]}]\n"
                 f"control: {{socket: {self.sock}, watch: false, metrics: '127.0.0.1:{self.metrics}'}}\n"
                 f"cluster: {{node_ips: [10.9.0.1]{cluster}}}\n"
                 + (services if services is not None else
