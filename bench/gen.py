@@ -14,14 +14,23 @@
       IPv4): kube-proxy masquerades them under externalTrafficPolicy Cluster, so each packet is
       SNATed and DNATed.
 
+  gen.py replies --requests STEM --queues W --flows-json F --placement same|cross --out OUT
+      The two directions of the connections of the W captures STEM.0.pcap ... (pcap --queues W,
+      IPv4): the pods' replies as svcgate translated their requests (F: `svcgatectl flows --json`
+      of a gateway that saw them: each reply from its endpoint to the client, or to the masquerade
+      address and port). OUT.q.pcap holds queue q's requests, each followed by the reply of a
+      connection whose request is on queue q (same) or on queue q + 1 mod W (cross: a reply on
+      another queue, so another worker, than its request, as RSS puts a translated reply).
+
   gen.py config --services S --device DEV --socket S --out F.yaml [--eal 'ARGS'] [--workers W]
-                [--flows N] [--mbufs M] [--family 4|6]
+                [--flows N] [--mbufs M] [--family 4|6] [--state-file F]
       One port (10.0.0.1/24, fd00::1/64), one-armed: clients via 10.0.0.254 / fd00::fe, pods
       (10.128.0.0/10, fd00:128::/64) via 10.0.0.2 / fd00::2, all pinned as neighbors; S Services x
       3 endpoints of the given family, the flow table of that family sized for N flows; no cluster
       CIDR, so no masquerade of ClusterIP traffic (the OVN load balancer of the peer benchmark does
       DNAT only, too). Up to 2,000 Services each get the NodePort 30000 + i (the --nodeport
-      capture's, masqueraded), so one config serves both paths.
+      capture's, masqueraded), so one config serves both paths. --state-file: flow_table.state_file
+      (the flows a stop writes and the next start reads back).
 
   gen.py iptables|nft --services S --out F
       kube-proxy's own rule layout for the same Services (iptables: KUBE-SERVICES / KUBE-SVC-* /
@@ -35,6 +44,7 @@
 """
 import argparse
 import ipaddress
+import json
 import struct
 import sys
 
@@ -119,6 +129,46 @@ def cmd_pcap(a):
         write_pcap(f"{stem}.{q}.pcap", all_frames[q::a.queues])
 
 
+def read_pcap(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    frames, at = [], 24
+    while at + 16 <= len(data):
+        n = struct.unpack_from("<I", data, at + 8)[0]
+        frames.append(data[at + 16:at + 16 + n])
+        at += 16 + n
+    return frames
+
+
+def cmd_replies(a):
+    def endpoint_of(text):  # "10.128.0.2:8080" → (address, port)
+        addr, port = text.rsplit(":", 1)
+        return int(ipaddress.IPv4Address(addr)), int(port)
+
+    reply = {}  # flow index → its reply frame
+    for f in json.load(open(a.flows_json)):
+        client = f["original"].split()[1]  # "tcp 198.18.0.1:10000 > 10.96.0.1:80"
+        caddr, cport = endpoint_of(client)
+        i = (caddr - CLIENT_BASE) * 50000 + cport - 10000
+        eaddr, eport = endpoint_of(f["endpoint"])
+        daddr, dport = endpoint_of(f["snat"]) if f.get("snat") else (caddr, cport)
+        reply[i] = frame(eaddr, daddr, eport, dport)
+    w = a.queues
+    requests = [read_pcap(f"{a.requests}.{q}.pcap") for q in range(w)]
+    shift = 1 if a.placement == "cross" else 0
+    for q in range(w):
+        src = (q + shift) % w  # the queue whose connections' replies this queue receives
+        out = []
+        for k, req in enumerate(requests[q]):
+            out.append(req)
+            if k < len(requests[src]) and k * w + src in reply:
+                out.append(reply[k * w + src])
+        write_pcap(f"{a.out}.{q}.pcap", out)
+    missing = sum(len(r) for r in requests) - len(reply)
+    if missing:
+        sys.exit(f"gen.py replies: {missing} connections have no flow in {a.flows_json}")
+
+
 def cmd_config(a):
     capacity = 1 << max(16, (2 * a.flows - 1).bit_length())
     out = [
@@ -139,7 +189,8 @@ def cmd_config(a):
         "    - {ip: 'fd00::fe', mac: '02:00:00:00:00:fe'}",
         "    - {ip: 'fd00::2', mac: '02:00:00:00:00:02'}",
         # The family under test gets the table sized for its flows; the other the least there is.
-        f"  flow_table: {{capacity: {capacity if a.family == 4 else 1 << 16}, capacity_v6: {capacity if a.family == 6 else 1024}}}",
+        f"  flow_table: {{capacity: {capacity if a.family == 4 else 1 << 16}, capacity_v6: {capacity if a.family == 6 else 1024}"
+        + (f", state_file: {a.state_file}" if a.state_file else "") + "}",
         "control:",
         f"  socket: {a.socket}",
         "  metrics: ''",
@@ -266,13 +317,20 @@ def main():
     cf.add_argument("--family", type=int, choices=(4, 6), default=4)
     cf.add_argument("--socket", required=True)
     cf.add_argument("--eal", default="", help="EAL arguments, one string")
+    cf.add_argument("--state-file", default="")
     cf.add_argument("--out", required=True)
+    rp = sub.add_parser("replies")
+    rp.add_argument("--requests", required=True, help="STEM of STEM.q.pcap")
+    rp.add_argument("--queues", type=int, required=True)
+    rp.add_argument("--flows-json", required=True)
+    rp.add_argument("--placement", choices=("same", "cross"), required=True)
+    rp.add_argument("--out", required=True, help="STEM of OUT.q.pcap")
     for name in ("iptables", "nft", "ovs"):
         x = sub.add_parser(name)
         x.add_argument("--services", type=int, required=True)
         x.add_argument("--out", required=True)
     a = p.parse_args()
-    {"pcap": cmd_pcap, "config": cmd_config, "iptables": cmd_iptables, "nft": cmd_nft, "ovs": cmd_ovs}[a.cmd](a)
+    {"pcap": cmd_pcap, "config": cmd_config, "replies": cmd_replies, "iptables": cmd_iptables, "nft": cmd_nft, "ovs": cmd_ovs}[a.cmd](a)
 
 
 if __name__ == "__main__":

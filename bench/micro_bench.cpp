@@ -4,6 +4,7 @@
 // services, and the same over IPv6 at one size; bytes per flow at 10 million flows, both
 // families. Speeds are reported as items (packets) per second.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <cstdlib>
@@ -194,17 +195,18 @@ struct World {
     rte_mempool* pool = nullptr;
 
     // `capacity` flows for the family of the Services (4 or 6), the least there is for the other.
-    World(int services, uint32_t capacity, int family = 4, const std::string& cluster_extra = "") {
+    // `owners`: the workers (the threaded benchmark's), each inserting into the tables.
+    World(int services, uint32_t capacity, int family = 4, const std::string& cluster_extra = "", uint16_t owners = 1) {
         ctl::init_tool_eal("svcgate-microbench");
         cfg = ctl::load_config_string(config(services, family, cluster_extra), "bench.yaml");
-        flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024});
+        flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024, .owners = owners});
         ctx.flows = flows.get();
         flows6 = FlowTable6::create(FlowTableParams{.capacity = family == 6 ? capacity : 1024});
         ctx.flows6 = flows6.get();
         ctx.now = 1;
         pool = ctl::tool_mempool();
         pub = std::make_unique<ctl::Publisher>(
-            1,
+            owners,  // the stats table has a row per worker
             ctl::PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx.snap = s; },
                                .store_stats = [this](StatsTable* t) { ctx.stats = t; }});
         pub->publish(cfg);
@@ -523,6 +525,107 @@ void BM_PipelineNewFlowsMasq(benchmark::State& st) {
     st.counters["steered"] = static_cast<double>(steered);
 }
 BENCHMARK(BM_PipelineNewFlowsMasq)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
+
+// New connections on W workers at once (range(0) = W threads), all inserting into the one shared
+// table (4M flows, 90% full, 10 Services): what bench/run's scaling section reports as
+// new_flows_mpps_by_workers. Each iteration every worker runs its own 512 bursts of new flows,
+// started together (the threads wait on a futex between phases); its time is from the first
+// worker's start to the last one's end. Once all are done the workers remove their flows, untimed,
+// so the fill stays put. Each worker has its own context, burst and mbufs, as a lcore of the daemon.
+void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
+    const auto workers = static_cast<uint16_t>(st.range(0));
+    constexpr uint32_t kCapacity = 1u << 22, kFill = kCapacity / 10 * 9, kRounds = 512, kServices = 10;
+    constexpr uint32_t kPerWorker = kRounds * kBurst;
+    World w(kServices, kCapacity, 4, "", workers);
+    FlowTable& t = *w.flows;
+    for (uint32_t i = 0; i < kFill; ++i) (void)t.insert(static_cast<uint16_t>(i % workers), flow_init(i), 1);
+    struct Worker {
+        WorkerCtx ctx;
+        std::unique_ptr<Burst> b = std::make_unique<Burst>();
+        rte_mbuf* m[kBurst];
+        std::vector<std::vector<uint8_t>> frames;
+        std::chrono::steady_clock::time_point t0, t1;
+        uint64_t untranslated = 0;
+    };
+    std::vector<Worker> ws(workers);
+    for (uint16_t i = 0; i < workers; ++i) {
+        WorkerCtx& c = ws[i].ctx;  // as World's, with an output stage of its own
+        c.flows = w.ctx.flows, c.flows6 = w.ctx.flows6, c.snap = w.ctx.snap, c.stats = w.ctx.stats, c.now = 1;
+        c.out.init(w.neighbors, w.neighbors6, w.pool, &w.mac, 1, TxSink{.send = &sink});
+        c.out.set_mtus(&w.mtu);
+        ws[i].ctx.worker = i;
+        ws[i].ctx.n_workers = workers;
+        ws[i].ctx.rng = Rng(1 + i);
+        ws[i].frames = frames_for(kFill + i * kPerWorker, kPerWorker, kServices);
+        if (rte_pktmbuf_alloc_bulk(w.pool, ws[i].m, kBurst) != 0) st.SkipWithError("mbufs");
+    }
+    // go: the phase to run (odd 2k + 1: iteration k's timed inserts; even: its untimed removals;
+    // UINT32_MAX: stop), done: the workers through it. The removals wait for every worker's inserts.
+    std::atomic<uint32_t> go{0}, done{0};
+    auto insert = [](Worker& me) {
+        me.t0 = std::chrono::steady_clock::now();
+        for (uint32_t r = 0; r < kRounds; ++r) {
+            World::copy_in(me.frames, r * kBurst, kBurst, me.m);
+            std::copy_n(me.m, kBurst, me.b->mbufs);
+            me.b->start(kBurst, 0);
+            process_burst(*me.b, me.ctx);
+            for (unsigned i = 0; i < kBurst; ++i) me.untranslated += me.b->pkt[i].verdict != Verdict::dnat;
+        }
+        me.t1 = std::chrono::steady_clock::now();
+    };
+    auto remove = [&t](Worker& me) {
+        for (uint32_t i = 0; i < kPerWorker; ++i) {
+            FlowRef ref = t.lookup(flow_key(kFill + me.ctx.worker * kPerWorker + i, kServices));
+            if (!ref.hit()) continue;
+            release_flow(*me.ctx.stats, t.flow(ref.id));
+            t.remove(ref.id);
+        }
+    };
+    auto run = [&](Worker& me) {
+        for (uint32_t seen = 0;;) {
+            go.wait(seen, std::memory_order_acquire);
+            seen = go.load(std::memory_order_acquire);
+            if (seen == UINT32_MAX) return;
+            if (seen % 2) insert(me); else remove(me);
+            done.fetch_add(1, std::memory_order_release);
+            done.notify_one();
+        }
+    };
+    auto phase = [&](uint32_t p) {
+        done.store(0, std::memory_order_relaxed);
+        go.store(p, std::memory_order_release);
+        go.notify_all();
+        for (uint32_t d = 0; (d = done.load(std::memory_order_acquire)) < workers;) done.wait(d);
+    };
+    std::vector<std::thread> threads;
+    for (Worker& me : ws) threads.emplace_back(run, std::ref(me));
+    uint32_t iteration = 0;
+    for (auto _ : st) {
+        phase(2 * iteration + 1);
+        auto first = ws[0].t0, last = ws[0].t1;
+        for (const Worker& me : ws) first = std::min(first, me.t0), last = std::max(last, me.t1);
+        st.SetIterationTime(std::chrono::duration<double>(last - first).count());
+        phase(2 * ++iteration);
+    }
+    go.store(UINT32_MAX, std::memory_order_release);
+    go.notify_all();
+    for (std::thread& th : threads) th.join();
+    uint64_t untranslated = 0;
+    for (Worker& me : ws) {
+        untranslated += me.untranslated;
+        rte_pktmbuf_free_bulk(me.m, kBurst);
+    }
+    if (untranslated) st.SkipWithError(fmt::format("{} new flows were not translated", untranslated).c_str());
+    st.SetItemsProcessed(int64_t(st.iterations()) * workers * kPerWorker);
+    st.counters["workers"] = workers;
+    st.counters["fill_pct"] = 90;
+}
+// W = 1, 2, 4, ... up to all but one of the host's cores (2 at least: the two-worker figure).
+void worker_counts(benchmark::internal::Benchmark* b) {
+    const unsigned most = std::max(2u, std::thread::hardware_concurrency() - 1);
+    for (unsigned w = 1; w <= most; w *= 2) b->Arg(w);
+}
+BENCHMARK(BM_PipelineNewFlowsWorkers)->Apply(worker_counts)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Flows that prove themselves, with replication off (0) and on (1): each iteration, a burst of new
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,

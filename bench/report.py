@@ -21,15 +21,18 @@ def load(path, default):
         return default
 
 
-def machine():
-    cpu = "?"
+def machine_cpu():
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "?"
+
+
+def machine():
+    cpu = machine_cpu()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     osr = "?"
     try:
@@ -55,11 +58,13 @@ def main():
     nf = load(f"{r}/netfilter.json", [])
     micro = load(f"{r}/micro.json", {}).get("benchmarks", [])
 
-    # A run's family is 4 unless its params say 6, its path DNAT only unless they say masq.
-    def runs(name, family=4, path="dnat", **params):
+    # A run's family is 4 unless its params say 6, its path DNAT only unless they say masq; the
+    # scaling section's runs (section "scaling") are asked for by name.
+    def runs(name, family=4, path="dnat", section=None, replies=None, **params):
         return [m["result"]["mpps"] for m in macro
                 if m["name"] == name and m["params"].get("family", 4) == family
-                and m["params"].get("path", "dnat") == path
+                and m["params"].get("path", "dnat") == path and m["params"].get("section") == section
+                and m["params"].get("replies") == replies
                 and all(m["params"].get(k) == v for k, v in params.items())]
 
     # Ratios pair each svcgate run with the reference run of the same repetition.
@@ -154,6 +159,29 @@ def main():
         return {"parse_ns": own[0], "lookup_ns": own[1], "nat_ns": own[2], "pipeline_ns": own[3], "budget_ns": budget}
     floor4k, floor1m = floor(4096, 0.4, sw4k, tp4k), floor(1 << 20, 0.45, sw1m, tp1m)
 
+    # Scaling over worker cores (bench/run section 11): W = 1, 2, 4, ... as the host allowed.
+    scale_ws = sorted({m["params"]["workers"] for m in macro if m["params"].get("section") == "scaling"
+                       and m["name"] == "svcgate"})
+    scale = {w: {"svcgate": med(runs("svcgate", section="scaling", flows=4096, workers=w)),
+                 "testpmd_5tswap": med(runs("testpmd_5tswap", section="scaling", flows=4096, cores=w)),
+                 **{f"{p}_{pl}": med(runs("svcgate", section="scaling", path=p, replies=pl, flows=4096, workers=w))
+                    for p in ("dnat", "masq") for pl in ("same", "cross")}} for w in scale_ws}
+    wmax = max(scale_ws) if scale_ws else None
+
+    def ratio(x, y):
+        return x / y if x and y else None
+
+    new_by_w = {w: micro_rate(f"BM_PipelineNewFlowsWorkers/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
+    new_by_w = {w: v for w, v in new_by_w.items() if v}
+    scaling = {
+        "cores": os.cpu_count(),
+        "cpu": machine_cpu(),
+        "workers": scale_ws,
+        "established_mpps_by_workers": {w: v["svcgate"] for w, v in scale.items()},
+        "testpmd_5tswap_mpps_by_cores": {w: v["testpmd_5tswap"] for w, v in scale.items()},
+        "both_directions_mpps_by_workers": {w: {k: v[k] for k in v if "_" in k and k != "testpmd_5tswap"}
+                                            for w, v in scale.items()},
+    }
     kube = load(f"{r}/kube.json", {})
     summary = {
         "established_ratio_vs_testpmd": med(r4k),
@@ -182,6 +210,15 @@ def main():
         "sync_bytes_per_flow": med([x for x in sync_bpf if x]),
         "new_flows_sync_mpps": {"off": med(sync_off), "on": med(sync_on), "rounds": len(sync_ratios)},
         "two_worker_scaling": (med(two) / med(one)) if one and two else None,
+        # Rate at the largest W ÷ (W × rate at 1), established flows; svcgate's and testpmd 5tswap's.
+        "scaling_efficiency": ratio(scale[wmax]["svcgate"], wmax * (scale[1]["svcgate"] or 0)) if wmax and 1 in scale else None,
+        "scaling_efficiency_testpmd_5tswap": (ratio(scale[wmax]["testpmd_5tswap"], wmax * (scale[1]["testpmd_5tswap"] or 0))
+                                              if wmax and 1 in scale else None),
+        # Replies on another queue than their requests ÷ on the same queue, at the largest W.
+        "cross_queue_ratio": ratio(scale[wmax]["dnat_cross"], scale[wmax]["dnat_same"]) if wmax else None,
+        "cross_queue_ratio_masq": ratio(scale[wmax]["masq_cross"], scale[wmax]["masq_same"]) if wmax else None,
+        "new_flows_mpps_by_workers": new_by_w,
+        "scaling": scaling,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
                              "testpmd_1m": med(tp1m), "testpmd_5tswap_4k": med(sw4k), "testpmd_5tswap_1m": med(sw1m),
                              "svcgate_4k_masq": med(masq4k), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6),
@@ -271,6 +308,9 @@ def main():
         "(`nf_conntrack_tcp_loose`), so, as for svcgate, this is the established path."
         if kernel["nft"] else
         f"{kp} dataplane: `bench/kube_proxy_peer.py` did not produce a rate in this run: **not measured**.")
+    scale_rows = "\n".join(
+        f"| {w} | {f(v['svcgate'])} | {f(v['testpmd_5tswap'])} | {f(v['dnat_same'])} | {f(v['dnat_cross'])} | "
+        f"{f(v['masq_same'])} | {f(v['masq_cross'])} | {f(new_by_w.get(w))} |" for w, v in scale.items())
     md = f"""# svcgate benchmark results
 
 Generated by `bench/run{' --quick' if a.quick else ''}` on {summary['date']} — do not edit by hand.
@@ -303,6 +343,8 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |
 | bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions; IPv6 {f(bpf6, '{:.0f}')} |
 | two workers ÷ one | {f(summary['two_worker_scaling'])} | | see the caveat below |
+| scaling efficiency at {wmax} workers, established | {f(summary['scaling_efficiency'])} | | rate at W ÷ (W × rate at 1); testpmd 5tswap on the same queues and cores: {f(summary['scaling_efficiency_testpmd_5tswap'])} (section 7) |
+| replies on another queue ÷ on the same, {wmax} workers | {f(summary['cross_queue_ratio'])} | | DNAT only; masqueraded {f(summary['cross_queue_ratio_masq'])} (section 7) |
 | svcgate resident size, 1M flows | {f(summary['svcgate_rss_kb_1m_flows'], '{:.0f}')} kB | | VmRSS (hugepage mbufs included) |
 
 ## 1. Established flows against the physical limit
@@ -391,6 +433,19 @@ svcgate with two workers, each polling its own receive queue (`net_pcap` with tw
 **Caveat**: this machine has 2 cores; the main lcore shares core 0 with the second worker and the
 traffic generator is the receive path of each worker itself, so the ratio understates what two
 dedicated cores give.
+
+Scaling over worker cores (`bench/run` section 11; W = 1, 2, 4, ... up to all but one of the
+host's {os.cpu_count()} cores, 2 at least; one receive queue per worker). Established: each
+connection's packets on one queue. Both directions: each client packet followed by a pod's reply
+(translated as svcgate translated the connection), the reply on its request's queue (same) or on
+the next queue (cross: the reply on another worker, as RSS puts most translated replies); DNAT
+only (ClusterIPs) and masqueraded (NodePorts under policy Cluster). New flows:
+`BM_PipelineNewFlowsWorkers`, W threads inserting into one shared table 90% full. Mpps,
+{'one run' if a.quick else 'medians'}.
+
+| workers | established | testpmd 5tswap | DNAT same | DNAT cross | masq same | masq cross | new flows (M/s) |
+|---|---|---|---|---|---|---|---|
+{scale_rows}
 
 ## 8. Micro-benchmarks
 
