@@ -526,97 +526,124 @@ void BM_PipelineNewFlowsMasq(benchmark::State& st) {
 }
 BENCHMARK(BM_PipelineNewFlowsMasq)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
 
+// One worker of BM_PipelineNewFlowsWorkers: a context, burst and mbufs of its own, as a lcore of
+// the daemon, and its own new flows (`kPerWorker` of them from flow `first`).
+struct NewFlowWorker {
+    static constexpr uint32_t kRounds = 512, kPerWorker = kRounds * kBurst, kServices = 10;
+    WorkerCtx ctx;
+    std::unique_ptr<Burst> b = std::make_unique<Burst>();
+    rte_mbuf* m[kBurst];
+    uint32_t first = 0;
+    std::vector<std::vector<uint8_t>> frames;
+    std::chrono::steady_clock::time_point t0, t1;
+    uint64_t untranslated = 0;
+
+    // Worker `i` of `n` on World `w`'s tables, snapshot and stats.
+    bool init(World& w, uint16_t i, uint16_t n, uint32_t from) {
+        ctx.flows = w.ctx.flows, ctx.flows6 = w.ctx.flows6, ctx.snap = w.ctx.snap, ctx.stats = w.ctx.stats;
+        ctx.now = 1, ctx.worker = i, ctx.n_workers = n, ctx.rng = Rng(1 + i);
+        ctx.out.init(w.neighbors, w.neighbors6, w.pool, &w.mac, 1, TxSink{.send = &sink});
+        ctx.out.set_mtus(&w.mtu);
+        first = from + i * kPerWorker;
+        frames = frames_for(first, kPerWorker, kServices);
+        return rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) == 0;
+    }
+    void insert() {  // timed
+        t0 = std::chrono::steady_clock::now();
+        for (uint32_t r = 0; r < kRounds; ++r) {
+            World::copy_in(frames, r * kBurst, kBurst, m);
+            std::copy_n(m, kBurst, b->mbufs);
+            b->start(kBurst, 0);
+            process_burst(*b, ctx);
+            for (unsigned i = 0; i < kBurst; ++i) untranslated += b->pkt[i].verdict != Verdict::dnat;
+        }
+        t1 = std::chrono::steady_clock::now();
+    }
+    void remove() {  // untimed: the fill back where it was
+        FlowTable& t = *ctx.flows;
+        for (uint32_t i = 0; i < kPerWorker; ++i) {
+            FlowRef ref = t.lookup(flow_key(first + i, kServices));
+            if (!ref.hit()) continue;
+            release_flow(*ctx.stats, t.flow(ref.id));
+            t.remove(ref.id);
+        }
+    }
+};
+
+// Threads that run phases together, one per worker: the benchmark's thread starts phase p (each
+// worker runs job(worker, p)) and waits for all of them; they sleep on a futex in between.
+class PhaseThreads {
+public:
+    PhaseThreads(size_t n, std::function<void(size_t, uint32_t)> job) : n_(n), job_(std::move(job)) {
+        for (size_t i = 0; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+    }
+    ~PhaseThreads() {
+        start(kStop);
+        for (std::thread& t : threads_) t.join();
+    }
+    void run(uint32_t phase) {
+        start(phase);
+        for (uint32_t d = 0; (d = done_.load(std::memory_order_acquire)) < n_;) done_.wait(d);
+    }
+
+private:
+    static constexpr uint32_t kStop = UINT32_MAX;
+    void start(uint32_t phase) {
+        done_.store(0, std::memory_order_relaxed);
+        go_.store(phase, std::memory_order_release);
+        go_.notify_all();
+    }
+    void loop(size_t i) {
+        for (uint32_t seen = 0;;) {
+            go_.wait(seen, std::memory_order_acquire);
+            seen = go_.load(std::memory_order_acquire);
+            if (seen == kStop) return;
+            job_(i, seen);
+            done_.fetch_add(1, std::memory_order_release);
+            done_.notify_one();
+        }
+    }
+    size_t n_;
+    std::function<void(size_t, uint32_t)> job_;
+    std::atomic<uint32_t> go_{0}, done_{0};
+    std::vector<std::thread> threads_;
+};
+
 // New connections on W workers at once (range(0) = W threads), all inserting into the one shared
 // table (4M flows, 90% full, 10 Services): what bench/run's scaling section reports as
 // new_flows_mpps_by_workers. Each iteration every worker runs its own 512 bursts of new flows,
-// started together (the threads wait on a futex between phases); its time is from the first
-// worker's start to the last one's end. Once all are done the workers remove their flows, untimed,
-// so the fill stays put. Each worker has its own context, burst and mbufs, as a lcore of the daemon.
+// started together; its time is from the first worker's start to the last one's end. Once all are
+// done the workers remove their flows, untimed, so the fill stays put.
 void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
     const auto workers = static_cast<uint16_t>(st.range(0));
-    constexpr uint32_t kCapacity = 1u << 22, kFill = kCapacity / 10 * 9, kRounds = 512, kServices = 10;
-    constexpr uint32_t kPerWorker = kRounds * kBurst;
-    World w(kServices, kCapacity, 4, "", workers);
-    FlowTable& t = *w.flows;
-    for (uint32_t i = 0; i < kFill; ++i) (void)t.insert(static_cast<uint16_t>(i % workers), flow_init(i), 1);
-    struct Worker {
-        WorkerCtx ctx;
-        std::unique_ptr<Burst> b = std::make_unique<Burst>();
-        rte_mbuf* m[kBurst];
-        std::vector<std::vector<uint8_t>> frames;
-        std::chrono::steady_clock::time_point t0, t1;
-        uint64_t untranslated = 0;
-    };
-    std::vector<Worker> ws(workers);
-    for (uint16_t i = 0; i < workers; ++i) {
-        WorkerCtx& c = ws[i].ctx;  // as World's, with an output stage of its own
-        c.flows = w.ctx.flows, c.flows6 = w.ctx.flows6, c.snap = w.ctx.snap, c.stats = w.ctx.stats, c.now = 1;
-        c.out.init(w.neighbors, w.neighbors6, w.pool, &w.mac, 1, TxSink{.send = &sink});
-        c.out.set_mtus(&w.mtu);
-        ws[i].ctx.worker = i;
-        ws[i].ctx.n_workers = workers;
-        ws[i].ctx.rng = Rng(1 + i);
-        ws[i].frames = frames_for(kFill + i * kPerWorker, kPerWorker, kServices);
-        if (rte_pktmbuf_alloc_bulk(w.pool, ws[i].m, kBurst) != 0) st.SkipWithError("mbufs");
-    }
-    // go: the phase to run (odd 2k + 1: iteration k's timed inserts; even: its untimed removals;
-    // UINT32_MAX: stop), done: the workers through it. The removals wait for every worker's inserts.
-    std::atomic<uint32_t> go{0}, done{0};
-    auto insert = [](Worker& me) {
-        me.t0 = std::chrono::steady_clock::now();
-        for (uint32_t r = 0; r < kRounds; ++r) {
-            World::copy_in(me.frames, r * kBurst, kBurst, me.m);
-            std::copy_n(me.m, kBurst, me.b->mbufs);
-            me.b->start(kBurst, 0);
-            process_burst(*me.b, me.ctx);
-            for (unsigned i = 0; i < kBurst; ++i) me.untranslated += me.b->pkt[i].verdict != Verdict::dnat;
-        }
-        me.t1 = std::chrono::steady_clock::now();
-    };
-    auto remove = [&t](Worker& me) {
-        for (uint32_t i = 0; i < kPerWorker; ++i) {
-            FlowRef ref = t.lookup(flow_key(kFill + me.ctx.worker * kPerWorker + i, kServices));
-            if (!ref.hit()) continue;
-            release_flow(*me.ctx.stats, t.flow(ref.id));
-            t.remove(ref.id);
-        }
-    };
-    auto run = [&](Worker& me) {
-        for (uint32_t seen = 0;;) {
-            go.wait(seen, std::memory_order_acquire);
-            seen = go.load(std::memory_order_acquire);
-            if (seen == UINT32_MAX) return;
-            if (seen % 2) insert(me); else remove(me);
-            done.fetch_add(1, std::memory_order_release);
-            done.notify_one();
-        }
-    };
-    auto phase = [&](uint32_t p) {
-        done.store(0, std::memory_order_relaxed);
-        go.store(p, std::memory_order_release);
-        go.notify_all();
-        for (uint32_t d = 0; (d = done.load(std::memory_order_acquire)) < workers;) done.wait(d);
-    };
-    std::vector<std::thread> threads;
-    for (Worker& me : ws) threads.emplace_back(run, std::ref(me));
+    constexpr uint32_t kCapacity = 1u << 22, kFill = kCapacity / 10 * 9;
+    World w(NewFlowWorker::kServices, kCapacity, 4, "", workers);
+    for (uint32_t i = 0; i < kFill; ++i) (void)w.flows->insert(static_cast<uint16_t>(i % workers), flow_init(i), 1);
+    std::vector<NewFlowWorker> ws(workers);
+    for (uint16_t i = 0; i < workers; ++i)
+        if (!ws[i].init(w, i, workers, kFill)) st.SkipWithError("mbufs");
+    // Phase 2k + 1: iteration k's inserts; 2k + 2: its removals.
+    PhaseThreads threads(workers, [&ws](size_t i, uint32_t phase) {
+        if (phase % 2)
+            ws[i].insert();
+        else
+            ws[i].remove();
+    });
     uint32_t iteration = 0;
     for (auto _ : st) {
-        phase(2 * iteration + 1);
+        threads.run(2 * iteration + 1);
         auto first = ws[0].t0, last = ws[0].t1;
-        for (const Worker& me : ws) first = std::min(first, me.t0), last = std::max(last, me.t1);
+        for (const NewFlowWorker& me : ws) first = std::min(first, me.t0), last = std::max(last, me.t1);
         st.SetIterationTime(std::chrono::duration<double>(last - first).count());
-        phase(2 * ++iteration);
+        threads.run(2 * ++iteration);
     }
-    go.store(UINT32_MAX, std::memory_order_release);
-    go.notify_all();
-    for (std::thread& th : threads) th.join();
     uint64_t untranslated = 0;
-    for (Worker& me : ws) {
+    for (NewFlowWorker& me : ws) {
         untranslated += me.untranslated;
         rte_pktmbuf_free_bulk(me.m, kBurst);
     }
     if (untranslated) st.SkipWithError(fmt::format("{} new flows were not translated", untranslated).c_str());
-    st.SetItemsProcessed(int64_t(st.iterations()) * workers * kPerWorker);
+    st.SetItemsProcessed(int64_t(st.iterations()) * workers * NewFlowWorker::kPerWorker);
     st.counters["workers"] = workers;
     st.counters["fill_pct"] = 90;
 }
