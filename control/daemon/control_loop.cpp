@@ -36,8 +36,6 @@ std::atomic<int> g_signal{0};
 
 extern "C" void on_signal(int sig) { g_signal.store(sig); }
 
-void log(const std::string& s) { log_info(s); }
-
 // The ports as published: the addresses taken over from dead peers (sync.h) added to the ports
 // whose subnets hold them, as host routes (/32, /128): answered (ARP, ND), their flows served,
 // but never a connected route or a masquerade source of their own.
@@ -117,7 +115,7 @@ ReloadOutcome reload(DaemonState& st, Publisher& pub, WorkerShared& shared, cons
         "removed endpoints: {} TCP closed, {} datagram removed (of {} earlier flows)",
         st.config_path, trigger, r.generation, r.service_ports, st.reload.last_seconds * 1e3, r.sweep.tcp_closed,
         r.sweep.dgram_removed, r.sweep.scanned);
-    log(m);
+    log_info(m);
     return {true, m + "\n"};
 }
 
@@ -210,12 +208,12 @@ public:
             if (!h.draining) drain_seen_ = false;
             if (h.healthy && announcer_.table() != 0) want = set_;
             if (h.healthy != was_healthy_)
-                log(fmt::format("health: {}{}", h.healthy ? "healthy" : "unhealthy",
-                                h.healthy
-                                    ? ", announcing"
-                                    : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}, API synced "
-                                                  "{}, API changes published {}), withdrawing",
-                                                  h.live, up, h.draining, h.synced, h.api_synced, h.api_fresh)));
+                log_info(fmt::format(
+                    "health: {}{}", h.healthy ? "healthy" : "unhealthy",
+                    h.healthy ? ", announcing"
+                              : fmt::format(" (live {}, ports up {}, draining {}, flows synced {}, API synced "
+                                            "{}, API changes published {}), withdrawing",
+                                            h.live, up, h.draining, h.synced, h.api_synced, h.api_fresh)));
             was_healthy_ = h.healthy;
         }
         if (want != announced_ || now >= next_sync_) {
@@ -243,7 +241,7 @@ public:
         const double now = unix_now();
         const bool withdrawn = now - h.drain_started_unix >= HealthState::kDrainMinSeconds;
         if (h.connections_left == 0 && withdrawn) {
-            log(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
+            log_info(fmt::format("drained: no connection left after {:.1f} s", now - h.drain_started_unix));
             return true;
         }
         // Replicating, the connections' replies keep coming (to its masquerade addresses) and the
@@ -253,8 +251,8 @@ public:
             if (!handing_over_) rt_.sync->hand_over();
             handing_over_ = true;
             if (const Syncer::Handover ho = rt_.sync->handover(); ho.done && ho.peers > 0) {
-                log(fmt::format("drained: handed over {} flows ({} connections open) to {} peers after {:.1f} s",
-                                ho.flows, h.connections_left, ho.peers, now - h.drain_started_unix));
+                log_info(fmt::format("drained: handed over {} flows ({} connections open) to {} peers after {:.1f} s",
+                                     ho.flows, h.connections_left, ho.peers, now - h.drain_started_unix));
                 return true;
             }
         }
@@ -295,8 +293,8 @@ public:
         last_status_ = std::chrono::steady_clock::now();
         notify_.ready(status_line());
         if (notify_.watchdog().count())
-            log(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
-                            notify_.watchdog().count() / 2000));
+            log_info(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
+                                 notify_.watchdog().count() / 2000));
         health_.emplace(st_, rt_, pub_);  // after the workers run: it watches their progress
         auto last_tick = std::chrono::steady_clock::now();
         for (;;) {
@@ -348,7 +346,7 @@ private:
     }
 
     void log_running() {
-        log(fmt::format(
+        log_info(fmt::format(
             "running: {} ports, {} workers, {} service ports, flow table {} flows; control socket {}, "
             "metrics {}",
             rt_.ports.size(), rt_.workers.size(), pub_.current()->services.size(), rt_.flows->capacity(),
@@ -389,8 +387,8 @@ private:
             shared_.announce.fetch_add(1);
             std::string list;
             for (const IpAddr& a : adopted_) list += " " + format_ip(a);
-            log(fmt::format("ha: serving {} addresses of dead peers:{}", adopted_.size(),
-                            list.empty() ? " none" : list));
+            log_info(fmt::format("ha: serving {} addresses of dead peers:{}", adopted_.size(),
+                                 list.empty() ? " none" : list));
         } catch (const std::exception& e) {
             log_err(fmt::format("ha: cannot publish the addresses taken over: {}", e.what()));
         }

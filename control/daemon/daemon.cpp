@@ -31,8 +31,6 @@ using namespace svcgate::dp;
 
 namespace {
 
-void log(const std::string& s) { log_info(s); }
-
 void print_summary(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
     fmt::print("svcgate: {} packets in ({} bytes), {} out; flows: {} created, {} expired, {} live\n", t.rx_packets,
@@ -76,12 +74,12 @@ void restore_flows(DaemonState& st, Runtime& rt, const WorkerShared& shared) {
         return;
     }
     if (!r.found) {
-        log(fmt::format("flow state {}: none, starting with an empty flow table", path));
+        log_info(fmt::format("flow state {}: none, starting with an empty flow table", path));
         return;
     }
     using O = FlowImporter::Outcome;
     auto n = [&r](O o) { return r.outcome[static_cast<unsigned>(o)]; };
-    log(
+    log_info(
         fmt::format("flow state {}: restored {} of {} flows written {} s ago in {:.0f} ms; left out: {} whose service "
                     "port or endpoint is gone, {} expired, {} already there, {} clashing, {} for want of room",
                     path, n(O::inserted), r.records, r.age,
@@ -104,8 +102,8 @@ void save_flows(const DaemonState& st, const Runtime& rt) {
         log_err(fmt::format("flow state: not written: {}", s.error()));
         return;
     }
-    log(fmt::format("flow state {}: wrote {} flows in {:.0f} ms", path, written,
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
+    log_info(fmt::format("flow state {}: wrote {} flows in {:.0f} ms", path, written,
+                         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
 }
 
 }  // namespace
@@ -221,8 +219,8 @@ Status start_sync(DaemonState& st, Runtime& rt) {
     rt.sync = std::make_unique<Syncer>(st.cfg.ha, std::move(w));
     if (Status s = rt.sync->start(); !s) return s;
     st.sync = rt.sync.get();
-    log(fmt::format("ha: replicating flows with {} peers; announcing once they have sent theirs",
-                    st.cfg.ha.peers.size()));
+    log_info(fmt::format("ha: replicating flows with {} peers; announcing once they have sent theirs",
+                         st.cfg.ha.peers.size()));
     return {};
 }
 
@@ -245,7 +243,7 @@ int run_daemon(const DaemonOptions& opts) {
     Runtime rt;
     if (Status s = start_runtime(rt, st, opts.eal_extra); !s) {
         log_err(s.error());
-        log("stopping");
+        log_info("stopping");
         return 1;
     }
     Publisher pub(st.cfg.dataplane.workers, publish_target(rt, st));
@@ -266,7 +264,7 @@ int run_daemon(const DaemonOptions& opts) {
     }
     if (Status s = start_sync(st, rt); !s) {
         log_err(s.error());
-        log("stopping");
+        log_info("stopping");
         return 1;
     }
     // From here on workers run: they stop before the publisher's snapshots go, whatever the exit.
@@ -275,14 +273,14 @@ int run_daemon(const DaemonOptions& opts) {
         ~StopWorkers() { rt.stop_workers(); }
     } stop_workers{rt};
     if (api) {
-        log(fmt::format("kubernetes API {} ({}): listing Services and EndpointSlices; not ready until both are",
-                        api->server().server, api->server().source));
+        log_info(fmt::format("kubernetes API {} ({}): listing Services and EndpointSlices; not ready until both are",
+                             api->server().server, api->server().source));
         api->start();
         st.kube = api.get();
     }
 
     serve(st, pub, rt);
-    log("stopping");
+    log_info("stopping");
     if (api) api->stop();
     if (rt.sync) rt.sync->stop();  // its peers take over this gateway's addresses now
     rt.stop_workers();

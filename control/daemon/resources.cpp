@@ -19,7 +19,6 @@
 namespace svcgate::ctl {
 
 namespace {
-void log(const std::string& s) { log_info(s); }
 
 // "net_af_packet0,iface=x" is a virtual device; anything else is a bus address (PCI).
 bool is_vdev(const std::string& dev) { return dev.rfind("net_", 0) == 0; }
@@ -130,8 +129,8 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu)
         conf.rxmode.mtu = pc.mtu;
     else
-        log(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
-                        info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
+        log_info(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
+                             info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
     // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
     // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
     // socket). The flow table is shared, so a flow may arrive on any queue either way.
@@ -143,8 +142,8 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
         conf.rx_adv_conf.rss_conf.rss_hf =
             (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP) & info.flow_type_rss_offloads;
     } else if (workers > 1) {
-        log(fmt::format("port {}: {} has no RSS; {} receive queue(s) fed by the device itself", pc.name,
-                        info.driver_name, rxq_));
+        log_info(fmt::format("port {}: {} has no RSS; {} receive queue(s) fed by the device itself", pc.name,
+                             info.driver_name, rxq_));
     }
     int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
     if (rc != 0) return Status::fail(fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc)));
@@ -167,8 +166,8 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
             if (rc != -ENOTSUP)
                 return Status::fail(fmt::format("port {}: {} cannot take MAC {}: {}", pc.name, info.driver_name,
                                                 format_mac(m), rte_strerror(-rc)));
-            log(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers", pc.name,
-                            info.driver_name, format_mac(m)));
+            log_info(fmt::format("port {}: {} cannot set its MAC; svcgate uses {} in what it sends and answers",
+                                 pc.name, info.driver_name, format_mac(m)));
         }
         mac_ = m;
         have_mac_ = true;
@@ -180,9 +179,9 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     read_steering(info.driver_name, info.reta_size, rss);
     const rte_ether_addr m = mac();
     const uint8_t* b = m.addr_bytes;
-    log(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", pc.name,
-                    name, info.driver_name, rxq_, txq_, b[0], b[1], b[2], b[3], b[4], b[5]));
-    if (workers > 1) log(fmt::format("port {}: masquerade ports chosen for RSS: {}", pc.name, steer_note_));
+    log_info(fmt::format("port {}: {} ({}), {} rx / {} tx queues, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                         pc.name, name, info.driver_name, rxq_, txq_, b[0], b[1], b[2], b[3], b[4], b[5]));
+    if (workers > 1) log_info(fmt::format("port {}: masquerade ports chosen for RSS: {}", pc.name, steer_note_));
     return {};
 }
 
