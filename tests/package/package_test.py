@@ -17,7 +17,7 @@ from checks import check  # noqa: E402
 
 src = sys.argv[1]
 with tempfile.TemporaryDirectory(prefix="svcgate-pkgtest-") as d:
-    # noopt: -O0 (debian/rules), and -g0 appended to dpkg-buildflags' -g: what is checked here is
+    # noopt: -O0 and a unity build (debian/rules), and -g0 appended to dpkg-buildflags' -g: what is checked here is
     # the packaging, and this compile, beside the lab's tests, is the longest test of tools/test
     # (tools/package alone, here: 198 s with -g, 156 s with -g0). tools/package builds the release.
     env = dict(os.environ, DEB_BUILD_OPTIONS="noopt", DEB_CXXFLAGS_APPEND="-g0", DEB_CFLAGS_APPEND="-g0")
