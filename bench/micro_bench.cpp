@@ -200,10 +200,7 @@ struct World {
         ctl::init_tool_eal("svcgate-microbench");
         cfg = ctl::load_config_string(config(services, family, cluster_extra), "bench.yaml");
         flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024, .owners = owners});
-        ctx.flows = flows.get();
         flows6 = FlowTable6::create(FlowTableParams{.capacity = family == 6 ? capacity : 1024});
-        ctx.flows6 = flows6.get();
-        ctx.now = 1;
         pool = ctl::tool_mempool();
         pub = std::make_unique<ctl::Publisher>(
             owners,  // the stats table has a row per worker
@@ -213,8 +210,14 @@ struct World {
         // The next hops' MACs are known, as bench/gen.py's config pins them for the macro benchmark.
         for (const char* hop : {"10.0.0.2", "10.0.0.254"}) (void)neighbors.pin(*ctl::parse_ip4(hop), mac);
         for (const char* hop : {"fd00::2", "fd00::fe"}) (void)neighbors6.pin(*ctl::parse_ip6(hop), mac);
-        ctx.out.init(neighbors, neighbors6, pool, &mac, 1, TxSink{.send = &sink});
-        ctx.out.set_mtus(&mtu);
+        attach(ctx);
+    }
+    // A worker context on this world's tables, next hops and port (the publisher sets `ctx`'s
+    // snapshot and stats; another worker's are copied from it).
+    void attach(WorkerCtx& c) {
+        c.flows = flows.get(), c.flows6 = flows6.get(), c.now = 1;
+        c.out.init(neighbors, neighbors6, pool, &mac, 1, TxSink{.send = &sink});
+        c.out.set_mtus(&mtu);
     }
     const ServiceSnapshot& snap() const { return *ctx.snap; }
     // Copies frames[first..first+n) into the mbufs m[0..n) (what net_pcap's infinite_rx does per
@@ -540,10 +543,9 @@ struct NewFlowWorker {
 
     // Worker `i` of `n` on World `w`'s tables, snapshot and stats.
     bool init(World& w, uint16_t i, uint16_t n, uint32_t from) {
-        ctx.flows = w.ctx.flows, ctx.flows6 = w.ctx.flows6, ctx.snap = w.ctx.snap, ctx.stats = w.ctx.stats;
-        ctx.now = 1, ctx.worker = i, ctx.n_workers = n, ctx.rng = Rng(1 + i);
-        ctx.out.init(w.neighbors, w.neighbors6, w.pool, &w.mac, 1, TxSink{.send = &sink});
-        ctx.out.set_mtus(&w.mtu);
+        w.attach(ctx);
+        ctx.snap = w.ctx.snap, ctx.stats = w.ctx.stats;
+        ctx.worker = i, ctx.n_workers = n, ctx.rng = Rng(1 + i);
         first = from + i * kPerWorker;
         frames = frames_for(first, kPerWorker, kServices);
         return rte_pktmbuf_alloc_bulk(w.pool, m, kBurst) == 0;

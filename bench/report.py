@@ -179,8 +179,8 @@ def main():
         "workers": scale_ws,
         "established_mpps_by_workers": {w: v["svcgate"] for w, v in scale.items()},
         "testpmd_5tswap_mpps_by_cores": {w: v["testpmd_5tswap"] for w, v in scale.items()},
-        "both_directions_mpps_by_workers": {w: {k: v[k] for k in v if "_" in k and k != "testpmd_5tswap"}
-                                            for w, v in scale.items()},
+        "both_directions_mpps_by_workers": {w: {f"{p}_{pl}": v[f"{p}_{pl}"] for p in ("dnat", "masq")
+                                                for pl in ("same", "cross")} for w, v in scale.items()},
     }
     kube = load(f"{r}/kube.json", {})
     summary = {
