@@ -421,3 +421,154 @@ TEST(Stress, TwoDatagramsOfOneNewFlowOnTwoWorkersReachOneEndpoint) {
                                             seconds_since(t0));
     }
 }
+
+// One connection's two directions on two workers at once (issue 54): worker 0 carries the clients'
+// packets of 64 established connections while worker 1 carries the pods' answers to them, round
+// after round, both updating the same flow records (state, last seen) and counting into rows of
+// their own. Afterwards every packet is counted exactly once: each worker's verdicts, the service
+// port's and each endpoint's packets and bytes, the live flows per endpoint (one per connection),
+// and every connection is still established. A NodePort from outside (masqueraded) and the
+// ClusterIP from a pod (DNAT only).
+namespace {
+
+struct Conn {
+    FlowKey client;  // client → VIP
+    FlowKey reply;   // endpoint → the gateway (or the client): what the pod answers to
+};
+
+// Runs `frames` through worker `ctx` in bursts; the out tuple of each packet it sent, in order.
+std::vector<FlowKey> run_frames(WorkerCtx& ctx, test::TestOutput& out, const std::vector<std::vector<uint8_t>>& frames,
+                                Verdict want, uint64_t& bytes) {
+    std::vector<FlowKey> sent;
+    auto b = std::make_unique<Burst>();
+    for (size_t first = 0; first < frames.size(); first += kBurst) {
+        const auto n = static_cast<uint16_t>(std::min<size_t>(kBurst, frames.size() - first));
+        for (uint16_t i = 0; i < n; ++i) b->mbufs[i] = mbuf_of(frames[first + i]);
+        b->start(n, 0);
+        process_burst(*b, ctx);
+        for (uint16_t i = 0; i < n; ++i) {
+            PacketMeta m;
+            rte_mbuf* mb = b->mbufs[i];
+            EXPECT_EQ(b->pkt[i].verdict, want);
+            if (b->pkt[i].verdict != want || b->pkt[i].l2 != L2Outcome::sent) continue;
+            bytes += mb->pkt_len;
+            (void)parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), m);
+            sent.push_back(m.key);
+        }
+        out.free_sent();
+    }
+    return sent;
+}
+
+std::vector<std::vector<uint8_t>> frames_of(const std::vector<FlowKey>& keys, const char* flags) {
+    std::vector<std::vector<uint8_t>> f;
+    for (const FlowKey& k : keys) f.push_back(frame(k, flags));
+    return f;
+}
+
+void two_directions_at_once(bool masq) {
+    test::ensure_eal();
+    const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
+    auto flows = FlowTable::create({.capacity = 1u << 12, .owners = 2});
+    WorkerCtx ctx[2];
+    ctl::Publisher pub(2,
+                       ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
+                                          .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
+    pub.publish(cfg);
+    test::TestOutput outputs[2];
+    for (uint16_t w = 0; w < 2; ++w) {
+        outputs[w].attach(ctx[w], *pub.current());
+        ctx[w].worker = w;
+        ctx[w].n_workers = 2;
+        ctx[w].flows = flows.get();
+        ctx[w].now = 1000;
+    }
+    constexpr unsigned kConns = 64, kRounds = 500;
+    std::vector<FlowKey> clients(kConns);
+    for (unsigned c = 0; c < kConns; ++c)
+        clients[c] = masq ? FlowKey{.src = Ip4::from_host(0xcb007100u + c),  // 203.0.113.c → node IP:30001
+                                    .dst = Ip4::from_host(0xc0a84308u),
+                                    .sport = rte_cpu_to_be_16(static_cast<uint16_t>(40000 + c)),
+                                    .dport = rte_cpu_to_be_16(30001),
+                                    .proto = 6}
+                          : FlowKey{.src = Ip4::from_host(0x0af40300u + 10 + c),  // a pod → 10.96.0.20:80
+                                    .dst = Ip4::from_host(0x0a600014u),
+                                    .sport = rte_cpu_to_be_16(static_cast<uint16_t>(40000 + c)),
+                                    .dport = rte_cpu_to_be_16(80),
+                                    .proto = 6};
+    // The handshake, one worker at a time: SYN on worker 0, SYN-ACK on worker 1, ACK on worker 0.
+    uint64_t bytes = 0;
+    const std::vector<FlowKey> out = run_frames(ctx[0], outputs[0], frames_of(clients, " [S]"), Verdict::dnat, bytes);
+    ASSERT_EQ(out.size(), kConns);
+    std::vector<FlowKey> replies;
+    for (const FlowKey& k : out) replies.push_back(k.reversed());
+    ASSERT_EQ(run_frames(ctx[1], outputs[1], frames_of(replies, " [S.]"), Verdict::reply, bytes).size(), kConns);
+    ASSERT_EQ(run_frames(ctx[0], outputs[0], frames_of(clients, " [.]"), Verdict::dnat, bytes).size(), kConns);
+    EXPECT_EQ(out[0].src == clients[0].src, !masq) << "the NodePort is masqueraded, the pod's ClusterIP is not";
+
+    // Both directions at once: 500 rounds of one data packet per connection on each worker.
+    const auto ahead = frames_of(clients, " [.] len=100"), back = frames_of(replies, " [.] len=1000");
+    std::atomic<int> started{0};
+    std::atomic<unsigned> rounds_done[2] = {0, 0};
+    unsigned overlapped[2] = {0, 0};  // rounds a worker began while the other was still running
+    uint64_t data_bytes[2] = {0, 0};
+    auto run = [&](int w) {
+        own_cpu(static_cast<unsigned>(w));
+        started.fetch_add(1);
+        while (started.load() < 2) {}
+        for (unsigned r = 0; r < kRounds; ++r) {
+            overlapped[w] += rounds_done[1 - w].load() < kRounds;
+            (void)run_frames(ctx[w], outputs[w], w == 0 ? ahead : back, w == 0 ? Verdict::dnat : Verdict::reply,
+                             data_bytes[w]);
+            rounds_done[w].store(r + 1);
+        }
+    };
+    std::thread a(run, 0), b(run, 1);
+    a.join();
+    b.join();
+    EXPECT_GT(overlapped[0] + overlapped[1], 0u) << "the two directions ran at the same time";
+
+    // Each worker's verdicts: every packet it received, translated, none dropped.
+    const uint64_t ahead_packets = uint64_t{kConns} * (2 + kRounds), back_packets = uint64_t{kConns} * (1 + kRounds);
+    EXPECT_EQ(ctx[0].counters.verdicts[static_cast<unsigned>(Verdict::dnat)], ahead_packets);
+    EXPECT_EQ(ctx[1].counters.verdicts[static_cast<unsigned>(Verdict::reply)], back_packets);
+    for (const WorkerCtx& c : ctx) {
+        EXPECT_EQ(c.counters.rx_packets, c.counters.tx_packets);
+        EXPECT_EQ(c.counters.dropped(), 0u);
+        EXPECT_EQ(c.counters.flows_created + c.counters.flows_joined, &c == &ctx[0] ? kConns : 0u);
+    }
+    // The service port's and its endpoints' counters: both directions, every packet and byte once.
+    const ServiceSnapshot& s = *pub.current();
+    const ServicePort* sp = nullptr;
+    for (const ServicePort& p : s.services)
+        if (p.proto == Proto::tcp && p.family == Family::v4) sp = &p;  // default/web:http
+    ASSERT_NE(sp, nullptr);
+    const uint64_t packets = ahead_packets + back_packets, all_bytes = bytes + data_bytes[0] + data_bytes[1];
+    const PacketCounter svc = pub.slots().service_total(sp->slot);
+    EXPECT_EQ(svc.packets, packets);
+    EXPECT_EQ(svc.bytes, all_bytes);
+    PacketCounter eps;
+    int32_t active = 0;
+    for (uint32_t e = sp->ep_first; e < sp->ep_first + sp->ep_count; ++e) {
+        eps += pub.slots().endpoint_total(s.endpoints[e].slot);
+        active += pub.slots().active(s.endpoints[e].slot);
+    }
+    EXPECT_EQ(eps.packets, packets);
+    EXPECT_EQ(eps.bytes, all_bytes);
+    EXPECT_EQ(active, static_cast<int32_t>(kConns)) << "one live flow per connection";
+    // Every connection: one record, found by both tuples, established.
+    for (unsigned c = 0; c < kConns; ++c) {
+        const FlowRef a = flows->lookup(clients[c]), r = flows->lookup(replies[c]);
+        ASSERT_TRUE(a.hit());
+        EXPECT_EQ(r.id, a.id);
+        EXPECT_EQ(FlowState::load(flows->flow(a.id).state).tcp(), TcpState::established);
+    }
+    EXPECT_EQ(flows->live_total(), kConns);
+}
+
+}  // namespace
+
+TEST(Stress, OneConnectionsTwoDirectionsOnTwoWorkersAtOnceCountExactly) {
+    two_directions_at_once(true);
+    two_directions_at_once(false);
+}
