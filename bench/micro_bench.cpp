@@ -483,7 +483,7 @@ void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&
             FlowRef r = t.lookup(
                 key_of(fill + static_cast<uint32_t>((at + i) % frames.size()), static_cast<uint32_t>(services)));
             if (!r.hit()) continue;
-            release_flow(*w.ctx.stats, t.flow(r.id));
+            release_flow(*w.ctx.stats, w.ctx.worker, t.flow(r.id));
             t.remove(r.id);
         }
         at = (at + kBurst) % frames.size();
@@ -566,7 +566,7 @@ struct NewFlowWorker {
         for (uint32_t i = 0; i < kPerWorker; ++i) {
             FlowRef ref = t.lookup(flow_key(first + i, kServices));
             if (!ref.hit()) continue;
-            release_flow(*ctx.stats, t.flow(ref.id));
+            release_flow(*ctx.stats, ctx.worker, t.flow(ref.id));
             t.remove(ref.id);
         }
     }

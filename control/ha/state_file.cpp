@@ -94,7 +94,7 @@ FlowImporter::Outcome FlowImporter::import_as(BasicFlowInit<K>& in, BasicFlowTab
         case InsertStatus::inserted:
             // A replica counts as active once a worker takes it over (release_flow).
             if (in.kind == FlowKind::nat && in.origin == 0)
-                stats_.active[target.endpoint].fetch_add(1, std::memory_order_relaxed);
+                stats_.active.add(stats_.active.control_row(), target.endpoint, 1);
             if ((in.flags & kFlowMasq) && in.origin == 0) hold_snat_port(rte_be_to_cpu_16(in.key[1].dport));
             return Outcome::inserted;
         case InsertStatus::exists:

@@ -366,7 +366,7 @@ void Syncer::take_record(BasicFlowInit<K>& in, uint32_t idle, Peer& from) {
         const StatsTable* st = w_.stats->load(std::memory_order_acquire);
         if (st && f.owner == w_.owner && f.kind == FlowKind::nat && over(f, FlowState::load(f.state)) &&
             !closing(f, FlowState{in.state})) {
-            release_flow(*st, f);
+            release_flow(*st, w_.owner, f);
             table.remove(ref.id);
             ref = FlowRef{};
         }
@@ -657,8 +657,10 @@ void Syncer::expire(uint64_t now_ms) {
     // 64 records a millisecond, however long the thread slept.
     const auto budget = static_cast<uint32_t>(64 * std::clamp<uint64_t>(now_ms - expire_last_ms_, 1, 1000));
     expire_last_ms_ = now_ms;
-    (void)w_.flows->expire_step(w_.owner, now, budget, [st](const Flow& f) { release_flow(*st, f); });
-    if (w_.flows6) (void)w_.flows6->expire_step(w_.owner, now, budget, [st](const Flow6& f) { release_flow(*st, f); });
+    (void)w_.flows->expire_step(w_.owner, now, budget, [st, this](const Flow& f) { release_flow(*st, w_.owner, f); });
+    if (w_.flows6)
+        (void)w_.flows6->expire_step(w_.owner, now, budget,
+                                     [st, this](const Flow6& f) { release_flow(*st, w_.owner, f); });
     if (now_ms - count_last_ms_ < 1000) return;
     count_last_ms_ = now_ms;
     uint32_t replicas = 0;

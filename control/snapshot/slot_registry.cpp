@@ -75,10 +75,11 @@ StatsTable* SlotRegistry::reserve(const ServiceSnapshot& s) {
     // The live flows' active counts come along now, so least-connection sees them from the first
     // burst on the new table; what changes on the old one until the grace period ends is added
     // in published().
-    copied_.assign(replaced_->endpoints.slots(), 0);
-    for (uint32_t i = 0; i < copied_.size(); ++i) {
-        copied_[i] = replaced_->active[i].load(std::memory_order_relaxed);
-        table_->active[i].store(copied_[i], std::memory_order_relaxed);
+    const ActiveCounts& was = replaced_->active;
+    copied_.assign(was.slots(), 0);
+    for (uint32_t i = 0; i < was.slots(); ++i) {
+        for (uint16_t r = 0; r < was.rows(); ++r) table_->active.set(r, i, was.at(r, i));
+        copied_[i] = was.total(i);
     }
     return table_.get();
 }
@@ -89,9 +90,9 @@ void SlotRegistry::published() {
     for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) svc_[i].base += old.services.total(i);
     for (uint32_t i = 0; i < old.endpoints.slots(); ++i) {
         if (i < ep_.size()) ep_[i].base += old.endpoints.total(i);
-        // Flows that started or ended on the old table after the copy.
-        const int32_t moved = old.active[i].load(std::memory_order_relaxed) - copied_[i];
-        if (moved) table_->active[i].fetch_add(moved, std::memory_order_relaxed);
+        // Flows that started or ended on the old table after the copy: the control thread's row.
+        const int32_t moved = old.active.total(i) - copied_[i];
+        if (moved) table_->active.add(table_->active.control_row(), i, moved);
     }
     replaced_.reset();
     copied_.clear();
@@ -155,8 +156,7 @@ void SlotRegistry::reclaim_round(rte_rcu_qsbr* qsbr) {
         if (l.endpoint) {
             EpSlot& e = ep_[l.slot];
             e.limbo = false;
-            if (e.named != generation_ && table_->active[l.slot].load(std::memory_order_relaxed) == 0)
-                free_endpoint(l.slot);
+            if (e.named != generation_ && table_->active.total(l.slot) == 0) free_endpoint(l.slot);
         } else {
             SvcSlot& s = svc_[l.slot];
             s.limbo = false;
@@ -170,8 +170,7 @@ void SlotRegistry::reclaim_round(rte_rcu_qsbr* qsbr) {
     const size_t first = limbo_.size();
     for (uint32_t i = 0; i < ep_.size(); ++i) {
         EpSlot& e = ep_[i];
-        if (!e.live || e.limbo || e.named == generation_ || table_->active[i].load(std::memory_order_relaxed) != 0)
-            continue;
+        if (!e.live || e.limbo || e.named == generation_ || table_->active.total(i) != 0) continue;
         e.limbo = true;
         limbo_.push_back(Limbo{true, i, 0});
     }
@@ -197,9 +196,7 @@ PacketCounter SlotRegistry::endpoint_total(uint32_t slot) const {
     return c;
 }
 
-int32_t SlotRegistry::active(uint32_t endpoint_slot) const {
-    return table_->active[endpoint_slot].load(std::memory_order_relaxed);
-}
+int32_t SlotRegistry::active(uint32_t endpoint_slot) const { return table_->active.total(endpoint_slot); }
 
 const std::string& SlotRegistry::service_name(uint32_t slot) const {
     static const std::string none;

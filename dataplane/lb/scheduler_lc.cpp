@@ -9,7 +9,7 @@ namespace svcgate::dp {
 namespace {
 int32_t active_of(const SelectCtx& c, uint32_t pos) noexcept {
     const Endpoint& e = c.snap.endpoints[c.snap.members[c.set.first + pos]];
-    return c.stats.active[e.slot].load(std::memory_order_relaxed);
+    return c.stats.active.total(e.slot);
 }
 uint32_t least(const SelectCtx& c, int32_t bias) noexcept {
     uint32_t best = 0;

@@ -69,8 +69,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
                 f.origin.load(std::memory_order_relaxed) != 0 && f.origin.exchange(0, std::memory_order_relaxed) != 0;
             if (taken) {
                 ++ctx.counters.takeovers;
-                if (f.kind == FlowKind::nat)
-                    ctx.stats->active[f.nat().endpoint].fetch_add(1, std::memory_order_relaxed);
+                if (f.kind == FlowKind::nat) ctx.stats->active.add(ctx.worker, f.nat().endpoint, 1);
             }
             if ((taken || tr == Track::changed) && F::Table::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }

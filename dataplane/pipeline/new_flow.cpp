@@ -208,7 +208,7 @@ template <typename F>
         nf.out_port = hop->port;
         nf.init.key[1].dport = to_be16(masq_port<F>(ctx, s.cluster, nf.init.key[1], hop->port));
     }
-    ctx.stats->active[ep.slot].fetch_add(1, std::memory_order_relaxed);
+    ctx.stats->active.add(ctx.worker, ep.slot, 1);
     p.set(Verdict::dnat);
 }
 
@@ -220,7 +220,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     const uint32_t picked = NatTarget::decode(nf.init.target).endpoint;
     // One in, one out under pressure: a flood of new connections evicts its own kind.
     if (table->under_pressure(ctx.worker) &&
-        table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, f); }))
+        table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, ctx.worker, f); }))
         ++ctx.counters.flows_early_dropped;
     InsertResult r = table->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
     // The reply tuple is taken: another port of this worker's share of the SNAT range. With
@@ -235,7 +235,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
         r = table->insert(ctx.worker, nf.init, ctx.now);
     }
     if (!nf.masq && tries > 1 && r.status == InsertStatus::inserted) ++ctx.counters.flows_port_remapped;
-    if (r.status != InsertStatus::inserted) ctx.stats->active[picked].fetch_sub(1, std::memory_order_relaxed);
+    if (r.status != InsertStatus::inserted) ctx.stats->active.add(ctx.worker, picked, -1);
     switch (r.status) {
         case InsertStatus::inserted:
             ++ctx.counters.flows_created;
@@ -274,7 +274,7 @@ void select_new_flows(Burst& b, WorkerCtx& ctx) noexcept {
         if (span.count) rte_prefetch0(&s.members[span.first]);
         rte_prefetch0(&s.endpoints[sp.ep_first]);
         rte_prefetch0(&s.endpoints[sp.ep_first + sp.ep_count - 1]);  // a few endpoints: 1-2 lines
-        rte_prefetch0(&ctx.stats->active[sp.ep_slot_first]);
+        rte_prefetch0(ctx.stats->active.line_of(ctx.worker, sp.ep_slot_first));
         rte_prefetch0(&ctx.stats->endpoints.row(ctx.worker)[sp.ep_slot_first]);
     }
     for (const uint16_t i : b.vip_hits) {

@@ -32,7 +32,7 @@ template <typename F>
         f.owner != ctx.worker || !f.live.load(std::memory_order_relaxed))
         return;
     const uint32_t id = refs[j].id;
-    release_flow(*ctx.stats, f);
+    release_flow(*ctx.stats, ctx.worker, f);
     table->remove(id);
     ++ctx.counters.flows_reopened;
     for (uint16_t k = j; k < n; ++k)
@@ -127,7 +127,7 @@ bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
     const auto& f = table->flow(id);
     if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker || !FlowState::load(f.state).gone())
         return false;
-    release_flow(*ctx.stats, f);
+    release_flow(*ctx.stats, ctx.worker, f);
     table->remove(id);
     ctx.counters.flows_expired++;
     return true;
@@ -156,9 +156,11 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     const StatsTable& st = *ctx.stats;
-    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow& f) { release_flow(st, f); });
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget,
+                                        [&st, &ctx](const Flow& f) { release_flow(st, ctx.worker, f); });
     if (ctx.flows6)
-        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st](const Flow6& f) { release_flow(st, f); });
+        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget,
+                                     [&st, &ctx](const Flow6& f) { release_flow(st, ctx.worker, f); });
     ctx.counters.flows_expired += n;
     frag_housekeeping(ctx);
     return n;

@@ -105,12 +105,13 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept;
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept;
 
 // A flow leaves the table (expiry, early drop, a reload's removal): its endpoint's active count
-// goes down. Every removal of a NAT flow goes through here. A replica of a peer's flow (Flow::
-// origin, control/ha/sync.h) is not counted: it counts once a worker takes it over.
+// goes down, in the remover's row (`row`: a worker's index, or the sync thread's owner). Every
+// removal of a NAT flow goes through here. A replica of a peer's flow (Flow::origin,
+// control/ha/sync.h) is not counted: it counts once a worker takes it over.
 template <typename K>
-void release_flow(const StatsTable& st, const BasicFlow<K>& f) noexcept {
+void release_flow(const StatsTable& st, uint16_t row, const BasicFlow<K>& f) noexcept {
     if (f.kind == FlowKind::nat && f.origin.load(std::memory_order_relaxed) == 0)
-        st.active[f.nat().endpoint].fetch_sub(1, std::memory_order_relaxed);
+        st.active.add(row, f.nat().endpoint, -1);
 }
 
 // A flow id with its family, as the control thread hands it to a worker (one 32-bit word in a

@@ -867,3 +867,27 @@ TEST(EnumNames, OneListPerEnum) {
     EXPECT_EQ(scheduler_from_name("wrr"), std::nullopt);
     EXPECT_STREQ(scheduler_name(static_cast<Scheduler>(200)), "?");
 }
+
+// Live flows per endpoint have a row per writer (counters.h): two workers, the sync thread and the
+// control thread. A count is its column's sum, whichever rows its flows came and went through, and
+// no two writers' rows share a cache line.
+TEST(ActiveCounts, ARowPerWriterAndTheCountIsTheColumnsSum) {
+    ActiveCounts a(2, 40);
+    EXPECT_EQ(a.rows(), 4);
+    EXPECT_EQ(a.control_row(), 3);
+    a.add(0, 7, 1);
+    a.add(0, 7, 1);
+    a.add(1, 7, 1);
+    a.add(2, 7, -1);  // a replica worker 0 took over, expired by the sync thread (its owner)
+    a.add(a.control_row(), 39, 5);
+    EXPECT_EQ(a.total(7), 2);
+    EXPECT_EQ(a.at(2, 7), -1);
+    EXPECT_EQ(a.total(39), 5);
+    EXPECT_EQ(a.total(8), 0);
+    for (uint16_t r = 0; r + 1 < a.rows(); ++r) {
+        const auto line = [&](uint16_t row, uint32_t slot) {
+            return reinterpret_cast<uintptr_t>(a.line_of(row, slot)) / 64;
+        };
+        EXPECT_LT(line(r, 39), line(r + 1, 0)) << "row " << r << " ends on a line before the next row's";
+    }
+}
