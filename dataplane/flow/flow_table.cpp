@@ -60,16 +60,12 @@ BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
 
 template <typename K>
 bool BasicFlowTable<K>::init() noexcept {
-    const uint32_t nb = n_buckets_;
-    uint32_t ns = std::bit_ceil(std::max<uint32_t>(nb / 16, 64));
-    stripe_mask_ = ns - 1;
     flows_ = alloc_zeroed<Flow>(capacity_);
-    buckets_ = alloc_zeroed<Bucket>(nb);
-    stripes_ = alloc_zeroed<std::atomic<uint32_t>>(ns);
+    buckets_ = alloc_zeroed<Bucket>(n_buckets_);
     owners_ = alloc_zeroed<Owner>(n_owners_);
     free_mem_ = alloc_zeroed<uint32_t>(capacity_);
     limbo_mem_ = alloc_zeroed<uint32_t>(capacity_);
-    if (!flows_ || !buckets_ || !stripes_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
+    if (!flows_ || !buckets_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
     if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
     uint32_t per = capacity_ / n_owners_;
@@ -90,7 +86,6 @@ template <typename K>
 BasicFlowTable<K>::~BasicFlowTable() {
     free_table(flows_, capacity_);
     free_table(buckets_, n_buckets_);
-    free_table(stripes_, size_t{stripe_mask_} + 1);
     free_table(owners_, n_owners_);
     free_table(free_mem_, capacity_);
     free_table(limbo_mem_, capacity_);
@@ -185,7 +180,7 @@ template <typename K>
     return static_cast<unsigned>(
                _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s0, k), w))) |
                _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(s1, k), w))) << 4) &
-        kSlotMask;  // lane 7 is the spill count
+        kSlotMask;  // lane 7 is the spill count and the lock
 #else
     unsigned m = 0;
     for (unsigned i = 0; i < kSlots; ++i)
@@ -289,9 +284,9 @@ template <typename K>
 [[gnu::always_inline]] inline void BasicFlowTable<K>::add_spill(uint32_t b, int delta) noexcept {
     auto& c = buckets_[b].spill;
     if (single_writer_)
-        c.store(c.load(std::memory_order_relaxed) + static_cast<uint64_t>(int64_t{delta}), std::memory_order_relaxed);
+        c.store(c.load(std::memory_order_relaxed) + static_cast<uint32_t>(delta), std::memory_order_relaxed);
     else
-        c.fetch_add(static_cast<uint64_t>(int64_t{delta}), std::memory_order_relaxed);
+        c.fetch_add(static_cast<uint32_t>(delta), std::memory_order_relaxed);
 }
 
 template <typename K>
@@ -396,11 +391,12 @@ void BasicFlowTable<K>::clear_slot(const Hash& h, uint64_t value) noexcept {
 }
 
 template <typename K>
-void BasicFlowTable<K>::lock_stripes(uint32_t a, uint32_t b) noexcept {
+void BasicFlowTable<K>::lock_buckets(uint32_t a, uint32_t b) noexcept {
     auto spin = [this](uint32_t s) {
         uint32_t expected = 0;
-        // acquire: the critical section's probes see every insert that released this stripe.
-        while (!stripes_[s].compare_exchange_weak(expected, 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+        // acquire: the critical section's probes see every insert that released this lock.
+        while (!buckets_[s].lock.compare_exchange_weak(expected, 1, std::memory_order_acquire,
+                                                       std::memory_order_relaxed)) {
             expected = 0;
             rte_pause();
         }
@@ -411,9 +407,9 @@ void BasicFlowTable<K>::lock_stripes(uint32_t a, uint32_t b) noexcept {
 }
 
 template <typename K>
-void BasicFlowTable<K>::unlock_stripes(uint32_t a, uint32_t b) noexcept {
-    stripes_[a].store(0, std::memory_order_release);
-    if (b != a) stripes_[b].store(0, std::memory_order_release);
+void BasicFlowTable<K>::unlock_buckets(uint32_t a, uint32_t b) noexcept {
+    buckets_[a].lock.store(0, std::memory_order_release);
+    if (b != a) buckets_[b].lock.store(0, std::memory_order_release);
 }
 
 template <typename K>
@@ -480,12 +476,11 @@ void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, uns
     h.h0 = h0 ? *h0 : hash(init.key[0]);
     h.h1 = two ? hash(init.key[1]) : h.h0;
     // key[0]'s bucket: the lookup that missed has just read it. key[1]'s first: where it goes
-    // unless that is full.
-    if (two) rte_prefetch0(&buckets_[h.h1.b1]);
-    if (!single_writer_) {
-        rte_prefetch0(&stripes_[h.h0.b1 & stripe_mask_]);
-        rte_prefetch0(&stripes_[h.h1.b1 & stripe_mask_]);
-    }
+    // unless that is full, and (where writers share the table) the lock the insert takes.
+    if (two && single_writer_)
+        rte_prefetch0(&buckets_[h.h1.b1]);
+    else if (two)
+        __builtin_prefetch(&buckets_[h.h1.b1], 1, 3);
     // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
     const Owner& o = owners_[owner];
     if (nth < o.n_free) prefetch_record(&flows_[o.free[o.n_free - 1 - nth]], true);
@@ -497,10 +492,10 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
     const bool two = !(init.flags & kFlowOneKey);
     const Hash h0 = hint ? hint->h0 : hash(init.key[0]);
     const Hash h1 = hint ? hint->h1 : two ? hash(init.key[1]) : h0;
-    // Inserts of one tuple by two writers serialise on its stripes; a lone writer has no one to
-    // serialise with (rte_hash takes its writer lock only with RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD).
-    uint32_t s0 = h0.b1 & stripe_mask_, s1 = h1.b1 & stripe_mask_;
-    if (!single_writer_) lock_stripes(s0, s1);
+    // Inserts of one tuple by two writers serialise on its first bucket's lock; a lone writer has
+    // no one to serialise with (rte_hash takes its writer lock only with
+    // RTE_HASH_EXTRA_FLAGS_MULTI_WRITER_ADD).
+    if (!single_writer_) lock_buckets(h0.b1, h1.b1);
 
     InsertResult r{InsertStatus::inserted, FlowRef::kMiss};
     if (FlowRef e = probe(init.key[0], h0); e.hit()) {
@@ -544,7 +539,7 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
             r = {InsertStatus::full, FlowRef::kMiss};
         }
     }
-    if (!single_writer_) unlock_stripes(s0, s1);
+    if (!single_writer_) unlock_buckets(h0.b1, h1.b1);
     return r;
 }
 

@@ -26,11 +26,12 @@
 //   until every reader has passed a quiescent state (rte_rcu_qsbr), so the key compare that
 //   follows reads a stable record.
 // - insert(owner, ...): the owning worker only (it allocates from its own id range). Inserts of
-//   the same tuple from different workers serialise on a spin bit of the tuple's stripe, so two
+//   the same tuple from different workers serialise on the lock word of the tuple's first bucket
+//   (the line its lookup has just read, in a word slot compares leave out), so two
 //   workers that race on the first packets of one new flow (the DNS A/AAAA race) converge on one
 //   record: the loser gets the winner's id. Slot claims are CAS, so unrelated inserts never
 //   clash. A table of one owner (one worker, no flow replication) has a single writer: no
-//   stripe locks, and slots are claimed by plain release stores.
+//   bucket locks, and slots are claimed by plain release stores.
 // - remove / expire_step: the owning worker only. A slot naming a record changes only by its
 //   owner, so it is cleared by a plain release store; the id goes to a
 //   limbo FIFO and is reused only after a grace period. The FIFO's ids are tagged in batches: a
@@ -229,7 +230,8 @@ public:
     // `hint`: from prepare_insert() for this very init (its keys unchanged since).
     [[nodiscard]] InsertResult insert(uint16_t owner, const FlowInit& init, uint32_t now,
                                       const InsertHint* hint = nullptr) noexcept;
-    // Hashes `init` into `hint` and prefetches its reply key's buckets, both keys' lock stripes
+    // Hashes `init` into `hint` and prefetches its reply key's buckets (for writing, where writers
+    // share the table: the insert locks them)
     // and the record the owner's `nth` next insert will take. Reads only, but the owner's free
     // stack among them: the owning worker only, as insert(). `h0`: key[0]'s hash when the lookup
     // that missed has it.
@@ -300,9 +302,11 @@ private:
     static constexpr uint32_t kBatches = 64;     // limbo batches an owner keeps apart
     struct alignas(64) Bucket {
         std::atomic<uint64_t> slot[kSlots];
-        // Tuples whose first bucket this is, living in their second. Word 7 of the line: the
-        // slots' vector compare reads it too and masks it off.
-        std::atomic<uint64_t> spill;
+        // Word 7 of the line, which the slots' vector compare reads too and masks off. `spill`:
+        // tuples whose first bucket this is, living in their second. `lock`: held by a writer
+        // inserting a tuple whose first bucket this is (where writers share the table).
+        std::atomic<uint32_t> spill;
+        std::atomic<uint32_t> lock;
     };
     static_assert(sizeof(Bucket) == 64, "one bucket per cache line");
 
@@ -350,8 +354,9 @@ private:
     bool make_room(uint32_t bucket, unsigned depth) noexcept;
     static constexpr unsigned kMoveDepth = 1;  // a move may first make room for itself, once
     void clear_slot(const Hash& h, uint64_t value) noexcept;
-    void lock_stripes(uint32_t a, uint32_t b) noexcept;
-    void unlock_stripes(uint32_t a, uint32_t b) noexcept;
+    // The first buckets of an insert's two keys, in one order (two writers never deadlock).
+    void lock_buckets(uint32_t a, uint32_t b) noexcept;
+    void unlock_buckets(uint32_t a, uint32_t b) noexcept;
     uint32_t alloc_id(Owner& o) noexcept;
     void retire_id(Owner& o, uint32_t id) noexcept;
     void reclaim(Owner& o) noexcept;
@@ -360,9 +365,8 @@ private:
 
     uint32_t capacity_;
     uint16_t n_owners_;
-    bool single_writer_;  // one owner: no one to race with on slots and stripes
+    bool single_writer_;  // one owner: no one to race with on slots and bucket locks
     uint32_t n_buckets_;
-    uint32_t stripe_mask_;
     uint32_t reserve_ = 0;  // ids per owner kept free for new flows under pressure
     rte_rcu_qsbr* qsbr_;
     uint32_t scanner_;
@@ -370,7 +374,6 @@ private:
     uint32_t new_flows_per_source_ = 0;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
-    std::atomic<uint32_t>* stripes_ = nullptr;
     Owner* owners_ = nullptr;
     uint32_t* free_mem_ = nullptr;
     uint32_t* limbo_mem_ = nullptr;
