@@ -54,7 +54,7 @@ inline EndpointSet set_of(const ServiceSnapshot& s, const ServicePort& sp, const
 uint16_t next_snat_port(WorkerCtx& ctx, const ClusterSettings& c) noexcept {
     // Each worker owns the ports ≡ worker (mod workers) of the range: two workers never hand
     // out the same port, so uniqueness only has to be checked against this worker's flows
-    // (the insert does that under the tuple's stripe).
+    // (the insert does that under its first bucket's lock).
     uint32_t span = uint32_t{c.snat_port_max} - c.snat_port_min + 1;
     uint32_t per = span / ctx.n_workers;
     uint32_t slot = ctx.snat_cursor++ % (per ? per : 1);

@@ -328,7 +328,7 @@ void race_datagrams(uint64_t& races) {
         ctx[w].n_workers = 2;
         ctx[w].flows = flows.get();
         ctx[w].now = 1000;
-        ctx[w].rng = Rng(100 + w);  // different draws: without the stripe lock they would differ
+        ctx[w].rng = Rng(100 + w);  // different draws: without the bucket lock they would differ
     }
     // Each round, both workers get the same burst of kBurst first datagrams (one per query) and
     // run it at the same moment: both look every query up (a miss), then both insert, so most
