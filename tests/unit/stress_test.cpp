@@ -311,25 +311,37 @@ TEST(Stress, TwoWorkersAndReloadsKeepEveryFlowConsistent) {
 // workers at the same moment. Both must go to the same endpoint, and both answers come back.
 namespace {
 
+// Two workers on one flow table of `capacity` flows and one published snapshot of config(true),
+// each with its own output stage; run by the test's own threads.
+struct TwoWorkers {
+    std::unique_ptr<FlowTable> flows;
+    WorkerCtx ctx[2];
+    ctl::Publisher pub;
+    test::TestOutput outputs[2];
+
+    explicit TwoWorkers(uint32_t capacity)
+        : flows((test::ensure_eal(), FlowTable::create({.capacity = capacity, .owners = 2}))),
+          pub(2,
+              ctl::PublishTarget{.store = [this](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
+                                 .store_stats = [this](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }}) {
+        pub.publish(ctl::load_config_string(config(true), "a.yaml"));
+        for (uint16_t w = 0; w < 2; ++w) {
+            outputs[w].attach(ctx[w], *pub.current());
+            ctx[w].worker = w;
+            ctx[w].n_workers = 2;
+            ctx[w].flows = flows.get();
+            ctx[w].now = 1000;
+        }
+    }
+};
+
 // One batch of rounds, on a gateway of its own; adds how often the two inserts raced to `races`.
 void race_datagrams(uint64_t& races) {
-    test::ensure_eal();
-    const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
-    auto flows = FlowTable::create({.capacity = 1u << 14, .owners = 2});
-    WorkerCtx ctx[2];
-    ctl::Publisher pub(2,
-                       ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
-                                          .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
-    pub.publish(cfg);
-    test::TestOutput outputs[2];
-    for (uint16_t w = 0; w < 2; ++w) {
-        outputs[w].attach(ctx[w], *pub.current());
-        ctx[w].worker = w;
-        ctx[w].n_workers = 2;
-        ctx[w].flows = flows.get();
-        ctx[w].now = 1000;
+    TwoWorkers g(1u << 14);
+    auto& ctx = g.ctx;
+    auto& outputs = g.outputs;
+    for (uint16_t w = 0; w < 2; ++w)
         ctx[w].rng = Rng(100 + w);  // different draws: without the bucket lock they would differ
-    }
     // Each round, both workers get the same burst of kBurst first datagrams (one per query) and
     // run it at the same moment: both look every query up (a miss), then both insert, so most
     // queries really race on the insert.
@@ -467,22 +479,11 @@ std::vector<std::vector<uint8_t>> frames_of(const std::vector<FlowKey>& keys, co
 }
 
 void two_directions_at_once(bool masq) {
-    test::ensure_eal();
-    const ctl::Config cfg = ctl::load_config_string(config(true), "a.yaml");
-    auto flows = FlowTable::create({.capacity = 1u << 12, .owners = 2});
-    WorkerCtx ctx[2];
-    ctl::Publisher pub(2,
-                       ctl::PublishTarget{.store = [&](const ServiceSnapshot* s) { ctx[0].snap = ctx[1].snap = s; },
-                                          .store_stats = [&](StatsTable* t) { ctx[0].stats = ctx[1].stats = t; }});
-    pub.publish(cfg);
-    test::TestOutput outputs[2];
-    for (uint16_t w = 0; w < 2; ++w) {
-        outputs[w].attach(ctx[w], *pub.current());
-        ctx[w].worker = w;
-        ctx[w].n_workers = 2;
-        ctx[w].flows = flows.get();
-        ctx[w].now = 1000;
-    }
+    TwoWorkers g(1u << 12);
+    auto& ctx = g.ctx;
+    auto& outputs = g.outputs;
+    const auto& flows = g.flows;
+    const ctl::Publisher& pub = g.pub;
     constexpr unsigned kConns = 64, kRounds = 500;
     std::vector<FlowKey> clients(kConns);
     for (unsigned c = 0; c < kConns; ++c)
