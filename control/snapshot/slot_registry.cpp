@@ -78,8 +78,13 @@ StatsTable* SlotRegistry::reserve(const ServiceSnapshot& s) {
     const ActiveCounts& was = replaced_->active;
     copied_.assign(was.slots(), 0);
     for (uint32_t i = 0; i < was.slots(); ++i) {
-        for (uint16_t r = 0; r < was.rows(); ++r) table_->active.set(r, i, was.at(r, i));
-        copied_[i] = was.total(i);
+        // Each row read once: the workers still count on the old table, and published() adds what
+        // changed since exactly the values copied here.
+        for (uint16_t r = 0; r < was.rows(); ++r) {
+            const int32_t v = was.at(r, i);
+            table_->active.set(r, i, v);
+            copied_[i] += v;
+        }
     }
     return table_.get();
 }
