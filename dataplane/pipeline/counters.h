@@ -164,8 +164,8 @@ private:
 // go negative; a count is its column's sum. One shared atomic per endpoint put every new flow's
 // increment on a line every other worker creating flows for the same Service writes too (true
 // sharing, a line moved between cores per new flow). The price: lc, sed and nq read a line per
-// row for each candidate endpoint. On this 2-core host the difference in BM_PipelineNewFlowsWorkers
-// is within its noise (2 workers, medians of 9: 3.27 and 3.16 M/s before, 3.04 and 3.38 after).
+// row for each candidate endpoint. Not measured apart: the one comparison made here
+// (BM_PipelineNewFlowsWorkers/2) ran while that benchmark still put both threads on one CPU.
 class ActiveCounts {
 public:
     ActiveCounts() = default;
