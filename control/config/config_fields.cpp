@@ -88,6 +88,7 @@ const std::vector<ConfigField> kConfigFields = {
     {"cluster", "service_cidrs", "`[]`"},
     {"cluster", "masquerade_all", "`false`", false, 0, 0,
      [](const Config& c) -> uint64_t { return c.cluster.masquerade_all; }},
+    {"cluster", "client_ip", "`masquerade`"},
     {"cluster", "reject_unknown_port", "`true`", false, 0, 0,
      [](const Config& c) -> uint64_t { return c.cluster.reject_unknown_port; }},
     {"cluster", "nodeport_range", "`30000-32767`"},

@@ -168,6 +168,14 @@ struct ControlConfig {
     uint32_t drain_timeout = 300;  // seconds: svcgatectl drain without --timeout
 };
 
+// What external traffic under externalTrafficPolicy Cluster does to the client's address
+// (cluster.client_ip, the svcgate.io/client-ip annotation): kube-proxy masquerades it; `preserve`
+// DNATs only, for a gateway that is also the pods' way back to the clients (docs/client-ip.md).
+enum class ClientIp : uint8_t { masquerade, preserve };
+constexpr const char* client_ip_name(ClientIp c) noexcept {
+    return c == ClientIp::preserve ? "preserve" : "masquerade";
+}
+
 struct ClusterConfig {
     std::string node_name;
     // Both families in each list. The first of a family is that family's primary node IP (LB
@@ -178,6 +186,7 @@ struct ClusterConfig {
     std::vector<IpCidr> cluster_cidrs;
     std::vector<IpCidr> service_cidrs;
     bool masquerade_all = false;
+    ClientIp client_ip = ClientIp::masquerade;  // a Service's own (ServiceConfig::client_ip) wins
     bool reject_unknown_port = true;
     uint16_t nodeport_min = 30000;
     uint16_t nodeport_max = 32767;
@@ -264,6 +273,7 @@ struct ServiceConfig {
     uint32_t affinity_timeout = 0;  // 0 = None
     bool external_local = false;
     bool internal_local = false;
+    std::optional<ClientIp> client_ip;  // none: cluster.client_ip
     // kube-proxy's per-Service health check for policy Local LoadBalancers (health.h); 0 = none.
     uint16_t health_check_node_port = 0;
     // spec.trafficDistribution, shown only: kube-proxy (and svcgate) follow the slices' hints.

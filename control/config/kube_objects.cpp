@@ -19,6 +19,7 @@ constexpr const char* kServiceNameLabel = "kubernetes.io/service-name";
 constexpr const char* kProxyNameLabel = "service.kubernetes.io/service-proxy-name";
 constexpr const char* kHeadlessLabel = "service.kubernetes.io/headless";
 constexpr const char* kSchedulerAnnotation = "svcgate.io/scheduler";
+constexpr const char* kClientIpAnnotation = "svcgate.io/client-ip";
 
 // kube-proxy's service-proxy-name rule (cluster.proxy_name): true, and counted, when `s` is
 // another proxy's Service; it is left out with its slices.
@@ -110,6 +111,8 @@ struct KubeLoader {
         s.scheduler = r.scheduler(obj["metadata"]["annotations"][kSchedulerAnnotation],
                                   fmt::format("{}.metadata.annotations.{}", path, kSchedulerAnnotation))
                           .value_or(dp::Scheduler::random);
+        s.client_ip = r.client_ip(obj["metadata"]["annotations"][kClientIpAnnotation],
+                                  fmt::format("{}.metadata.annotations.{}", path, kClientIpAnnotation));
         if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"}))
             service_ports(r, ports, sp, s);
         cfg.services.push_back(std::move(s));

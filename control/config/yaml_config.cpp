@@ -326,6 +326,7 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
     if (n["masquerade_all"])
         if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
+    c.client_ip = r.client_ip(n["client_ip"], "cluster.client_ip").value_or(ClientIp::masquerade);
     if (n["reject_unknown_port"])
         if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
     if (const ytree::Node labels = n["node_labels"];
@@ -597,6 +598,7 @@ void read_service_addresses(Reader& r, const ytree::Node& n, const Path& path, S
     }
     s.external_local = r.local_policy(n["external_traffic_policy"], {path, ".external_traffic_policy"});
     s.internal_local = r.local_policy(n["internal_traffic_policy"], {path, ".internal_traffic_policy"});
+    s.client_ip = r.client_ip(n["client_ip"], {path, ".client_ip"});
     if (const ytree::Node h = n["health_check_node_port"])
         s.health_check_node_port = r.uint<uint16_t>(h, {path, ".health_check_node_port"}, 1, 65535).value_or(0);
 }
@@ -651,10 +653,11 @@ void read_service_endpoints(Reader& r, const ytree::Node& eps, const Path& eps_p
 }
 
 void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
-    if (!r.map(n, path,
-               {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
-                "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
-                "external_traffic_policy", "internal_traffic_policy", "health_check_node_port", "endpoints"}))
+    if (!r.map(
+            n, path,
+            {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
+             "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
+             "external_traffic_policy", "internal_traffic_policy", "client_ip", "health_check_node_port", "endpoints"}))
         return;
     ServiceConfig s{.mark = r.mark(n)};
     read_service_identity(r, n, path, s);

@@ -185,6 +185,15 @@ public:
     }
     // externalTrafficPolicy / internalTrafficPolicy: true for Local.
     bool local_policy(const ytree::Node& v, const Path& path) { return one_of(v, path, "Cluster", "Local"); }
+    // cluster.client_ip, a Service's client_ip or svcgate.io/client-ip: none when absent.
+    std::optional<ClientIp> client_ip(const ytree::Node& v, const Path& path) {
+        if (!v || v.IsNull()) return std::nullopt;
+        auto t = view(v, path);
+        if (t && (*t == "masquerade" || *t == "preserve"))
+            return *t == "preserve" ? ClientIp::preserve : ClientIp::masquerade;
+        if (t) error(v, path, fmt::format("\"{}\" is not masquerade or preserve", *t));
+        return std::nullopt;
+    }
     // sessionAffinity: true for ClientIP.
     bool client_ip_affinity(const ytree::Node& v, const Path& path) { return one_of(v, path, "None", "ClientIP"); }
 

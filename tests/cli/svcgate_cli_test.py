@@ -42,7 +42,8 @@ services:
           "an unknown key: an error with its position and the known keys")
     # A key svcgate does not know is an error, with the nearest known one (kube-proxy's strict decoding).
     for text, pos, want in (("cluster:\n  masquerade_al: true\n", "2:3", 'cluster.masquerade_al: unknown setting; did you mean "masquerade_all"?'),
-                            ("cluster:\n  client_ip: preserve\n", "2:3", "cluster.client_ip: unknown setting"),
+                            ("cluster:\n  client_address: preserve\n", "2:3", "cluster.client_address: unknown setting"),
+                            ("cluster:\n  client_ip: keep\n", "2:14", 'cluster.client_ip: "keep" is not masquerade or preserve'),
                             ("dataplane:\n  flow_table: {capacityy: 5}\n", "2:16", 'dataplane.flow_table.capacityy: unknown setting; did you mean "capacity"?')):
         with open(bad, "w") as f:
             f.write(text)

@@ -332,6 +332,43 @@ spec: {type: NodePort, clusterIP: 10.96.0.7, ports: [{port: 80, nodePort: 80}]}
     // The config file's own Services still refuse a conflict between them (yaml_config_test).
 }
 
+// svcgate.io/client-ip: a Service's own choice over cluster.client_ip; absent, the gateway's.
+TEST(KubeObjects, TheClientIpAnnotationIsTheServicesOwnChoice) {
+    auto service = [](const char* name, const char* annotation) {
+        return fmt::format(R"(- apiVersion: v1
+  kind: Service
+  metadata:
+    name: {}
+    namespace: n{}
+  spec:
+    clusterIP: 10.96.0.{}
+    ports: [{{port: 80}}]
+    type: NodePort
+)",
+                           name, annotation,
+                           name[0] == 'p'       ? 1
+                               : name[0] == 'm' ? 2
+                                                : 3);
+    };
+    std::vector<ConfigIssue> errors;
+    Config c = load("kind: List\napiVersion: v1\nitems:\n" +
+                        service("preserved", "\n    annotations: {svcgate.io/client-ip: preserve}") +
+                        service("masqueraded", "\n    annotations: {svcgate.io/client-ip: masquerade}") +
+                        service("unsaid", ""),
+                    errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    EXPECT_EQ(find(c, "n/preserved")->client_ip, ClientIp::preserve);
+    EXPECT_EQ(find(c, "n/masqueraded")->client_ip, ClientIp::masquerade);
+    EXPECT_FALSE(find(c, "n/unsaid")->client_ip.has_value()) << "cluster.client_ip decides";
+    // Anything else is the object's error, positioned.
+    load("kind: List\napiVersion: v1\nitems:\n" +
+             service("preserved", "\n    annotations: {svcgate.io/client-ip: keep}"),
+         errors);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].str().find("svcgate.io/client-ip: \"keep\" is not masquerade or preserve"), std::string::npos)
+        << errors[0].str();
+}
+
 TEST(KubeObjects, ErrorsNameTheManifestLineAndColumn) {
     std::vector<ConfigIssue> errors;
     load(R"(kind: List
