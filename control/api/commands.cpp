@@ -117,6 +117,35 @@ Json sync_json(const DaemonState& st, const WorkerCounters& t) {
                 {"drops", drops}};
 }
 
+// client_ip (docs/client-ip.md): the gateway's default, the service ports that preserve, and
+// those whose clients resent SYNs no reply came back for.
+Json client_ip_json(const DaemonState& st) {
+    const ServiceSnapshot& s = st.snap();
+    Json no_return = Json::array();
+    size_t preserving = 0;
+    for (size_t i = 0; i < s.services.size(); ++i) {
+        const ServicePort& sp = s.services[i];
+        if (!sp.preserve_client) continue;
+        ++preserving;
+        if (const uint64_t n = st.slots().no_return_total(sp.slot))
+            no_return.push_back({{"service", s.info(static_cast<uint32_t>(i)).name},
+                                 {"family", sp.family == Family::v6 ? "IPv6" : "IPv4"},
+                                 {"resent_syns", n}});
+    }
+    return Json{{"default", client_ip_name(st.cfg.cluster.client_ip)},
+                {"preserve_service_ports", preserving},
+                {"no_return", no_return}};
+}
+
+// How external traffic to `sp` reaches its endpoints: "masquerade" (policy Cluster, or
+// masquerade_all), "preserve" (client_ip preserve), "kept" (policy Local); null when nothing
+// outside reaches it (ClusterIP only). Hairpin and one-armed paths are per connection: trace.
+Json external_source(const ServiceSnapshot& s, const ServicePort& sp, const ServiceInfo& info) {
+    if (!info.node_port && info.external_ips.empty() && info.lb_ips.empty()) return nullptr;
+    if (sp.external_local) return "kept";
+    return sp.preserve_client && !s.cluster.masquerade_all ? "preserve" : "masquerade";
+}
+
 Json status(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
@@ -144,6 +173,7 @@ Json status(const DaemonState& st) {
             {{"object", i.object}, {"reason", i.reason}, {"message", i.message}, {"left_out", i.left_out}});
     return Json{{"config", st.config_path},
                 {"generation", st.generation()},
+                {"client_ip", client_ip_json(st)},
                 {"uptime_seconds", up.count()},
                 {"workers", st.workers.size()},
                 {"ports", ports},
@@ -198,6 +228,7 @@ Json services_json(const DaemonState& st) {
                      {"ready", ready},
                      {"scheduler", scheduler_name(sp.scheduler)},
                      {"topology", topology_mode_name(info.topology)},
+                     {"external_source", external_source(s, sp, info)},
                      {"packets", c.packets},
                      {"bytes", c.bytes}});
     }
@@ -238,6 +269,7 @@ Json endpoints_json(const DaemonState& st) {
                          {"node_hints", hint_list(ei.node_hints)},
                          {"internal", endpoint_use(s, sp, info, sp.internal_set, e)},
                          {"external", endpoint_use(s, sp, info, sp.external_set, e)},
+                         {"external_source", external_source(s, sp, info)},
                          {"flows", st.slots().active(ep.slot)},
                          {"packets", c.packets},
                          {"bytes", c.bytes}});

@@ -58,14 +58,15 @@ std::string endpoint_use(const Json& j) {
 }
 
 std::string render_endpoints(const Json& a) {
-    std::string o = fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:>6} {:>10} {:>12}\n", "SERVICE PORT",
-                                "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "FLOWS", "PACKETS", "BYTES");
+    std::string o =
+        fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", "SERVICE PORT",
+                    "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "EXT SOURCE", "FLOWS", "PACKETS", "BYTES");
     for (const Json& j : a) {
         const std::string node = str(j, "node"), zone = str(j, "zone");
-        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:>6} {:>10} {:>12}\n", str(j, "service"),
+        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", str(j, "service"),
                          str(j, "endpoint"), str(j, "conditions"), node.empty() ? "-" : node, zone.empty() ? "-" : zone,
-                         endpoint_use(j), num<int32_t>(j, "flows"), num<uint64_t>(j, "packets"),
-                         num<uint64_t>(j, "bytes"));
+                         endpoint_use(j), str(j, "external_source"), num<int32_t>(j, "flows"),
+                         num<uint64_t>(j, "packets"), num<uint64_t>(j, "bytes"));
     }
     return o;
 }
@@ -122,6 +123,14 @@ std::string render_status(const Json& j) {
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      num<uint64_t>(j, "service_ports"), num<uint64_t>(j, "endpoints"), num<uint64_t>(j, "flows"),
                      num<uint64_t>(j, "flow_capacity"), num<uint64_t>(j, "rx_packets"));
+    // client_ip: shown when a service port preserves the client's address.
+    if (const Json c = j.value("client_ip", Json::object()); num<uint64_t>(c, "preserve_service_ports")) {
+        o += fmt::format("client ip   {} by default; {} service ports preserve it\n", str(c, "default"),
+                         num<uint64_t>(c, "preserve_service_ports"));
+        for (const Json& n : c.value("no_return", Json::array()))
+            o += fmt::format("            NO RETURN: {} ({}): {} SYNs resent with no reply through the gateway\n",
+                             str(n, "service"), str(n, "family"), num<uint64_t>(n, "resent_syns"));
+    }
     if (const Json k = j.value("kubernetes", Json::object()); num<uint64_t>(k, "manifests")) {
         o += fmt::format(
             "kubernetes  {} Services, {} EndpointSlices, {} ServiceCIDRs; no rule for {} headless and {} "

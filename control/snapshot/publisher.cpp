@@ -2,7 +2,10 @@
 
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "dataplane/base/rcu.h"
+#include "control/base/log.h"
 #include "control/snapshot/snapshot_builder.h"
 
 namespace svcgate::ctl {
@@ -48,6 +51,15 @@ void Publisher::tick() {
     std::unique_lock<std::mutex> lk;
     if (target_.readers) lk = std::unique_lock(*target_.readers);
     slots_.reclaim(target_.qsbr);
+    if (!current_) return;
+    // client_ip preserve without the way back: said once per service port (docs/client-ip.md).
+    for (const ServicePort& sp : current_->services)
+        if (sp.preserve_client && slots_.no_return_first_seen(sp.slot))
+            log_warning(
+                fmt::format("{}: a client resent its SYN and no reply came through the gateway: with "
+                            "client_ip preserve the nodes must route the clients' networks via the "
+                            "gateways (docs/client-ip.md); counted in svcgate_client_ip_no_return_total",
+                            slots_.service_name(sp.slot)));
 }
 
 }  // namespace svcgate::ctl

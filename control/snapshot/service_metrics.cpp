@@ -40,6 +40,13 @@ void collect_services(MetricsText& m, const ServiceSnapshot& s, const SlotRegist
     m.family("svcgate_service_bytes_total", "counter", "Bytes of a Service port's flows, both directions.");
     for (uint32_t i = 0; i < s.services.size(); ++i)
         m.sample("svcgate_service_bytes_total", service_labels(s, i), slots.service_total(s.services[i].slot).bytes);
+    m.family("svcgate_client_ip_no_return_total", "counter",
+             "SYNs a client resent to a Service port with client_ip preserve before any reply came back through the "
+             "gateway: the nodes route replies another way.");
+    for (uint32_t i = 0; i < s.services.size(); ++i)
+        if (s.services[i].preserve_client)
+            m.sample("svcgate_client_ip_no_return_total", service_labels(s, i),
+                     slots.no_return_total(s.services[i].slot));
     struct Row {
         std::string labels;
         PacketCounter c;

@@ -92,7 +92,10 @@ StatsTable* SlotRegistry::reserve(const ServiceSnapshot& s) {
 void SlotRegistry::published() {
     if (!replaced_) return;
     const StatsTable& old = *replaced_;
-    for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) svc_[i].base += old.services.total(i);
+    for (uint32_t i = 0; i < old.services.slots() && i < svc_.size(); ++i) {
+        svc_[i].base += old.services.total(i);
+        svc_[i].no_return_base += old.no_return.total(i).packets;
+    }
     for (uint32_t i = 0; i < old.endpoints.slots(); ++i) {
         if (i < ep_.size()) ep_[i].base += old.endpoints.total(i);
         // Flows that started or ended on the old table after the copy: the control thread's row.
@@ -125,6 +128,7 @@ void SlotRegistry::free_service(uint32_t slot) {
     SvcSlot& s = svc_[slot];
     carried_[s.key] += service_total(slot);
     table_->services.clear(slot);
+    table_->no_return.clear(slot);
     for (auto [it, end] = svc_index_.equal_range(s.id); it != end; ++it)
         if (it->second == slot) {
             svc_index_.erase(it);
@@ -199,6 +203,17 @@ PacketCounter SlotRegistry::endpoint_total(uint32_t slot) const {
     PacketCounter c = ep_[slot].base;
     c += table_->endpoints.total(slot);
     return c;
+}
+
+uint64_t SlotRegistry::no_return_total(uint32_t slot) const {
+    return svc_[slot].no_return_base + table_->no_return.total(slot).packets;
+}
+
+bool SlotRegistry::no_return_first_seen(uint32_t slot) {
+    SvcSlot& s = svc_[slot];
+    if (s.no_return_warned || no_return_total(slot) == 0) return false;
+    s.no_return_warned = true;
+    return true;
 }
 
 int32_t SlotRegistry::active(uint32_t endpoint_slot) const { return table_->active.total(endpoint_slot); }

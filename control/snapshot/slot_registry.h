@@ -59,6 +59,10 @@ public:
     dp::PacketCounter service_total(uint32_t slot) const;
     dp::PacketCounter endpoint_total(uint32_t slot) const;
     int32_t active(uint32_t endpoint_slot) const;
+    // StatsTable::no_return's count for a service slot, this slot's life long.
+    uint64_t no_return_total(uint32_t slot) const;
+    // True once per slot, the first time its no_return count is not 0: the log warns then.
+    bool no_return_first_seen(uint32_t slot);
     const std::string& service_name(uint32_t slot) const;  // "" for a slot not in use
     size_t service_slots_in_use() const { return svc_.size() - svc_free_.size(); }
     size_t endpoint_slots_in_use() const { return ep_.size() - ep_free_.size(); }
@@ -76,7 +80,9 @@ private:
         uint32_t endpoints = 0;  // endpoint slots in use under it
         bool live = false;
         bool limbo = false;
-        dp::PacketCounter base;  // counted in replaced tables, or before it was given back
+        dp::PacketCounter base;       // counted in replaced tables, or before it was given back
+        uint64_t no_return_base = 0;  // likewise, StatsTable::no_return
+        bool no_return_warned = false;
     };
     struct EpSlot {
         uint32_t service = 0;

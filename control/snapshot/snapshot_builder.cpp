@@ -173,6 +173,7 @@ struct Builder {
         const bool external = np_type || !info.external_ips.empty();
         sp.external_local = external && sc.external_local;
         sp.internal_local = sc.internal_local;
+        sp.preserve_client = sc.client_ip.value_or(cfg.cluster.client_ip) == ClientIp::preserve;
         return info;
     }
 

@@ -85,6 +85,7 @@ std::string TraceRecord::json() const {
                  {"endpoint", opt(endpoint)},
                  {"role", opt(role)},
                  {"masquerade", masquerade},
+                 {"masquerade_rule", opt(masquerade_rule)},
                  {"new_flow", new_flow},
                  {"out", opt(out)},
                  {"out_flags", opt(out_flags)},
@@ -100,6 +101,7 @@ std::string TraceRecord::text() const {
     if (service) s += fmt::format(" {} ({})", *service, role.value_or("?"));
     if (endpoint) s += fmt::format(" endpoint {}", *endpoint);
     if (verdict == Verdict::dnat) s += masquerade ? " masquerade" : " no-masquerade";
+    if (verdict == Verdict::dnat && masquerade_rule) s += fmt::format(" ({})", *masquerade_rule);
     if (verdict == Verdict::drop || verdict == Verdict::reject)
         s += fmt::format(" reason {} ({})", drop_reason_name(reason), drop_reason_description(reason));
     if (out) s += fmt::format("\n  out {}{}", *out, out_flags ? " [" + *out_flags + "]" : "");
@@ -247,6 +249,7 @@ TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte
     }
     if (t.endpoint) r.endpoint = format_endpoint(t.endpoint->ip, rte_be_to_cpu_16(t.endpoint->port));
     r.masquerade = t.masquerade;
+    if (t.masq_rule) r.masquerade_rule = masq_rule_name(*t.masq_rule);
     r.new_flow = t.new_flow;
     r.l2 = p.l2;
     r.arp_request = t.arp_requested;

@@ -44,6 +44,7 @@ struct TraceRecord {
     std::optional<std::string> endpoint;  // ip:port
     std::optional<std::string> role;
     bool masquerade = false;
+    std::optional<std::string> masquerade_rule;  // a new connection's: why masqueraded, or not
     bool new_flow = false;
     std::optional<std::string> out;        // the packet as it leaves
     std::optional<std::string> out_flags;  // TCP flags as it leaves

@@ -26,7 +26,9 @@ bool valid(const BasicFlowInit<K>& in, Family family) noexcept {
     if (in.kind == FlowKind::affinity)
         return in.flags == kFlowOneKey && in.key[0].proto == kAffinityProto && all_zero(in.key[1]) && in.target != 0 &&
             in.state == 0;
-    if (in.kind != FlowKind::nat || (in.flags & ~kFlowMasq) || in.target != 0 || in.aux != 0) return false;
+    if (in.kind != FlowKind::nat || (in.flags & ~(kFlowMasq | kFlowPreserved)) || in.target != 0 || in.aux != 0)
+        return false;
+    if ((in.flags & kFlowMasq) && (in.flags & kFlowPreserved)) return false;  // one or the other
     const uint8_t proto = in.key[0].proto;
     if (in.key[1].proto != proto) return false;
     const FlowState st{in.state};

@@ -9,7 +9,7 @@
 //   offset  size  field
 //        0     1  family: 4 or 6 (the size of the tuples that follow)
 //        1     1  kind (FlowKind)
-//        2     1  flags (kFlowMasq, kFlowOneKey)
+//        2     1  flags (kFlowMasq or kFlowPreserved, kFlowOneKey)
 //        3     1  state (FlowState: TcpState or DgramState, replied; never gone)
 //        4     4  svc_id, little-endian
 //        8     4  aux (affinity: timeout in seconds), little-endian

@@ -79,6 +79,9 @@ enum class FlowKind : uint8_t { nat = 0, affinity = 1 };
 enum FlowFlag : uint8_t {
     kFlowMasq = 0x01,    // the source was masqueraded (SNAT)
     kFlowOneKey = 0x02,  // only key[0] is indexed (affinity records)
+    // The client's address kept where kube-proxy would masquerade it (client_ip preserve): a SYN
+    // resent before any reply counts as the way back missing (StatsTable::no_return).
+    kFlowPreserved = 0x04,
 };
 
 // What a NAT flow counts under: the stable slots of its service port and endpoint (StatsTable),

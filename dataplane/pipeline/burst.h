@@ -81,6 +81,22 @@ struct PacketState {
     }
 };
 
+// Why a new connection's source was masqueraded, or kept (trace, docs/client-ip.md): kube-proxy's
+// rules, then svcgate's own.
+#define SVCGATE_MASQ_RULES(X)                                                                    \
+    X(external_cluster, "external traffic, policy Cluster") /* KUBE-EXT-*: KUBE-MARK-MASQ */     \
+    X(masquerade_all, "masquerade_all")                                                          \
+    X(off_cluster, "ClusterIP from outside cluster_cidrs") /* the local-traffic detector */      \
+    X(node_source, "from a node address, policy Local")                                          \
+    X(hairpin, "hairpin: the endpoint reaches its own Service")                                  \
+    X(one_arm, "one_arm_masquerade: client and endpoint share a next hop")                       \
+    X(client_ip_preserve, "client_ip preserve: the client's address kept") /* not masqueraded */ \
+    X(kept, "source kept (kube-proxy)")                                    /* not masqueraded */
+enum class MasqRule : uint8_t { SVCGATE_MASQ_RULES(SVCGATE_ENUM_ID) };
+inline constexpr std::array kMasqRuleNames{SVCGATE_MASQ_RULES(SVCGATE_ENUM_NAME)};
+inline const char* masq_rule_name(MasqRule r) noexcept { return enum_name(r, kMasqRuleNames); }
+constexpr bool masquerades(MasqRule r) noexcept { return r != MasqRule::client_ip_preserve && r != MasqRule::kept; }
+
 // Optional per-packet record for trace and tests (null in the workers' loop).
 struct PacketTrace {
     static constexpr uint32_t kNone = UINT32_MAX;
@@ -88,6 +104,7 @@ struct PacketTrace {
     std::optional<EndpointKey> endpoint;
     std::optional<AddrRole> role;  // set when the packet was classified as a new connection
     bool masquerade = false;
+    std::optional<MasqRule> masq_rule;  // a new connection's: why masqueraded, or not
     bool new_flow = false;
     // L2, from the output stage.
     std::optional<IpAddr> next_hop;

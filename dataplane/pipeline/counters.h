@@ -215,11 +215,18 @@ private:
 // counts; a slot is reused only once no snapshot names it and no flow holds it (SlotRegistry).
 struct StatsTable {
     StatsTable(uint16_t workers, uint32_t service_slots, uint32_t endpoint_slots)
-        : services(workers, service_slots), endpoints(workers, endpoint_slots), active(workers, endpoint_slots) {}
+        : services(workers, service_slots),
+          endpoints(workers, endpoint_slots),
+          active(workers, endpoint_slots),
+          no_return(workers, service_slots) {}
 
     CounterMatrix services;   // [worker][service slot]
     CounterMatrix endpoints;  // [worker][endpoint slot]
     ActiveCounts active;      // [writer][endpoint slot]: live flows
+    // [worker][service slot], packets only: SYNs a client sent again on a connection whose
+    // address was preserved (kFlowPreserved) before any reply came through the gateway, the sign
+    // that the pods answer by another way (docs/client-ip.md).
+    CounterMatrix no_return;
 };
 
 }  // namespace svcgate::dp

@@ -6,8 +6,8 @@ namespace svcgate::dp {
 
 namespace {
 
-// What a packet did to its flow's conntrack state.
-enum class Track : uint8_t { invalid, same, changed };
+// What a packet did to its flow's conntrack state; `resent`: a SYN again before any reply.
+enum class Track : uint8_t { invalid, same, changed, resent };
 
 // conntrack for a packet of a known flow.
 template <typename K>
@@ -33,7 +33,10 @@ Track track(BasicFlow<K>& f, Direction dir, const PacketMeta& m, uint8_t proto, 
         const TcpState nx = tcp_transition(cur.tcp(), dir, c);
         if (nx == TcpState::invalid) return Track::invalid;
         const FlowState want = (nx == TcpState::ignore ? cur : cur.with_tcp(nx)).with_replied(dir == Direction::reply);
-        if (want == cur) return Track::same;
+        if (want == cur)
+            return c == TcpFlagClass::syn && dir == Direction::original && cur.tcp() == TcpState::syn_sent
+                ? Track::resent
+                : Track::same;
         // Both directions may update the state from different workers: CAS, retry on change.
         if (f.state.compare_exchange_weak(cur.bits, want.bits, std::memory_order_relaxed)) return Track::changed;
     }
@@ -62,6 +65,9 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
     } else if (const Track tr = m.inner_off ? Track::same : track(f, dir, m, proto, ctx.now); tr == Track::invalid) {
         p.set(Verdict::drop, DropReason::conntrack_invalid);
     } else {
+        // A client resending its SYN to a preserved address: the pod's SYN-ACK went another way.
+        if (tr == Track::resent && (f.flags & kFlowPreserved)) [[unlikely]]
+            ++ctx.stats->no_return.row(ctx.worker)[f.nat().service].packets;
         if (ctx.sync) {
             // A replica that carries a packet here is ours from now on (its owner is gone, or
             // ECMP moved the connection): counted, and replicated in turn.

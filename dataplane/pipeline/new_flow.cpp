@@ -11,13 +11,14 @@ namespace svcgate::dp {
 namespace {
 
 // Which endpoints a new connection may use and whether it is masqueraded: kube-proxy's nftables
-// chains for one service port, from the address role the packet hit. `span`: the set's members
-// as the service port holds them (null for the Cluster set of a Local policy's short-circuits,
-// read from the set).
+// chains for one service port, from the address role the packet hit, and client_ip preserve.
+// `span`: the set's members as the service port holds them (null for the Cluster set of a Local
+// policy's short-circuits, read from the set).
 struct Decision {
     uint32_t set = 0;
     const SetSpan* span = nullptr;
-    bool masq = false;
+    MasqRule rule = MasqRule::kept;
+    bool masq() const noexcept { return masquerades(rule); }
 };
 
 template <typename F>
@@ -28,19 +29,25 @@ Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, 
     if (role == AddrRole::cluster_ip) {
         // The internal chain's masquerade rule (daddr == ClusterIP): everything with
         // --masquerade-all, otherwise what the local-traffic detector calls off-cluster.
-        return {sp.internal_set, &sp.internal_span, s.cluster.masquerade_all || (detector && !from_pod)};
+        if (s.cluster.masquerade_all) return {sp.internal_set, &sp.internal_span, MasqRule::masquerade_all};
+        if (detector && !from_pod) return {sp.internal_set, &sp.internal_span, MasqRule::off_cluster};
+        return {sp.internal_set, &sp.internal_span, MasqRule::kept};
     }
     if (!sp.external_local) {
-        // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ.
-        return {sp.external_set, &sp.external_span, true};
+        // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ;
+        // with client_ip preserve the gateway is the pods' way back and DNATs only, unless
+        // masquerade_all says otherwise.
+        if (!sp.preserve_client) return {sp.external_set, &sp.external_span, MasqRule::external_cluster};
+        if (s.cluster.masquerade_all) return {sp.external_set, &sp.external_span, MasqRule::masquerade_all};
+        return {sp.external_set, &sp.external_span, MasqRule::client_ip_preserve};
     }
     // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
     // gone out to the load balancer and come back: the Cluster set, source kept.
-    if (from_pod) return {sp.cluster_set, nullptr, false};
+    if (from_pod) return {sp.cluster_set, nullptr, MasqRule::kept};
     // The node itself (fib saddr type local): its source is a node address, so masquerade, and
     // use the Cluster set.
-    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, nullptr, true};
-    return {sp.external_set, &sp.external_span, false};
+    if (s.local_flags(k.src) & kNodeAddr) return {sp.cluster_set, nullptr, MasqRule::node_source};
+    return {sp.external_set, &sp.external_span, MasqRule::kept};
 }
 
 // The set a decision names. Its members come from the service port's line when it holds them
@@ -174,7 +181,7 @@ template <typename F>
         // would answer any other with RST. Replicating, its replica is on its way: the packet is
         // dropped and the client's retransmission finds the replica. Without replication,
         // conntrack's pickup, as a node has.
-        if (ts == TcpState::established && d.masq && ctx.sync) [[unlikely]]
+        if (ts == TcpState::established && d.masq() && ctx.sync) [[unlikely]]
             return p.set(Verdict::drop, DropReason::pickup_awaits_replica);
     }
     // A source over its share of new flows this second (flow_table.new_flows_per_source), refused
@@ -192,14 +199,21 @@ template <typename F>
     const Endpoint& ep = s.endpoints[e];
     const typename F::Addr ep_ip = F::addr(ep.ip);
 
-    nf.masq = d.masq || ep_ip == k.src /* hairpin: KUBE-SEP-* saddr == endpoint */ ||
-        (s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip));
+    // Beyond the chain's rule: hairpin (KUBE-SEP-* saddr == endpoint) and one-armed paths.
+    MasqRule rule = d.rule;
+    if (!masquerades(rule) && ep_ip == k.src)
+        rule = MasqRule::hairpin;
+    else if (!masquerades(rule) && s.cluster.one_arm_masquerade && one_armed(s, k.src, ep_ip))
+        rule = MasqRule::one_arm;
+    nf.masq = masquerades(rule);
+    if (t) t->masq_rule = rule;
+    const uint8_t flags = nf.masq ? kFlowMasq : rule == MasqRule::client_ip_preserve ? kFlowPreserved : 0;
     nf.init = typename F::Init{.key = {k, typename F::Key{}},
                                .target = NatTarget{.service = sp.slot, .endpoint = ep.slot}.encode(),
                                .svc_id = sp.id,
                                .gen = s.generation,
                                .state = state,
-                               .flags = static_cast<uint8_t>(nf.masq ? kFlowMasq : 0)};
+                               .flags = flags};
     nf.init.key[1] = typename F::Key{.src = ep_ip, .dst = k.src, .sport = ep.port, .dport = k.sport, .proto = k.proto};
     if (nf.masq) {
         const auto* hop = s.route(ep_ip);

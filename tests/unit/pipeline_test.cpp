@@ -153,6 +153,96 @@ TEST(Pipeline, MasqueradeInEachKubeProxyCase) {
     EXPECT_EQ(r.out->substr(0, 20), "tcp 10.192.0.2:1024 ");
 }
 
+// client_ip preserve, per traffic class: only external traffic under policy Cluster keeps the
+// client's address; every other masquerade rule still applies, and trace names the rule.
+TEST(Pipeline, ClientIpPreserveKeepsTheClientOnlyWhereKubeProxyMasqueradesExternalTraffic) {
+    struct Case {
+        const char* name;
+        std::string cluster_extra, service_extra;
+        std::string packet;
+        bool masq;
+        const char* rule;
+    };
+    const std::string preserve = "  client_ip: preserve\n";
+    const std::vector<Case> cases = {
+        {"NodePort, policy Cluster, preserve", preserve, "", "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", false,
+         "client_ip preserve: the client's address kept"},
+        {"NodePort, policy Cluster, default", "", "", "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true,
+         "external traffic, policy Cluster"},
+        {"NodePort, the Service preserves", "", "    client_ip: preserve\n",
+         "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", false, "client_ip preserve: the client's address kept"},
+        {"NodePort, the Service masquerades", preserve, "    client_ip: masquerade\n",
+         "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true, "external traffic, policy Cluster"},
+        {"NodePort, preserve with masquerade_all", preserve + "  masquerade_all: true\n", "",
+         "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true, "masquerade_all"},
+        {"ClusterIP from outside cluster_cidrs, preserve", preserve, "",
+         "tcp 192.168.67.100:1000 > 10.107.169.79:80 [S]", true, "ClusterIP from outside cluster_cidrs"},
+        {"pod to ClusterIP, preserve", preserve, "", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", false,
+         "source kept (kube-proxy)"},
+    };
+    for (const auto& c : cases) {
+        std::string svc = kTestSvc;
+        svc.insert(svc.find("    ports:"), c.service_extra);
+        auto t = test::tracer(with_services(svc, c.cluster_extra));
+        auto r = t->run_spec(c.packet);
+        ASSERT_EQ(r.verdict, Verdict::dnat) << c.name;
+        EXPECT_EQ(r.masquerade, c.masq) << c.name;
+        EXPECT_EQ(r.masquerade_rule.value_or("none"), c.rule) << c.name;
+        const std::string src = c.packet.substr(4, c.packet.find(' ', 4) - 4);
+        EXPECT_EQ(r.out->starts_with("tcp " + src + " "), !c.masq) << c.name << ": " << *r.out;
+    }
+    // Hairpin: the only endpoint reaches its own NodePort; preserved or not, it is masqueraded.
+    auto t = test::tracer(with_services(R"(
+  - name: default/one
+    type: NodePort
+    cluster_ip: 10.107.0.1
+    client_ip: preserve
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30009}]
+    endpoints: [{ip: 10.244.2.4, node: n1}]
+)"));
+    auto h = t->run_spec("tcp 10.244.2.4:1000 > 192.168.67.8:30009 [S]");
+    ASSERT_EQ(h.verdict, Verdict::dnat);
+    EXPECT_TRUE(h.masquerade);
+    EXPECT_EQ(h.masquerade_rule.value_or(""), "hairpin: the endpoint reaches its own Service");
+}
+
+// A preserved connection's reply comes back through the gateway and is translated to the NodePort;
+// a SYN resent before any reply counts once per resent SYN under its service port, a masqueraded
+// one's never.
+TEST(Pipeline, ClientIpPreserveRepliesAreTranslatedAndResentSynsCounted) {
+    std::string svc = kTestSvc;
+    svc.insert(svc.find("    ports:"), "    client_ip: preserve\n");
+    svc += R"(
+  - name: default/masq
+    type: NodePort
+    cluster_ip: 10.107.0.5
+    ports: [{name: p, protocol: TCP, port: 80, node_port: 30005}]
+    endpoints: [{ip: 10.244.2.4, node: n1}]
+)";
+    auto t = test::tracer(with_services(svc));
+    auto no_return = [&](uint32_t service) {
+        const ServiceSnapshot& s = t->snapshot();
+        return t->slots().no_return_total(s.services[service].slot);
+    };
+    auto syn = t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]");
+    ASSERT_EQ(syn.verdict, Verdict::dnat);
+    ASSERT_FALSE(syn.masquerade);
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]").verdict, Verdict::dnat);
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]").verdict, Verdict::dnat);
+    EXPECT_EQ(no_return(0), 2u) << "two SYNs resent";
+    // The reply, from the pod to the client's own address, goes back as the NodePort's.
+    const std::string ep = syn.endpoint->substr(0, syn.endpoint->find(':'));
+    auto synack = t->run_spec(fmt::format("tcp {}:8080 > 192.168.67.100:1000 [S.]", ep));
+    ASSERT_EQ(synack.verdict, Verdict::reply);
+    EXPECT_EQ(*synack.out, "tcp 192.168.67.8:30001 > 192.168.67.100:1000");
+    EXPECT_EQ(t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30001 [.]").verdict, Verdict::dnat);
+    EXPECT_EQ(no_return(0), 2u) << "answered: nothing more";
+    // Masqueraded: a resent SYN is the pod's business, not a missing route.
+    ASSERT_TRUE(t->run_spec("tcp 192.168.67.100:1001 > 192.168.67.8:30005 [S]").masquerade);
+    t->run_spec("tcp 192.168.67.100:1001 > 192.168.67.8:30005 [S]");
+    EXPECT_EQ(no_return(1), 0u);
+}
+
 TEST(Pipeline, MasqueradeSourceIsThePortAddressOnTheNextHopsSubnet) {
     // The cluster port has two subnets; pods behind 10.193.0.9 must see the 10.193.0.2 address.
     auto t = test::tracer(R"(

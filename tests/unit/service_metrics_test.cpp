@@ -29,5 +29,26 @@ TEST(ServiceMetrics, ServicesAndEndpoints) {
     EXPECT_TRUE(has_line(s,
                          "svcgate_endpoint_packets_total{service=\"default/web\",port=\"http\",protocol=\"TCP\","
                          "family=\"IPv6\",endpoint=\"[fd00:244:2::7]:80\"} 0"));
+    EXPECT_EQ(s.find("svcgate_client_ip_no_return_total{"), std::string::npos) << "no Service preserves";
     expect_declared(s);
+}
+
+TEST(ServiceMetrics, APreservingServicePortHasItsNoReturnCount) {
+    auto t = svcgate::test::tracer(svcgate::test::gateway_config(R"(
+  - name: default/web
+    type: NodePort
+    cluster_ip: 10.96.0.5
+    client_ip: preserve
+    ports: [{name: http, port: 80, node_port: 30080}]
+    endpoints: [10.244.2.7]
+)"));
+    t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30080 [S]");
+    t->run_spec("tcp 192.168.67.100:1000 > 192.168.67.8:30080 [S]");
+    MetricsText m;
+    collect_services(m, t->snapshot(), t->slots());
+    EXPECT_TRUE(has_line(m.str(),
+                         "svcgate_client_ip_no_return_total{service=\"default/web\",port=\"http\","
+                         "protocol=\"TCP\",family=\"IPv4\"} 1"))
+        << m.str();
+    expect_declared(m.str());
 }

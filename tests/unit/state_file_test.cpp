@@ -197,7 +197,15 @@ TEST(FlowRecord, TheDecoderRefusesWhatTheTableCouldNotHold) {
     bad(0, 0, "family 0");
     bad(1, 2, "kind 2");
     bad(1, 1, "an affinity record with two tuples");
-    bad(2, 0x04, "an unknown flag");
+    bad(2, 0x08, "an unknown flag");
+    bad(2, kFlowMasq | kFlowPreserved, "masqueraded and preserved at once");
+    {
+        uint8_t b[kFlowRecordV4];
+        std::memcpy(b, good, sizeof b);
+        b[2] = kFlowPreserved;  // client_ip preserve's flows travel too
+        EXPECT_EQ(decode_flow(b, sizeof b, r), kFlowRecordV4);
+        EXPECT_EQ(r.v4.flags, kFlowPreserved);
+    }
     bad(3, FlowState::kGone | 3, "a flow marked gone");
     bad(3, 0x3f, "a TCP state past the last");
     bad(8, 1, "aux set on a NAT flow");
