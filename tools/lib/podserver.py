@@ -2,6 +2,7 @@
 """The lab's test pod: an HTTP/1.1 server (keep-alive) that answers with its pod name.
 
 GET /          -> "NAME\n"
+GET /peer      -> "NAME ADDRESS\n": the address the connection came from, as the pod sees it
 GET /blob/N    -> N bytes of a fixed pattern (the 4 KiB unit below, repeated), header X-SHA256
                   with their digest; streamed (any size, little memory), the digest of each size
                   computed once
@@ -47,6 +48,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/blob/"):
             n = int(self.path.split("/")[2])
             body, length, extra = chunks(n), n, {"X-SHA256": digest(n)}
+        elif self.path == "/peer":
+            name = f"{self.server.pod} {self.client_address[0]}\n".encode()
+            body, length, extra = [name], len(name), {}
         else:
             name = (self.server.pod + "\n").encode()
             body, length, extra = [name], len(name), {}
