@@ -99,6 +99,7 @@ INSTALLED = {
     "config/kubernetes.yaml": "/etc/svcgate/examples/kubernetes.yaml",
     "config/k8s-objects.yaml": "/etc/svcgate/examples/k8s-objects.yaml",
     "config/kube-api.yaml": "/etc/svcgate/examples/kube-api.yaml",
+    "config/client-ip.yaml": "/etc/svcgate/examples/client-ip.yaml",
     "config/bird-gateway.conf": "/etc/svcgate/examples/bird-gateway.conf",
     "config/bird-router.conf": "/etc/svcgate/examples/bird-router.conf",
     "contrib/grafana/svcgate.json": "",
