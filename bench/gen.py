@@ -199,6 +199,7 @@ def cmd_config(a):
         "  node_name: bench",
         "  node_ips: [10.0.0.1, 'fd00::1']",
         "  service_cidrs: [10.96.0.0/12, 'fd00:96::/108']",
+        f"  client_ip: {a.client_ip}",
         "services:",
     ]
     for i in range(a.services):
@@ -318,6 +319,8 @@ def main():
     cf.add_argument("--socket", required=True)
     cf.add_argument("--eal", default="", help="EAL arguments, one string")
     cf.add_argument("--state-file", default="")
+    cf.add_argument("--client-ip", choices=("masquerade", "preserve"), default="masquerade",
+                    help="cluster.client_ip: preserve DNATs the NodePort capture only")
     cf.add_argument("--out", required=True)
     rp = sub.add_parser("replies")
     rp.add_argument("--requests", required=True, help="STEM of STEM.q.pcap")

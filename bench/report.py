@@ -80,6 +80,9 @@ def main():
     # The masqueraded path (NodePorts, SNAT + DNAT) ÷ DNAT only, paired within each repetition.
     masq4k = runs("svcgate", path="masq", flows=4096, services=100, workers=1)
     r_masq = [m / d for d, m in zip(sg4k, masq4k) if d]
+    # The same NodePort packets with client_ip preserve (DNAT only) ÷ masqueraded, paired likewise.
+    pres4k = runs("svcgate", path="preserve", flows=4096, services=100, workers=1)
+    r_pres = [p / m for m, p in zip(masq4k, pres4k) if m]
     one, two = runs("svcgate", flows=4096, services=100, workers=1), runs("svcgate", flows=4096, services=100, workers=2)
     ovs = runs("ovs", flows=4096)
     kernel = {r: runs("kernel", flows=4096, rules=r) for r in ("none", "nft", "iptables")}
@@ -189,6 +192,7 @@ def main():
         "established_ratio_vs_5tswap": med(r4k_sw),
         "established_ratio_vs_5tswap_1m": med(r1m_sw),
         "established_masq_ratio_vs_dnat": med(r_masq),
+        "established_preserve_ratio_vs_masq": med(r_pres),
         "ratio_vs_ovs": (med(sg4k) / med(ovs)) if ovs and sg4k else None,
         "ratio_vs_kube_proxy_nft": (med(sg4k) / med(kernel["nft"])) if kernel["nft"] and sg4k else None,
         "ratio_vs_kube_proxy_iptables": (med(sg4k) / med(kernel["iptables"])) if kernel["iptables"] and sg4k else None,
@@ -221,7 +225,8 @@ def main():
         "scaling": scaling,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
                              "testpmd_1m": med(tp1m), "testpmd_5tswap_4k": med(sw4k), "testpmd_5tswap_1m": med(sw1m),
-                             "svcgate_4k_masq": med(masq4k), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6),
+                             "svcgate_4k_masq": med(masq4k),
+                             "svcgate_4k_preserve": med(pres4k), "ovs_4k": med(ovs), "svcgate_4k_v6": med(sg4k6),
                              "kernel_4k": med(kernel["none"]), "kube_proxy_nft_4k": med(kernel["nft"]),
                              "kube_proxy_iptables_4k": med(kernel["iptables"])},
         "svcgate_rss_kb_1m_flows": med([x for x in rss_1m if x]),
@@ -327,6 +332,7 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | established flows ÷ testpmd 5tswap, 4,096 flows | {f(summary['established_ratio_vs_5tswap'])} | ≥ 0.4 | svcgate {f(med(sg4k))} Mpps, 5tswap {f(med(sw4k))} Mpps |
 | established flows ÷ testpmd 5tswap, 1M flows | {f(summary['established_ratio_vs_5tswap_1m'])} | ≥ 0.45 | svcgate {f(med(sg1m))} Mpps, 5tswap {f(med(sw1m))} Mpps |
 | masqueraded ÷ DNAT-only, established, 4,096 flows | {f(summary['established_masq_ratio_vs_dnat'])} | ≥ 0.9 | NodePorts under policy Cluster (SNAT + DNAT) {f(med(masq4k))} Mpps, ClusterIPs (DNAT) {f(med(sg4k))} Mpps, same config |
+| client_ip preserve ÷ masqueraded, established, 4,096 flows | {f(summary['established_preserve_ratio_vs_masq'])} | ≥ 0.95 | the same NodePort packets DNATed only {f(med(pres4k))} Mpps, masqueraded {f(med(masq4k))} Mpps |
 | svcgate ÷ OVS-DPDK load balancer | {f(summary['ratio_vs_ovs'])} | ≥ 5 | {'OVS ' + f(med(ovs)) + ' Mpps' if ovs else 'not measured (see below)'} |
 | svcgate ÷ kube-proxy nftables (the kernel, one core) | {f(summary['ratio_vs_kube_proxy_nft'])} | reported | {'nftables ' + f(med(kernel['nft'])) + ' Mpps, iptables ' + f(med(kernel['iptables'])) + ' Mpps (ratio ' + f(summary['ratio_vs_kube_proxy_iptables']) + '), plain forwarding ' + f(med(kernel['none'])) + ' Mpps' if kernel['nft'] else 'not measured (see below)'} |
 | new flows, Mpps per core, table 90% full | {f(new90)} | ≥ 8 | in-process pipeline (10% full: {f(new10)}) |
