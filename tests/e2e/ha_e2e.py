@@ -78,7 +78,7 @@ def main():
     for i in range(1, N + 1):
         ann = gwjson(i, "status").get("health", {}).get("announced", [])
         missing = [a for a in ann if (EXT6[i] if ":" in a else EXT4[i]) not in hops(a.split("/")[0])]
-        check(len(ann) == 4 and not missing,
+        check(len(ann) == 6 and not missing,
               f"gw{i}: every prefix it announces ({len(ann)}) is in the router's table via it (missing {missing})")
     routes = ha("ha_birdc router show route").stdout
     check(routes.count("AS64513i") >= 4 * N, f"birdc on the router shows {routes.count('AS64513i')} routes from the gateways")

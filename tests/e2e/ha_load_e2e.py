@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """End to end: the HA lab under load (issue 36 acceptance). Three replicating gateways
 (tools/lib/ha.sh with its sync link); traffic from the client all along:
-  - six paced bulk downloads (tests/e2e/downloads.py), four over IPv4 and two over IPv6 to the
-    policy-Cluster LoadBalancer, each at RATE (3 MiB/s), one blob after another, every blob checked
-    against its digest;
-  - twelve keep-alive connections (tests/e2e/keepalive.py), six per family, a request every 100 ms.
+  - six paced bulk downloads (tests/e2e/downloads.py), four over IPv4 and two over IPv6, each at
+    RATE (3 MiB/s), one blob after another, every blob checked against its digest: one per family
+    to default/preserve-lb (client_ip preserve: the pods see the client's address), the others to
+    the masqueraded policy-Cluster LoadBalancer;
+  - twelve keep-alive connections (tests/e2e/keepalive.py), six per family, a request every 100 ms,
+    and four more to default/preserve-lb, two per family.
 
 1. Steady: STEADY seconds (90) with no failure injected. No BFD session and no BGP session of the
    router goes down (their start times unchanged), no keep-alive answer gap above 1 s, the
@@ -30,7 +32,7 @@ STEADY = float(sys.argv[3]) if len(sys.argv) > 3 else 90
 ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 wait = checks.wait
 lab = checks.HaLab(src, ctl, sync=True)
-N, LB4, LB6 = lab.N, lab.LB4, lab.LB6
+N, LB4, LB6, PRESERVE4, PRESERVE6 = lab.N, lab.LB4, lab.LB6, lab.PRESERVE4, lab.PRESERVE6
 ha, gwjson, hops = lab.sh, lab.gwjson, lab.hops
 RATE = 3 * 1024 * 1024
 BLOB = 30 * 1024 * 1024  # 10 s a blob at RATE: every failure falls inside some downloads
@@ -101,11 +103,19 @@ def main():
     resets = subprocess.Popen(["timeout", "600", "ip", "netns", "exec", "router", "tcpdump", "-i", "r-lan", "-nn",
                                "-e", "-l", "-tttt", "(tcp[tcpflags] & tcp-rst != 0) or (ip6 and ip6[6] == 6 and ip6[53] & 4 != 0)"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    dl = Downloads([f"http://{LB4}"] * 4 + [f"http://[{LB6}]"] * 2)
+    # The preserved Service: the pods see the client's own address, in both families.
+    for addr, client in ((PRESERVE4, "192.168.66.100"), (f"[{PRESERVE6}]", "fd00:66::100")):
+        r = checks.ns("client", "curl", "-s", "-m", "5", "-H", "Connection: close", *[f"http://{addr}/peer"] * 9)
+        seen = {line.split()[-1].removeprefix("::ffff:") for line in r.stdout.decode().splitlines()}
+        check(r.returncode == 0 and seen == {client}, f"preserve-lb {addr}: the pods saw {sorted(seen)}")
+    dl = Downloads([f"http://{LB4}"] * 3 + [f"http://{PRESERVE4}", f"http://[{LB6}]", f"http://[{PRESERVE6}]"])
     kas = [checks.KeepAlive(src, "client", LB4, 6), checks.KeepAlive(src, "client", LB6, 6)]
-    for k in kas:
+    global kas_p
+    kas_p = [checks.KeepAlive(src, "client", PRESERVE4, 2), checks.KeepAlive(src, "client", PRESERVE6, 2)]
+    for k in kas + kas_p:
         k.wait_ready(30)
     check(all(k.ready() for k in kas), f"12 keep-alive connections answering ({[len(k.read()) for k in kas]})")
+    check(all(k.ready() for k in kas_p), f"4 preserved keep-alive connections answering ({[len(k.read()) for k in kas_p]})")
 
     # 1. Steady load, nothing injected.
     before = sessions()
@@ -117,7 +127,7 @@ def main():
     changed = restarted(before, after)
     check(all_up(after) and not changed, f"{took:.0f} s of load: no BFD or BGP session went down or restarted "
                                          f"({changed or 'all held'})")
-    recs, gap, broken = gaps(kas)
+    recs, gap, broken = gaps(kas + kas_p)
     check(not broken and gap is not None and gap <= 1,
           f"no keep-alive answer gap above 1 s (longest {gap} s; broken {[c['errors'][:1] for c in broken][:3]})")
     per = got / took / 6 / 1e6
@@ -153,14 +163,18 @@ def main():
     check(len(recs) == 12 and not broken and gap is not None and gap <= 2,
           f"no keep-alive connection broke, longest gap {gap} s (at most 2 s; broken "
           f"{[c['errors'][:1] for c in broken][:3]})")
-    return dl, kas
+    recs, gap, broken = gaps(kas_p)
+    check(len(recs) == 4 and not broken and gap is not None and gap <= 2,
+          f"no preserved keep-alive connection broke, longest gap {gap} s (at most 2 s; broken "
+          f"{[c['errors'][:1] for c in broken][:3]})")
+    return dl, kas + kas_p
 
 
-dl, kas, resets = None, [], None
+dl, kas, kas_p, resets = None, [], [], None
 try:
     dl, kas = main()
 finally:
-    res = [c for k in kas for c in k.stop()]
+    res = [c for k in kas or kas_p for c in k.stop()]
     done = dl.stop() if dl else []
     if resets:
         resets.terminate()

@@ -210,6 +210,7 @@ class HaLab:
     RUN = "/run/svcgate-lab"
     N = 3
     LB4, LB6, LOCAL4 = "192.168.100.10", "fd00:100::10", "192.168.100.11"
+    PRESERVE4, PRESERVE6 = "192.168.100.12", "fd00:100::12"  # default/preserve-lb: client_ip preserve
     EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
     EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
 

@@ -12,8 +12,10 @@
 # Each address has its ULA mirror (fd00:66::, fd00:67::, fd00:192::). The Services of
 # config/lab.yaml, plus default/test-lb (LoadBalancer 192.168.100.10 and fd00:100::10, policy
 # Cluster) and default/local-lb (192.168.100.11, fd00:100::11, policy Local, healthCheckNodePort
-# 32100, one endpoint on node "svcgate", the gateways' node name). Each gateway masquerades to its
-# own cluster-side address, so replies come back to the gateway that carries the connection.
+# 32100, one endpoint on node "svcgate", the gateways' node name) and default/preserve-lb
+# (192.168.100.12, fd00:100::12, policy Cluster with client_ip preserve: the pods see the client).
+# Each gateway masquerades to its own cluster-side address, so replies come back to the gateway
+# that carries the connection; the preserved ones by the nodes' pinning (ha_node_pin).
 #
 # The gateways replicate their flows (svcgate's ha:) over a sync link of their own: lab-sync (br0),
 # gw1 10.193.0.11, gw2 .12, gw3 .13, UDP port 7400, the key in $LAB_RUN/ha.key (HA_SYNC=0: no
@@ -240,6 +242,19 @@ EOF
     endpoints:
       - {ip: 10.244.2.4, node: ${HA_LOCAL_NODE:-svcgate}}
       - {ip: 'fd00:244:2::4', node: ${HA_LOCAL_NODE:-svcgate}}
+  - name: default/preserve-lb
+    type: LoadBalancer
+    cluster_ips: [10.111.0.12, 'fd00:96::112']
+    load_balancer_ips: [192.168.100.12, 'fd00:100::12']
+    client_ip: preserve   # the pods see the client: the nodes send replies back by ha_node_pin
+    ports: [{name: http, protocol: TCP, port: 80, target_port: 80, node_port: 30012}]
+    endpoints:
+      - {ip: 10.244.2.4, node: kube-node-1}
+      - {ip: 10.244.2.6, node: kube-node-1}
+      - {ip: 10.244.3.6, node: kube-node-2}
+      - {ip: 'fd00:244:2::4', node: kube-node-1}
+      - {ip: 'fd00:244:2::6', node: kube-node-1}
+      - {ip: 'fd00:244:3::6', node: kube-node-2}
 EOF
     echo "$out"
 }
