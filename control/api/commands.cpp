@@ -104,17 +104,19 @@ Json sync_json(const DaemonState& st, const WorkerCounters& t) {
     for (unsigned d = 0; d < sync::kDrops; ++d) drops[sync::drop_name(static_cast<sync::Drop>(d))] = y.drops[d];
     for (unsigned d = 0; d < kRecordDrops; ++d)
         drops[fmt::format("record_{}", record_drop_name(static_cast<RecordDrop>(d)))] = y.record_drops[d];
-    return Json{{"listen", y.listen},
-                {"ready", y.ready},
-                {"peers", peers},
-                {"replicas", y.replicas},
-                {"takeovers", t.takeovers},
-                {"events", t.sync_events},
-                {"events_ring_full", t.sync_ring_full},
-                {"refreshed", y.refreshed},
-                {"queued", y.queued},
-                {"send_errors", y.send_errors},
-                {"drops", drops}};
+    return Json{
+        {"listen", y.listen},
+        {"ready", y.ready},
+        {"peers", peers},
+        {"replicas", y.replicas},
+        {"takeovers", t.takeovers},
+        {"replica_hold", {{"held", t.replica_held}, {"parked", t.replica_parked}, {"released", t.replica_released}}},
+        {"events", t.sync_events},
+        {"events_ring_full", t.sync_ring_full},
+        {"refreshed", y.refreshed},
+        {"queued", y.queued},
+        {"send_errors", y.send_errors},
+        {"drops", drops}};
 }
 
 // client_ip (docs/client-ip.md): the gateway's default, the service ports that preserve, and

@@ -91,6 +91,10 @@ std::string render_ha(const Json& y) {
         str(y, "listen"), y.value("ready", false) ? "ready" : "WAITING for the peers' flows",
         num<uint64_t>(y, "replicas"), num<uint64_t>(y, "takeovers"), num<uint64_t>(y, "events"),
         num<uint64_t>(y, "events_ring_full"), num<uint64_t>(y, "queued"), num<uint64_t>(y, "refreshed"));
+    if (const Json h = y.value("replica_hold", Json::object()); num<uint64_t>(h, "parked"))
+        o += fmt::format(
+            "  held      {} replies to preserved clients waited for their replica ({} sent on, {} waiting)\n",
+            num<uint64_t>(h, "parked"), num<uint64_t>(h, "released"), num<uint64_t>(h, "held"));
     for (const Json& p : y.value("peers", Json::array())) {
         const Json& heard = p["last_heard_seconds"];
         o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", str(p, "address"),

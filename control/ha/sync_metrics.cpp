@@ -28,6 +28,11 @@ void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) 
     m.gauge("svcgate_sync_replicas", "Replicas of the peers' flows held here (not taken over).", uint64_t{y.replicas});
     m.counter("svcgate_sync_takeovers_total", "Replicas that carried a packet here and so became this gateway's.",
               t.takeovers);
+    m.family("svcgate_sync_replica_hold_total", "counter",
+             "Replies to preserved clients that reached this gateway before their flow's replica: held, and sent on "
+             "once it came (the rest: drops replica_late, reply_awaits_replica).");
+    m.sample("svcgate_sync_replica_hold_total", "outcome=\"held\"", t.replica_parked);
+    m.sample("svcgate_sync_replica_hold_total", "outcome=\"released\"", t.replica_released);
     m.family("svcgate_sync_events_total", "counter",
              "Flows the workers handed to the sync thread (refused: ring full).");
     m.sample("svcgate_sync_events_total", "outcome=\"taken\"", t.sync_events);

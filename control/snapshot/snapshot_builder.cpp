@@ -460,6 +460,25 @@ struct Builder {
     }
 };
 
+// Where replies to preserved clients come from (ServiceSnapshot::preserved_eps): every endpoint
+// of a service port that keeps the client's address. masquerade_all masquerades them all.
+void preserved_endpoints(ServiceSnapshot& s) {
+    if (s.cluster.masquerade_all) return;
+    for (uint32_t i = 0; i < s.services.size(); ++i) {
+        const ServicePort& sp = s.services[i];
+        if (!sp.preserve_client || sp.external_local) continue;
+        for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
+            const Endpoint& ep = s.endpoints[e];
+            const auto proto = static_cast<uint8_t>(sp.proto);
+            const VipEntry v = VipEntry::make(i, AddrRole::cluster_ip);
+            if (ep.ip.is_v4())
+                s.preserved_eps.insert(VipTable::key(ep.ip.v4(), ep.port, proto), v);
+            else
+                s.preserved_eps6.insert(VipTable6::key(ep.ip.v6(), ep.port, proto), v);
+        }
+    }
+}
+
 }  // namespace
 
 uint32_t service_port_id(const std::string& name, Proto proto, Family family) {
@@ -518,6 +537,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
     s.rings = FixedArray<uint16_t>(std::move(b.t.rings));
     s.cidrs = FixedArray<Cidr4>(std::move(b.t.cidrs));
     s.cidrs6 = FixedArray<Cidr6>(std::move(b.t.cidrs6));
+    preserved_endpoints(s);
 
     const size_t nsets = s.sets.size();
     s.rr_cursor = std::make_unique<std::atomic<uint32_t>[]>(nsets ? nsets : 1);

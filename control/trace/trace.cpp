@@ -208,6 +208,25 @@ uint16_t Tracer::capture(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n)
 
 void Tracer::flush_fragments() { frag_flush(ctx_, DropReason::frag_timeout); }
 
+std::vector<std::string> Tracer::release_replica_hold() {
+    const unsigned was_held = ctx_.out.held();
+    replica_hold_release(ctx_, *burst_);
+    // Sent, or waiting for the next hop's MAC; not the ARP requests and solicitations.
+    std::vector<std::string> out;
+    auto add = [&](const rte_mbuf* mb) {
+        PacketMeta pm{};
+        if (parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), pm) == DropReason::none &&
+            (pm.l3 == L3Kind::ipv4 || pm.l3 == L3Kind::ipv6) && !pm.is_nd())
+            out.push_back(leaving_tuple(pm));
+    };
+    for (const auto& [port, mb] : take_sent()) {
+        add(mb);
+        rte_pktmbuf_free(mb);
+    }
+    for (unsigned h = was_held; h < ctx_.out.held(); ++h) add(ctx_.out.held_at(h).m);
+    return out;
+}
+
 SweepResult Tracer::reload(const Config& cfg) { return publisher_->publish(cfg).sweep; }
 
 void Tracer::advance(uint32_t seconds) {

@@ -84,6 +84,8 @@ public:
     void advance(uint32_t seconds);
     // Frees what the fragment hold keeps (counted as frag_timeout), as if its datagrams timed out.
     void flush_fragments();
+    // The replica hold's turn (replica_hold.h), as the worker loop takes it: what left, as tuples.
+    std::vector<std::string> release_replica_hold();
     // Drops the records "reply N" refers to (a long run of frames, as the fuzzer's, keeps none).
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.

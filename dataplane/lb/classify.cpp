@@ -61,10 +61,14 @@ void classify_burst(Burst& b, WorkerCtx& ctx) noexcept {
         const auto& k = F::key(p.meta);
         p.local = s.local_flags(k.dst);
         if (p.local & kNodePortAddr) p.vip = vips.find(F::vip_key({}, k.dport, k.proto));
-        if (p.vip.hit())
+        if (p.vip.hit()) {
             hit(i, p);
-        else
-            classify_other<F>(s, p);
+            continue;
+        }
+        classify_other<F>(s, p);
+        // A reply to a preserved client before its flow's replica: held (replica_hold.h).
+        if (p.verdict == Verdict::forward && ctx.sync && s.preserved_endpoint(k.src, k.sport, k.proto)) [[unlikely]]
+            p.set(Verdict::drop, DropReason::reply_awaits_replica);
     }
 }
 

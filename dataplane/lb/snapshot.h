@@ -260,6 +260,11 @@ struct ServiceSnapshot {
     FixedArray<Cidr6> cidrs6;    // and IPv6
     VipTable vips;
     VipTable6 vips6;
+    // (address, port, protocol) of every endpoint of a service port that preserves the client's
+    // address (client_ip preserve, masquerade_all off): its replies with no flow wait for their
+    // replica on a replicating gateway (replica_hold.h).
+    VipTable preserved_eps;
+    VipTable6 preserved_eps6;
     StaticHash local_addrs;  // ip → LocalAddr flags
     StaticHash6 local_addrs6;
     const RouteTable* routes = nullptr;  // null: no routing configured (owner: catalogue)
@@ -268,6 +273,12 @@ struct ServiceSnapshot {
     std::unique_ptr<std::atomic<uint32_t>[]> rr_cursor;
     Catalogue catalogue;
 
+    bool preserved_endpoint(Ip4 ip, rte_be16_t port, uint8_t proto) const noexcept {
+        return preserved_eps.size() && preserved_eps.find(VipTable::key(ip, port, proto)).hit();
+    }
+    bool preserved_endpoint(const Ip6& ip, rte_be16_t port, uint8_t proto) const noexcept {
+        return preserved_eps6.size() && preserved_eps6.find(VipTable6::key(ip, port, proto)).hit();
+    }
     uint32_t local_flags(Ip4 ip) const noexcept {
         uint32_t v = local_addrs.find(ip.be);
         return v == StaticHash::kNone ? 0 : v;

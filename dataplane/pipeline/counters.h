@@ -45,6 +45,10 @@ struct alignas(64) WorkerCounters {
     uint64_t sync_events = 0;
     uint64_t sync_ring_full = 0;
     uint64_t takeovers = 0;
+    // Replies to preserved clients that waited for their flow's replica (replica_hold.h).
+    uint64_t replica_held = 0;      // waiting now (a gauge)
+    uint64_t replica_parked = 0;    // put in the hold
+    uint64_t replica_released = 0;  // went on once their flow was there
     // Fragments (frag_table.h, frag_stage.h). The hold is shared: a fragment one worker stores may be taken out
     // (released, timed out, dropped with its datagram) by another, so each counts its side.
     uint64_t frag_stored = 0;         // later fragments this worker put in the hold
@@ -65,11 +69,11 @@ struct alignas(64) WorkerCounters {
     uint64_t rejected() const noexcept;
     // The balance every packet keeps (README, Reliability): what came in, was made here or was
     // taken from the fragment hold has left, was freed under a reason, waits for a next hop or
-    // was put in the fragment hold. 0 when the worker is idle; read while it runs, it is off by
+    // a replica, or was put in the fragment hold. 0 when the worker is idle; read while it runs, it is off by
     // the packets of the burst in hand.
     int64_t unaccounted() const noexcept {
         return static_cast<int64_t>(rx_packets + generated + frag_taken) -
-            static_cast<int64_t>(tx_packets + dropped() + held + frag_stored);
+            static_cast<int64_t>(tx_packets + dropped() + held + replica_held + frag_stored);
     }
 };
 
@@ -93,6 +97,9 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     sync_events += o.sync_events;
     sync_ring_full += o.sync_ring_full;
     takeovers += o.takeovers;
+    replica_held += o.replica_held;
+    replica_parked += o.replica_parked;
+    replica_released += o.replica_released;
     frag_stored += o.frag_stored;
     frag_taken += o.frag_taken;
     frag_released += o.frag_released;

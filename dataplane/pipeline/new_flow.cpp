@@ -178,10 +178,12 @@ template <typename F>
         state = static_cast<uint8_t>(ts);
         // Picked up mid-stream (no SYN) and masqueraded: the endpoint knows this connection by
         // the masquerade address and port it began with (a peer's, when ECMP moved it here), and
-        // would answer any other with RST. Replicating, its replica is on its way: the packet is
+        // would answer any other with RST; preserved, a scheduler's pick here may be another
+        // endpoint than the peer's. Replicating, its replica is on its way: the packet is
         // dropped and the client's retransmission finds the replica. Without replication,
         // conntrack's pickup, as a node has.
-        if (ts == TcpState::established && d.masq() && ctx.sync) [[unlikely]]
+        if (ts == TcpState::established && (d.masq() || d.rule == MasqRule::client_ip_preserve) && ctx.sync)
+            [[unlikely]]
             return p.set(Verdict::drop, DropReason::pickup_awaits_replica);
     }
     // A source over its share of new flows this second (flow_table.new_flows_per_source), refused

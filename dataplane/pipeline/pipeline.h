@@ -40,6 +40,7 @@
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/fragment/frag_table.h"
+#include "dataplane/pipeline/replica_hold.h"
 #include "dataplane/l3/mtu.h"
 #include "dataplane/l3/hop_cache.h"
 #include "dataplane/pipeline/output.h"
@@ -85,6 +86,7 @@ struct WorkerCtx {
     // Flow replication (control/ha/sync.h): null when off. The flows (ids, kFlowIdV6 for IPv6) this
     // burst proved or changed in a way that matters, handed to the sync thread's ring at its end.
     rte_ring* sync = nullptr;
+    ReplicaHold replica_hold;  // replies to preserved clients waiting for their replica
     // By port index: its RSS where masquerade ports can steer replies to this worker's queue
     // (rss_steer.h); null (or beyond n_rss): that port's replies are not steered.
     const RssSteer* const* rss = nullptr;

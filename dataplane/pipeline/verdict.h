@@ -83,7 +83,10 @@ inline std::string_view verdict_name(Verdict v) noexcept { return enum_name(v, k
     X(source_new_flow_limit, "the source started more new flows this second than allowed")                         \
     X(snat_ports_exhausted, "no free SNAT source port towards this endpoint")                                      \
     X(flow_reply_clash, "the reply tuple of a new flow is in use, as is every source port tried instead")          \
-    X(pickup_awaits_replica, "replicating: a masqueraded connection seen mid-stream waits for its replica")        \
+    X(pickup_awaits_replica,                                                                                       \
+      "replicating: a masqueraded or preserved connection seen mid-stream waits for its replica")                  \
+    X(reply_awaits_replica, "replicating: a reply to a preserved client with no flow, the replica hold full")      \
+    X(replica_late, "replicating: a reply held for its flow's replica, which did not come within 100 ms")          \
     X(conntrack_invalid, "packet conntrack calls INVALID for its flow")                                            \
     X(reject_no_endpoints, "rejected: the Service has no usable endpoint")                                         \
     X(reject_unknown_port, "rejected: a ClusterIP on a port no Service uses")                                      \

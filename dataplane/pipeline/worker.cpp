@@ -80,6 +80,8 @@ void Worker::run() noexcept {
         if (ctx_.worker == 0) [[unlikely]]
             announce_addresses();
         if (ctx_.out.held()) output_retry_held(ctx_);
+        if (ctx_.replica_hold.size()) [[unlikely]]
+            replica_hold_release(ctx_, burst_);
         remove_requested();
         // Ageing works in seconds: idle, a step every loop; under load, one a millisecond sized
         // to pass over the worker's records every kAgePassMs (a scan of a table larger than the
@@ -110,6 +112,7 @@ void Worker::run() noexcept {
         }
     }
     // Packets still waiting for a next hop at shutdown are counted drops.
+    replica_hold_free(ctx_);
     output_release_held(ctx_, DropReason::neighbor_unresolved);
     if (ctx_.worker == 0) frag_flush(ctx_, DropReason::frag_timeout);  // the hold is shared: one empties it
     rte_rcu_qsbr_thread_offline(shared_.qsbr, ctx_.worker);

@@ -163,6 +163,77 @@ TEST(SyncEvents, AMasqueradedConnectionSeenMidStreamWaitsForItsReplica) {
     EXPECT_TRUE(lone.new_flow);
 }
 
+// client_ip preserve behind ECMP: the pod's reply reaches gateway b before the replica of the
+// flow gateway a made for the client's SYN. b holds it (not routed with the pod's address, not
+// freed) and sends it on translated once the replica is in; one whose replica never comes is
+// freed after the bound. Every packet stays accounted for. Without replication, routed as it is.
+TEST(SyncEvents, AReplyToAPreservedClientWaitsForItsReplicaThenGoesOnTranslated) {
+    const std::string cfg = std::string(test::kSyncFuzzConfig) + R"(
+  - name: default/kept
+    type: NodePort
+    cluster_ip: 10.107.169.80
+    client_ip: preserve
+    ports: [{name: http, protocol: TCP, port: 80, target_port: 8080, node_port: 30002}]
+    endpoints: [{ip: 10.244.2.6}]
+)";
+    test::ensure_eal();
+    auto make = [&] {
+        return std::make_unique<ctl::Tracer>(ctl::load_config_string(cfg, "test.yaml"),
+                                             ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = 2});
+    };
+    auto a = make(), b = make();
+    const std::string client = "tcp 192.168.67.100:41000 > 192.168.67.8:30002";
+    const std::string pod = "tcp 10.244.2.6:8080 > 192.168.67.100:41000";
+    const auto syn = a->run_spec(client + " [S]");
+    ASSERT_EQ(syn.verdict, dp::Verdict::dnat);
+    ASSERT_EQ(syn.out.value_or(""), "tcp 192.168.67.100:41000 > 10.244.2.6:8080") << "the client's address kept";
+    Ring ring("sg_test_hold");
+    b->ctx().sync = ring.r;
+    b->ctx().now_ms = 5000;
+    const auto early = b->run_spec(pod + " [S.]");
+    EXPECT_EQ(early.reason, dp::DropReason::reply_awaits_replica) << early.text();
+    EXPECT_EQ(b->ctx().replica_hold.size(), 1u) << "held, not routed with the pod's address";
+    EXPECT_EQ(b->ctx().counters.replica_parked, 1u);
+    EXPECT_EQ(b->ctx().counters.dropped(), 0u);
+    EXPECT_EQ(b->ctx().counters.unaccounted(), 0);
+    EXPECT_TRUE(b->release_replica_hold().empty());
+    EXPECT_EQ(b->ctx().replica_hold.size(), 1u) << "no replica yet: still held";
+
+    // a's flow arrives at b.
+    uint8_t rec[dp::kFlowRecordV4];
+    dp::encode_flow(*find(*a, client), a->ctx().now, rec);
+    dp::FlowRecord r;
+    ASSERT_EQ(dp::decode_flow(rec, sizeof rec, r), sizeof rec);
+    ctl::FlowImporter imp(b->snapshot(), b->slots().table(), b->flows(), &b->flows6(), 1);
+    ASSERT_EQ(imp.import_to(r, 1, 1, b->ctx().now, 0), ctl::FlowImporter::Outcome::inserted);
+    b->ctx().now_ms += 20;
+    EXPECT_EQ(b->release_replica_hold(), std::vector<std::string>{"tcp 192.168.67.8:30002 > 192.168.67.100:41000"})
+        << "sent on as the NodePort's";
+    EXPECT_EQ(b->ctx().replica_hold.size(), 0u);
+    EXPECT_EQ(b->ctx().counters.replica_released, 1u);
+    EXPECT_EQ(b->ctx().counters.rx_packets, 1u) << "received once";
+    EXPECT_EQ(b->ctx().counters.unaccounted(), 0);
+
+    // A reply whose replica never comes: freed once the bound has passed, not before.
+    b->run_spec("tcp 10.244.2.6:8080 > 192.168.67.100:41001 [S.]");
+    ASSERT_EQ(b->ctx().replica_hold.size(), 1u);
+    b->ctx().now_ms += dp::ReplicaHold::kBoundMs - 1;
+    b->release_replica_hold();
+    EXPECT_EQ(b->ctx().replica_hold.size(), 1u);
+    b->ctx().now_ms += 1;
+    EXPECT_TRUE(b->release_replica_hold().empty());
+    EXPECT_EQ(b->ctx().replica_hold.size(), 0u);
+    EXPECT_EQ(b->ctx().counters.drops[static_cast<unsigned>(dp::DropReason::replica_late)], 1u);
+    EXPECT_EQ(b->ctx().counters.unaccounted(), 0);
+    // The client's side seen mid-stream waits for its replica too: a pick here could be another pod.
+    const auto mid = b->run_spec("tcp 192.168.67.100:41005 > 192.168.67.8:30002 [.]");
+    EXPECT_EQ(mid.reason, dp::DropReason::pickup_awaits_replica) << mid.text();
+    // Another Service's endpoint, or no replication: routed as any packet without a flow.
+    EXPECT_EQ(b->run_spec("tcp 10.244.2.4:80 > 192.168.67.100:41002 [S.]").verdict, dp::Verdict::forward);
+    auto c = make();
+    EXPECT_EQ(c->run_spec("tcp 10.244.2.6:8080 > 192.168.67.100:41003 [S.]").verdict, dp::Verdict::forward);
+}
+
 namespace {
 
 uint16_t free_udp_port() {
