@@ -2,8 +2,8 @@
 // routing, ha and cluster (services and kubernetes are lists of objects, described by their own
 // tables in config/README.md). The table drives the known-key check (keys_under), the numeric
 // reads' ranges (field(...).lo/hi), the restart-only list a reload keeps as started
-// (keep_restart_fields), and a test that config/README.md documents exactly these keys with these
-// defaults and restart marks.
+// (keep_restart_fields: a loop over the rows' keeps), and a test that config/README.md documents exactly these keys
+// with these defaults and restart marks.
 //
 // Runs on: any thread (constant data); keep_restart_fields on the control thread at reload.
 #pragma once
@@ -21,8 +21,11 @@ struct ConfigField {
     std::string_view section;       // "dataplane"
     std::string_view key;           // "flow_table.capacity", "ports[].mtu", "routes[]"
     std::string_view default_text;  // as config/README.md's default column writes it
-    bool restart = false;           // a reload keeps the running value (logged)
-    uint64_t lo = 0, hi = 0;        // a number's range; 0, 0: not a number read by range
+    // Takes a restart: a reload keeps the running value (logged). Copies it from `running` into
+    // `next`, true when they differed; null: a reload applies the key.
+    using Keep = bool (*)(Config& next, const Config& running);
+    Keep restart = nullptr;
+    uint64_t lo = 0, hi = 0;  // a number's range; 0, 0: not a number read by range
     // The built-in default of a scalar number or switch, to check default_text against; null for
     // the others.
     uint64_t (*builtin)(const Config&) = nullptr;
