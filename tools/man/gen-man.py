@@ -64,6 +64,8 @@ PAGES = {
         ("SEVERAL GATEWAYS", [("docs/ha.md", None)] + [("docs/ha.md", h) for h in (
             "Host path", "Announcements", "Health", "Drain", "Keeping both directions of a flow on one gateway",
             "Flows shared between gateways (no connection lost)")]),
+        ("THE CLIENT'S ADDRESS AT THE POD", [("docs/client-ip.md", None)] + [("docs/client-ip.md", h) for h in (
+            "Turning it on", "What stays masqueraded", "The routing it needs", "When the way back is missing")]),
         ("RELIABILITY", [("docs/guarantees.md", "Reliability")]),
         ("FILES", [("docs/operations.md", "Files")]),
     ], "svcgatectl(8), svcgate.yaml(5)"),
@@ -87,6 +89,7 @@ DOC_PAGES = {
     "docs/operations.md": ("svcgate.8", None),
     "docs/ipv6.md": ("svcgate.8", "IPV6 AND DUAL-STACK"),
     "docs/ha.md": ("svcgate.8", "SEVERAL GATEWAYS"),
+    "docs/client-ip.md": ("svcgate.8", "THE CLIENT'S ADDRESS AT THE POD"),
     "docs/guarantees.md": ("svcgate.8", "RELIABILITY"),
     "docs/trace.md": ("svcgatectl.8", "TRACE"),
 }
