@@ -9,7 +9,6 @@ The lab's Services (config/lab.yaml, no client_ip: masquerade, kube-proxy's way)
 Kubernetes objects: client-ip-svc annotated svcgate.io/client-ip: preserve (NodePort 30011) and
 client-ip-masq annotated masquerade (NodePort 30012), each over the three test pods.
 """
-import glob
 import json
 import os
 import subprocess
@@ -185,11 +184,6 @@ try:
     seen = peers("client", "http://192.168.67.8:30011/peer", 3)
     check(len(seen) == 3 and {a for _, a in seen} == {"192.168.67.100"}, f"the route back restored: served again ({seen})")
 finally:
-    r = lab("lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
-    check(not glob.glob("/dev/hugepages/svcgate-labmap_*"), "lab_down removes the gateway's hugepage files")
-    if checks.failures:
-        print("svcgate's log:\n" + r.stdout[-3000:])
-    os.unlink(tmp.name)
-    os.unlink(manifest.name)
+    checks.lab_end(src, tmp.name, manifest.name)
 
 checks.finish("client_ip end to end")

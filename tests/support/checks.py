@@ -1,5 +1,6 @@
 """Shared by the Python tests: one "ok   ..." or "FAIL ..." line per check (tools/test counts
 them), the failure count, and the lab helpers of the end-to-end tests."""
+import glob
 import json
 import os
 import shutil
@@ -29,6 +30,17 @@ def lab(src, script):
     """Runs bash with tools/lib/lab.sh sourced."""
     return subprocess.run(["bash", "-c", f"source {src}/tools/lib/lab.sh; {script}"], capture_output=True,
                           text=True, timeout=120)
+
+
+def lab_end(src, *remove):
+    """A lab test's end: the gateway stopped and the lab down (its hugepage files gone, checked),
+    the gateway's log printed when a check failed, the test's own files (`remove`) deleted."""
+    r = lab(src, "lab_stop_gateway; cat $LAB_RUN/svcgate.log; lab_down")
+    check(not glob.glob("/dev/hugepages/svcgate-labmap_*"), "lab_down removes the gateway's hugepage files")
+    if failures:
+        print("svcgate's log:\n" + r.stdout[-3000:])
+    for path in remove:
+        os.unlink(path)
 
 
 def ns(name, *cmd, timeout=60):

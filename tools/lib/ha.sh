@@ -219,6 +219,10 @@ ha:                 # flow replication between the gateways, over the sync link
 EOF
     fi
     sed -n '/^services:/,$p' "$LAB_SRC/config/lab.yaml" >> "$out"
+    # The three test pods, both families: the endpoints of the policy-Cluster load balancers.
+    local pods
+    pods=$(printf '      - {ip: %s, node: %s}\n' 10.244.2.4 kube-node-1 10.244.2.6 kube-node-1 10.244.3.6 kube-node-2 \
+        "'fd00:244:2::4'" kube-node-1 "'fd00:244:2::6'" kube-node-1 "'fd00:244:3::6'" kube-node-2)
     cat >> "$out" <<EOF
   - name: default/test-lb
     type: LoadBalancer
@@ -226,12 +230,7 @@ EOF
     load_balancer_ips: [192.168.100.10, 'fd00:100::10']
     ports: [{name: http, protocol: TCP, port: 80, target_port: 80, node_port: 30010}]
     endpoints:
-      - {ip: 10.244.2.4, node: kube-node-1}
-      - {ip: 10.244.2.6, node: kube-node-1}
-      - {ip: 10.244.3.6, node: kube-node-2}
-      - {ip: 'fd00:244:2::4', node: kube-node-1}
-      - {ip: 'fd00:244:2::6', node: kube-node-1}
-      - {ip: 'fd00:244:3::6', node: kube-node-2}
+$pods
   - name: default/local-lb
     type: LoadBalancer
     cluster_ips: [10.111.0.11, 'fd00:96::111']
@@ -249,12 +248,7 @@ EOF
     client_ip: preserve   # the pods see the client: the nodes send replies back by ha_node_pin
     ports: [{name: http, protocol: TCP, port: 80, target_port: 80, node_port: 30012}]
     endpoints:
-      - {ip: 10.244.2.4, node: kube-node-1}
-      - {ip: 10.244.2.6, node: kube-node-1}
-      - {ip: 10.244.3.6, node: kube-node-2}
-      - {ip: 'fd00:244:2::4', node: kube-node-1}
-      - {ip: 'fd00:244:2::6', node: kube-node-1}
-      - {ip: 'fd00:244:3::6', node: kube-node-2}
+$pods
 EOF
     echo "$out"
 }
