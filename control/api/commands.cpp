@@ -142,10 +142,10 @@ Json client_ip_json(const DaemonState& st) {
 // How external traffic to `sp` reaches its endpoints: "masquerade" (policy Cluster, or
 // masquerade_all), "preserve" (client_ip preserve), "kept" (policy Local); null when nothing
 // outside reaches it (ClusterIP only). Hairpin and one-armed paths are per connection: trace.
-Json external_source(const ServiceSnapshot& s, const ServicePort& sp, const ServiceInfo& info) {
+Json external_source(const ServicePort& sp, const ServiceInfo& info) {
     if (!info.node_port && info.external_ips.empty() && info.lb_ips.empty()) return nullptr;
     if (sp.external_local) return "kept";
-    return sp.preserve_client && !s.cluster.masquerade_all ? "preserve" : "masquerade";
+    return sp.preserve_client ? "preserve" : "masquerade";
 }
 
 Json status(const DaemonState& st) {
@@ -230,7 +230,7 @@ Json services_json(const DaemonState& st) {
                      {"ready", ready},
                      {"scheduler", scheduler_name(sp.scheduler)},
                      {"topology", topology_mode_name(info.topology)},
-                     {"external_source", external_source(s, sp, info)},
+                     {"external_source", external_source(sp, info)},
                      {"packets", c.packets},
                      {"bytes", c.bytes}});
     }
@@ -271,7 +271,7 @@ Json endpoints_json(const DaemonState& st) {
                          {"node_hints", hint_list(ei.node_hints)},
                          {"internal", endpoint_use(s, sp, info, sp.internal_set, e)},
                          {"external", endpoint_use(s, sp, info, sp.external_set, e)},
-                         {"external_source", external_source(s, sp, info)},
+                         {"external_source", external_source(sp, info)},
                          {"flows", st.slots().active(ep.slot)},
                          {"packets", c.packets},
                          {"bytes", c.bytes}});

@@ -173,7 +173,9 @@ struct Builder {
         const bool external = np_type || !info.external_ips.empty();
         sp.external_local = external && sc.external_local;
         sp.internal_local = sc.internal_local;
-        sp.preserve_client = sc.client_ip.value_or(cfg.cluster.client_ip) == ClientIp::preserve;
+        // Decided here once: the pipeline, the replica hold and the reports read the bit.
+        sp.preserve_client = external && !sp.external_local && !cfg.cluster.masquerade_all &&
+            sc.client_ip.value_or(cfg.cluster.client_ip) == ClientIp::preserve;
         return info;
     }
 
@@ -461,12 +463,11 @@ struct Builder {
 };
 
 // Where replies to preserved clients come from (ServiceSnapshot::preserved_eps): every endpoint
-// of a service port that keeps the client's address. masquerade_all masquerades them all.
+// of a service port that keeps the client's address.
 void preserved_endpoints(ServiceSnapshot& s) {
-    if (s.cluster.masquerade_all) return;
     for (uint32_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
-        if (!sp.preserve_client || sp.external_local) continue;
+        if (!sp.preserve_client) continue;
         for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) {
             const Endpoint& ep = s.endpoints[e];
             const auto proto = static_cast<uint8_t>(sp.proto);

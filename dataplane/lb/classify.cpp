@@ -66,9 +66,14 @@ void classify_burst(Burst& b, WorkerCtx& ctx) noexcept {
             continue;
         }
         classify_other<F>(s, p);
-        // A reply to a preserved client before its flow's replica: held (replica_hold.h).
-        if (p.verdict == Verdict::forward && ctx.sync && s.preserved_endpoint(k.src, k.sport, k.proto)) [[unlikely]]
-            p.set(Verdict::drop, DropReason::reply_awaits_replica);
+        // A reply to a preserved client before its flow's replica: held (replica_hold.h), the
+        // later stages skip it; dropped under its reason when the hold is full. Not a fragment:
+        // the ones after it would follow its verdict.
+        if (p.verdict == Verdict::forward && ctx.sync && !p.meta.is_fragment() &&
+            s.preserved_endpoint(k.src, k.sport, k.proto)) [[unlikely]] {
+            p.set(Verdict::drop, DropReason::reply_awaits_replica);  // counted only when not held
+            if (replica_hold_park(ctx, b.mbufs[i], b.in_port, p.meta)) b.mbufs[i] = nullptr;
+        }
     }
 }
 

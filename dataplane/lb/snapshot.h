@@ -100,8 +100,9 @@ struct alignas(64) ServicePort {
     Scheduler scheduler = Scheduler::random;
     bool external_local : 1 = false;  // externalTrafficPolicy Local (and externally reachable)
     bool internal_local : 1 = false;  // internalTrafficPolicy Local
-    // client_ip preserve: external traffic under policy Cluster keeps the client's address (DNAT
-    // only) where kube-proxy would masquerade it; hairpin and masquerade_all still masquerade.
+    // client_ip preserve, in effect: externally reachable, policy Cluster, masquerade_all off.
+    // Its external traffic keeps the client's address (DNAT only) where kube-proxy would
+    // masquerade it; hairpin and one-armed paths still masquerade.
     bool preserve_client : 1 = false;
     // When the set a packet may use is empty: drop if the Service has usable endpoints that the
     // traffic policy rules out (kube-proxy's "no local endpoints"), reject if it has none at all.

@@ -119,17 +119,9 @@ void forward_exit(Burst& b, WorkerCtx& ctx) noexcept {
     PacketCounter* const svc_row = st.services.row(ctx.worker);
     PacketCounter* const ep_row = st.endpoints.row(ctx.worker);
     const unsigned n = b.n;  // read once: the stores in exit_one may alias it
-    for (unsigned i = 0; i < n; ++i) {
-        if (!b.mbufs[i]) [[unlikely]]  // in the fragment hold
-            continue;
-        if (b.pkt[i].reason == DropReason::reply_awaits_replica) [[unlikely]] {
-            if (replica_hold_park(ctx, b.mbufs[i], b.in_port, b.pkt[i].meta)) {
-                b.mbufs[i] = nullptr;  // the replica hold has it: the later stages skip it
-                continue;
-            }  // the hold full: freed under this reason
-        }
-        exit_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, svc_row, ep_row);
-    }
+    for (unsigned i = 0; i < n; ++i)
+        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold or the replica hold
+            exit_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, svc_row, ep_row);
 }
 
 void forward_packet(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t in_port) noexcept {

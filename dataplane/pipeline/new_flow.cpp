@@ -35,11 +35,10 @@ Decision decide(const ServiceSnapshot& s, const ServicePort& sp, AddrRole role, 
     }
     if (!sp.external_local) {
         // externalTrafficPolicy Cluster: external traffic may cross nodes, so KUBE-MARK-MASQ;
-        // with client_ip preserve the gateway is the pods' way back and DNATs only, unless
-        // masquerade_all says otherwise.
-        if (!sp.preserve_client) return {sp.external_set, &sp.external_span, MasqRule::external_cluster};
-        if (s.cluster.masquerade_all) return {sp.external_set, &sp.external_span, MasqRule::masquerade_all};
-        return {sp.external_set, &sp.external_span, MasqRule::client_ip_preserve};
+        // with client_ip preserve (masquerade_all off) the gateway is the pods' way back and
+        // DNATs only.
+        return {sp.external_set, &sp.external_span,
+                sp.preserve_client ? MasqRule::client_ip_preserve : MasqRule::external_cluster};
     }
     // externalTrafficPolicy Local. Pods reaching an external address are treated as if they had
     // gone out to the load balancer and come back: the Cluster set, source kept.

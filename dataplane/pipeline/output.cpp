@@ -219,7 +219,7 @@ void output_packet(WorkerCtx& ctx, rte_mbuf* m, PacketState& p, uint16_t in_port
 
 void output_burst(Burst& b, WorkerCtx& ctx) noexcept {
     for (uint16_t i = 0; i < b.n; ++i)
-        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold
+        if (b.mbufs[i]) [[likely]]  // null: in the fragment hold or the replica hold
             output_one(ctx, b.mbufs[i], b.pkt[i], b.in_port, b.trace_of(i));
     output_flush(ctx);
 }

@@ -38,7 +38,8 @@ void replay(WorkerCtx& ctx, Burst& b, rte_mbuf** ready, uint16_t* ports, unsigne
             b.mbufs[k++] = ready[i];
             bytes += ready[i]->pkt_len;
         } else {
-            ready[keep] = ready[i], ports[keep++] = ports[i];
+            ready[keep] = ready[i];
+            ports[keep++] = ports[i];
         }
     }
     n = keep;
@@ -60,7 +61,8 @@ void replica_hold_release(WorkerCtx& ctx, Burst& scratch) noexcept {
     for (unsigned i = 0; i < h.n_; ++i) {
         const ReplicaHold::Entry& e = h.at_[i];
         if (flow_there(ctx, e)) {
-            ready[n] = e.m, ports[n++] = e.port;
+            ready[n] = e.m;
+            ports[n++] = e.port;
         } else if (ctx.now_ms >= e.until_ms) {
             output_drop(ctx, e.m, DropReason::replica_late);
         } else {

@@ -174,7 +174,7 @@ TEST(Pipeline, ClientIpPreserveKeepsTheClientOnlyWhereKubeProxyMasqueradesExtern
         {"NodePort, the Service masquerades", preserve, "    client_ip: masquerade\n",
          "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true, "external traffic, policy Cluster"},
         {"NodePort, preserve with masquerade_all", preserve + "  masquerade_all: true\n", "",
-         "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true, "masquerade_all"},
+         "tcp 192.168.67.100:1000 > 192.168.67.8:30001 [S]", true, "external traffic, policy Cluster"},
         {"ClusterIP from outside cluster_cidrs, preserve", preserve, "",
          "tcp 192.168.67.100:1000 > 10.107.169.79:80 [S]", true, "ClusterIP from outside cluster_cidrs"},
         {"pod to ClusterIP, preserve", preserve, "", "tcp 10.244.3.5:1000 > 10.107.169.79:80 [S]", false,
