@@ -1,8 +1,12 @@
 #include "control/config/config_fields.h"
 
 #include <algorithm>
+#include <concepts>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "dataplane/flow/source_limit.h"
 #include "dataplane/fragment/frag_table.h"
@@ -13,120 +17,152 @@ namespace svcgate::ctl {
 namespace {
 
 constexpr uint64_t k24 = 1u << 24, k20 = 1u << 20, k30 = 1u << 30, kDay = 86400;
+constexpr bool kRestart = true, kReload = false;
 
-// A restart field's keep: the running value into the next config; true when they differed.
-template <typename T>
-bool take(T& next, const T& running) {
-    if (next == running) return false;
-    next = running;
-    return true;
+// The member `At` reaches (a generic lambda: `c.dataplane.workers` of a Config or a const one),
+// as a row's value. Own: read by its section's code, whatever its type.
+template <auto At, bool Own>
+constexpr ConfigMember member() {
+    using T = std::remove_cvref_t<decltype(At(std::declval<Config&>()))>;
+    ConfigMember m;
+    if constexpr (std::equality_comparable<T>)  // a restart row's must be (the reload test checks)
+        m.keep = [](Config& next, const Config& running) {
+            if (At(next) == At(running)) return false;
+            At(next) = At(running);
+            return true;
+        };
+    if constexpr (Own) {
+        m.kind = ConfigMember::Kind::own;
+    } else if constexpr (std::is_same_v<T, bool>) {
+        m.kind = ConfigMember::Kind::boolean;
+        m.get = [](const Config& c) -> uint64_t { return At(c); };
+        m.set = [](Config& c, uint64_t v) { At(c) = v != 0; };
+    } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+        m.kind = ConfigMember::Kind::number;
+        m.get = [](const Config& c) -> uint64_t { return At(c); };
+        m.set = [](Config& c, uint64_t v) { At(c) = static_cast<T>(v); };
+        m.max = std::numeric_limits<T>::max();
+    } else {
+        static_assert(std::is_same_v<T, std::string>, "a member the table reads: a number, a switch or a word");
+        m.kind = ConfigMember::Kind::text;
+        m.text = [](Config& c) { return &At(c); };
+    }
+    return m;
 }
-#define KEEP(member) [](Config& n, const Config& r) { return take(n.member, r.member); }
+#define AT(path) \
+    [](auto& c) -> auto& { return c.path; }
+#define READ(path) member<AT(path), false>()  // read by the table's loop
+#define OWN(path) member<AT(path), true>()    // read by its section's code
 
-// A port's fields are kept as the whole port list (keep_restart_fields).
-bool port_list(Config&, const Config&) { return false; }
-constexpr ConfigField::Keep kPortList = &port_list;
-
-// The key file's path goes with the key read from it.
+// The key file's path goes with the key read from it: one key, two members.
 bool keep_key(Config& n, const Config& r) {
+    const bool changed = n.ha.key != r.ha.key;
+    n.ha.key = r.ha.key;
     n.ha.key_file = r.ha.key_file;
-    return take(n.ha.key, r.ha.key);
+    return changed;
 }
+constexpr ConfigMember kHaKey{.keep = keep_key};
+
+// A key with no one member of its own: a port's field (the port list is kept whole), a key read
+// into several members (nodeport_range) or into the Services (manifests), a list of objects
+// (routes[]).
+constexpr ConfigMember kNoMember{};
 
 }  // namespace
 
 // dataplane.ports[].mtu's upper bound is kMaxMtu (config_model.h): a frame must fit one mbuf.
 const std::vector<ConfigField> kConfigFields = {
-    {"dataplane", "eal", "`[]`", KEEP(dataplane.eal)},
-    {"dataplane", "workers", "`1`", KEEP(dataplane.workers), 1, 128,
-     [](const Config& c) -> uint64_t { return c.dataplane.workers; }},
-    {"dataplane", "ports[].name", "—", kPortList},
-    {"dataplane", "ports[].device", "—", kPortList},
-    {"dataplane", "ports[].mtu", "`1500`", kPortList, 1280, kMaxMtu},
-    {"dataplane", "ports[].addresses", "`[]`"},
-    {"dataplane", "ports[].host_interface", "none", kPortList},
-    {"dataplane", "ports[].mac", "the device's", kPortList},
-    {"dataplane", "routes[]", "`[]`"},
-    {"dataplane", "neighbors[]", "`[]`"},
-    {"dataplane", "mbufs", "what the ports need", KEEP(dataplane.mbufs), 1024, 1u << 26},
-    {"dataplane", "poll", "`adaptive`", KEEP(dataplane.busy_poll)},
-    {"dataplane", "flow_table.capacity", "`1048576`", KEEP(dataplane.flow_capacity), 1024, k30,
-     [](const Config& c) -> uint64_t { return c.dataplane.flow_capacity; }},
-    {"dataplane", "flow_table.capacity_v6", "`capacity / 4`", KEEP(dataplane.flow_capacity_v6), 1024, k30},
-    {"dataplane", "flow_table.timeouts", "conntrack's", KEEP(dataplane.timeouts), 1, 30 * kDay},
-    {"dataplane", "flow_table.new_flows_per_source", "`0` (no cap)", KEEP(dataplane.new_flows_per_source), 0,
-     dp::SourceLimiter::kMaxLimit, [](const Config& c) -> uint64_t { return c.dataplane.new_flows_per_source; }},
-    {"dataplane", "flow_table.state_file", "none"},
-    {"dataplane", "flow_table.state_max_age", "`600`", nullptr, 1, 30 * kDay,
-     [](const Config& c) -> uint64_t { return c.dataplane.state_max_age; }},
-    {"dataplane", "fragments.timeout_ms", "`2000`", KEEP(dataplane.fragments.timeout_ms), 100, 60000,
-     [](const Config& c) -> uint64_t { return c.dataplane.fragments.timeout_ms; }},
-    {"dataplane", "fragments.max_datagrams", "`4096`", KEEP(dataplane.fragments.max_datagrams), 8, k20,
-     [](const Config& c) -> uint64_t { return c.dataplane.fragments.max_datagrams; }},
-    {"dataplane", "fragments.max_held", "`1024`", KEEP(dataplane.fragments.max_held), 0, k20,
-     [](const Config& c) -> uint64_t { return c.dataplane.fragments.max_held; }},
-    {"dataplane", "fragments.max_per_datagram", "`64`", KEEP(dataplane.fragments.max_per_datagram), 2,
-     dp::FragTable::kMaxPerDatagram,
-     [](const Config& c) -> uint64_t { return c.dataplane.fragments.max_per_datagram; }},
-    {"dataplane", "icmp_errors_per_second", "`1000`", KEEP(dataplane.icmp_errors_per_second), 0, k24,
-     [](const Config& c) -> uint64_t { return c.dataplane.icmp_errors_per_second; }},
-    {"dataplane", "host_path.control_per_second", "`2000`", KEEP(dataplane.punt_control_per_second), 0, k24,
-     [](const Config& c) -> uint64_t { return c.dataplane.punt_control_per_second; }},
-    {"dataplane", "host_path.other_per_second", "`1000`", KEEP(dataplane.punt_other_per_second), 0, k24,
-     [](const Config& c) -> uint64_t { return c.dataplane.punt_other_per_second; }},
-    {"dataplane", "one_arm_masquerade", "`true`", nullptr, 0, 0,
-     [](const Config& c) -> uint64_t { return c.dataplane.one_arm_masquerade; }},
-    {"control", "socket", "`/run/svcgate.sock`", KEEP(control.socket)},
-    {"control", "socket_mode", "`0600`"},
-    {"control", "metrics", "`127.0.0.1:9477`", KEEP(control.metrics)},
-    {"control", "watch", "`true`", nullptr, 0, 0, [](const Config& c) -> uint64_t { return c.control.watch; }},
-    {"control", "drain_timeout", "`300`", nullptr, 1, kDay,
-     [](const Config& c) -> uint64_t { return c.control.drain_timeout; }},
-    {"kubernetes", "manifests", "none"},
-    {"kubernetes", "api.kubeconfig", "— (or `in_cluster`)", KEEP(kube_api.kubeconfig)},
-    {"kubernetes", "api.context", "its `current-context`", KEEP(kube_api.context)},
-    {"kubernetes", "api.in_cluster", "`false`", KEEP(kube_api.in_cluster), 0, 0,
-     [](const Config& c) -> uint64_t { return c.kube_api.in_cluster; }},
-    {"kubernetes", "api.min_sync_period_ms", "`1000`", KEEP(kube_api.min_sync_ms), 0, 60000,
-     [](const Config& c) -> uint64_t { return c.kube_api.min_sync_ms; }},
-    {"kubernetes", "api.watch_timeout_seconds", "`300`", KEEP(kube_api.watch_timeout_s), 1, 3600,
-     [](const Config& c) -> uint64_t { return c.kube_api.watch_timeout_s; }},
-    {"kubernetes", "api.list_page_size", "`500`", KEEP(kube_api.list_page_size), 1, 10000,
-     [](const Config& c) -> uint64_t { return c.kube_api.list_page_size; }},
-    {"routing", "table", "— (required)", KEEP(routing.table), 1, 4294967294u},
-    {"routing", "announce", "`[load_balancer_ips, external_ips, node_ips]`"},
-    {"ha", "listen", "— (required)", KEEP(ha.listen)},
-    {"ha", "peers", "— (required)", KEEP(ha.peers)},
-    {"ha", "key_file", "— (required)", keep_key},
-    {"ha", "takeover_ports", "none", KEEP(ha.takeover_ports)},
-    {"ha", "refresh_seconds", "`10`", KEEP(ha.refresh_seconds), 1, 3600,
-     [](const Config& c) -> uint64_t { return c.ha.refresh_seconds; }},
-    {"ha", "hello_ms", "`100`", KEEP(ha.hello_ms), 10, 10000,
-     [](const Config& c) -> uint64_t { return c.ha.hello_ms; }},
-    {"ha", "dead_after_ms", "`1000`", KEEP(ha.dead_after_ms), 30, 60000,
-     [](const Config& c) -> uint64_t { return c.ha.dead_after_ms; }},
-    {"cluster", "node_name", "`\"\"`"},
-    {"cluster", "node_ips", "`[]`"},
-    {"cluster", "nodeport_addresses", "`[]`"},
-    {"cluster", "cluster_cidrs", "`[]`"},
-    {"cluster", "service_cidrs", "`[]`"},
-    {"cluster", "masquerade_all", "`false`", nullptr, 0, 0,
-     [](const Config& c) -> uint64_t { return c.cluster.masquerade_all; }},
-    {"cluster", "client_ip", "`masquerade`"},
-    {"cluster", "reject_unknown_port", "`true`", nullptr, 0, 0,
-     [](const Config& c) -> uint64_t { return c.cluster.reject_unknown_port; }},
-    {"cluster", "nodeport_range", "`30000-32767`"},
-    {"cluster", "masquerade_ports", "`1024-65535`"},
-    {"cluster", "maglev_seed", "`0`", nullptr, 0, UINT32_MAX,
-     [](const Config& c) -> uint64_t { return c.cluster.maglev_seed; }},
-    {"cluster", "maglev_table_size", "by endpoint count", nullptr, dp::kMaglevMinTable, dp::kMaglevMaxTable},
-    {"cluster", "node_labels", "`{}`"},
-    {"cluster", "proxy_name", "none"},
-    {"cluster", "proxy_name_only", "`false`", nullptr, 0, 0,
-     [](const Config& c) -> uint64_t { return c.cluster.proxy_name_only; }},
+    {"dataplane", "eal", "`[]`", OWN(dataplane.eal), kRestart},
+    {"dataplane", "workers", "`1`", READ(dataplane.workers), kRestart, 1, 128},
+    {"dataplane", "ports[].name", "—", kNoMember, kRestart},
+    {"dataplane", "ports[].device", "—", kNoMember, kRestart},
+    {"dataplane", "ports[].mtu", "`1500`", kNoMember, kRestart, 1280, kMaxMtu},
+    {"dataplane", "ports[].addresses", "`[]`", kNoMember, kReload},
+    {"dataplane", "ports[].host_interface", "none", kNoMember, kRestart},
+    {"dataplane", "ports[].mac", "the device's", kNoMember, kRestart},
+    {"dataplane", "routes[]", "`[]`", kNoMember, kReload},
+    {"dataplane", "neighbors[]", "`[]`", kNoMember, kReload},
+    {"dataplane", "mbufs", "what the ports need", READ(dataplane.mbufs), kRestart, 1024, 1u << 26},
+    {"dataplane", "poll", "`adaptive`", OWN(dataplane.busy_poll), kRestart},
+    {"dataplane", "flow_table.capacity", "`1048576`", READ(dataplane.flow_capacity), kRestart, 1024, k30},
+    {"dataplane", "flow_table.capacity_v6", "a quarter of `capacity`, at least 1024", READ(dataplane.flow_capacity_v6),
+     kRestart, 1024, k30},
+    // The conntrack timeouts, seconds: TCP's in TcpState order, then the datagrams' and the rest.
+    {"dataplane", "flow_table.timeouts.tcp_none", "`10`", READ(dataplane.timeouts.tcp[0]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_syn_sent", "`120`", READ(dataplane.timeouts.tcp[1]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_syn_recv", "`60`", READ(dataplane.timeouts.tcp[2]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_established", "`86400`", READ(dataplane.timeouts.tcp[3]), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_fin_wait", "`120`", READ(dataplane.timeouts.tcp[4]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_close_wait", "`3600`", READ(dataplane.timeouts.tcp[5]), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_last_ack", "`30`", READ(dataplane.timeouts.tcp[6]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_time_wait", "`120`", READ(dataplane.timeouts.tcp[7]), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_close", "`10`", READ(dataplane.timeouts.tcp[8]), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.tcp_syn_sent2", "`120`", READ(dataplane.timeouts.tcp[9]), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.udp_unreplied", "`30`", READ(dataplane.timeouts.udp_unreplied), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.udp_replied", "`120`", READ(dataplane.timeouts.udp_replied), kRestart, 1,
+     30 * kDay},
+    {"dataplane", "flow_table.timeouts.icmp", "`30`", READ(dataplane.timeouts.icmp), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.timeouts.other", "`600`", READ(dataplane.timeouts.other), kRestart, 1, 30 * kDay},
+    {"dataplane", "flow_table.new_flows_per_source", "`0` (no cap)", READ(dataplane.new_flows_per_source), kRestart, 0,
+     dp::SourceLimiter::kMaxLimit},
+    {"dataplane", "flow_table.state_file", "none", OWN(dataplane.state_file), kReload},
+    {"dataplane", "flow_table.state_max_age", "`600`", READ(dataplane.state_max_age), kReload, 1, 30 * kDay},
+    {"dataplane", "fragments.timeout_ms", "`2000`", READ(dataplane.fragments.timeout_ms), kRestart, 100, 60000},
+    {"dataplane", "fragments.max_datagrams", "`4096`", READ(dataplane.fragments.max_datagrams), kRestart, 8, k20},
+    {"dataplane", "fragments.max_held", "`1024`", READ(dataplane.fragments.max_held), kRestart, 0, k20},
+    {"dataplane", "fragments.max_per_datagram", "`64`", READ(dataplane.fragments.max_per_datagram), kRestart, 2,
+     dp::FragTable::kMaxPerDatagram},
+    {"dataplane", "icmp_errors_per_second", "`1000`", READ(dataplane.icmp_errors_per_second), kRestart, 0, k24},
+    {"dataplane", "host_path.control_per_second", "`2000`", READ(dataplane.punt_control_per_second), kRestart, 0, k24},
+    {"dataplane", "host_path.other_per_second", "`1000`", READ(dataplane.punt_other_per_second), kRestart, 0, k24},
+    {"dataplane", "one_arm_masquerade", "`true`", READ(dataplane.one_arm_masquerade), kReload},
+    {"control", "socket", "`/run/svcgate.sock`", OWN(control.socket), kRestart},
+    {"control", "socket_mode", "`0600`", OWN(control.socket_mode), kReload},
+    {"control", "metrics", "`127.0.0.1:9477`", OWN(control.metrics), kRestart},
+    {"control", "watch", "`true`", READ(control.watch), kReload},
+    {"control", "drain_timeout", "`300`", READ(control.drain_timeout), kReload, 1, kDay},
+    {"kubernetes", "manifests", "none", kNoMember, kReload},
+    {"kubernetes", "api.kubeconfig", "— (or `in_cluster`)", OWN(kube_api.kubeconfig), kRestart},
+    {"kubernetes", "api.context", "its `current-context`", READ(kube_api.context), kRestart},
+    {"kubernetes", "api.in_cluster", "`false`", READ(kube_api.in_cluster), kRestart},
+    {"kubernetes", "api.min_sync_period_ms", "`1000`", READ(kube_api.min_sync_ms), kRestart, 0, 60000},
+    {"kubernetes", "api.watch_timeout_seconds", "`300`", READ(kube_api.watch_timeout_s), kRestart, 1, 3600},
+    {"kubernetes", "api.list_page_size", "`500`", READ(kube_api.list_page_size), kRestart, 1, 10000},
+    {"routing", "table", "— (required)", READ(routing.table), kRestart, 1, 4294967294u},
+    {"routing", "announce", "`[load_balancer_ips, external_ips, node_ips]`", kNoMember, kReload},
+    {"ha", "listen", "— (required)", OWN(ha.listen), kRestart},
+    {"ha", "peers", "— (required)", OWN(ha.peers), kRestart},
+    {"ha", "key_file", "— (required)", kHaKey, kRestart},
+    {"ha", "takeover_ports", "none", OWN(ha.takeover_ports), kRestart},
+    {"ha", "refresh_seconds", "`10`", READ(ha.refresh_seconds), kRestart, 1, 3600},
+    {"ha", "hello_ms", "`100`", READ(ha.hello_ms), kRestart, 10, 10000},
+    {"ha", "dead_after_ms", "`1000`", READ(ha.dead_after_ms), kRestart, 30, 60000},
+    {"cluster", "node_name", "`\"\"`", READ(cluster.node_name), kReload},
+    {"cluster", "node_ips", "`[]`", OWN(cluster.node_ips), kReload},
+    {"cluster", "nodeport_addresses", "`[]`", OWN(cluster.nodeport_addresses), kReload},
+    {"cluster", "cluster_cidrs", "`[]`", OWN(cluster.cluster_cidrs), kReload},
+    {"cluster", "service_cidrs", "`[]`", OWN(cluster.service_cidrs), kReload},
+    {"cluster", "masquerade_all", "`false`", READ(cluster.masquerade_all), kReload},
+    {"cluster", "client_ip", "`masquerade`", OWN(cluster.client_ip), kReload},
+    {"cluster", "reject_unknown_port", "`true`", READ(cluster.reject_unknown_port), kReload},
+    {"cluster", "nodeport_range", "`30000-32767`", kNoMember, kReload},
+    {"cluster", "masquerade_ports", "`1024-65535`", kNoMember, kReload},
+    {"cluster", "maglev_seed", "`0`", READ(cluster.maglev_seed), kReload, 0, UINT32_MAX},
+    {"cluster", "maglev_table_size", "by endpoint count", READ(cluster.maglev_table_size), kReload, dp::kMaglevMinTable,
+     dp::kMaglevMaxTable},
+    {"cluster", "node_labels", "`{}`", OWN(cluster.node_labels), kReload},
+    {"cluster", "proxy_name", "none", READ(cluster.proxy_name), kReload},
+    {"cluster", "proxy_name_only", "`false`", READ(cluster.proxy_name_only), kReload},
 };
 
-#undef KEEP
+#undef OWN
+#undef READ
+#undef AT
 
 const ConfigField& config_field(std::string_view section, std::string_view key) {
     for (const ConfigField& f : kConfigFields)
@@ -136,17 +172,19 @@ const ConfigField& config_field(std::string_view section, std::string_view key) 
     std::abort();
 }
 
+std::string_view key_under(std::string_view key, std::string_view prefix) {
+    if (prefix.empty()) return key;
+    if (!key.starts_with(prefix) || key.size() <= prefix.size() || key[prefix.size()] != '.') return {};
+    return key.substr(prefix.size() + 1);
+}
+
 std::vector<std::string_view> keys_under(std::string_view section, std::string_view prefix) {
     std::vector<std::string_view> out;
     for (const ConfigField& f : kConfigFields) {
         if (f.section != section) continue;
-        std::string_view k = f.key;
-        if (!prefix.empty()) {
-            if (!k.starts_with(prefix) || k.size() <= prefix.size() || k[prefix.size()] != '.') continue;
-            k.remove_prefix(prefix.size() + 1);
-        }
+        std::string_view k = key_under(f.key, prefix);
         k = k.substr(0, k.find_first_of(".["));  // "ports[].mtu" -> "ports", "flow_table.capacity" -> "flow_table"
-        if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+        if (!k.empty() && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
     }
     return out;
 }
@@ -160,8 +198,15 @@ std::string keep_restart_fields(Config& next, const Config& running) {
         next.kube_api = running.kube_api;
         report("kubernetes.api");
     }
-    for (const ConfigField& f : kConfigFields)
-        if (f.restart && f.restart(next, running)) report(std::string(f.section) + "." + std::string(f.key));
+    // The timeouts are named as one setting, as the log has always said.
+    bool timeouts = false;
+    for (const ConfigField& f : kConfigFields) {
+        if (!f.restart || !f.value.keep || !f.value.keep(next, running)) continue;
+        if (key_under(f.key, "flow_table.timeouts").empty())
+            report(std::string(f.section) + "." + std::string(f.key));
+        else if (!std::exchange(timeouts, true))
+            report("dataplane.flow_table.timeouts");
+    }
     // A port's addresses may change; the list of ports (names, devices, and what is set on the
     // device) may not: a change to any takes them all from the running config.
     DataplaneConfig& d = next.dataplane;

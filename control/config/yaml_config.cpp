@@ -113,11 +113,37 @@ std::optional<T> field_number(Reader& r, const ytree::Node& v, std::string_view 
     return r.uint<T>(v, path, f.lo, f.hi);
 }
 
-// The same for the field's own key, into `out` when the key is there and valid.
-template <typename T>
-void read_number(Reader& r, const ytree::Node& v, std::string_view section, std::string_view key, T& out) {
-    if (!v) return;
-    if (auto x = field_number<T>(r, v, section, key, fmt::format("{}.{}", section, key))) out = *x;
+// The map `n` at section.prefix ("" for the section itself), by the field table
+// (config_fields.h): its keys checked against the table's, then each number, switch and plain word
+// directly under it read into its member of `c`. The rows the table does not read are left to the
+// caller. False (the error recorded) when `n` is not a map.
+bool read_fields(Reader& r, const ytree::Node& n, std::string_view section, std::string_view prefix, Config& c) {
+    if (!r.map(n, prefix.empty() ? std::string(section) : fmt::format("{}.{}", section, prefix),
+               keys_under(section, prefix)))
+        return false;
+    for (const ConfigField& f : kConfigFields) {
+        const std::string_view key = key_under(f.key, prefix);
+        if (f.section != section || f.value.kind == ConfigMember::Kind::own || key.empty() ||
+            key.find_first_of(".[") != std::string_view::npos)
+            continue;
+        const ytree::Node v = n[key];
+        if (!v) continue;
+        const std::string path = fmt::format("{}.{}", section, f.key);
+        switch (f.value.kind) {
+            case ConfigMember::Kind::number:
+                if (auto x = r.uint<uint64_t>(v, path, f.lo, f.hi)) f.value.set(c, *x);
+                break;
+            case ConfigMember::Kind::boolean:
+                if (auto b = r.boolean(v, path)) f.value.set(c, *b);
+                break;
+            case ConfigMember::Kind::text:
+                if (auto t = r.str(v, path)) *f.value.text(c) = *t;
+                break;
+            case ConfigMember::Kind::own:
+                break;
+        }
+    }
+    return true;
 }
 
 // dataplane.ports[]: each port's name, device, MTU, MAC, host interface and addresses.
@@ -217,69 +243,27 @@ void read_neighbors(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
 }
 
 // dataplane.flow_table: sizes, timeouts, the per-source cap, the state file.
-void read_flow_table(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
-    if (const ytree::Node ft = n["flow_table"]) {
-        if (r.map(ft, "dataplane.flow_table", keys_under("dataplane", "flow_table"))) {
-            read_number(r, ft["capacity"], "dataplane", "flow_table.capacity", d.flow_capacity);
-            // IPv6 flows live in a table of their own (180 bytes a flow against 116): a quarter of
-            // the IPv4 capacity unless set.
-            d.flow_capacity_v6 = std::max<uint32_t>(d.flow_capacity / 4, 1024);
-            read_number(r, ft["capacity_v6"], "dataplane", "flow_table.capacity_v6", d.flow_capacity_v6);
-            read_number(r, ft["new_flows_per_source"], "dataplane", "flow_table.new_flows_per_source",
-                        d.new_flows_per_source);
-            if (const ytree::Node f = ft["state_file"]) {
-                const std::string v = r.str(f, "dataplane.flow_table.state_file").value_or("");
-                if (v.empty() || v.back() == '/')
-                    r.error(f, "dataplane.flow_table.state_file", "a file name, not \"" + v + "\"");
-                else
-                    d.state_file = v;
-            }
-            read_number(r, ft["state_max_age"], "dataplane", "flow_table.state_max_age", d.state_max_age);
-            if (const ytree::Node t = ft["timeouts"]) {
-                // The TCP keys in TcpState order, then the datagram ones: one list for the
-                // known-field check and for reading.
-                static constexpr std::string_view kKeys[] = {
-                    "tcp_none",     "tcp_syn_sent",   "tcp_syn_recv",  "tcp_established",
-                    "tcp_fin_wait", "tcp_close_wait", "tcp_last_ack",  "tcp_time_wait",
-                    "tcp_close",    "tcp_syn_sent2",  "udp_unreplied", "udp_replied",
-                    "icmp",         "other"};
-                static_assert(std::size(kKeys) == dp::kTcpStates + 4);
-                uint32_t* const slots[] = {&d.timeouts.tcp[0], &d.timeouts.tcp[1],        &d.timeouts.tcp[2],
-                                           &d.timeouts.tcp[3], &d.timeouts.tcp[4],        &d.timeouts.tcp[5],
-                                           &d.timeouts.tcp[6], &d.timeouts.tcp[7],        &d.timeouts.tcp[8],
-                                           &d.timeouts.tcp[9], &d.timeouts.udp_unreplied, &d.timeouts.udp_replied,
-                                           &d.timeouts.icmp,   &d.timeouts.other};
-                if (r.map(t, "dataplane.flow_table.timeouts", kKeys)) {
-                    for (size_t i = 0; i < std::size(kKeys); ++i) {
-                        const std::string key(kKeys[i]);
-                        if (t[key])
-                            if (auto v = field_number<uint32_t>(r, t[key], "dataplane", "flow_table.timeouts",
-                                                                "dataplane.flow_table.timeouts." + key))
-                                *slots[i] = *v;
-                    }
-                }
-            }
-        }
+void read_flow_table(Reader& r, const ytree::Node& ft, Config& c) {
+    DataplaneConfig& d = c.dataplane;
+    if (!read_fields(r, ft, "dataplane", "flow_table", c)) return;
+    // IPv6 flows live in a table of their own (180 bytes a flow against 116): a quarter of the
+    // IPv4 capacity unless set.
+    if (!ft["capacity_v6"]) d.flow_capacity_v6 = std::max<uint32_t>(d.flow_capacity / 4, 1024);
+    if (const ytree::Node f = ft["state_file"]) {
+        const std::string v = r.str(f, "dataplane.flow_table.state_file").value_or("");
+        if (v.empty() || v.back() == '/')
+            r.error(f, "dataplane.flow_table.state_file", "a file name, not \"" + v + "\"");
+        else
+            d.state_file = v;
     }
+    if (const ytree::Node t = ft["timeouts"]) read_fields(r, t, "dataplane", "flow_table.timeouts", c);
 }
 
-void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
-    if (!r.map(n, "dataplane", keys_under("dataplane", ""))) return;
-    if (const ytree::Node hp = n["host_path"];
-        hp && r.map(hp, "dataplane.host_path", keys_under("dataplane", "host_path"))) {
-        read_number(r, hp["control_per_second"], "dataplane", "host_path.control_per_second",
-                    d.punt_control_per_second);
-        read_number(r, hp["other_per_second"], "dataplane", "host_path.other_per_second", d.punt_other_per_second);
-    }
-    read_number(r, n["icmp_errors_per_second"], "dataplane", "icmp_errors_per_second", d.icmp_errors_per_second);
-    if (const ytree::Node fr = n["fragments"];
-        fr && r.map(fr, "dataplane.fragments", keys_under("dataplane", "fragments"))) {
-        read_number(r, fr["timeout_ms"], "dataplane", "fragments.timeout_ms", d.fragments.timeout_ms);
-        read_number(r, fr["max_datagrams"], "dataplane", "fragments.max_datagrams", d.fragments.max_datagrams);
-        read_number(r, fr["max_held"], "dataplane", "fragments.max_held", d.fragments.max_held);
-        read_number(r, fr["max_per_datagram"], "dataplane", "fragments.max_per_datagram", d.fragments.max_per_datagram);
-    }
-    read_number(r, n["mbufs"], "dataplane", "mbufs", d.mbufs);
+void read_dataplane(Reader& r, const ytree::Node& n, Config& c) {
+    DataplaneConfig& d = c.dataplane;
+    if (!read_fields(r, n, "dataplane", "", c)) return;
+    if (const ytree::Node hp = n["host_path"]) read_fields(r, hp, "dataplane", "host_path", c);
+    if (const ytree::Node fr = n["fragments"]) read_fields(r, fr, "dataplane", "fragments", c);
     if (const ytree::Node p = n["poll"]) {
         const auto v = r.str(p, "dataplane.poll");
         if (v == "busy" || v == "adaptive")
@@ -287,22 +271,18 @@ void read_dataplane(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
         else if (v)
             r.error(p, "dataplane.poll", "\"" + *v + "\" is not adaptive or busy");
     }
-    if (n["one_arm_masquerade"])
-        if (auto b = r.boolean(n["one_arm_masquerade"], "dataplane.one_arm_masquerade")) d.one_arm_masquerade = *b;
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
                                     [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
-    read_number(r, n["workers"], "dataplane", "workers", d.workers);
     read_ports(r, n, d);
     read_routes(r, n, d);
     read_neighbors(r, n, d);
-    read_flow_table(r, n, d);
+    if (const ytree::Node ft = n["flow_table"]) read_flow_table(r, ft, c);
 }
 
-void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
-    if (!r.map(n, "cluster", keys_under("cluster", ""))) return;
-    if (n["node_name"])
-        if (auto s = r.str(n["node_name"], "cluster.node_name")) c.node_name = *s;
+void read_cluster(Reader& r, const ytree::Node& n, Config& cfg) {
+    ClusterConfig& c = cfg.cluster;
+    if (!read_fields(r, n, "cluster", "", cfg)) return;
     c.node_ips = r.ips(n["node_ips"], "cluster.node_ips");
     // kube-proxy's --nodeport-addresses, per family: a family with no CIDR in the list serves
     // NodePorts on all its node IPs; "primary" is each family's primary node IP.
@@ -324,11 +304,7 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     }
     c.cluster_cidrs = r.cidrs(n["cluster_cidrs"], "cluster.cluster_cidrs");
     c.service_cidrs = r.cidrs(n["service_cidrs"], "cluster.service_cidrs");
-    if (n["masquerade_all"])
-        if (auto b = r.boolean(n["masquerade_all"], "cluster.masquerade_all")) c.masquerade_all = *b;
     c.client_ip = r.client_ip(n["client_ip"], "cluster.client_ip").value_or(ClientIp::masquerade);
-    if (n["reject_unknown_port"])
-        if (auto b = r.boolean(n["reject_unknown_port"], "cluster.reject_unknown_port")) c.reject_unknown_port = *b;
     if (const ytree::Node labels = n["node_labels"];
         labels && !labels.IsNull() && r.open_map(labels, "cluster.node_labels"))
         for (const auto& kv : labels) {
@@ -339,10 +315,6 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
                 c.node_labels[kv.first.Scalar()] = *v;
             }
         }
-    if (n["proxy_name"])
-        if (auto p = r.str(n["proxy_name"], "cluster.proxy_name")) c.proxy_name = *p;
-    if (n["proxy_name_only"])
-        if (auto b = r.boolean(n["proxy_name_only"], "cluster.proxy_name_only")) c.proxy_name_only = *b;
     if (c.proxy_name_only && c.proxy_name.empty())
         r.error(n["proxy_name_only"], "cluster.proxy_name_only", "proxy_name_only needs a proxy_name");
     // "LOW-HIGH" within [min, 65535], at least `span` ports.
@@ -366,20 +338,17 @@ void read_cluster(Reader& r, const ytree::Node& n, ClusterConfig& c) {
     };
     range("nodeport_range", 1, 1, c.nodeport_min, c.nodeport_max);
     range("masquerade_ports", 1024, 256, c.masquerade_port_min, c.masquerade_port_max);
-    read_number(r, n["maglev_seed"], "cluster", "maglev_seed", c.maglev_seed);
-    if (const ytree::Node m = n["maglev_table_size"])
-        if (auto size = field_number<uint32_t>(r, m, "cluster", "maglev_table_size", "cluster.maglev_table_size")) {
-            if (dp::next_prime(*size) != *size)
-                r.error(m, "cluster.maglev_table_size",
-                        fmt::format("{} is not a prime (next: {})", *size, dp::next_prime(*size)));
-            else
-                c.maglev_table_size = *size;
-        }
+    // Read by the table within its range; 0 (by endpoint count) when absent or refused.
+    if (const uint32_t size = c.maglev_table_size; size && dp::next_prime(size) != size) {
+        r.error(n["maglev_table_size"], "cluster.maglev_table_size",
+                fmt::format("{} is not a prime (next: {})", size, dp::next_prime(size)));
+        c.maglev_table_size = 0;
+    }
 }
 
-void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
-    if (!r.map(n, "control", keys_under("control", ""))) return;
-    read_number(r, n["drain_timeout"], "control", "drain_timeout", c.drain_timeout);
+void read_control(Reader& r, const ytree::Node& n, Config& cfg) {
+    ControlConfig& c = cfg.control;
+    if (!read_fields(r, n, "control", "", cfg)) return;
     auto off = [](const std::string& s) { return s.empty() || s == "off" || s == "false" || s == "none"; };
     if (n["socket"]) {
         auto s = r.str(n["socket"], "control.socket").value_or("");
@@ -405,24 +374,19 @@ void read_control(Reader& r, const ytree::Node& n, ControlConfig& c) {
             r.error(n["metrics"], "control.metrics", fmt::format("\"{}\" is not IPv4:PORT, [IPv6]:PORT or off", s));
         }
     }
-    if (n["watch"])
-        if (auto b = r.boolean(n["watch"], "control.watch")) c.watch = *b;
 }
 
 // routing: the kernel table the addresses to announce go to, and which addresses.
-void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
+void read_routing(Reader& r, const ytree::Node& n, Config& cfg) {
+    RoutingConfig& c = cfg.routing;
     c.mark = r.mark(n);
-    if (!r.map(n, "routing", keys_under("routing", ""))) return;
+    if (!read_fields(r, n, "routing", "", cfg)) return;
     if (const ytree::Node t = n["table"]) {
-        if (auto x = field_number<uint32_t>(r, t, "routing", "table", "routing.table")) {
-            // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
-            if (*x >= 253 && *x <= 255)
-                r.error(
-                    t, "routing.table",
-                    fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", *x));
-            else
-                c.table = *x;
-        }
+        // 253, 254, 255: the kernel's default, main and local tables are not ours to fill.
+        if (c.table >= 253 && c.table <= 255)
+            r.error(
+                t, "routing.table",
+                fmt::format("table {} is the kernel's (default, main, local); use a table of svcgate's own", c.table));
     } else {
         r.error(n, "routing", "routing needs table (the kernel table the addresses to announce are written to)");
     }
@@ -451,9 +415,11 @@ void read_routing(Reader& r, const ytree::Node& n, RoutingConfig& c) {
 
 // ha: flow replication between gateways (sync.h). The key file is read here, so --check finds a
 // missing or malformed one.
-void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<PortConfig>& ports,
+void read_ha(Reader& r, const ytree::Node& n, Config& cfg,
              const std::function<std::string(const std::string&)>& beside) {
-    if (!r.map(n, "ha", keys_under("ha", ""))) return;
+    HaConfig& c = cfg.ha;
+    const std::vector<PortConfig>& ports = cfg.dataplane.ports;
+    if (!read_fields(r, n, "ha", "", cfg)) return;
     const ytree::Node listen = n["listen"], peers = n["peers"], key = n["key_file"];
     if (!listen || !peers || !key) {
         r.error(n, "ha", "ha needs listen (ADDRESS:PORT), peers and key_file");
@@ -513,9 +479,6 @@ void read_ha(Reader& r, const ytree::Node& n, HaConfig& c, const std::vector<Por
                 c.takeover_ports.push_back(*name);
         }
     }
-    read_number(r, n["refresh_seconds"], "ha", "refresh_seconds", c.refresh_seconds);
-    read_number(r, n["hello_ms"], "ha", "hello_ms", c.hello_ms);
-    read_number(r, n["dead_after_ms"], "ha", "dead_after_ms", c.dead_after_ms);
     if (c.dead_after_ms < 3 * c.hello_ms)
         r.error(n, "ha.dead_after_ms",
                 fmt::format("{} ms is less than three hellos ({} ms each): one lost hello "
@@ -673,18 +636,12 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
 
 // kubernetes.api: where the API server is and how to follow it (control/kube/).
 template <typename Beside>
-void read_kube_api(Reader& r, const ytree::Node& n, KubeApiConfig& c, Beside beside) {
-    if (!r.map(n, "kubernetes.api", keys_under("kubernetes", "api"))) return;
+void read_kube_api(Reader& r, const ytree::Node& n, Config& cfg, Beside beside) {
+    KubeApiConfig& c = cfg.kube_api;
+    if (!read_fields(r, n, "kubernetes", "api", cfg)) return;
     c.enabled = true;
     if (n["kubeconfig"])
         if (auto p = r.str(n["kubeconfig"], "kubernetes.api.kubeconfig")) c.kubeconfig = beside(*p);
-    if (n["context"])
-        if (auto p = r.str(n["context"], "kubernetes.api.context")) c.context = *p;
-    if (n["in_cluster"])
-        if (auto b = r.boolean(n["in_cluster"], "kubernetes.api.in_cluster")) c.in_cluster = *b;
-    read_number(r, n["min_sync_period_ms"], "kubernetes", "api.min_sync_period_ms", c.min_sync_ms);
-    read_number(r, n["watch_timeout_seconds"], "kubernetes", "api.watch_timeout_seconds", c.watch_timeout_s);
-    read_number(r, n["list_page_size"], "kubernetes", "api.list_page_size", c.list_page_size);
     if (c.in_cluster == !c.kubeconfig.empty())
         r.error(n, "kubernetes.api", "give either kubeconfig (a file) or in_cluster: true");
 }
@@ -698,10 +655,10 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         return cfg;
     }
     if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "ha", "services", "kubernetes"})) return cfg;
-    if (root["routing"]) read_routing(r, root["routing"], cfg.routing);
-    if (root["control"]) read_control(r, root["control"], cfg.control);
-    if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg.dataplane);
-    if (root["cluster"]) read_cluster(r, root["cluster"], cfg.cluster);
+    if (root["routing"]) read_routing(r, root["routing"], cfg);
+    if (root["control"]) read_control(r, root["control"], cfg);
+    if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg);
+    if (root["cluster"]) read_cluster(r, root["cluster"], cfg);
     if (const ytree::Node svcs = root["services"]; svcs && r.seq(svcs, "services")) {
         const Path services_path("services");
         cfg.services.reserve(cfg.services.size() + svcs.size());
@@ -710,7 +667,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
     // Relative paths (manifests, the state file) are relative to the config file's directory.
     const std::string dir = file.find('/') == std::string::npos ? "" : file.substr(0, file.rfind('/') + 1);
     auto beside = [&dir](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + p; };
-    if (const ytree::Node k = root["kubernetes"]; k && r.map(k, "kubernetes", keys_under("kubernetes", ""))) {
+    if (const ytree::Node k = root["kubernetes"]; k && read_fields(r, k, "kubernetes", "", cfg)) {
         std::vector<ManifestRef> refs;
         const ytree::Node m = k["manifests"];
         if (m && r.seq(m, "kubernetes.manifests"))
@@ -718,10 +675,10 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
                 if (auto p = r.str(m[i], fmt::format("kubernetes.manifests[{}]", i)))
                     refs.push_back({beside(*p), r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors, objects == ObjectErrors::leave_out);
-        if (k["api"]) read_kube_api(r, k["api"], cfg.kube_api, beside);
+        if (k["api"]) read_kube_api(r, k["api"], cfg, beside);
     }
     cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
-    if (root["ha"]) read_ha(r, root["ha"], cfg.ha, cfg.dataplane.ports, beside);
+    if (root["ha"]) read_ha(r, root["ha"], cfg, beside);
     check_health_ports(cfg, errors);
     // One name, one Service: the compact form and the manifests share the namespace.
     std::map<std::string, const ServiceConfig*> seen;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -63,22 +64,124 @@ TEST(ConfigFields, ReadmeDocumentsExactlyTheTable) {
             continue;
         }
         EXPECT_EQ(it->second.default_text, f.default_text) << name << ": the default";
-        EXPECT_EQ(it->second.restart, f.restart != nullptr) << name << ": *restart*";
+        EXPECT_EQ(it->second.restart, f.restart) << name << ": *restart*";
     }
     for (const auto& [name, row] : doc)
         EXPECT_TRUE(table.count(name)) << name << " is in config/README.md but not in the field table";
 }
 
+namespace {
+
+bool scalar(const ConfigField& f) {
+    return f.value.kind == ConfigMember::Kind::number || f.value.kind == ConfigMember::Kind::boolean;
+}
+
+}  // namespace
+
 TEST(ConfigFields, DefaultsAreTheCodes) {
+    // Every number and switch whose documented default is a literal (`1500`, `true`, `0` (no cap))
+    // has that value in a config that does not set it.
     const Config cfg = load_config_string("dataplane:\n  ports: [{name: a}]\n");
+    unsigned checked = 0;
     for (const ConfigField& f : kConfigFields) {
-        if (!f.builtin) continue;
-        std::string text(f.default_text);
-        text = text.substr(text.find('`') + 1);
+        if (!scalar(f) || !f.default_text.starts_with('`')) continue;
+        std::string text(f.default_text.substr(1));
         text = text.substr(0, text.find('`'));
         const uint64_t want = text == "true" ? 1 : text == "false" ? 0 : std::stoull(text, nullptr, 0);
-        EXPECT_EQ(f.builtin(cfg), want) << f.section << "." << f.key;
+        EXPECT_EQ(f.value.get(cfg), want) << f.section << "." << f.key;
+        ++checked;
     }
+    EXPECT_GE(checked, 39u);
+}
+
+TEST(ConfigFields, RangesFitTheirMembers) {
+    for (const ConfigField& f : kConfigFields) {
+        if (f.value.kind != ConfigMember::Kind::number) continue;
+        EXPECT_LE(f.lo, f.hi) << f.section << "." << f.key;
+        EXPECT_GT(f.hi, 0u) << f.section << "." << f.key << " has no range";
+        EXPECT_LE(f.hi, f.value.max) << f.section << "." << f.key << ": its range outgrows its member";
+    }
+}
+
+namespace {
+
+// `{a: {b: 1}}` for {"a.b": "1"}: a flow map of dotted keys.
+std::string flow_yaml(const std::map<std::string, std::string>& values) {
+    std::map<std::string, std::map<std::string, std::string>> by_head;
+    std::string out = "{";
+    for (const auto& [k, v] : values) {
+        const auto dot = k.find('.');
+        if (dot == std::string::npos)
+            out += (out.size() > 1 ? ", " : "") + k + ": " + v;
+        else
+            by_head[k.substr(0, dot)][k.substr(dot + 1)] = v;
+    }
+    for (const auto& [head, rest] : by_head) out += (out.size() > 1 ? ", " : "") + head + ": " + flow_yaml(rest);
+    return out + "}";
+}
+
+}  // namespace
+
+TEST(ConfigFields, TheTableReadsEveryNumberSwitchAndWord) {
+    // Each row the table reads, set alone to a value other than its default within its range,
+    // reaches its member; one above its range is refused with the table's range.
+    char dir[] = "/tmp/svcgate-fields-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::ofstream(std::string(dir) + "/a.key") << std::string(64, 'a') << "\n";
+    const std::map<std::string, std::string> base = {
+        {"dataplane.ports", "[{name: a}]"}, {"routing.table", "100"}, {"ha.listen", "'10.0.0.1:7400'"},
+        {"ha.peers", "[10.0.0.2]"},         {"ha.key_file", "a.key"}, {"kubernetes.api.kubeconfig", "k"},
+        {"cluster.proxy_name", "p"},  // proxy_name_only needs one
+    };
+    auto load = [&](const std::map<std::string, std::string>& values) {
+        const std::string path = std::string(dir) + "/gw.yaml";
+        std::ofstream(path) << flow_yaml(values) << "\n";
+        return load_config_file(path);
+    };
+    const Config defaults = load(base);
+    unsigned read = 0;
+    for (const ConfigField& f : kConfigFields) {
+        if (f.value.kind == ConfigMember::Kind::own) continue;
+        const std::string name = std::string(f.section) + "." + std::string(f.key);
+        auto values = base;
+        if (name == "kubernetes.api.in_cluster") values.erase("kubernetes.api.kubeconfig");  // one or the other
+        std::string written;
+        uint64_t want = 0;
+        if (f.value.kind == ConfigMember::Kind::number) {
+            const uint64_t d = f.value.get(defaults);
+            want = std::max(f.lo, d + 1) <= f.hi ? std::max(f.lo, d + 1) : d - 1;
+            written = std::to_string(want);
+        } else if (f.value.kind == ConfigMember::Kind::boolean) {
+            want = !f.value.get(defaults);
+            written = want ? "true" : "false";
+        } else {
+            written = "word";
+        }
+        values[name] = written;
+        try {
+            Config c = load(values);
+            if (f.value.kind == ConfigMember::Kind::text)
+                EXPECT_EQ(*f.value.text(c), "word") << name;
+            else
+                EXPECT_EQ(f.value.get(c), want) << name << ": " << written << " not read";
+            ++read;
+        } catch (const ConfigError& e) {
+            ADD_FAILURE() << name << ": " << written << " refused: " << e.what();
+        }
+        if (f.value.kind != ConfigMember::Kind::number || f.hi == UINT64_MAX) continue;
+        values[name] = std::to_string(f.hi + 1);
+        try {
+            (void)load(values);
+            ADD_FAILURE() << name << ": " << f.hi + 1 << " was taken";
+        } catch (const ConfigError& e) {
+            EXPECT_NE(
+                std::string(e.what()).find(fmt::format("{}: {} is out of range {}-{}", name, f.hi + 1, f.lo, f.hi)),
+                std::string::npos)
+                << e.what();
+        }
+    }
+    EXPECT_GE(read, 45u);
+    std::system((std::string("rm -rf ") + dir).c_str());
 }
 
 TEST(ConfigFields, KnownKeysAreTheTables) {
@@ -140,7 +243,7 @@ kubernetes: {api: {kubeconfig: k}}
     };
     // Per restart field, a change to it in YAML (a string replacement of `base`, or an addition) and
     // the name the reload reports.
-    const std::map<std::string, std::pair<std::string, std::string>> changes = {
+    std::map<std::string, std::pair<std::string, std::string>> changes = {
         {"dataplane.eal", {"dataplane:\n", "dataplane:\n  eal: [--no-pci]\n"}},
         {"dataplane.workers", {"dataplane:\n", "dataplane:\n  workers: 2\n"}},
         {"dataplane.mbufs", {"dataplane:\n", "dataplane:\n  mbufs: 8192\n"}},
@@ -148,7 +251,6 @@ kubernetes: {api: {kubeconfig: k}}
         {"dataplane.flow_table.capacity",
          {"dataplane:\n", "dataplane:\n  flow_table: {capacity: 4096, capacity_v6: 262144}\n"}},
         {"dataplane.flow_table.capacity_v6", {"dataplane:\n", "dataplane:\n  flow_table: {capacity_v6: 4096}\n"}},
-        {"dataplane.flow_table.timeouts", {"dataplane:\n", "dataplane:\n  flow_table: {timeouts: {icmp: 5}}\n"}},
         {"dataplane.flow_table.new_flows_per_source",
          {"dataplane:\n", "dataplane:\n  flow_table: {new_flows_per_source: 9}\n"}},
         {"dataplane.fragments.timeout_ms", {"dataplane:\n", "dataplane:\n  fragments: {timeout_ms: 900}\n"}},
@@ -181,6 +283,9 @@ kubernetes: {api: {kubeconfig: k}}
         {"kubernetes.api.watch_timeout_seconds", {"kubeconfig: k}", "kubeconfig: k, watch_timeout_seconds: 5}"}},
         {"kubernetes.api.list_page_size", {"kubeconfig: k}", "kubeconfig: k, list_page_size: 5}"}},
     };
+    for (const std::string_view k : keys_under("dataplane", "flow_table.timeouts"))  // all above 5 s by default
+        changes[fmt::format("dataplane.flow_table.timeouts.{}", k)] = {
+            "dataplane:\n", fmt::format("dataplane:\n  flow_table: {{timeouts: {{{}: 5}}}}\n", k)};
     const Config running = load(base);
     for (const ConfigField& f : kConfigFields) {
         if (!f.restart) continue;
@@ -196,8 +301,10 @@ kubernetes: {api: {kubeconfig: k}}
         yaml.replace(at, it->second.first.size(), it->second.second);
         Config next = load(yaml);
         const std::string changed = keep_restart_fields(next, running);
-        // A port's fields are reported as the port list.
-        const std::string want = name.starts_with("dataplane.ports[]") ? "dataplane.ports" : name;
+        // A port's fields are reported as the port list, a timeout as the timeouts.
+        const std::string want = name.starts_with("dataplane.ports[]") ? "dataplane.ports"
+            : name.starts_with("dataplane.flow_table.timeouts.")       ? "dataplane.flow_table.timeouts"
+                                                                       : name;
         EXPECT_NE(changed.find(want), std::string::npos) << name << ": reported \"" << changed << "\"";
         Config again = next;
         EXPECT_EQ(keep_restart_fields(again, running), "") << name << ": not kept as running";
