@@ -8,6 +8,7 @@
 #include <rte_ethdev.h>
 
 #include "control/api/command_table.h"
+#include "control/api/views.h"
 #include "control/base/address.h"
 #include "control/base/clock.h"
 #include "control/snapshot/flow_scan.h"
@@ -29,6 +30,23 @@ WorkerCounters sum_counters(const DaemonState& st) {
     return t;
 }
 
+bool link_up(uint16_t port) {
+    rte_eth_link link{};
+    return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+report::PortCounters port_counters(uint16_t port) {
+    rte_eth_stats e{};
+    rte_eth_stats_get(port, &e);
+    return {.rx_packets = e.ipackets,
+            .tx_packets = e.opackets,
+            .rx_bytes = e.ibytes,
+            .tx_bytes = e.obytes,
+            .rx_missed = e.imissed,
+            .rx_errors = e.ierrors,
+            .tx_errors = e.oerrors};
+}
+
 namespace {
 
 std::string ep_str(const Endpoint& e) { return format_endpoint(e.ip, rte_be_to_cpu_16(e.port)); }
@@ -43,30 +61,30 @@ std::string cond_str(uint8_t c) {
     return s.empty() ? "-" : s;
 }
 
-bool link_up(uint16_t port) {
-    rte_eth_link link{};
-    rte_eth_link_get_nowait(port, &link);
-    return link.link_status;
-}
+std::string family_name(Family f) { return f == Family::v6 ? "IPv6" : "IPv4"; }
 
-Json health_json(const DaemonState& st) {
+report::Health health_report(const DaemonState& st) {
     const HealthState& h = st.health;
-    Json j{{"live", h.live},         {"ports_up", h.ports_up},   {"healthy", h.healthy},
-           {"draining", h.draining}, {"announced", h.announced}, {"announce_table", st.cfg.routing.table}};
+    report::Health r{.live = h.live,
+                     .ports_up = h.ports_up,
+                     .healthy = h.healthy,
+                     .draining = h.draining,
+                     .announced = h.announced,
+                     .announce_table = st.cfg.routing.table};
     if (h.draining) {
-        j["connections_left"] = h.connections_left;
-        j["drain_seconds_left"] = std::max(0.0, h.drain_deadline_unix - unix_now());
+        r.connections_left = h.connections_left;
+        r.drain_seconds_left = std::max(0.0, h.drain_deadline_unix - unix_now());
         if (st.sync)
             if (const Syncer::Handover ho = st.sync->handover(); ho.started)
-                j["handover"] = {{"done", ho.done}, {"peers", ho.peers}, {"flows", ho.flows}};
+                r.handover = report::Handover{.done = ho.done, .peers = ho.peers, .flows = ho.flows};
     }
-    if (!h.announce_error.empty()) j["announce_error"] = h.announce_error;
-    return j;
+    if (!h.announce_error.empty()) r.announce_error = h.announce_error;
+    return r;
 }
 
 // Drain: withdraw the announcements and answer /healthz 503 (the control loop applies it within
 // one turn), serve the flows already here, exit once none is left or at the deadline.
-Json drain(DaemonState& st, long timeout) {
+report::Drain drain(DaemonState& st, long timeout) {
     HealthState& h = st.health;
     const double now = unix_now();
     const long secs = timeout > 0 ? timeout : static_cast<long>(st.cfg.control.drain_timeout);
@@ -74,187 +92,168 @@ Json drain(DaemonState& st, long timeout) {
     h.draining = true;
     h.healthy = false;
     h.drain_deadline_unix = now + static_cast<double>(secs);
-    return Json{{"ok", true}, {"draining", true}, {"timeout_seconds", secs}};
+    return {.timeout_seconds = secs};
 }
 
-Json undrain(DaemonState& st) {
+report::Undrain undrain(DaemonState& st) {
     const bool was = st.health.draining;
     st.health.draining = false;
-    return Json{{"ok", true}, {"draining", false}, {"was_draining", was}};
+    return {.was_draining = was};
 }
 
-// Flow replication (sync.h) as status --json shows it; null when off.
-Json sync_json(const DaemonState& st, const WorkerCounters& t) {
-    if (!st.sync) return nullptr;
-    const SyncStatus y = st.sync->status();
-    Json peers = Json::array();
+// Flow replication (sync.h) as status shows it.
+report::Ha ha_report(const Syncer& sync, const WorkerCounters& t) {
+    const SyncStatus y = sync.status();
+    report::Ha r{.listen = y.listen,
+                 .ready = y.ready,
+                 .replicas = y.replicas,
+                 .takeovers = t.takeovers,
+                 .replica_hold = {.held = t.replica_held, .parked = t.replica_parked, .released = t.replica_released},
+                 .events = t.sync_events,
+                 .events_ring_full = t.sync_ring_full,
+                 .refreshed = y.refreshed,
+                 .queued = y.queued,
+                 .send_errors = y.send_errors,
+                 .drops = {sync_drops(y)}};
     for (const SyncPeerStatus& p : y.peers)
-        peers.push_back({{"address", p.address},
-                         {"alive", p.alive},
-                         {"last_heard_seconds", p.last_heard_seconds < 0 ? Json(nullptr) : Json(p.last_heard_seconds)},
-                         {"copied", p.copied},
-                         {"flows_sent", p.flows_sent},
-                         {"flows_received", p.flows_received},
-                         {"datagrams_sent", p.datagrams_sent},
-                         {"datagrams_received", p.datagrams_received},
-                         {"flows_held", p.flows_owned},
-                         {"addresses", p.addresses},
-                         {"adopted", p.adopted}});
-    Json drops = Json::object();
-    for (unsigned d = 0; d < sync::kDrops; ++d) drops[sync::drop_name(static_cast<sync::Drop>(d))] = y.drops[d];
-    for (unsigned d = 0; d < kRecordDrops; ++d)
-        drops[fmt::format("record_{}", record_drop_name(static_cast<RecordDrop>(d)))] = y.record_drops[d];
-    return Json{
-        {"listen", y.listen},
-        {"ready", y.ready},
-        {"peers", peers},
-        {"replicas", y.replicas},
-        {"takeovers", t.takeovers},
-        {"replica_hold", {{"held", t.replica_held}, {"parked", t.replica_parked}, {"released", t.replica_released}}},
-        {"events", t.sync_events},
-        {"events_ring_full", t.sync_ring_full},
-        {"refreshed", y.refreshed},
-        {"queued", y.queued},
-        {"send_errors", y.send_errors},
-        {"drops", drops}};
+        r.peers.push_back(
+            {.address = p.address,
+             .alive = p.alive,
+             .last_heard_seconds = p.last_heard_seconds < 0 ? std::nullopt : std::optional(p.last_heard_seconds),
+             .copied = p.copied,
+             .flows_sent = p.flows_sent,
+             .flows_received = p.flows_received,
+             .datagrams_sent = p.datagrams_sent,
+             .datagrams_received = p.datagrams_received,
+             .flows_held = p.flows_owned,
+             .addresses = p.addresses,
+             .adopted = p.adopted});
+    return r;
 }
 
 // client_ip (docs/client-ip.md): the gateway's default, the service ports that preserve, and
 // those whose clients resent SYNs no reply came back for.
-Json client_ip_json(const DaemonState& st) {
+report::ClientIp client_ip_report(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
-    Json no_return = Json::array();
-    size_t preserving = 0;
+    report::ClientIp r{.default_mode = client_ip_name(st.cfg.cluster.client_ip)};
     for (size_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
         if (!sp.preserve_client) continue;
-        ++preserving;
+        ++r.preserve_service_ports;
         if (const uint64_t n = st.slots().no_return_total(sp.slot))
-            no_return.push_back({{"service", s.info(static_cast<uint32_t>(i)).name},
-                                 {"family", sp.family == Family::v6 ? "IPv6" : "IPv4"},
-                                 {"resent_syns", n}});
+            r.no_return.push_back(
+                {.service = s.info(static_cast<uint32_t>(i)).name, .family = family_name(sp.family), .resent_syns = n});
     }
-    return Json{{"default", client_ip_name(st.cfg.cluster.client_ip)},
-                {"preserve_service_ports", preserving},
-                {"no_return", no_return}};
+    return r;
 }
 
 // How external traffic to `sp` reaches its endpoints: "masquerade" (policy Cluster, or
-// masquerade_all), "preserve" (client_ip preserve), "kept" (policy Local); null when nothing
+// masquerade_all), "preserve" (client_ip preserve), "kept" (policy Local); none when nothing
 // outside reaches it (ClusterIP only). Hairpin and one-armed paths are per connection: trace.
-Json external_source(const ServicePort& sp, const ServiceInfo& info) {
-    if (!info.node_port && info.external_ips.empty() && info.lb_ips.empty()) return nullptr;
+std::optional<std::string> external_source(const ServicePort& sp, const ServiceInfo& info) {
+    if (!info.node_port && info.external_ips.empty() && info.lb_ips.empty()) return std::nullopt;
     if (sp.external_local) return "kept";
     return sp.preserve_client ? "preserve" : "masquerade";
 }
 
-Json status(const DaemonState& st) {
+report::Kubernetes kubernetes_report(const DaemonState& st) {
+    const KubeStats& k = st.cfg.kube;
+    report::Kubernetes r{.manifests = st.cfg.manifests.size(),
+                         .services = k.services,
+                         .endpoint_slices = k.slices,
+                         .headless = k.headless,
+                         .external_name = k.external_name,
+                         .ignored_objects = k.ignored_objects,
+                         .other_proxy = k.other_proxy,
+                         .service_cidrs = k.service_cidrs};
+    // Services read from the manifests that get no dataplane rule, and why.
+    for (const ServiceConfig& sc : st.cfg.services)
+        if (!st.cfg.manifests.empty() && (sc.type == ServiceType::external_name || sc.cluster_ips.empty()))
+            r.no_rule.push_back(
+                {.service = sc.full_name(),
+                 .why = sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP"});
+    // Kubernetes objects' entries the last build could not serve as written (snapshot.h).
+    for (const ObjectIssue& i : st.snap().catalogue.object_issues)
+        r.object_issues.push_back(
+            {.object = i.object, .reason = i.reason, .message = i.message, .left_out = i.left_out});
+    if (st.kube) r.api = st.kube->status();
+    return r;
+}
+
+report::Status status(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
     const WorkerCounters t = sum_counters(st);
-    const KubeStats& k = st.cfg.kube;
-    Json ports = Json::array();
+    report::Status r{.config = st.config_path,
+                     .generation = st.generation(),
+                     .client_ip = client_ip_report(st),
+                     .uptime_seconds = up.count(),
+                     .workers = st.workers.size(),
+                     .service_ports = s.services.size(),
+                     .endpoints = s.endpoints.size(),
+                     .flows = st.flows_live(),
+                     .flow_capacity = st.flows_capacity(),
+                     .rx_packets = t.rx_packets,
+                     .reloads = st.reload.ok,
+                     .reload_failures = st.reload.failed,
+                     .last_reload_ok = st.reload.last_ok,
+                     .last_reload_seconds = st.reload.last_seconds,
+                     .last_reload_trigger = st.reload.last_trigger,
+                     .last_reload_error = st.reload.last_ok ? std::nullopt : std::optional(st.reload.last_error),
+                     .health = health_report(st),
+                     .ha = st.sync ? std::optional(ha_report(*st.sync, t)) : std::nullopt,
+                     .kubernetes = kubernetes_report(st)};
     for (const PortView& p : st.ports)
-        ports.push_back({{"name", p.name},
-                         {"device", p.device},
-                         {"link", link_up(p.id)},
-                         {"rx_queues", p.rxq},
-                         {"tx_queues", p.txq},
-                         {"rss_steering", p.rss_steering}});
-    // Services read from the manifests that get no dataplane rule, and why.
-    Json no_rule = Json::array();
-    for (const ServiceConfig& sc : st.cfg.services)
-        if (!st.cfg.manifests.empty() && (sc.type == ServiceType::external_name || sc.cluster_ips.empty()))
-            no_rule.push_back(
-                {{"service", sc.full_name()},
-                 {"why", sc.type == ServiceType::external_name ? "ExternalName" : "headless / no clusterIP"}});
-    // Kubernetes objects' entries the last build could not serve as written (snapshot.h).
-    Json object_issues = Json::array();
-    for (const ObjectIssue& i : s.catalogue.object_issues)
-        object_issues.push_back(
-            {{"object", i.object}, {"reason", i.reason}, {"message", i.message}, {"left_out", i.left_out}});
-    return Json{{"config", st.config_path},
-                {"generation", st.generation()},
-                {"client_ip", client_ip_json(st)},
-                {"uptime_seconds", up.count()},
-                {"workers", st.workers.size()},
-                {"ports", ports},
-                {"service_ports", s.services.size()},
-                {"endpoints", s.endpoints.size()},
-                {"flows", st.flows_live()},
-                {"flow_capacity", st.flows_capacity()},
-                {"rx_packets", t.rx_packets},
-                {"reloads", st.reload.ok},
-                {"reload_failures", st.reload.failed},
-                {"last_reload_ok", st.reload.last_ok},
-                {"last_reload_seconds", st.reload.last_seconds},
-                {"last_reload_trigger", st.reload.last_trigger},
-                {"last_reload_error", st.reload.last_ok ? Json(nullptr) : Json(st.reload.last_error)},
-                {"health", health_json(st)},
-                {"ha", sync_json(st, t)},
-                {"kubernetes",
-                 {{"manifests", st.cfg.manifests.size()},
-                  {"services", k.services},
-                  {"endpoint_slices", k.slices},
-                  {"headless", k.headless},
-                  {"external_name", k.external_name},
-                  {"ignored_objects", k.ignored_objects},
-                  {"other_proxy", k.other_proxy},
-                  {"service_cidrs", k.service_cidrs},
-                  {"no_rule", no_rule},
-                  {"object_issues", object_issues},
-                  {"api", st.kube ? st.kube->status() : Json(nullptr)}}}};
+        r.ports.push_back({.name = p.name,
+                           .device = p.device,
+                           .link = link_up(p.id),
+                           .rx_queues = p.rxq,
+                           .tx_queues = p.txq,
+                           .rss_steering = p.rss_steering});
+    return r;
 }
 
-Json services_json(const DaemonState& st) {
+std::vector<report::Service> services(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
-    Json a = Json::array();
+    std::vector<report::Service> a;
     for (size_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
         const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
         const PacketCounter c = st.slots().service_total(sp.slot);
-        uint32_t ready = 0;
-        for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e) ready += (s.endpoints[e].cond & kReady) != 0;
-        Json ext = Json::array(), lb = Json::array();
-        for (const IpAddr& x : info.external_ips) ext.push_back(format_ip(x));
-        for (const IpAddr& x : info.lb_ips) lb.push_back(format_ip(x));
-        a.push_back({{"name", info.name},
-                     {"protocol", proto_name(sp.proto)},
-                     {"family", info.family == Family::v6 ? "IPv6" : "IPv4"},
-                     {"cluster_ip", format_ip(info.cluster_ip)},
-                     {"port", rte_be_to_cpu_16(info.port)},
-                     {"node_port", info.node_port},
-                     {"external_ips", ext},
-                     {"load_balancer_ips", lb},
-                     {"endpoints", sp.ep_count},
-                     {"ready", ready},
-                     {"scheduler", scheduler_name(sp.scheduler)},
-                     {"topology", topology_mode_name(info.topology)},
-                     {"external_source", external_source(sp, info)},
-                     {"packets", c.packets},
-                     {"bytes", c.bytes}});
+        report::Service r{.name = info.name,
+                          .protocol = proto_name(sp.proto),
+                          .family = family_name(info.family),
+                          .cluster_ip = format_ip(info.cluster_ip),
+                          .port = rte_be_to_cpu_16(info.port),
+                          .node_port = info.node_port,
+                          .endpoints = sp.ep_count,
+                          .scheduler = std::string(scheduler_name(sp.scheduler)),
+                          .topology = topology_mode_name(info.topology),
+                          .external_source = external_source(sp, info),
+                          .packets = c.packets,
+                          .bytes = c.bytes};
+        for (uint32_t e = sp.ep_first; e < sp.ep_first + sp.ep_count; ++e)
+            r.ready += (s.endpoints[e].cond & kReady) != 0;
+        for (const IpAddr& x : info.external_ips) r.external_ips.push_back(format_ip(x));
+        for (const IpAddr& x : info.lb_ips) r.load_balancer_ips.push_back(format_ip(x));
+        a.push_back(std::move(r));
     }
     return a;
 }
 
 // Why a traffic class of service port `sp` uses endpoint `e`: its set's rule ("all", "zone hints",
-// "node hints" for the Cluster set, "local" for a Local policy's), null when it does not use it.
-Json endpoint_use(const ServiceSnapshot& s, const ServicePort& sp, const ServiceInfo& info, uint32_t set, uint32_t e) {
+// "node hints" for the Cluster set, "local" for a Local policy's), none when it does not use it.
+std::optional<std::string> endpoint_use(const ServiceSnapshot& s, const ServicePort& sp, const ServiceInfo& info,
+                                        uint32_t set, uint32_t e) {
     const EndpointSet& x = s.sets[set];
     for (uint32_t k = x.first; k < x.first + x.count; ++k)
         if (s.members[k] == e) return set == sp.cluster_set ? topology_mode_name(info.topology) : "local";
-    return nullptr;
+    return std::nullopt;
 }
 
-Json hint_list(const std::vector<std::string>& v) {
-    Json a = Json::array();
-    for (const std::string& h : v) a.push_back(h);
-    return a;
-}
-
-Json endpoints_json(const DaemonState& st) {
+std::vector<report::Endpoint> endpoints(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
-    Json a = Json::array();
+    std::vector<report::Endpoint> a;
     for (size_t i = 0; i < s.services.size(); ++i) {
         const ServicePort& sp = s.services[i];
         const ServiceInfo& info = s.info(static_cast<uint32_t>(i));
@@ -262,19 +261,19 @@ Json endpoints_json(const DaemonState& st) {
             const Endpoint& ep = s.endpoints[e];
             const EndpointInfo& ei = s.catalogue.endpoints[e];
             const PacketCounter c = st.slots().endpoint_total(ep.slot);
-            a.push_back({{"service", info.name},
-                         {"endpoint", ep_str(ep)},
-                         {"conditions", cond_str(ep.cond)},
-                         {"node", ei.node},
-                         {"zone", ei.zone},
-                         {"zone_hints", hint_list(ei.zone_hints)},
-                         {"node_hints", hint_list(ei.node_hints)},
-                         {"internal", endpoint_use(s, sp, info, sp.internal_set, e)},
-                         {"external", endpoint_use(s, sp, info, sp.external_set, e)},
-                         {"external_source", external_source(sp, info)},
-                         {"flows", st.slots().active(ep.slot)},
-                         {"packets", c.packets},
-                         {"bytes", c.bytes}});
+            a.push_back({.service = info.name,
+                         .endpoint = ep_str(ep),
+                         .conditions = cond_str(ep.cond),
+                         .node = ei.node,
+                         .zone = ei.zone,
+                         .zone_hints = ei.zone_hints,
+                         .node_hints = ei.node_hints,
+                         .internal = endpoint_use(s, sp, info, sp.internal_set, e),
+                         .external = endpoint_use(s, sp, info, sp.external_set, e),
+                         .external_source = external_source(sp, info),
+                         .flows = st.slots().active(ep.slot),
+                         .packets = c.packets,
+                         .bytes = c.bytes});
         }
     }
     return a;
@@ -283,7 +282,7 @@ Json endpoints_json(const DaemonState& st) {
 // One table's NAT flows into the listing, up to `limit` in all.
 template <typename K>
 void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std::string& service, size_t limit,
-                uint32_t now, Json& a) {
+                uint32_t now, std::vector<report::Flow>& a) {
     scan_live_flows(table, [&](uint32_t, const BasicFlow<K>& f) {
         if (a.size() >= limit) return false;
         if (f.kind != FlowKind::nat) return true;
@@ -298,84 +297,71 @@ void list_flows(const DaemonState& st, const BasicFlowTable<K>& table, const std
         if (sv.gone()) state += ",gone";
         // A replica (sync.h) names the peer it came from (ha.peers, from 1).
         const uint8_t origin = f.origin.load(std::memory_order_relaxed);
-        const std::string ep = format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport));
-        const bool masq = f.flags & kFlowMasq;
-        const std::string snat = format_endpoint(IpAddr::of(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport));
-        const uint32_t idle = now - f.last_seen.load(std::memory_order_relaxed);
-        a.push_back({{"original", format_tuple(f.key[0])},
-                     {"endpoint", ep},
-                     {"snat", masq ? Json(snat) : Json(nullptr)},
-                     {"state", state},
-                     {"idle", idle},
-                     {"service", name},
-                     {"replica_of", origin ? Json(origin) : Json(nullptr)}});
+        a.push_back({.original = format_tuple(f.key[0]),
+                     .endpoint = format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport)),
+                     .snat = f.flags & kFlowMasq
+                         ? std::optional(format_endpoint(IpAddr::of(f.key[1].dst), rte_be_to_cpu_16(f.key[1].dport)))
+                         : std::nullopt,
+                     .state = state,
+                     .idle = now - f.last_seen.load(std::memory_order_relaxed),
+                     .service = name,
+                     .replica_of = origin ? std::optional<unsigned>(origin) : std::nullopt});
         return a.size() < limit;
     });
 }
 
-Json flows(DaemonState& st, const std::string& service, size_t limit) {
+std::vector<report::Flow> flows(DaemonState& st, const std::string& service, size_t limit) {
     const uint32_t now = flow_clock_now();
-    Json a = Json::array();
+    std::vector<report::Flow> a;
     list_flows(st, *st.flows, service, limit, now, a);
     if (st.flows6) list_flows(st, *st.flows6, service, limit, now, a);
     return a;
 }
 
-Json by_reason(const uint64_t (&v)[kDropReasons]) {
-    Json j = Json::object();
-    for (unsigned r = 1; r < kDropReasons; ++r) j[std::string(drop_reason_name(static_cast<DropReason>(r)))] = v[r];
-    return j;
+report::Keyed<uint64_t> by_reason(const uint64_t (&v)[kDropReasons]) {
+    report::Keyed<uint64_t> k;
+    for (unsigned r = 1; r < kDropReasons; ++r) k.add(std::string(drop_reason_name(static_cast<DropReason>(r))), v[r]);
+    return k;
 }
 
-Json stats(const DaemonState& st) {
+report::Stats stats(const DaemonState& st) {
     const WorkerCounters t = sum_counters(st);
-    Json ports = Json::object(), verdicts = Json::object(), workers = Json::array();
-    for (const PortView& p : st.ports) {
-        rte_eth_stats e{};
-        rte_eth_stats_get(p.id, &e);
-        ports[p.name] = {{"rx_packets", e.ipackets}, {"tx_packets", e.opackets}, {"rx_bytes", e.ibytes},
-                         {"tx_bytes", e.obytes},     {"rx_missed", e.imissed},   {"rx_errors", e.ierrors},
-                         {"tx_errors", e.oerrors}};
-    }
+    report::Stats r{.drops = by_reason(t.drops),
+                    .rejects = by_reason(t.rejects),
+                    .flows = {.live = st.flows_live(),
+                              .created = t.flows_created,
+                              .expired = t.flows_expired,
+                              .joined = t.flows_joined,
+                              .early_dropped = t.flows_early_dropped,
+                              .port_remapped = t.flows_port_remapped,
+                              .masquerade_ports_steered = t.snat_steered,
+                              .masquerade_ports_unsteered = t.snat_unsteered,
+                              .reopened = t.flows_reopened},
+                    .fragments = {.held = st.frags ? st.frags->held() : 0,
+                                  .datagrams = st.frags ? st.frags->datagrams() : 0,
+                                  .stored = t.frag_stored,
+                                  .released = t.frag_released,
+                                  .fragmented = t.frag_out_packets,
+                                  .fragments_out = t.frag_out_fragments},
+                    .mempool = {.size = st.pool->size, .in_use = rte_mempool_in_use_count(st.pool)},
+                    .services = services(st),
+                    .endpoints = endpoints(st)};
+    for (const PortView& p : st.ports) r.ports.add(p.name, port_counters(p.id));
     for (unsigned v = 0; v < kVerdicts; ++v)
-        verdicts[std::string(verdict_name(static_cast<Verdict>(v)))] = t.verdicts[v];
+        r.verdicts.add(std::string(verdict_name(static_cast<Verdict>(v))), t.verdicts[v]);
     for (const Worker* w : st.workers) {
         const WorkerCounters& c = w->counters();
-        workers.push_back({{"rx", c.rx_packets},
-                           {"tx", c.tx_packets},
-                           {"generated", c.generated},
-                           {"dropped", c.dropped()},
-                           {"rejected", c.rejected()},
-                           {"held", c.held},
-                           {"frag_stored", c.frag_stored},
-                           {"frag_taken", c.frag_taken},
-                           {"unaccounted", c.unaccounted()}});
+        r.workers.push_back({.rx = c.rx_packets,
+                             .tx = c.tx_packets,
+                             .generated = c.generated,
+                             .dropped = c.dropped(),
+                             .rejected = c.rejected(),
+                             .held = c.held,
+                             .frag_stored = c.frag_stored,
+                             .frag_taken = c.frag_taken,
+                             .unaccounted = c.unaccounted()});
     }
-    return Json{{"ports", ports},
-                {"verdicts", verdicts},
-                {"drops", by_reason(t.drops)},
-                {"rejects", by_reason(t.rejects)},
-                {"flows",
-                 {{"live", st.flows_live()},
-                  {"created", t.flows_created},
-                  {"expired", t.flows_expired},
-                  {"joined", t.flows_joined},
-                  {"early_dropped", t.flows_early_dropped},
-                  {"port_remapped", t.flows_port_remapped},
-                  {"masquerade_ports_steered", t.snat_steered},
-                  {"masquerade_ports_unsteered", t.snat_unsteered},
-                  {"reopened", t.flows_reopened}}},
-                {"fragments",
-                 {{"held", st.frags ? st.frags->held() : 0},
-                  {"datagrams", st.frags ? st.frags->datagrams() : 0},
-                  {"stored", t.frag_stored},
-                  {"released", t.frag_released},
-                  {"fragmented", t.frag_out_packets},
-                  {"fragments_out", t.frag_out_fragments}}},
-                {"workers", workers},
-                {"mempool", {{"size", st.pool->size}, {"in_use", rte_mempool_in_use_count(st.pool)}}},
-                {"services", services_json(st)},
-                {"endpoints", endpoints_json(st)}};
+    return r;
 }
 
 // What a command answers: its result, whether it did what was asked, or why the request was
@@ -397,7 +383,8 @@ Answer refuse(std::string why) { return Answer{.result = nullptr, .ok = false, .
 Answer run_reload(const Request& r) {
     const ReloadOutcome o = r.reload();
     std::lock_guard lk(r.st.mu);
-    return Answer{.result = Json{{"ok", o.ok}, {"generation", r.st.generation()}, {"message", o.message}}, .ok = o.ok};
+    return Answer{.result = report::Reload{.ok = o.ok, .generation = r.st.generation(), .message = o.message},
+                  .ok = o.ok};
 }
 
 // The value of option `flag` as a whole number in [lo, hi]: `absent` when not given, nullopt
@@ -443,14 +430,9 @@ struct Handler {
     Answer (*run)(const Request&);
 };
 constexpr Handler kHandlers[] = {
-    {"status", locked<status>},
-    {"services", locked<services_json>},
-    {"endpoints", locked<endpoints_json>},
-    {"flows", run_flows},
-    {"stats", locked<stats>},
-    {"reload", run_reload},
-    {"drain", run_drain},
-    {"undrain", locked<undrain>},
+    {"status", locked<status>}, {"services", locked<services>}, {"endpoints", locked<endpoints>},
+    {"flows", run_flows},       {"stats", locked<stats>},       {"reload", run_reload},
+    {"drain", run_drain},       {"undrain", locked<undrain>},
 };
 
 constexpr bool handlers_match_table() {

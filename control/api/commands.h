@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "control/api/views.h"
 #include "control/daemon/daemon_state.h"
 
 namespace svcgate::ctl {
@@ -15,5 +16,10 @@ namespace svcgate::ctl {
 // The request line in, the reply line out (command_table.h's protocol). `reload` is how the
 // `reload` command reaches the control loop.
 std::string handle_command(DaemonState& st, const std::string& line, const std::function<ReloadOutcome()>& reload);
+
+// A port's link, up only when the driver answers and says so (status, the metrics, /healthz).
+bool link_up(uint16_t port);
+// A port's NIC counters (stats, the metrics, the exit summary).
+report::PortCounters port_counters(uint16_t port);
 
 }  // namespace svcgate::ctl

@@ -44,11 +44,8 @@ std::string render_metrics(const DaemonState& st) {
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {
-        rte_eth_stats e{};
-        rte_eth_stats_get(p.id, &e);
-        rte_eth_link link{};
-        const bool up = rte_eth_link_get_nowait(p.id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
-        ports.push_back({p.name, e.ipackets, e.opackets, up});
+        const report::PortCounters c = port_counters(p.id);
+        ports.push_back({p.name, c.rx_packets, c.tx_packets, link_up(p.id)});
     }
     collect_ports(m, ports);
     collect_reload(m, st.reload, st.generation(), SVCGATE_VERSION, rte_version());

@@ -1,10 +1,14 @@
 #include "control/cli/render.h"
 
 #include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "control/base/address.h"
+#include "control/api/views.h"
 #include "dataplane/pipeline/verdict.h"
 
 namespace svcgate::ctl {
@@ -13,237 +17,260 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A member as text, "-" when it is missing or null.
-std::string str(const Json& j, const char* key) {
-    const auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return "-";
-    return it->is_string() ? it->get<std::string>() : it->dump();
-}
+// A text as a table shows it: "-" when there is none (or, for the node and zone, when empty).
+std::string or_dash(const std::optional<std::string>& s) { return s ? *s : "-"; }
+std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
-template <typename T>
-T num(const Json& j, const char* key) {
-    const auto it = j.find(key);
-    return it == j.end() || !it->is_number() ? T{} : it->get<T>();
-}
-
-std::string join(const Json& a) {
+std::string join(const std::vector<std::string>& a) {
     std::string s;
-    if (a.is_array())
-        for (const Json& x : a) s += " " + (x.is_string() ? x.get<std::string>() : x.dump());
+    for (const std::string& x : a) s += " " + x;
     return s;
 }
 
-std::string render_services(const Json& a) {
+std::string render_services(const std::vector<report::Service>& a) {
     std::string o = fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:<10} {:>10} {:>12}\n", "SERVICE PORT", "PROTO",
                                 "CLUSTER-IP:PORT", "NODEPORT", "ENDPOINTS", "SCHED", "TOPOLOGY", "PACKETS", "BYTES");
-    for (const Json& j : a) {
-        const auto ip = parse_ip(str(j, "cluster_ip"));
-        const auto node_port = num<int>(j, "node_port");
-        o += fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:<10} {:>10} {:>12}\n", str(j, "name"),
-                         str(j, "protocol"), ip ? format_endpoint(*ip, num<uint16_t>(j, "port")) : str(j, "cluster_ip"),
-                         node_port ? std::to_string(node_port) : "-",
-                         fmt::format("{}/{}", num<uint32_t>(j, "ready"), num<uint32_t>(j, "endpoints")),
-                         str(j, "scheduler"), str(j, "topology"), num<uint64_t>(j, "packets"),
-                         num<uint64_t>(j, "bytes"));
+    for (const report::Service& r : a) {
+        const auto ip = parse_ip(r.cluster_ip);
+        o += fmt::format("{:<40} {:<5} {:<21} {:<9} {:<9} {:<8} {:<10} {:>10} {:>12}\n", r.name, r.protocol,
+                         ip ? format_endpoint(*ip, r.port) : r.cluster_ip,
+                         r.node_port ? std::to_string(r.node_port) : "-", fmt::format("{}/{}", r.ready, r.endpoints),
+                         r.scheduler, r.topology, r.packets, r.bytes);
     }
     return o;
 }
 
 // Which traffic uses an endpoint and by which rule: "all", "zone hints", "internal: node hints,
 // external: local", "no".
-std::string endpoint_use(const Json& j) {
-    const std::string in = str(j, "internal"), ex = str(j, "external");
-    if (in == ex) return in == "-" ? "no" : in;
-    return fmt::format("internal: {}, external: {}", in == "-" ? "no" : in, ex == "-" ? "no" : ex);
+std::string endpoint_use(const report::Endpoint& r) {
+    const std::string in = r.internal.value_or("no"), ex = r.external.value_or("no");
+    if (in == ex) return in;
+    return fmt::format("internal: {}, external: {}", in, ex);
 }
 
-std::string render_endpoints(const Json& a) {
+std::string render_endpoints(const std::vector<report::Endpoint>& a) {
     std::string o =
         fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", "SERVICE PORT",
                     "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "EXT SOURCE", "FLOWS", "PACKETS", "BYTES");
-    for (const Json& j : a) {
-        const std::string node = str(j, "node"), zone = str(j, "zone");
-        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", str(j, "service"),
-                         str(j, "endpoint"), str(j, "conditions"), node.empty() ? "-" : node, zone.empty() ? "-" : zone,
-                         endpoint_use(j), str(j, "external_source"), num<int32_t>(j, "flows"),
-                         num<uint64_t>(j, "packets"), num<uint64_t>(j, "bytes"));
-    }
+    for (const report::Endpoint& r : a)
+        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", r.service,
+                         r.endpoint, r.conditions, or_dash(r.node), or_dash(r.zone), endpoint_use(r),
+                         or_dash(r.external_source), r.flows, r.packets, r.bytes);
     return o;
 }
 
-std::string render_flows(const Json& a, const CommandRequest& req) {
+std::string render_flows(const std::vector<report::Flow>& a, const CommandRequest& req) {
     std::string o = fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", "ORIGINAL (CLIENT > VIP)", "ENDPOINT",
                                 "SNAT", "STATE", "IDLE", "SERVICE");
-    for (const Json& f : a) {
-        std::string state = str(f, "state");
-        if (f.contains("replica_of") && !f["replica_of"].is_null()) state += ",replica:" + f["replica_of"].dump();
-        o += fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", str(f, "original"), str(f, "endpoint"),
-                         str(f, "snat"), state, num<uint32_t>(f, "idle"), str(f, "service"));
+    for (const report::Flow& f : a) {
+        std::string state = f.state;
+        if (f.replica_of) state += fmt::format(",replica:{}", *f.replica_of);
+        o += fmt::format("{:<44} {:<21} {:<21} {:<12} {:>5}  {}\n", f.original, f.endpoint, or_dash(f.snat), state,
+                         f.idle, f.service);
     }
     const auto limit = req.options.find("--limit");
     return o + fmt::format("{} flows shown (limit {})\n", a.size(), limit == req.options.end() ? "100" : limit->second);
 }
 
-std::string render_ha(const Json& y) {
+std::string render_ha(const report::Ha& y) {
     std::string o = fmt::format(
         "ha          listening on {}, {}; {} replicas held, {} taken over, {} flows handed by the workers ({} "
         "refused by a full ring, {} waiting to be sent), {} refreshed\n",
-        str(y, "listen"), y.value("ready", false) ? "ready" : "WAITING for the peers' flows",
-        num<uint64_t>(y, "replicas"), num<uint64_t>(y, "takeovers"), num<uint64_t>(y, "events"),
-        num<uint64_t>(y, "events_ring_full"), num<uint64_t>(y, "queued"), num<uint64_t>(y, "refreshed"));
-    if (const Json h = y.value("replica_hold", Json::object()); num<uint64_t>(h, "parked"))
+        y.listen, y.ready ? "ready" : "WAITING for the peers' flows", y.replicas, y.takeovers, y.events,
+        y.events_ring_full, y.queued, y.refreshed);
+    if (const report::ReplicaHold& h = y.replica_hold; h.parked)
         o += fmt::format(
-            "  held      {} replies to preserved clients waited for their replica ({} sent on, {} waiting)\n",
-            num<uint64_t>(h, "parked"), num<uint64_t>(h, "released"), num<uint64_t>(h, "held"));
-    for (const Json& p : y.value("peers", Json::array())) {
-        const Json& heard = p["last_heard_seconds"];
-        o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", str(p, "address"),
-                         p.value("alive", false) ? "alive" : "DEAD",
-                         heard.is_null() ? "never" : fmt::format("{:.1f} s ago", heard.get<double>()),
-                         num<uint64_t>(p, "flows_sent"), num<uint64_t>(p, "flows_received"),
-                         num<uint64_t>(p, "flows_held"), p.value("copied", false) ? ", has sent us its copy" : "");
-    }
-    for (const Json& p : y.value("peers", Json::array()))
-        if (p.value("adopted", false))
-            o += fmt::format("  adopted   {}'s addresses:{}\n", str(p, "address"), join(p["addresses"]));
+            "  held      {} replies to preserved clients waited for their replica ({} sent on, {} waiting)\n", h.parked,
+            h.released, h.held);
+    for (const report::Peer& p : y.peers)
+        o += fmt::format("  peer      {} {}, last heard {}, flows sent {} received {}, holds {}{}\n", p.address,
+                         p.alive ? "alive" : "DEAD",
+                         p.last_heard_seconds ? fmt::format("{:.1f} s ago", *p.last_heard_seconds) : "never",
+                         p.flows_sent, p.flows_received, p.flows_held, p.copied ? ", has sent us its copy" : "");
+    for (const report::Peer& p : y.peers)
+        if (p.adopted) o += fmt::format("  adopted   {}'s addresses:{}\n", p.address, join(p.addresses));
     std::string drops;
-    const Json dropped = y.value("drops", Json::object());  // items() keeps no temporary alive
-    for (const auto& [name, n] : dropped.items())
-        if (n.is_number() && n.get<uint64_t>()) drops += fmt::format(" {} {}", name, n.get<uint64_t>());
+    for (const auto& [name, n] : y.drops.items)
+        if (n) drops += fmt::format(" {} {}", name, n);
     if (!drops.empty()) o += "  dropped  " + drops + "\n";
     return o;
 }
 
-std::string render_status(const Json& j) {
-    std::string o =
-        fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", str(j, "config"),
-                    num<uint64_t>(j, "generation"), num<uint64_t>(j, "uptime_seconds"), num<uint64_t>(j, "workers"));
-    // With several receive queues, whether masquerade ports steer replies to their worker's queue.
-    for (const Json& p : j.value("ports", Json::array()))
-        o += fmt::format("port        {} {} link {} queues {}/{}{}\n", str(p, "name"), str(p, "device"),
-                         p.value("link", false) ? "up" : "down", num<unsigned>(p, "rx_queues"),
-                         num<unsigned>(p, "tx_queues"),
-                         num<unsigned>(p, "rx_queues") > 1 ? "; rss steering " + str(p, "rss_steering") : "");
-    o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
-                     num<uint64_t>(j, "service_ports"), num<uint64_t>(j, "endpoints"), num<uint64_t>(j, "flows"),
-                     num<uint64_t>(j, "flow_capacity"), num<uint64_t>(j, "rx_packets"));
-    // client_ip: shown when a service port preserves the client's address.
-    if (const Json c = j.value("client_ip", Json::object()); num<uint64_t>(c, "preserve_service_ports")) {
-        o += fmt::format("client ip   {} by default; {} service ports preserve it\n", str(c, "default"),
-                         num<uint64_t>(c, "preserve_service_ports"));
-        for (const Json& n : c.value("no_return", Json::array()))
-            o += fmt::format("            NO RETURN: {} ({}): {} SYNs resent with no reply through the gateway\n",
-                             str(n, "service"), str(n, "family"), num<uint64_t>(n, "resent_syns"));
-    }
-    if (const Json k = j.value("kubernetes", Json::object()); num<uint64_t>(k, "manifests")) {
-        o += fmt::format(
-            "kubernetes  {} Services, {} EndpointSlices, {} ServiceCIDRs; no rule for {} headless and {} "
-            "ExternalName Services; {} of another proxy; {} other objects ignored\n",
-            num<unsigned>(k, "services"), num<unsigned>(k, "endpoint_slices"), num<unsigned>(k, "service_cidrs"),
-            num<unsigned>(k, "headless"), num<unsigned>(k, "external_name"), num<unsigned>(k, "other_proxy"),
-            num<unsigned>(k, "ignored_objects"));
-        for (const Json& n : k.value("no_rule", Json::array()))
-            o += fmt::format("            {} {}\n", str(n, "service"), str(n, "why"));
-    }
-    if (const Json a = j.value("kubernetes", Json::object()).value("api", Json()); a.is_object()) {
-        o += fmt::format("kube API    {} ({}): {}, {} publishes, {} changes pending{}\n", str(a, "server"),
-                         str(a, "source"), a.value("synced", false) ? "synced" : "NOT SYNCED (not ready)",
-                         num<uint64_t>(a, "publishes"), num<uint64_t>(a, "pending_changes"),
-                         str(a, "credentials_error").empty() ? "" : "; credentials: " + str(a, "credentials_error"));
-        const Json kinds = a.value("kinds", Json::object());
-        for (const auto& [name, kd] : kinds.items())
-            o += fmt::format("            {}: {}, {} objects, resourceVersion {}, {} relists, {} reconnects{}\n", name,
-                             kd.value("synced", false) ? "synced" : "not synced", num<uint64_t>(kd, "objects"),
-                             str(kd, "resource_version"), num<uint64_t>(kd, "relists"), num<uint64_t>(kd, "reconnects"),
-                             str(kd, "last_error").empty() ? "" : "; last error: " + str(kd, "last_error"));
-        for (const Json& r : a.value("rejected", Json::array()))
-            o += fmt::format("            left out: {} ({}): {}\n", str(r, "object"), str(r, "reason"),
-                             str(r, "message"));
-        if (a.value("stale", false))
-            o += fmt::format(
-                "            STALE: changes unpublished for {:.0f} s (over {:.0f} s): /healthz answers 503\n",
-                a.value("pending_seconds", 0.0), a.value("stale_after_seconds", 0.0));
-    }
-    // Kubernetes objects' entries the snapshot serves otherwise than written (files and API alike).
-    for (const Json& i : j.value("kubernetes", Json::object()).value("object_issues", Json::array()))
-        o += fmt::format("object      {} ({}, {}): {}\n", str(i, "object"), str(i, "reason"),
-                         i.value("left_out", false) ? "left out" : "served", str(i, "message"));
-    const Json h = j.value("health", Json::object());
-    const bool healthy = h.value("healthy", false);
-    o += fmt::format("health      {}{}\n", healthy ? "healthy" : "UNHEALTHY",
-                     healthy ? ""
-                             : fmt::format(" (live {}, ports up {}, draining {})", h.value("live", false),
-                                           h.value("ports_up", false), h.value("draining", false)));
-    if (h.value("draining", false))
-        o += fmt::format("draining    {} connections left; exits by itself when none is, or in {:.0f} s\n",
-                         num<uint64_t>(h, "connections_left"), num<double>(h, "drain_seconds_left"));
-    if (const auto table = num<uint32_t>(h, "announce_table")) {
-        const Json announced = h.value("announced", Json::array());
-        o += fmt::format("announcing  {} prefixes in kernel table {}{}\n", announced.size(), table, join(announced));
-        if (h.contains("announce_error")) o += "            last error: " + str(h, "announce_error") + "\n";
-    }
-    if (j.contains("ha") && j["ha"].is_object()) o += render_ha(j["ha"]);
-    o += fmt::format("reloads     {} ok, {} failed", num<uint64_t>(j, "reloads"), num<uint64_t>(j, "reload_failures"));
-    if (num<uint64_t>(j, "reloads"))
-        o += fmt::format("; last took {:.1f} ms ({})", num<double>(j, "last_reload_seconds") * 1e3,
-                         str(j, "last_reload_trigger"));
-    o += "\n";
-    if (!j.value("last_reload_ok", true))
-        o += "last reload REFUSED, the running config stays:\n" + str(j, "last_reload_error") + "\n";
+// client_ip: shown when a service port preserves the client's address.
+std::string render_client_ip(const report::ClientIp& c) {
+    if (!c.preserve_service_ports) return "";
+    std::string o = fmt::format("client ip   {} by default; {} service ports preserve it\n", c.default_mode,
+                                c.preserve_service_ports);
+    for (const report::NoReturn& n : c.no_return)
+        o += fmt::format("            NO RETURN: {} ({}): {} SYNs resent with no reply through the gateway\n",
+                         n.service, n.family, n.resent_syns);
     return o;
 }
 
-std::string render_stats(const Json& j) {
+std::string render_kube_api(const report::KubeApi& a) {
+    std::string o = fmt::format("kube API    {} ({}): {}, {} publishes, {} changes pending{}\n", a.server, a.source,
+                                a.synced ? "synced" : "NOT SYNCED (not ready)", a.publishes, a.pending_changes,
+                                a.credentials_error.empty() ? "" : "; credentials: " + a.credentials_error);
+    for (const auto& [name, kd] : a.kinds.items)
+        o += fmt::format("            {}: {}, {} objects, resourceVersion {}, {} relists, {} reconnects{}\n", name,
+                         kd.synced ? "synced" : "not synced", kd.objects, kd.resource_version, kd.relists,
+                         kd.reconnects, kd.last_error.empty() ? "" : "; last error: " + kd.last_error);
+    for (const report::LeftOut& r : a.rejected)
+        o += fmt::format("            left out: {} ({}): {}\n", r.object, r.reason, r.message);
+    if (a.stale)
+        o += fmt::format("            STALE: changes unpublished for {:.0f} s (over {:.0f} s): /healthz answers 503\n",
+                         a.pending_seconds, a.stale_after_seconds);
+    return o;
+}
+
+std::string render_kubernetes(const report::Kubernetes& k) {
+    std::string o;
+    if (k.manifests) {
+        o += fmt::format(
+            "kubernetes  {} Services, {} EndpointSlices, {} ServiceCIDRs; no rule for {} headless and {} "
+            "ExternalName Services; {} of another proxy; {} other objects ignored\n",
+            k.services, k.endpoint_slices, k.service_cidrs, k.headless, k.external_name, k.other_proxy,
+            k.ignored_objects);
+        for (const report::NoRule& n : k.no_rule) o += fmt::format("            {} {}\n", n.service, n.why);
+    }
+    if (k.api) o += render_kube_api(*k.api);
+    // Kubernetes objects' entries the snapshot serves otherwise than written (files and API alike).
+    for (const report::ObjectIssue& i : k.object_issues)
+        o += fmt::format("object      {} ({}, {}): {}\n", i.object, i.reason, i.left_out ? "left out" : "served",
+                         i.message);
+    return o;
+}
+
+std::string render_health(const report::Health& h) {
+    std::string o = fmt::format(
+        "health      {}{}\n", h.healthy ? "healthy" : "UNHEALTHY",
+        h.healthy ? "" : fmt::format(" (live {}, ports up {}, draining {})", h.live, h.ports_up, h.draining));
+    if (h.draining)
+        o += fmt::format("draining    {} connections left; exits by itself when none is, or in {:.0f} s\n",
+                         h.connections_left.value_or(0), h.drain_seconds_left.value_or(0));
+    if (h.announce_table) {
+        o += fmt::format("announcing  {} prefixes in kernel table {}{}\n", h.announced.size(), h.announce_table,
+                         join(h.announced));
+        if (h.announce_error) o += "            last error: " + *h.announce_error + "\n";
+    }
+    return o;
+}
+
+std::string render_status(const report::Status& j) {
+    std::string o = fmt::format("config      {} (generation {})\nuptime      {} s\nworkers     {}\n", j.config,
+                                j.generation, j.uptime_seconds, j.workers);
+    // With several receive queues, whether masquerade ports steer replies to their worker's queue.
+    for (const report::Port& p : j.ports)
+        o += fmt::format("port        {} {} link {} queues {}/{}{}\n", p.name, p.device, p.link ? "up" : "down",
+                         p.rx_queues, p.tx_queues, p.rx_queues > 1 ? "; rss steering " + p.rss_steering : "");
+    o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
+                     j.service_ports, j.endpoints, j.flows, j.flow_capacity, j.rx_packets);
+    o += render_client_ip(j.client_ip) + render_kubernetes(j.kubernetes) + render_health(j.health);
+    if (j.ha) o += render_ha(*j.ha);
+    o += fmt::format("reloads     {} ok, {} failed", j.reloads, j.reload_failures);
+    if (j.reloads) o += fmt::format("; last took {:.1f} ms ({})", j.last_reload_seconds * 1e3, j.last_reload_trigger);
+    o += "\n";
+    if (!j.last_reload_ok)
+        o += "last reload REFUSED, the running config stays:\n" + or_dash(j.last_reload_error) + "\n";
+    return o;
+}
+
+std::string render_stats(const report::Stats& j) {
     std::string o = fmt::format("{:<10} {:>12} {:>12} {:>14} {:>14} {:>8} {:>8}\n", "PORT", "RX-PACKETS", "TX-PACKETS",
                                 "RX-BYTES", "TX-BYTES", "MISSED", "ERRORS");
-    const Json ports = j.value("ports", Json::object()), verdicts = j.value("verdicts", Json::object());
-    for (const auto& [name, p] : ports.items())
-        o += fmt::format("{:<10} {:>12} {:>12} {:>14} {:>14} {:>8} {:>8}\n", name, num<uint64_t>(p, "rx_packets"),
-                         num<uint64_t>(p, "tx_packets"), num<uint64_t>(p, "rx_bytes"), num<uint64_t>(p, "tx_bytes"),
-                         num<uint64_t>(p, "rx_missed"), num<uint64_t>(p, "rx_errors") + num<uint64_t>(p, "tx_errors"));
+    for (const auto& [name, p] : j.ports.items)
+        o += fmt::format("{:<10} {:>12} {:>12} {:>14} {:>14} {:>8} {:>8}\n", name, p.rx_packets, p.tx_packets,
+                         p.rx_bytes, p.tx_bytes, p.rx_missed, p.rx_errors + p.tx_errors);
     o += "\nVERDICT     PACKETS\n";
-    for (const auto& [name, n] : verdicts.items()) o += fmt::format("{:<10} {:>8}\n", name, n.get<uint64_t>());
+    for (const auto& [name, n] : j.verdicts.items) o += fmt::format("{:<10} {:>8}\n", name, n);
     o += "\nREFUSED BY REASON            DROPPED REJECTED  WHAT\n";
-    const Json drops = j.value("drops", Json::object()), rejects = j.value("rejects", Json::object());
+    auto count = [](const report::Keyed<uint64_t>& k, std::string_view name) -> uint64_t {
+        for (const auto& [n, v] : k.items)
+            if (n == name) return v;
+        return 0;
+    };
     for (unsigned r = 1; r < dp::kDropReasons; ++r) {
         const auto reason = static_cast<dp::DropReason>(r);
-        const std::string key(dp::drop_reason_name(reason));
-        const auto d = num<uint64_t>(drops, key.c_str()), rj = num<uint64_t>(rejects, key.c_str());
+        const std::string_view key = dp::drop_reason_name(reason);
+        const uint64_t d = count(j.drops, key), rj = count(j.rejects, key);
         if (d || rj) o += fmt::format("{:<28} {:>7} {:>8}  {}\n", key, d, rj, dp::drop_reason_description(reason));
     }
-    const Json f = j.value("flows", Json::object()), fr = j.value("fragments", Json::object());
+    const report::FlowCounts& f = j.flows;
+    const report::Fragments& fr = j.fragments;
     o += fmt::format(
-        "\nflows: {} live, {} created, {} expired, {} early-dropped, {} source ports remapped, {} reopened\n",
-        num<uint64_t>(f, "live"), num<uint64_t>(f, "created"), num<uint64_t>(f, "expired"),
-        num<uint64_t>(f, "early_dropped"), num<uint64_t>(f, "port_remapped"), num<uint64_t>(f, "reopened"));
-    o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n\n",
-                     num<uint64_t>(fr, "held"), num<uint64_t>(fr, "stored"), num<uint64_t>(fr, "released"),
-                     num<uint64_t>(fr, "fragmented"), num<uint64_t>(fr, "fragments_out"));
-    return o + render_services(j.value("services", Json::array())) + "\n" +
-        render_endpoints(j.value("endpoints", Json::array()));
+        "\nflows: {} live, {} created, {} expired, {} early-dropped, {} source ports remapped, {} reopened\n", f.live,
+        f.created, f.expired, f.early_dropped, f.port_remapped, f.reopened);
+    o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n\n", fr.held,
+                     fr.stored, fr.released, fr.fragmented, fr.fragments_out);
+    return o + render_services(j.services) + "\n" + render_endpoints(j.endpoints);
 }
+
+std::string render_reload(const report::Reload& r, const CommandRequest&) {
+    return r.message.ends_with('\n') ? r.message : r.message + "\n";
+}
+
+std::string render_drain(const report::Drain& r, const CommandRequest&) {
+    return fmt::format(
+        "draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
+        "gone or in {} s (svcgatectl undrain to stop)\n",
+        r.timeout_seconds);
+}
+
+std::string render_undrain(const report::Undrain& r, const CommandRequest&) {
+    return r.was_draining ? "undrained: announcing again once healthy\n" : "not draining\n";
+}
+
+// A renderer of a command's report, from the JSON the daemon wrote.
+template <typename T, auto F>
+std::string as(const Json& result, const CommandRequest& req) {
+    T r{};
+    try {
+        result.get_to(r);
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(
+            fmt::format("svcgate's answer to {} is not what this svcgatectl reads ({}); --json "
+                        "shows it as it came",
+                        req.spec->name, e.what()));
+    }
+    if constexpr (std::is_invocable_v<decltype(F), const T&, const CommandRequest&>)
+        return F(r, req);
+    else
+        return F(r);
+}
+
+// A renderer for each remote command of kCommands, in its order (checked below at compile time).
+struct Renderer {
+    std::string_view name;
+    std::string (*render)(const Json&, const CommandRequest&);
+};
+constexpr Renderer kRenderers[] = {
+    {"status", as<report::Status, render_status>},
+    {"services", as<std::vector<report::Service>, render_services>},
+    {"endpoints", as<std::vector<report::Endpoint>, render_endpoints>},
+    {"flows", as<std::vector<report::Flow>, render_flows>},
+    {"stats", as<report::Stats, render_stats>},
+    {"reload", as<report::Reload, render_reload>},
+    {"drain", as<report::Drain, render_drain>},
+    {"undrain", as<report::Undrain, render_undrain>},
+};
+
+constexpr bool renderers_match_table() {
+    size_t i = 0;
+    for (const CommandSpec& c : kCommands) {
+        if (!c.remote) continue;
+        if (i == std::size(kRenderers) || kRenderers[i].name != c.name) return false;
+        ++i;
+    }
+    return i == std::size(kRenderers);
+}
+static_assert(renderers_match_table(), "kRenderers must render exactly kCommands' remote commands, in order");
 
 }  // namespace
 
 std::string render_answer(const CommandRequest& req, const Json& result) {
-    const std::string_view cmd = req.spec ? req.spec->name : "";
-    if (cmd == "status") return render_status(result);
-    if (cmd == "services") return render_services(result);
-    if (cmd == "endpoints") return render_endpoints(result);
-    if (cmd == "flows") return render_flows(result, req);
-    if (cmd == "stats") return render_stats(result);
-    if (cmd == "reload") {
-        const std::string m = str(result, "message");
-        return m.ends_with('\n') ? m : m + "\n";
-    }
-    if (cmd == "drain")
-        return fmt::format(
-            "draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
-            "gone or in {} s (svcgatectl undrain to stop)\n",
-            num<long>(result, "timeout_seconds"));
-    if (cmd == "undrain")
-        return result.value("was_draining", false) ? "undrained: announcing again once healthy\n" : "not draining\n";
-    return result.dump() + "\n";
+    for (const Renderer& r : kRenderers)
+        if (req.spec && r.name == req.spec->name) return r.render(result, req);
+    throw std::logic_error("no renderer for a remote command");  // kRenderers is checked against kCommands
 }
 
 }  // namespace svcgate::ctl

@@ -170,11 +170,7 @@ public:
             token_ = rte_rcu_qsbr_start(rt_.qsbr.get());
         }
         bool up = true;
-        for (const Port& p : rt_.ports) {
-            rte_eth_link link{};
-            rte_eth_link_get_nowait(p.id(), &link);
-            up = up && link.link_status;
-        }
+        for (const Port& p : rt_.ports) up = up && link_up(p.id());
         uint32_t left = 0;
         bool counted = false;
         const bool draining = [&] {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <rte_ethdev.h>
 
+#include "control/api/commands.h"
 #include "control/base/clock.h"
 #include "control/base/log.h"
 #include "control/config/kube_objects.h"
@@ -43,10 +44,9 @@ void print_summary(const DaemonState& st) {
             fmt::print("  reject  {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.rejects[r]);
     }
     for (const PortView& p : st.ports) {
-        rte_eth_stats e{};
-        rte_eth_stats_get(p.id, &e);
-        fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", p.name, e.ipackets, e.opackets,
-                   e.imissed, e.ierrors, e.oerrors);
+        const report::PortCounters c = port_counters(p.id);
+        fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", p.name, c.rx_packets, c.tx_packets,
+                   c.rx_missed, c.rx_errors, c.tx_errors);
     }
 }
 

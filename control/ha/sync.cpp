@@ -24,6 +24,14 @@
 
 namespace svcgate::ctl {
 
+std::vector<std::pair<std::string, uint64_t>> sync_drops(const SyncStatus& y) {
+    std::vector<std::pair<std::string, uint64_t>> v;
+    for (unsigned d = 0; d < sync::kDrops; ++d) v.emplace_back(sync::drop_name(static_cast<sync::Drop>(d)), y.drops[d]);
+    for (unsigned d = 0; d < kRecordDrops; ++d)
+        v.emplace_back(std::string("record_") + record_drop_name(static_cast<RecordDrop>(d)), y.record_drops[d]);
+    return v;
+}
+
 using namespace svcgate::dp;
 
 namespace {

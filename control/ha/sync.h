@@ -50,6 +50,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <rte_rcu_qsbr.h>
@@ -98,6 +99,10 @@ struct SyncStatus {
     uint64_t drops[sync::kDrops] = {};
     uint64_t record_drops[kRecordDrops] = {};
 };
+
+// Every drop counter of `y` by its name: the datagrams' (sync::Drop) and the records'
+// ("record_" + RecordDrop), in that order; status and the metrics list them alike.
+std::vector<std::pair<std::string, uint64_t>> sync_drops(const SyncStatus& y);
 
 class Syncer {
 public:

@@ -38,12 +38,8 @@ void collect_sync(MetricsText& m, const SyncStatus& y, const WorkerCounters& t) 
     m.sample("svcgate_sync_events_total", "outcome=\"taken\"", t.sync_events);
     m.sample("svcgate_sync_events_total", "outcome=\"ring_full\"", t.sync_ring_full);
     m.family("svcgate_sync_drops_total", "counter", "Replication datagrams (and records) dropped, by reason.");
-    for (unsigned d = 0; d < sync::kDrops; ++d)
-        m.sample("svcgate_sync_drops_total", fmt::format("reason=\"{}\"", sync::drop_name(static_cast<sync::Drop>(d))),
-                 y.drops[d]);
-    for (unsigned d = 0; d < kRecordDrops; ++d)
-        m.sample("svcgate_sync_drops_total",
-                 fmt::format("reason=\"record_{}\"", record_drop_name(static_cast<RecordDrop>(d))), y.record_drops[d]);
+    for (const auto& [name, n] : sync_drops(y))
+        m.sample("svcgate_sync_drops_total", fmt::format("reason=\"{}\"", name), n);
 }
 
 }  // namespace svcgate::ctl

@@ -613,66 +613,61 @@ void KubeApi::published() {
 
 // Quantiles of the last programming durations (the histogram's buckets are kube-proxy's, too
 // coarse below a second). Called with mu_ held.
-nlohmann::ordered_json KubeApi::programming() const {
+report::Programming KubeApi::programming() const {
     std::vector<double> v(
         recent_.begin(), recent_.begin() + static_cast<long>(std::min<uint64_t>(programming_.count(), recent_.size())));
-    if (v.empty()) return {{"samples", 0}};
+    if (v.empty()) return {};
     std::sort(v.begin(), v.end());
     auto q = [&](double p) {
         return 1e3 * v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
     };
-    return {{"samples", v.size()}, {"p50_ms", q(0.5)}, {"p99_ms", q(0.99)}, {"max_ms", 1e3 * v.back()}};
+    return {.samples = v.size(), .p50_ms = q(0.5), .p99_ms = q(0.99), .max_ms = 1e3 * v.back()};
 }
 
-nlohmann::ordered_json KubeApi::status() const {
+report::KubeApi KubeApi::status() const {
     std::lock_guard lk(mu_);
-    nlohmann::ordered_json kinds = nlohmann::ordered_json::object();
-    bool all = true;
-    for (size_t k = 0; k < kKinds; ++k) {
-        const KindStatus& st = kinds_[k].st;
-        all = all && st.synced;
-        nlohmann::ordered_json events = nlohmann::ordered_json::object();
-        for (size_t t = 0; t < kEventTypes.size(); ++t) events[kEventTypes[t]] = st.events[t];
-        kinds[kInfo[k].name] = {{"synced", st.synced},
-                                {"objects", kinds_[k].objects.size()},
-                                {"resource_version", st.resource_version},
-                                {"last_event_unix", st.last_event_unix},
-                                {"lists", st.lists},
-                                {"relists", st.relists},
-                                {"reconnects", st.reconnects},
-                                {"unpaged_lists", st.unpaged_lists},
-                                {"events", events},
-                                {"last_error", st.last_error}};
-    }
-    nlohmann::ordered_json bad = nlohmann::ordered_json::object();
-    for (size_t b = 0; b < bad_.size(); ++b) bad[bad_name(static_cast<Bad>(b))] = bad_[b];
-    nlohmann::ordered_json rejected = nlohmann::ordered_json::array();
-    for (const RejectedObject& r : rejected_)
-        rejected.push_back({{"object", r.name}, {"reason", r.reason}, {"message", r.message}});
-    nlohmann::ordered_json requests = nlohmann::ordered_json::object();
-    for (const auto& [key, n] : requests_) requests[key.first][key.second ? std::to_string(key.second) : "<error>"] = n;
     const double now = unix_now();
     const bool pending = changes_ != published_changes_;
-    return {{"server", server_.server},
-            {"source", server_.source},
-            {"proxy", proxy_for(server_)},
-            {"synced", all},
-            {"last_publish_unix", last_publish_unix_},
-            {"pending_seconds", pending && all ? now - pending_since_unix_ : 0.0},
-            {"stale_after_seconds", stale_after_seconds()},
-            {"stale", pending && all && now - pending_since_unix_ > stale_after_seconds()},
-            {"requests", requests},
-            {"kinds", kinds},
-            {"publishes", publishes_},
-            {"pending_changes", changes_ - published_changes_},
-            {"min_sync_period_ms", cfg_.min_sync_ms},
-            {"credentials_error", creds_.error()},
-            {"exec_runs", creds_.exec_runs()},
-            {"first_sync_ms", first_sync_ms_},
-            {"programming", programming()},
-            {"bad_input", bad},
-            {"rejected", rejected},
-            {"orphan_slices", orphan_slices_}};
+    report::KubeApi r{.server = server_.server,
+                      .source = server_.source,
+                      .proxy = proxy_for(server_),
+                      .synced = true,
+                      .last_publish_unix = last_publish_unix_,
+                      .stale_after_seconds = stale_after_seconds(),
+                      .publishes = publishes_,
+                      .pending_changes = changes_ - published_changes_,
+                      .min_sync_period_ms = cfg_.min_sync_ms,
+                      .credentials_error = creds_.error(),
+                      .exec_runs = creds_.exec_runs(),
+                      .first_sync_ms = first_sync_ms_,
+                      .programming = programming(),
+                      .orphan_slices = orphan_slices_};
+    for (size_t k = 0; k < kKinds; ++k) {
+        const KindStatus& st = kinds_[k].st;
+        r.synced = r.synced && st.synced;
+        report::KubeKind kind{.synced = st.synced,
+                              .objects = kinds_[k].objects.size(),
+                              .resource_version = st.resource_version,
+                              .last_event_unix = st.last_event_unix,
+                              .lists = st.lists,
+                              .relists = st.relists,
+                              .reconnects = st.reconnects,
+                              .unpaged_lists = st.unpaged_lists,
+                              .last_error = st.last_error};
+        for (size_t t = 0; t < kEventTypes.size(); ++t) kind.events.add(std::string(kEventTypes[t]), st.events[t]);
+        r.kinds.add(kInfo[k].name, std::move(kind));
+    }
+    r.pending_seconds = pending && r.synced ? now - pending_since_unix_ : 0.0;
+    r.stale = pending && r.synced && now - pending_since_unix_ > stale_after_seconds();
+    // By verb, then code: the map's order (verb, code) is the listing's.
+    for (const auto& [key, n] : requests_) {
+        if (r.requests.items.empty() || r.requests.items.back().first != key.first) r.requests.add(key.first, {});
+        r.requests.items.back().second.add(key.second ? std::to_string(key.second) : "<error>", n);
+    }
+    for (size_t b = 0; b < bad_.size(); ++b) r.bad_input.add(bad_name(static_cast<Bad>(b)), bad_[b]);
+    for (const RejectedObject& x : rejected_)
+        r.rejected.push_back({.object = x.name, .reason = x.reason, .message = x.message});
+    return r;
 }
 
 void KubeApi::metrics(MetricsText& m) const {

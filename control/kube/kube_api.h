@@ -43,6 +43,7 @@
 #include "control/base/histogram.h"
 #include "control/base/log.h"
 #include "control/config/config_model.h"
+#include "control/api/views.h"
 #include "control/config/kube_objects.h"
 #include "control/kube/api_client.h"
 #include "control/kube/kubeconfig.h"
@@ -143,7 +144,7 @@ public:
     // due, and the next try waits min_sync_period as a publish would, instead of retrying at once.
     void publish_failed();
 
-    nlohmann::ordered_json status() const;  // svcgatectl status's kubernetes.api
+    report::KubeApi status() const;  // svcgatectl status's kubernetes.api
     void metrics(MetricsText& m) const;
     const ApiServer& server() const { return server_; }
     // Changes from the API have waited unpublished longer than stale_after_seconds(): the
@@ -215,7 +216,7 @@ private:
     std::array<double, 16384> recent_{};                  // the last programming_.count() durations, for quantiles
     std::optional<std::chrono::steady_clock::time_point> first_synced_;  // every kind listed, first time
     double first_sync_ms_ = -1;  // from then to the first publish done; -1: not yet
-    nlohmann::ordered_json programming() const;
+    report::Programming programming() const;
 
     std::atomic<bool> stopping_{false};
     std::atomic<int> running_{0};  // list/watch threads not yet out of run()

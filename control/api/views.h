@@ -1,0 +1,464 @@
+// What the daemon reports, typed once. Each remote command's answer (command_table.h) is one of
+// these structs: the daemon fills it under its lock (commands.cpp) and writes it to the control
+// socket as JSON; svcgatectl reads the JSON back into the same struct and renders it as text
+// (control/cli/render.cpp). Each struct's JSON keys are spelled once, in its `members` list,
+// which both the writer (to_json) and the reader (from_json) walk, in the order written.
+//
+// A member that is std::optional is written as null when empty; one marked `omit` is left out.
+// A reader takes what is there: a key that is missing or null leaves the member as it was.
+//
+// Runs on: any thread (plain data). Depends on nothing of the daemon: svcgatectl includes it.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace svcgate::ctl::report {
+
+// Named values in the order they were added, written as a JSON object ({"ext": {...}, ...}).
+template <typename T>
+struct Keyed {
+    std::vector<std::pair<std::string, T>> items;
+    void add(std::string name, T v) { items.emplace_back(std::move(name), std::move(v)); }
+};
+
+// The `members` list's tag for a member left out of the JSON when empty.
+struct Omit {};
+inline constexpr Omit omit{};
+
+// `members(report, f)` takes a report or a const one.
+template <typename P, typename T>
+concept Of = std::same_as<std::remove_const_t<P>, T>;
+
+// ---- status ----------------------------------------------------------------------------------
+
+struct NoReturn {
+    std::string service, family;
+    uint64_t resent_syns = 0;
+};
+void members(Of<NoReturn> auto& r, auto&& f) {
+    f("service", r.service), f("family", r.family), f("resent_syns", r.resent_syns);
+}
+
+struct ClientIp {
+    std::string default_mode;
+    uint64_t preserve_service_ports = 0;
+    std::vector<NoReturn> no_return;
+};
+void members(Of<ClientIp> auto& r, auto&& f) {
+    f("default", r.default_mode), f("preserve_service_ports", r.preserve_service_ports), f("no_return", r.no_return);
+}
+
+struct Port {
+    std::string name, device;
+    bool link = false;
+    unsigned rx_queues = 1, tx_queues = 1;
+    std::string rss_steering;
+};
+void members(Of<Port> auto& r, auto&& f) {
+    f("name", r.name), f("device", r.device), f("link", r.link), f("rx_queues", r.rx_queues),
+        f("tx_queues", r.tx_queues), f("rss_steering", r.rss_steering);
+}
+
+struct Handover {
+    bool done = false;
+    unsigned peers = 0;
+    uint64_t flows = 0;
+};
+void members(Of<Handover> auto& r, auto&& f) { f("done", r.done), f("peers", r.peers), f("flows", r.flows); }
+
+struct Health {
+    bool live = false, ports_up = false, healthy = false, draining = false;
+    std::vector<std::string> announced;
+    uint32_t announce_table = 0;
+    // While draining:
+    std::optional<uint32_t> connections_left;
+    std::optional<double> drain_seconds_left;
+    std::optional<Handover> handover;
+    std::optional<std::string> announce_error;
+};
+void members(Of<Health> auto& r, auto&& f) {
+    f("live", r.live), f("ports_up", r.ports_up), f("healthy", r.healthy), f("draining", r.draining),
+        f("announced", r.announced), f("announce_table", r.announce_table);
+    f("connections_left", r.connections_left, omit), f("drain_seconds_left", r.drain_seconds_left, omit),
+        f("handover", r.handover, omit), f("announce_error", r.announce_error, omit);
+}
+
+struct Peer {
+    std::string address;
+    bool alive = false;
+    std::optional<double> last_heard_seconds;  // null: never
+    bool copied = false;
+    uint64_t flows_sent = 0, flows_received = 0, datagrams_sent = 0, datagrams_received = 0;
+    uint32_t flows_held = 0;
+    std::vector<std::string> addresses;
+    bool adopted = false;
+};
+void members(Of<Peer> auto& r, auto&& f) {
+    f("address", r.address), f("alive", r.alive), f("last_heard_seconds", r.last_heard_seconds), f("copied", r.copied),
+        f("flows_sent", r.flows_sent), f("flows_received", r.flows_received), f("datagrams_sent", r.datagrams_sent),
+        f("datagrams_received", r.datagrams_received), f("flows_held", r.flows_held), f("addresses", r.addresses),
+        f("adopted", r.adopted);
+}
+
+struct ReplicaHold {
+    uint64_t held = 0, parked = 0, released = 0;
+};
+void members(Of<ReplicaHold> auto& r, auto&& f) { f("held", r.held), f("parked", r.parked), f("released", r.released); }
+
+// Flow replication (control/ha/sync.h).
+struct Ha {
+    std::string listen;
+    bool ready = false;
+    std::vector<Peer> peers;
+    uint32_t replicas = 0;
+    uint64_t takeovers = 0;
+    ReplicaHold replica_hold;
+    uint64_t events = 0, events_ring_full = 0, refreshed = 0;
+    uint32_t queued = 0;
+    uint64_t send_errors = 0;
+    Keyed<uint64_t> drops;
+};
+void members(Of<Ha> auto& r, auto&& f) {
+    f("listen", r.listen), f("ready", r.ready), f("peers", r.peers), f("replicas", r.replicas),
+        f("takeovers", r.takeovers), f("replica_hold", r.replica_hold), f("events", r.events),
+        f("events_ring_full", r.events_ring_full), f("refreshed", r.refreshed), f("queued", r.queued),
+        f("send_errors", r.send_errors), f("drops", r.drops);
+}
+
+// One kind the API client follows (control/kube/kube_api.h).
+struct KubeKind {
+    bool synced = false;
+    uint64_t objects = 0;
+    std::string resource_version;
+    double last_event_unix = 0;
+    uint64_t lists = 0, relists = 0, reconnects = 0, unpaged_lists = 0;
+    Keyed<uint64_t> events;
+    std::string last_error;
+};
+void members(Of<KubeKind> auto& r, auto&& f) {
+    f("synced", r.synced), f("objects", r.objects), f("resource_version", r.resource_version),
+        f("last_event_unix", r.last_event_unix), f("lists", r.lists), f("relists", r.relists),
+        f("reconnects", r.reconnects), f("unpaged_lists", r.unpaged_lists), f("events", r.events),
+        f("last_error", r.last_error);
+}
+
+struct Programming {
+    uint64_t samples = 0;
+    std::optional<double> p50_ms, p99_ms, max_ms;  // with samples
+};
+void members(Of<Programming> auto& r, auto&& f) {
+    f("samples", r.samples), f("p50_ms", r.p50_ms, omit), f("p99_ms", r.p99_ms, omit), f("max_ms", r.max_ms, omit);
+}
+
+struct LeftOut {
+    std::string object, reason, message;
+};
+void members(Of<LeftOut> auto& r, auto&& f) { f("object", r.object), f("reason", r.reason), f("message", r.message); }
+
+// The API client (control/kube/kube_api.h).
+struct KubeApi {
+    std::string server, source, proxy;
+    bool synced = false;
+    double last_publish_unix = 0, pending_seconds = 0, stale_after_seconds = 0;
+    bool stale = false;
+    Keyed<Keyed<uint64_t>> requests;  // by verb, then HTTP code ("<error>": no answer)
+    Keyed<KubeKind> kinds;
+    uint64_t publishes = 0, pending_changes = 0;
+    uint32_t min_sync_period_ms = 0;
+    std::string credentials_error;
+    uint64_t exec_runs = 0;
+    double first_sync_ms = -1;  // -1: not yet
+    Programming programming;
+    Keyed<uint64_t> bad_input;
+    std::vector<LeftOut> rejected;
+    unsigned orphan_slices = 0;
+};
+void members(Of<KubeApi> auto& r, auto&& f) {
+    f("server", r.server), f("source", r.source), f("proxy", r.proxy), f("synced", r.synced),
+        f("last_publish_unix", r.last_publish_unix), f("pending_seconds", r.pending_seconds),
+        f("stale_after_seconds", r.stale_after_seconds), f("stale", r.stale), f("requests", r.requests),
+        f("kinds", r.kinds), f("publishes", r.publishes), f("pending_changes", r.pending_changes),
+        f("min_sync_period_ms", r.min_sync_period_ms), f("credentials_error", r.credentials_error),
+        f("exec_runs", r.exec_runs), f("first_sync_ms", r.first_sync_ms), f("programming", r.programming),
+        f("bad_input", r.bad_input), f("rejected", r.rejected), f("orphan_slices", r.orphan_slices);
+}
+
+struct NoRule {
+    std::string service, why;
+};
+void members(Of<NoRule> auto& r, auto&& f) { f("service", r.service), f("why", r.why); }
+
+struct ObjectIssue {
+    std::string object, reason, message;
+    bool left_out = false;
+};
+void members(Of<ObjectIssue> auto& r, auto&& f) {
+    f("object", r.object), f("reason", r.reason), f("message", r.message), f("left_out", r.left_out);
+}
+
+struct Kubernetes {
+    uint64_t manifests = 0;
+    unsigned services = 0, endpoint_slices = 0, headless = 0, external_name = 0, ignored_objects = 0, other_proxy = 0,
+             service_cidrs = 0;
+    std::vector<NoRule> no_rule;
+    std::vector<ObjectIssue> object_issues;
+    std::optional<KubeApi> api;  // null: not following an API server
+};
+void members(Of<Kubernetes> auto& r, auto&& f) {
+    f("manifests", r.manifests), f("services", r.services), f("endpoint_slices", r.endpoint_slices),
+        f("headless", r.headless), f("external_name", r.external_name), f("ignored_objects", r.ignored_objects),
+        f("other_proxy", r.other_proxy), f("service_cidrs", r.service_cidrs), f("no_rule", r.no_rule),
+        f("object_issues", r.object_issues), f("api", r.api);
+}
+
+// svcgatectl status.
+struct Status {
+    std::string config;
+    uint64_t generation = 0;
+    ClientIp client_ip;
+    int64_t uptime_seconds = 0;
+    uint64_t workers = 0;
+    std::vector<Port> ports;
+    uint64_t service_ports = 0, endpoints = 0, flows = 0, flow_capacity = 0, rx_packets = 0;
+    uint64_t reloads = 0, reload_failures = 0;
+    bool last_reload_ok = true;
+    double last_reload_seconds = 0;
+    std::string last_reload_trigger;
+    std::optional<std::string> last_reload_error;  // null when the last reload was published
+    Health health;
+    std::optional<Ha> ha;  // null: not replicating
+    Kubernetes kubernetes;
+};
+void members(Of<Status> auto& r, auto&& f) {
+    f("config", r.config), f("generation", r.generation), f("client_ip", r.client_ip),
+        f("uptime_seconds", r.uptime_seconds), f("workers", r.workers), f("ports", r.ports),
+        f("service_ports", r.service_ports), f("endpoints", r.endpoints), f("flows", r.flows),
+        f("flow_capacity", r.flow_capacity), f("rx_packets", r.rx_packets), f("reloads", r.reloads),
+        f("reload_failures", r.reload_failures), f("last_reload_ok", r.last_reload_ok),
+        f("last_reload_seconds", r.last_reload_seconds), f("last_reload_trigger", r.last_reload_trigger),
+        f("last_reload_error", r.last_reload_error), f("health", r.health), f("ha", r.ha),
+        f("kubernetes", r.kubernetes);
+}
+
+// ---- services, endpoints, flows --------------------------------------------------------------
+
+// svcgatectl services: one row per service port.
+struct Service {
+    std::string name, protocol, family, cluster_ip;
+    uint16_t port = 0, node_port = 0;
+    std::vector<std::string> external_ips, load_balancer_ips;
+    uint32_t endpoints = 0, ready = 0;
+    std::string scheduler, topology;
+    // How external traffic reaches the endpoints: masquerade, preserve, kept; null: none reaches it.
+    std::optional<std::string> external_source;
+    uint64_t packets = 0, bytes = 0;
+};
+void members(Of<Service> auto& r, auto&& f) {
+    f("name", r.name), f("protocol", r.protocol), f("family", r.family), f("cluster_ip", r.cluster_ip),
+        f("port", r.port), f("node_port", r.node_port), f("external_ips", r.external_ips),
+        f("load_balancer_ips", r.load_balancer_ips), f("endpoints", r.endpoints), f("ready", r.ready),
+        f("scheduler", r.scheduler), f("topology", r.topology), f("external_source", r.external_source),
+        f("packets", r.packets), f("bytes", r.bytes);
+}
+
+// svcgatectl endpoints: one row per endpoint of a service port.
+struct Endpoint {
+    std::string service, endpoint, conditions, node, zone;
+    std::vector<std::string> zone_hints, node_hints;
+    // The rule by which internal / external traffic uses it ("all", "zone hints", "local"); null: unused.
+    std::optional<std::string> internal, external;
+    std::optional<std::string> external_source;
+    int32_t flows = 0;
+    uint64_t packets = 0, bytes = 0;
+};
+void members(Of<Endpoint> auto& r, auto&& f) {
+    f("service", r.service), f("endpoint", r.endpoint), f("conditions", r.conditions), f("node", r.node),
+        f("zone", r.zone), f("zone_hints", r.zone_hints), f("node_hints", r.node_hints), f("internal", r.internal),
+        f("external", r.external), f("external_source", r.external_source), f("flows", r.flows),
+        f("packets", r.packets), f("bytes", r.bytes);
+}
+
+// svcgatectl flows: one row per NAT flow.
+struct Flow {
+    std::string original, endpoint;
+    std::optional<std::string> snat;  // null: not masqueraded
+    std::string state;
+    uint32_t idle = 0;
+    std::string service;
+    std::optional<unsigned> replica_of;  // the peer (ha.peers, from 1) it came from; null: made here
+};
+void members(Of<Flow> auto& r, auto&& f) {
+    f("original", r.original), f("endpoint", r.endpoint), f("snat", r.snat), f("state", r.state), f("idle", r.idle),
+        f("service", r.service), f("replica_of", r.replica_of);
+}
+
+// ---- stats -----------------------------------------------------------------------------------
+
+// A port's NIC counters (rte_eth_stats).
+struct PortCounters {
+    uint64_t rx_packets = 0, tx_packets = 0, rx_bytes = 0, tx_bytes = 0, rx_missed = 0, rx_errors = 0, tx_errors = 0;
+};
+void members(Of<PortCounters> auto& r, auto&& f) {
+    f("rx_packets", r.rx_packets), f("tx_packets", r.tx_packets), f("rx_bytes", r.rx_bytes), f("tx_bytes", r.tx_bytes),
+        f("rx_missed", r.rx_missed), f("rx_errors", r.rx_errors), f("tx_errors", r.tx_errors);
+}
+
+struct FlowCounts {
+    uint64_t live = 0, created = 0, expired = 0, joined = 0, early_dropped = 0, port_remapped = 0,
+             masquerade_ports_steered = 0, masquerade_ports_unsteered = 0, reopened = 0;
+};
+void members(Of<FlowCounts> auto& r, auto&& f) {
+    f("live", r.live), f("created", r.created), f("expired", r.expired), f("joined", r.joined),
+        f("early_dropped", r.early_dropped), f("port_remapped", r.port_remapped),
+        f("masquerade_ports_steered", r.masquerade_ports_steered),
+        f("masquerade_ports_unsteered", r.masquerade_ports_unsteered), f("reopened", r.reopened);
+}
+
+struct Fragments {
+    uint64_t held = 0, datagrams = 0, stored = 0, released = 0, fragmented = 0, fragments_out = 0;
+};
+void members(Of<Fragments> auto& r, auto&& f) {
+    f("held", r.held), f("datagrams", r.datagrams), f("stored", r.stored), f("released", r.released),
+        f("fragmented", r.fragmented), f("fragments_out", r.fragments_out);
+}
+
+struct WorkerCounts {
+    uint64_t rx = 0, tx = 0, generated = 0, dropped = 0, rejected = 0, held = 0, frag_stored = 0, frag_taken = 0;
+    int64_t unaccounted = 0;  // received less sent, dropped and held: 0 unless a packet was lost
+};
+void members(Of<WorkerCounts> auto& r, auto&& f) {
+    f("rx", r.rx), f("tx", r.tx), f("generated", r.generated), f("dropped", r.dropped), f("rejected", r.rejected),
+        f("held", r.held), f("frag_stored", r.frag_stored), f("frag_taken", r.frag_taken),
+        f("unaccounted", r.unaccounted);
+}
+
+struct Mempool {
+    uint64_t size = 0, in_use = 0;
+};
+void members(Of<Mempool> auto& r, auto&& f) { f("size", r.size), f("in_use", r.in_use); }
+
+// svcgatectl stats.
+struct Stats {
+    Keyed<PortCounters> ports;  // by port name
+    Keyed<uint64_t> verdicts, drops, rejects;
+    FlowCounts flows;
+    Fragments fragments;
+    std::vector<WorkerCounts> workers;
+    Mempool mempool;
+    std::vector<Service> services;
+    std::vector<Endpoint> endpoints;
+};
+void members(Of<Stats> auto& r, auto&& f) {
+    f("ports", r.ports), f("verdicts", r.verdicts), f("drops", r.drops), f("rejects", r.rejects), f("flows", r.flows),
+        f("fragments", r.fragments), f("workers", r.workers), f("mempool", r.mempool), f("services", r.services),
+        f("endpoints", r.endpoints);
+}
+
+// ---- reload, drain, undrain ------------------------------------------------------------------
+
+struct Reload {
+    bool ok = false;
+    uint64_t generation = 0;
+    std::string message;  // the line the daemon logged
+};
+void members(Of<Reload> auto& r, auto&& f) { f("ok", r.ok), f("generation", r.generation), f("message", r.message); }
+
+struct Drain {
+    bool ok = true, draining = true;
+    long timeout_seconds = 0;
+};
+void members(Of<Drain> auto& r, auto&& f) {
+    f("ok", r.ok), f("draining", r.draining), f("timeout_seconds", r.timeout_seconds);
+}
+
+struct Undrain {
+    bool ok = true, draining = false, was_draining = false;
+};
+void members(Of<Undrain> auto& r, auto&& f) {
+    f("ok", r.ok), f("draining", r.draining), f("was_draining", r.was_draining);
+}
+
+// ---- JSON ------------------------------------------------------------------------------------
+
+namespace detail {
+// Any member list's visitor, for the Report concept.
+struct AnyMember {
+    void operator()(const char*, auto&) const {}
+    void operator()(const char*, auto&, Omit) const {}
+};
+}  // namespace detail
+
+template <typename T>
+concept Report = requires(T& r) {
+    members(r, detail::AnyMember{});
+};
+
+template <typename J>
+struct JsonWriter {
+    J& j;
+    template <typename T>
+    void operator()(const char* key, const T& v) const {
+        j[key] = v;
+    }
+    template <typename T>
+    void operator()(const char* key, const std::optional<T>& v) const {
+        j[key] = v ? J(*v) : J(nullptr);
+    }
+    template <typename T>
+    void operator()(const char* key, const std::optional<T>& v, Omit) const {
+        if (v) j[key] = *v;
+    }
+};
+
+template <typename J>
+struct JsonReader {
+    const J& j;
+    template <typename T>
+    void operator()(const char* key, T& v) const {
+        const auto it = j.find(key);
+        if (it != j.end() && !it->is_null()) it->get_to(v);
+    }
+    template <typename T>
+    void operator()(const char* key, std::optional<T>& v) const {
+        const auto it = j.find(key);
+        if (it != j.end() && !it->is_null()) it->get_to(v.emplace());
+    }
+    template <typename T>
+    void operator()(const char* key, std::optional<T>& v, Omit) const {
+        (*this)(key, v);
+    }
+};
+
+template <typename J, Report T>
+void to_json(J& j, const T& r) {
+    j = J::object();
+    members(r, JsonWriter<J>{j});
+}
+
+// Throws nlohmann::json::type_error when a member's value is of another type.
+template <typename J, Report T>
+void from_json(const J& j, T& r) {
+    if (j.is_object()) members(r, JsonReader<J>{j});
+}
+
+template <typename J, typename T>
+void to_json(J& j, const Keyed<T>& k) {
+    j = J::object();
+    for (const auto& [name, v] : k.items) j[name] = v;
+}
+
+template <typename J, typename T>
+void from_json(const J& j, Keyed<T>& k) {
+    if (!j.is_object()) return;
+    for (const auto& [name, v] : j.items()) k.add(name, v.template get<T>());
+}
+
+}  // namespace svcgate::ctl::report
