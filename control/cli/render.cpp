@@ -205,18 +205,16 @@ std::string render_stats(const report::Stats& j) {
     return o + render_services(j.services) + "\n" + render_endpoints(j.endpoints);
 }
 
-std::string render_reload(const report::Reload& r, const CommandRequest&) {
-    return r.message.ends_with('\n') ? r.message : r.message + "\n";
-}
+std::string render_reload(const report::Reload& r) { return r.message.ends_with('\n') ? r.message : r.message + "\n"; }
 
-std::string render_drain(const report::Drain& r, const CommandRequest&) {
+std::string render_drain(const report::Drain& r) {
     return fmt::format(
         "draining: announcements withdrawn, /healthz 503; svcgate exits once its connections are "
         "gone or in {} s (svcgatectl undrain to stop)\n",
         r.timeout_seconds);
 }
 
-std::string render_undrain(const report::Undrain& r, const CommandRequest&) {
+std::string render_undrain(const report::Undrain& r) {
     return r.was_draining ? "undrained: announcing again once healthy\n" : "not draining\n";
 }
 

@@ -53,6 +53,9 @@ constexpr ConfigMember member() {
     [](auto& c) -> auto& { return c.path; }
 #define READ(path) member<AT(path), false>()  // read by the table's loop
 #define OWN(path) member<AT(path), true>()    // read by its section's code
+// A conntrack timeout: seconds, 1 s to 30 days, set when the flow table is made.
+#define TIMEOUT(key, default_text, path) \
+    { "dataplane", "flow_table.timeouts." key, default_text, READ(dataplane.timeouts.path), kRestart, 1, 30 * kDay }
 
 // The key file's path goes with the key read from it: one key, two members.
 bool keep_key(Config& n, const Config& r) {
@@ -88,26 +91,20 @@ const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "flow_table.capacity_v6", "a quarter of `capacity`, at least 1024", READ(dataplane.flow_capacity_v6),
      kRestart, 1024, k30},
     // The conntrack timeouts, seconds: TCP's in TcpState order, then the datagrams' and the rest.
-    {"dataplane", "flow_table.timeouts.tcp_none", "`10`", READ(dataplane.timeouts.tcp[0]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_syn_sent", "`120`", READ(dataplane.timeouts.tcp[1]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_syn_recv", "`60`", READ(dataplane.timeouts.tcp[2]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_established", "`86400`", READ(dataplane.timeouts.tcp[3]), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_fin_wait", "`120`", READ(dataplane.timeouts.tcp[4]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_close_wait", "`3600`", READ(dataplane.timeouts.tcp[5]), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_last_ack", "`30`", READ(dataplane.timeouts.tcp[6]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_time_wait", "`120`", READ(dataplane.timeouts.tcp[7]), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_close", "`10`", READ(dataplane.timeouts.tcp[8]), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.tcp_syn_sent2", "`120`", READ(dataplane.timeouts.tcp[9]), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.udp_unreplied", "`30`", READ(dataplane.timeouts.udp_unreplied), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.udp_replied", "`120`", READ(dataplane.timeouts.udp_replied), kRestart, 1,
-     30 * kDay},
-    {"dataplane", "flow_table.timeouts.icmp", "`30`", READ(dataplane.timeouts.icmp), kRestart, 1, 30 * kDay},
-    {"dataplane", "flow_table.timeouts.other", "`600`", READ(dataplane.timeouts.other), kRestart, 1, 30 * kDay},
+    TIMEOUT("tcp_none", "`10`", tcp[0]),
+    TIMEOUT("tcp_syn_sent", "`120`", tcp[1]),
+    TIMEOUT("tcp_syn_recv", "`60`", tcp[2]),
+    TIMEOUT("tcp_established", "`86400`", tcp[3]),
+    TIMEOUT("tcp_fin_wait", "`120`", tcp[4]),
+    TIMEOUT("tcp_close_wait", "`3600`", tcp[5]),
+    TIMEOUT("tcp_last_ack", "`30`", tcp[6]),
+    TIMEOUT("tcp_time_wait", "`120`", tcp[7]),
+    TIMEOUT("tcp_close", "`10`", tcp[8]),
+    TIMEOUT("tcp_syn_sent2", "`120`", tcp[9]),
+    TIMEOUT("udp_unreplied", "`30`", udp_unreplied),
+    TIMEOUT("udp_replied", "`120`", udp_replied),
+    TIMEOUT("icmp", "`30`", icmp),
+    TIMEOUT("other", "`600`", other),
     {"dataplane", "flow_table.new_flows_per_source", "`0` (no cap)", READ(dataplane.new_flows_per_source), kRestart, 0,
      dp::SourceLimiter::kMaxLimit},
     {"dataplane", "flow_table.state_file", "none", OWN(dataplane.state_file), kReload},
@@ -160,6 +157,7 @@ const std::vector<ConfigField> kConfigFields = {
     {"cluster", "proxy_name_only", "`false`", READ(cluster.proxy_name_only), kReload},
 };
 
+#undef TIMEOUT
 #undef OWN
 #undef READ
 #undef AT
