@@ -35,8 +35,9 @@ struct ConfigMember {
     void (*set)(Config&, uint64_t) = nullptr;  // number, boolean
     std::string* (*text)(Config&) = nullptr;   // text
     uint64_t max = 0;                          // number: the member type's largest value
-    // The running value into `next`; true when they differed. Null: no member (a port's field,
-    // kept with the port list; a key read into two members).
+    // The running value into `next`; true when they differed. Null for a row with no member of
+    // its own (a port's field: the port list is kept whole; nodeport_range, read into two) and
+    // for a member that cannot be compared; ha.key_file's is written by hand (key and path).
     bool (*keep)(Config& next, const Config& running) = nullptr;
 };
 
