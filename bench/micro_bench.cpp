@@ -9,6 +9,7 @@
 #include <functional>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -620,19 +621,19 @@ private:
     std::vector<std::thread> threads_;
 };
 
-// New connections on W workers at once (range(0) = W threads), all inserting into the one shared
-// table (4M flows, 90% full, 10 Services): what bench/run's scaling section reports as
-// new_flows_mpps_by_workers. Each iteration every worker runs its own 512 bursts of new flows,
+// New connections on `workers` threads at once, all inserting into the one shared table (4M flows,
+// 90% full, 10 Services) that `owners` workers own (its fill spread over them): with as many
+// owners as workers, what bench/run's scaling section reports as new_flows_mpps_by_workers
+// (BM_PipelineNewFlowsWorkers). Each iteration every worker runs its own 512 bursts of new flows,
 // started together; its time is from the first worker's start to the last one's end. Once all are
 // done the workers remove their flows, untimed, so the fill stays put.
-void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
-    const auto workers = static_cast<uint16_t>(st.range(0));
+void new_flows_workers(benchmark::State& st, uint16_t workers, uint16_t owners) {
     constexpr uint32_t kCapacity = 1u << 22, kFill = kCapacity / 10 * 9;
-    World w(NewFlowWorker::kServices, kCapacity, 4, "", workers);
-    for (uint32_t i = 0; i < kFill; ++i) (void)w.flows->insert(static_cast<uint16_t>(i % workers), flow_init(i), 1);
+    World w(NewFlowWorker::kServices, kCapacity, 4, "", owners);
+    for (uint32_t i = 0; i < kFill; ++i) (void)w.flows->insert(static_cast<uint16_t>(i % owners), flow_init(i), 1);
     std::vector<NewFlowWorker> ws(workers);
     for (uint16_t i = 0; i < workers; ++i)
-        if (!ws[i].init(w, i, workers, kFill)) st.SkipWithError("mbufs");
+        if (!ws[i].init(w, i, owners, kFill)) st.SkipWithError("mbufs");
     // Phase 2k + 1: iteration k's inserts; 2k + 2: its removals.
     PhaseThreads threads(workers, [&ws](size_t i, uint32_t phase) {
         if (phase % 2)
@@ -658,12 +659,21 @@ void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
     st.counters["workers"] = workers;
     st.counters["fill_pct"] = 90;
 }
+void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
+    const auto workers = static_cast<uint16_t>(st.range(0));
+    new_flows_workers(st, workers, workers);
+}
+// One worker alone on a table that two workers own: the multi-writer insert (its bucket locks and
+// slot CAS) without a second writer, against BM_PipelineNewFlowsWorkers/1 (a lone writer's plain
+// stores). Their ratio is the most that two workers can reach over one before they share anything.
+void BM_PipelineNewFlowsTwoOwners(benchmark::State& st) { new_flows_workers(st, 1, 2); }
 // W = 1, 2, 4, ... up to all but one of the host's cores (2 at least: the two-worker figure).
 void worker_counts(benchmark::internal::Benchmark* b) {
     const unsigned most = std::max(2u, std::thread::hardware_concurrency() - 1);
     for (unsigned w = 1; w <= most; w *= 2) b->Arg(w);
 }
 BENCHMARK(BM_PipelineNewFlowsWorkers)->Apply(worker_counts)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PipelineNewFlowsTwoOwners)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Flows that prove themselves, with replication off (0) and on (1): each iteration, a burst of new
 // connections (a client's ACK: conntrack picks the connection up) and then the pods' replies,
@@ -876,6 +886,53 @@ void BM_MemoryLine(benchmark::State& st) {
                                                     benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_MemoryLine)->Arg(1)->Arg(32);
+
+// The host's own floor for new flows on W cores: W threads (range(0), pinned as the new-flow
+// workers are) each reading random cache lines of one 256 MiB span, 32 independent loads at a
+// time (BM_MemoryLine/32 on every thread at once), timed from the first thread's start to the last
+// one's end. Lines a second at W ÷ (W × at 1) is how far memory lets a miss-bound loop scale on
+// this host, whatever the flow table does: the ceiling of BM_PipelineNewFlowsWorkers's ratio.
+void BM_MemoryLineWorkers(benchmark::State& st) {
+    constexpr size_t kBytes = size_t{256} << 20, kLines = kBytes / 64;
+    constexpr unsigned kBatch = 32, kRounds = 1u << 16;  // 2M lines a thread: 4 × the L3 (32 MiB here)
+    const auto workers = static_cast<size_t>(st.range(0));
+    auto* mem = static_cast<uint64_t*>(std::aligned_alloc(size_t{2} << 20, kBytes));
+    if (!mem) return st.SkipWithError("memory");
+    madvise(mem, kBytes, MADV_HUGEPAGE);
+    std::memset(mem, 1, kBytes);  // faulted in before any timing
+    struct Reader {
+        std::vector<uint32_t> random;
+        std::chrono::steady_clock::time_point t0, t1;
+        uint64_t sum = 0;
+    };
+    std::vector<Reader> rs(workers);
+    for (size_t i = 0; i < workers; ++i) {
+        std::mt19937_64 rng(11 + i);
+        rs[i].random.resize(size_t{kBatch} * kRounds);
+        for (auto& r : rs[i].random) r = static_cast<uint32_t>(rng() % kLines);
+    }
+    PhaseThreads threads(workers, [&rs, mem](size_t i, uint32_t) {
+        Reader& me = rs[i];
+        me.t0 = std::chrono::steady_clock::now();
+        for (size_t at = 0; at < me.random.size(); at += kBatch)
+            for (unsigned j = 0; j < kBatch; ++j) me.sum += mem[size_t{me.random[at + j]} * 8];
+        me.t1 = std::chrono::steady_clock::now();
+    });
+    uint32_t phase = 0;
+    for (auto _ : st) {
+        threads.run(++phase);
+        auto first = rs[0].t0, last = rs[0].t1;
+        for (const Reader& me : rs) first = std::min(first, me.t0), last = std::max(last, me.t1);
+        st.SetIterationTime(std::chrono::duration<double>(last - first).count());
+    }
+    uint64_t sum = 0;
+    for (const Reader& me : rs) sum += me.sum;
+    benchmark::DoNotOptimize(sum);
+    std::free(mem);
+    st.SetItemsProcessed(int64_t(st.iterations()) * int64_t(workers) * kBatch * kRounds);
+    st.counters["workers"] = static_cast<double>(workers);
+}
+BENCHMARK(BM_MemoryLineWorkers)->Apply(worker_counts)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // The state file (control/ha/state_file.h) with n IPv4 flows: the time to write it on a stop, and to
 // read, check and decode it at the next start (its flows then go through FlowImporter; the

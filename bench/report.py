@@ -176,6 +176,11 @@ def main():
 
     new_by_w = {w: micro_rate(f"BM_PipelineNewFlowsWorkers/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
     new_by_w = {w: v for w, v in new_by_w.items() if v}
+    new_two_owners = micro_rate("BM_PipelineNewFlowsTwoOwners/manual_time")
+    # The host's own: W threads reading random lines of memory, 32 in flight each (M lines/s).
+    mem_by_w = {w: micro_rate(f"BM_MemoryLineWorkers/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
+    mem_by_w = {w: v for w, v in mem_by_w.items() if v}
+    mem_wmax = max(mem_by_w) if mem_by_w else None
     scaling = {
         "cores": os.cpu_count(),
         "cpu": machine_cpu(),
@@ -222,6 +227,13 @@ def main():
         "cross_queue_ratio": ratio(scale[wmax]["dnat_cross"], scale[wmax]["dnat_same"]) if wmax else None,
         "cross_queue_ratio_masq": ratio(scale[wmax]["masq_cross"], scale[wmax]["masq_same"]) if wmax else None,
         "new_flows_mpps_by_workers": new_by_w,
+        # One worker on a table two own ÷ on a table of its own: the multi-writer insert's cost alone
+        # (locks and CAS, no second writer), the bound it puts on new flows at W = 2 ÷ W = 1 ÷ 2.
+        "new_flows_two_owners_ratio": ratio(new_two_owners, new_by_w.get(1)),
+        # The same for a loop that only reads random lines of memory: how far this host's memory lets
+        # a miss-bound loop scale, the ceiling of new flows' W ÷ 1 (rate at the largest W ÷ W × at 1).
+        "memory_scaling_efficiency": ratio(mem_by_w[mem_wmax], mem_wmax * mem_by_w.get(1, 0)) if mem_wmax else None,
+        "memory_mlines_by_workers": mem_by_w,
         "scaling": scaling,
         "established_mpps": {"svcgate_4k": med(sg4k), "testpmd_4k": med(tp4k), "svcgate_1m": med(sg1m),
                              "testpmd_1m": med(tp1m), "testpmd_5tswap_4k": med(sw4k), "testpmd_5tswap_1m": med(sw1m),
@@ -447,7 +459,14 @@ connection's packets on one queue. Both directions: each client packet followed 
 the next queue (cross: the reply on another worker, as RSS puts most translated replies); DNAT
 only (ClusterIPs) and masqueraded (NodePorts under policy Cluster). New flows:
 `BM_PipelineNewFlowsWorkers`, W threads inserting into one shared table 90% full. Mpps,
-{'one run' if a.quick else 'medians'}.
+{'one run' if a.quick else 'medians'}. What sharing the table costs before anything is shared:
+one worker alone on a table two workers own (`BM_PipelineNewFlowsTwoOwners`: the inserts' bucket
+locks and slot CAS, no second writer) {f(new_two_owners)} M/s, {f(summary["new_flows_two_owners_ratio"])} × the
+lone writer's; new flows at two workers ÷ one cannot pass twice that without it. What the
+host's memory allows: W threads reading random lines of a 256 MiB span, 32 at a time
+(`BM_MemoryLineWorkers`), {', '.join(f'W = {w}: {v:.1f}' for w, v in mem_by_w.items()) or '—'} M lines/s,
+an efficiency of {f(summary["memory_scaling_efficiency"])} at the largest W against new flows'
+{f(ratio(new_by_w.get(mem_wmax), (mem_wmax or 0) * new_by_w.get(1, 0)) if mem_wmax else None)}.
 
 | workers | established | testpmd 5tswap | DNAT same | DNAT cross | masq same | masq cross | new flows (M/s) |
 |---|---|---|---|---|---|---|---|
