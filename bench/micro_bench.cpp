@@ -887,11 +887,11 @@ void BM_MemoryLine(benchmark::State& st) {
 }
 BENCHMARK(BM_MemoryLine)->Arg(1)->Arg(32);
 
-// The host's own floor for new flows on W cores: W threads (range(0), pinned as the new-flow
-// workers are) each reading random cache lines of one 256 MiB span, 32 independent loads at a
-// time (BM_MemoryLine/32 on every thread at once), timed from the first thread's start to the last
-// one's end. Lines a second at W ÷ (W × at 1) is how far memory lets a miss-bound loop scale on
-// this host, whatever the flow table does: the ceiling of BM_PipelineNewFlowsWorkers's ratio.
+// The host's random-read rate on W cores: W threads (range(0), pinned as the new-flow workers are)
+// each reading random cache lines of one 256 MiB span, 32 independent loads at a time
+// (BM_MemoryLine/32 on every thread at once), timed from the first thread's start to the last
+// one's end. What the misses of many workers share: a new flow takes about five random lines, so
+// W workers creating N flows a second each ask for about 5 × W × N of these lines a second.
 void BM_MemoryLineWorkers(benchmark::State& st) {
     constexpr size_t kBytes = size_t{256} << 20, kLines = kBytes / 64;
     constexpr unsigned kBatch = 32, kRounds = 1u << 16;  // 2M lines a thread: 4 × the L3 (32 MiB here)

@@ -230,8 +230,8 @@ def main():
         # One worker on a table two own ÷ on a table of its own: the multi-writer insert's cost alone
         # (locks and CAS, no second writer), the bound it puts on new flows at W = 2 ÷ W = 1 ÷ 2.
         "new_flows_two_owners_ratio": ratio(new_two_owners, new_by_w.get(1)),
-        # The same for a loop that only reads random lines of memory: how far this host's memory lets
-        # a miss-bound loop scale, the ceiling of new flows' W ÷ 1 (rate at the largest W ÷ W × at 1).
+        # The host's random-read rate, W threads reading random lines 32 at a time (M lines/s), and
+        # its rate at the largest W ÷ (W × at 1): what many workers' misses share.
         "memory_scaling_efficiency": ratio(mem_by_w[mem_wmax], mem_wmax * mem_by_w.get(1, 0)) if mem_wmax else None,
         "memory_mlines_by_workers": mem_by_w,
         "scaling": scaling,
@@ -462,11 +462,10 @@ only (ClusterIPs) and masqueraded (NodePorts under policy Cluster). New flows:
 {'one run' if a.quick else 'medians'}. What sharing the table costs before anything is shared:
 one worker alone on a table two workers own (`BM_PipelineNewFlowsTwoOwners`: the inserts' bucket
 locks and slot CAS, no second writer) {f(new_two_owners)} M/s, {f(summary["new_flows_two_owners_ratio"])} × the
-lone writer's; new flows at two workers ÷ one cannot pass twice that without it. What the
-host's memory allows: W threads reading random lines of a 256 MiB span, 32 at a time
-(`BM_MemoryLineWorkers`), {', '.join(f'W = {w}: {v:.1f}' for w, v in mem_by_w.items()) or '—'} M lines/s,
-an efficiency of {f(summary["memory_scaling_efficiency"])} at the largest W against new flows'
-{f(ratio(new_by_w.get(mem_wmax), (mem_wmax or 0) * new_by_w.get(1, 0)) if mem_wmax else None)}.
+lone writer's. The host's random-read rate, what many workers' misses share: W threads reading
+random lines of a 256 MiB span, 32 at a time (`BM_MemoryLineWorkers`),
+{', '.join(f'W = {w}: {v:.1f}' for w, v in mem_by_w.items()) or '—'} M lines/s (efficiency
+{f(summary["memory_scaling_efficiency"])} at the largest W); a new flow takes about five such lines.
 
 | workers | established | testpmd 5tswap | DNAT same | DNAT cross | masq same | masq cross | new flows (M/s) |
 |---|---|---|---|---|---|---|---|
