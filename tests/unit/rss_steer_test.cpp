@@ -13,6 +13,7 @@
 
 #include "dataplane/base/toeplitz.h"
 #include "dataplane/lb/rss_steer.h"
+#include "dataplane/pipeline/pipeline.h"
 #include "control/config/yaml_config.h"
 #include "test_support.h"
 
@@ -77,6 +78,30 @@ std::unique_ptr<RssSteer> steer(unsigned queues, unsigned reta_size = 128) {
     auto r = std::make_unique<RssSteer>();
     EXPECT_TRUE(r->set_default(kKey, reta_size, static_cast<uint16_t>(queues)));
     return r;
+}
+
+// The RSS input of the replies to masqueraded connection `rec`: from the endpoint to the masquerade
+// address, to masquerade port `port` (host order; its own when 0).
+std::vector<uint8_t> reply_input(const ctl::TraceRecord& rec, uint16_t port = 0) {
+    std::vector<uint8_t> in;
+    auto ports = [&in, port](uint16_t endpoint_port, uint16_t masq_port) {
+        if (port) masq_port = rte_cpu_to_be_16(port);
+        for (uint16_t p : {endpoint_port, masq_port}) in.insert(in.end(), {uint8_t(p), uint8_t(p >> 8)});
+    };
+    if (rec.out_v6) {
+        const FlowKey6& k = rec.out_key6;
+        in.insert(in.end(), k.dst.b, k.dst.b + 16);
+        in.insert(in.end(), k.src.b, k.src.b + 16);
+        ports(k.dport, k.sport);
+    } else {
+        const FlowKey& k = rec.out_key;
+        const auto* d = reinterpret_cast<const uint8_t*>(&k.dst.be);
+        const auto* s = reinterpret_cast<const uint8_t*>(&k.src.be);
+        in.insert(in.end(), d, d + 4);
+        in.insert(in.end(), s, s + 4);
+        ports(k.dport, k.sport);
+    }
+    return in;
 }
 
 // A tracer whose tables have `workers` owners, so that its worker can act as any of them.
@@ -169,23 +194,8 @@ TEST(RssSteer, MasqueradedRepliesLandOnTheWorkersQueueInBothFamilies) {
             auto rec = t->run_spec(spec);
             ASSERT_EQ(rec.verdict, Verdict::dnat) << spec << ": " << rec.text();
             ASSERT_TRUE(rec.masquerade) << spec;
-            // The reply: from the endpoint to the masquerade address and port.
-            std::vector<uint8_t> in;
-            if (rec.out_v6) {
-                const FlowKey6& k = rec.out_key6;
-                in.insert(in.end(), k.dst.b, k.dst.b + 16);
-                in.insert(in.end(), k.src.b, k.src.b + 16);
-                for (uint16_t p : {k.dport, k.sport}) in.insert(in.end(), {uint8_t(p), uint8_t(p >> 8)});
-            } else {
-                const FlowKey& k = rec.out_key;
-                const auto* d = reinterpret_cast<const uint8_t*>(&k.dst.be);
-                const auto* s = reinterpret_cast<const uint8_t*>(&k.src.be);
-                in.insert(in.end(), d, d + 4);
-                in.insert(in.end(), s, s + 4);
-                for (uint16_t p : {k.dport, k.sport}) in.insert(in.end(), {uint8_t(p), uint8_t(p >> 8)});
-            }
             ASSERT_EQ(rec.out_v6, v6) << spec;
-            const uint32_t h = toeplitz_hash(kKey, in);
+            const uint32_t h = toeplitz_hash(kKey, reply_input(rec));
             EXPECT_EQ((h & 127) % workers, w) << spec << ": " << rec.text();  // DPDK's default RETA
             EXPECT_EQ(r->queue(h), w) << spec << ": " << rec.text();
             ++checked;
@@ -222,4 +232,83 @@ TEST(RssSteer, WithoutItTheWorkersShareOfTheRangeServes) {
         EXPECT_EQ((rte_be_to_cpu_16(rec.out_key.sport) - min) % 4, 3) << rec.text();  // ≡ worker (mod workers)
     }
     EXPECT_EQ(ctx.counters.snat_steered, 0u);
+}
+
+// Where no port the worker tries brings the replies to its queue, the connection takes a port of
+// the worker's own share of the range, as without steering, and the fallback is counted. Worker 1
+// of 2 on a RETA of 2,048 entries: first with its queue in none of them (no port can reach it),
+// then in one entry of 64 (a port lands there with chance 1/64, and a worker of two tries 16 ports
+// of the smallest range the config takes: some connections find one, most fall back). Each
+// connection's flow is removed after it, so each asks for a port once and takes none from the next.
+TEST(RssSteer, WhereNoTriedPortReachesTheQueueTheWorkersShareServesCounted) {
+    const uint16_t workers = 2, me = 1;
+    constexpr uint16_t kMin = 1024, kMax = 1279;  // the smallest range the config takes
+    std::string yaml = test::dual_stack_config(R"(
+  - name: default/web
+    type: NodePort
+    cluster_ips: [10.107.0.9, 'fd00:96::9']
+    ports: [{name: http, protocol: TCP, port: 80, target_port: 8080, node_port: 30009}]
+    endpoints: [{ip: 10.244.2.4}, {ip: 10.244.3.6}, {ip: 'fd00:244:2::4'}, {ip: 'fd00:244:3::6'}]
+)");
+    yaml.insert(yaml.find("\ncluster:\n") + 10, "  masquerade_ports: 1024-1279\n");
+    auto t = tracer(yaml, workers);
+    auto r = steer(workers, RssSteer::kRetaMax);
+    const RssSteer* by_port[2] = {nullptr, r.get()};
+    WorkerCtx& ctx = t->ctx();
+    ctx.rss = by_port;
+    ctx.n_rss = 2;
+    ctx.n_workers = workers;
+    ctx.worker = me;
+    auto forget = [&ctx](auto& table, const auto& reply) {
+        const FlowRef ref = table.lookup(reply);
+        ASSERT_TRUE(ref.hit());
+        release_flow(*ctx.stats, ctx.worker, table.flow(ref.id));
+        table.remove(ref.id);
+    };
+    // One connection of each family from each of 64 clients; each checked by what it was counted as.
+    auto connect_all = [&](unsigned& steered, unsigned& unsteered) {
+        for (int c = 0; c < 64; ++c) {
+            for (const bool v6 : {false, true}) {
+                const std::string spec = v6
+                    ? fmt::format("tcp [fd00:66::{:x}]:{} > [fd00:67::8]:30009 [S]", 100 + c, 20000 + c)
+                    : fmt::format("tcp 192.168.66.{}:{} > 192.168.67.8:30009 [S]", 100 + c, 20000 + c);
+                const uint64_t s0 = ctx.counters.snat_steered, u0 = ctx.counters.snat_unsteered;
+                const auto rec = t->run_spec(spec);
+                ASSERT_EQ(rec.verdict, Verdict::dnat) << spec << ": " << rec.text();
+                ASSERT_TRUE(rec.masquerade) << spec;
+                ASSERT_EQ(rec.out_v6, v6) << spec;
+                const uint16_t port = rte_be_to_cpu_16(v6 ? rec.out_key6.sport : rec.out_key.sport);
+                EXPECT_GE(port, kMin) << spec;
+                EXPECT_LE(port, kMax) << spec;
+                const uint64_t ds = ctx.counters.snat_steered - s0, du = ctx.counters.snat_unsteered - u0;
+                ASSERT_EQ(ds + du, 1u) << spec << ": one port asked for, counted once";
+                if (ds) {
+                    ++steered;
+                    EXPECT_EQ(r->queue(toeplitz_hash(kKey, reply_input(rec))), me) << spec << ": " << rec.text();
+                } else {
+                    ++unsteered;
+                    EXPECT_EQ((port - kMin) % workers, me) << spec << ": the worker's own share";
+                }
+                if (v6)
+                    forget(*ctx.flows6, rec.out_key6.reversed());
+                else
+                    forget(*ctx.flows, rec.out_key.reversed());
+            }
+        }
+    };
+
+    std::fill_n(r->reta, RssSteer::kRetaMax, uint16_t{0});  // queue 1 in no entry
+    unsigned steered = 0, unsteered = 0;
+    connect_all(steered, unsteered);
+    EXPECT_EQ(steered, 0u);
+    EXPECT_EQ(unsteered, 128u);
+
+    for (uint32_t i = 5; i < RssSteer::kRetaMax; i += 64) r->reta[i] = me;  // in 32 entries of 2,048
+    steered = unsteered = 0;
+    connect_all(steered, unsteered);
+    EXPECT_EQ(steered + unsteered, 128u);
+    EXPECT_GT(unsteered, 0u) << "every connection found a port: the case this test is for";
+    EXPECT_GT(steered, 0u) << "no connection found a port: the RETA's entries are not reached";
+    EXPECT_EQ(ctx.counters.snat_steered, steered);
+    EXPECT_EQ(ctx.counters.snat_unsteered, 128u + unsteered);
 }
