@@ -621,6 +621,15 @@ private:
     std::vector<std::thread> threads_;
 };
 
+// The iteration's time when threads run it together: from the first one's start to the last one's
+// end (each thread's t0 and t1).
+template <class Thread>
+void time_first_to_last(benchmark::State& st, const std::vector<Thread>& ts) {
+    auto first = ts[0].t0, last = ts[0].t1;
+    for (const Thread& t : ts) first = std::min(first, t.t0), last = std::max(last, t.t1);
+    st.SetIterationTime(std::chrono::duration<double>(last - first).count());
+}
+
 // New connections on `workers` threads at once, all inserting into the one shared table (4M flows,
 // 90% full, 10 Services) that `owners` workers own (its fill spread over them): with as many
 // owners as workers, what bench/run's scaling section reports as new_flows_mpps_by_workers
@@ -644,9 +653,7 @@ void new_flows_workers(benchmark::State& st, uint16_t workers, uint16_t owners) 
     uint32_t iteration = 0;
     for (auto _ : st) {
         threads.run(2 * iteration + 1);
-        auto first = ws[0].t0, last = ws[0].t1;
-        for (const NewFlowWorker& me : ws) first = std::min(first, me.t0), last = std::max(last, me.t1);
-        st.SetIterationTime(std::chrono::duration<double>(last - first).count());
+        time_first_to_last(st, ws);
         threads.run(2 * ++iteration);
     }
     uint64_t untranslated = 0;
@@ -665,7 +672,7 @@ void BM_PipelineNewFlowsWorkers(benchmark::State& st) {
 }
 // One worker alone on a table that two workers own: the multi-writer insert (its bucket locks and
 // slot CAS) without a second writer, against BM_PipelineNewFlowsWorkers/1 (a lone writer's plain
-// stores). Their ratio is the most that two workers can reach over one before they share anything.
+// stores): what the table's sharing costs a worker before another writes anything.
 void BM_PipelineNewFlowsTwoOwners(benchmark::State& st) { new_flows_workers(st, 1, 2); }
 // W = 1, 2, 4, ... up to all but one of the host's cores (2 at least: the two-worker figure).
 void worker_counts(benchmark::internal::Benchmark* b) {
@@ -921,9 +928,7 @@ void BM_MemoryLineWorkers(benchmark::State& st) {
     uint32_t phase = 0;
     for (auto _ : st) {
         threads.run(++phase);
-        auto first = rs[0].t0, last = rs[0].t1;
-        for (const Reader& me : rs) first = std::min(first, me.t0), last = std::max(last, me.t1);
-        st.SetIterationTime(std::chrono::duration<double>(last - first).count());
+        time_first_to_last(st, rs);
     }
     uint64_t sum = 0;
     for (const Reader& me : rs) sum += me.sum;

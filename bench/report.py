@@ -174,12 +174,14 @@ def main():
     def ratio(x, y):
         return x / y if x and y else None
 
-    new_by_w = {w: micro_rate(f"BM_PipelineNewFlowsWorkers/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
-    new_by_w = {w: v for w, v in new_by_w.items() if v}
+    def by_workers(name):  # a benchmark run at W = 1, 2, 4, ...: {W: M items/s} for the Ws that ran
+        rates = {w: micro_rate(f"{name}/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
+        return {w: v for w, v in rates.items() if v}
+
+    new_by_w = by_workers("BM_PipelineNewFlowsWorkers")
     new_two_owners = micro_rate("BM_PipelineNewFlowsTwoOwners/manual_time")
     # The host's own: W threads reading random lines of memory, 32 in flight each (M lines/s).
-    mem_by_w = {w: micro_rate(f"BM_MemoryLineWorkers/{w}/manual_time") for w in (1, 2, 4, 8, 16, 32, 64, 128)}
-    mem_by_w = {w: v for w, v in mem_by_w.items() if v}
+    mem_by_w = by_workers("BM_MemoryLineWorkers")
     mem_wmax = max(mem_by_w) if mem_by_w else None
     scaling = {
         "cores": os.cpu_count(),
@@ -228,7 +230,7 @@ def main():
         "cross_queue_ratio_masq": ratio(scale[wmax]["masq_cross"], scale[wmax]["masq_same"]) if wmax else None,
         "new_flows_mpps_by_workers": new_by_w,
         # One worker on a table two own ÷ on a table of its own: the multi-writer insert's cost alone
-        # (locks and CAS, no second writer), the bound it puts on new flows at W = 2 ÷ W = 1 ÷ 2.
+        # (locks and CAS, no second writer).
         "new_flows_two_owners_ratio": ratio(new_two_owners, new_by_w.get(1)),
         # The host's random-read rate, W threads reading random lines 32 at a time (M lines/s), and
         # its rate at the largest W ÷ (W × at 1): what many workers' misses share.
