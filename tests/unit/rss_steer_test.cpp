@@ -81,26 +81,22 @@ std::unique_ptr<RssSteer> steer(unsigned queues, unsigned reta_size = 128) {
 }
 
 // The RSS input of the replies to masqueraded connection `rec`: from the endpoint to the masquerade
-// address, to masquerade port `port` (host order; its own when 0).
-std::vector<uint8_t> reply_input(const ctl::TraceRecord& rec, uint16_t port = 0) {
+// address and port.
+std::vector<uint8_t> reply_input(const ctl::TraceRecord& rec) {
     std::vector<uint8_t> in;
-    auto ports = [&in, port](uint16_t endpoint_port, uint16_t masq_port) {
-        if (port) masq_port = rte_cpu_to_be_16(port);
-        for (uint16_t p : {endpoint_port, masq_port}) in.insert(in.end(), {uint8_t(p), uint8_t(p >> 8)});
-    };
     if (rec.out_v6) {
         const FlowKey6& k = rec.out_key6;
         in.insert(in.end(), k.dst.b, k.dst.b + 16);
         in.insert(in.end(), k.src.b, k.src.b + 16);
-        ports(k.dport, k.sport);
     } else {
-        const FlowKey& k = rec.out_key;
-        const auto* d = reinterpret_cast<const uint8_t*>(&k.dst.be);
-        const auto* s = reinterpret_cast<const uint8_t*>(&k.src.be);
+        const auto* d = reinterpret_cast<const uint8_t*>(&rec.out_key.dst.be);
+        const auto* s = reinterpret_cast<const uint8_t*>(&rec.out_key.src.be);
         in.insert(in.end(), d, d + 4);
         in.insert(in.end(), s, s + 4);
-        ports(k.dport, k.sport);
     }
+    const uint16_t endpoint_port = rec.out_v6 ? rec.out_key6.dport : rec.out_key.dport;
+    const uint16_t masq_port = rec.out_v6 ? rec.out_key6.sport : rec.out_key.sport;
+    for (uint16_t p : {endpoint_port, masq_port}) in.insert(in.end(), {uint8_t(p), uint8_t(p >> 8)});
     return in;
 }
 
@@ -265,8 +261,10 @@ TEST(RssSteer, WhereNoTriedPortReachesTheQueueTheWorkersShareServesCounted) {
         release_flow(*ctx.stats, ctx.worker, table.flow(ref.id));
         table.remove(ref.id);
     };
-    // One connection of each family from each of 64 clients; each checked by what it was counted as.
-    auto connect_all = [&](unsigned& steered, unsigned& unsteered) {
+    // One connection of each family from each of 64 clients, each checked by what it was counted
+    // as; how many fell back.
+    auto connect_all = [&] {
+        unsigned unsteered = 0;
         for (int c = 0; c < 64; ++c) {
             for (const bool v6 : {false, true}) {
                 const std::string spec = v6
@@ -274,16 +272,16 @@ TEST(RssSteer, WhereNoTriedPortReachesTheQueueTheWorkersShareServesCounted) {
                     : fmt::format("tcp 192.168.66.{}:{} > 192.168.67.8:30009 [S]", 100 + c, 20000 + c);
                 const uint64_t s0 = ctx.counters.snat_steered, u0 = ctx.counters.snat_unsteered;
                 const auto rec = t->run_spec(spec);
-                ASSERT_EQ(rec.verdict, Verdict::dnat) << spec << ": " << rec.text();
-                ASSERT_TRUE(rec.masquerade) << spec;
-                ASSERT_EQ(rec.out_v6, v6) << spec;
+                EXPECT_EQ(rec.verdict, Verdict::dnat) << spec << ": " << rec.text();
+                EXPECT_TRUE(rec.masquerade) << spec;
+                EXPECT_EQ(rec.out_v6, v6) << spec;
+                if (rec.verdict != Verdict::dnat || !rec.masquerade || rec.out_v6 != v6) continue;
                 const uint16_t port = rte_be_to_cpu_16(v6 ? rec.out_key6.sport : rec.out_key.sport);
                 EXPECT_GE(port, kMin) << spec;
                 EXPECT_LE(port, kMax) << spec;
                 const uint64_t ds = ctx.counters.snat_steered - s0, du = ctx.counters.snat_unsteered - u0;
-                ASSERT_EQ(ds + du, 1u) << spec << ": one port asked for, counted once";
+                EXPECT_EQ(ds + du, 1u) << spec << ": one port asked for, counted once";
                 if (ds) {
-                    ++steered;
                     EXPECT_EQ(r->queue(toeplitz_hash(kKey, reply_input(rec))), me) << spec << ": " << rec.text();
                 } else {
                     ++unsteered;
@@ -295,20 +293,14 @@ TEST(RssSteer, WhereNoTriedPortReachesTheQueueTheWorkersShareServesCounted) {
                     forget(*ctx.flows, rec.out_key.reversed());
             }
         }
+        return unsteered;
     };
 
     std::fill_n(r->reta, RssSteer::kRetaMax, uint16_t{0});  // queue 1 in no entry
-    unsigned steered = 0, unsteered = 0;
-    connect_all(steered, unsteered);
-    EXPECT_EQ(steered, 0u);
-    EXPECT_EQ(unsteered, 128u);
+    EXPECT_EQ(connect_all(), 128u);
 
     for (uint32_t i = 5; i < RssSteer::kRetaMax; i += 64) r->reta[i] = me;  // in 32 entries of 2,048
-    steered = unsteered = 0;
-    connect_all(steered, unsteered);
-    EXPECT_EQ(steered + unsteered, 128u);
+    const unsigned unsteered = connect_all();
     EXPECT_GT(unsteered, 0u) << "every connection found a port: the case this test is for";
-    EXPECT_GT(steered, 0u) << "no connection found a port: the RETA's entries are not reached";
-    EXPECT_EQ(ctx.counters.snat_steered, steered);
-    EXPECT_EQ(ctx.counters.snat_unsteered, 128u + unsteered);
+    EXPECT_LT(unsteered, 128u) << "no connection found a port: the RETA's entries are not reached";
 }
