@@ -130,6 +130,26 @@ const std::vector<ConfigField> kConfigFields = {
     {"kubernetes", "api.min_sync_period_ms", "`1000`", READ(kube_api.min_sync_ms), kRestart, 0, 60000},
     {"kubernetes", "api.watch_timeout_seconds", "`300`", READ(kube_api.watch_timeout_s), kRestart, 1, 3600},
     {"kubernetes", "api.list_page_size", "`500`", READ(kube_api.list_page_size), kRestart, 1, 10000},
+    {"kubernetes", "load_balancer.class", "`svcgate.io/lb`", READ(load_balancer.lb_class), kReload},
+    {"kubernetes", "load_balancer.default_class", "`true`", READ(load_balancer.default_class), kReload},
+    {"kubernetes", "load_balancer.election.namespace", "`svcgate-system`", READ(load_balancer.election.ns), kRestart},
+    {"kubernetes", "load_balancer.election.name", "`svcgate-lb`", READ(load_balancer.election.name), kRestart},
+    {"kubernetes", "load_balancer.election.lease_duration_s", "`15`", READ(load_balancer.election.lease_duration_s),
+     kRestart, 2, 3600},
+    {"kubernetes", "load_balancer.election.renew_deadline_s", "`10`", READ(load_balancer.election.renew_deadline_s),
+     kRestart, 1, 3600},
+    {"kubernetes", "load_balancer.election.retry_period_s", "`2`", READ(load_balancer.election.retry_period_s),
+     kRestart, 1, 3600},
+    {"kubernetes", "load_balancer.write_qps", "`20`", READ(load_balancer.write_qps), kReload, 1, 100000},
+    {"kubernetes", "load_balancer.write_burst", "`30`", READ(load_balancer.write_burst), kReload, 1, 100000},
+    {"kubernetes", "load_balancer.pools[].name", "—", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].addresses", "—", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].auto_assign", "`true`", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].avoid_buggy_ips", "`false`", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].allocate_to.priority", "`0` (last)", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].allocate_to.namespaces", "`[]` (all)", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].allocate_to.namespace_selectors", "`[]` (all)", kNoMember, kReload},
+    {"kubernetes", "load_balancer.pools[].allocate_to.service_selectors", "`[]` (all)", kNoMember, kReload},
     {"routing", "table", "— (required)", READ(routing.table), kRestart, 1, 4294967294u},
     {"routing", "announce", "`[load_balancer_ips, external_ips, node_ips]`", kNoMember, kReload},
     {"ha", "listen", "— (required)", OWN(ha.listen), kRestart},
@@ -195,6 +215,10 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     if (next.kube_api.enabled != running.kube_api.enabled) {
         next.kube_api = running.kube_api;
         report("kubernetes.api");
+    }
+    if (next.load_balancer.enabled != running.load_balancer.enabled) {  // the election starts with the daemon
+        next.load_balancer = running.load_balancer;
+        report("kubernetes.load_balancer");
     }
     // The timeouts are named as one setting, as the log has always said.
     bool timeouts = false;

@@ -312,6 +312,57 @@ struct KubeApiConfig {
     uint32_t list_page_size = 500;   // LIST ?limit= (client-go's pager: 500)
 };
 
+// A Kubernetes label selector (metav1.LabelSelector): every matchLabels pair and every
+// matchExpressions requirement must hold; an empty selector matches everything.
+struct LabelSelector {
+    enum class Op : uint8_t { in, not_in, exists, does_not_exist };
+    struct Requirement {
+        std::string key;
+        Op op = Op::exists;
+        std::vector<std::string> values;
+    };
+    std::map<std::string, std::string> match_labels;
+    std::vector<Requirement> match_expressions;
+    bool matches(const std::map<std::string, std::string>& labels) const;
+};
+
+// One run of a pool's addresses, both ends included and of one family: a CIDR, `a-b`, or one
+// address.
+struct AddressRange {
+    IpAddr first, last;
+    Mark mark;
+};
+
+// kubernetes.load_balancer.pools[]: MetalLB's IPAddressPool (control/lb/).
+struct LbPoolConfig {
+    std::string name;
+    std::vector<AddressRange> ranges;
+    bool auto_assign = true;       // false: only a Service that asks for the pool or one of its addresses
+    bool avoid_buggy_ips = false;  // IPv4 addresses ending in .0 or .255 are never given
+    // allocate_to (MetalLB's spec.allocateTo): priority (lower first; 0 or none after every
+    // other), and which Services it may serve: in `namespaces` or a namespace matching one of
+    // `namespace_selectors` (when either is given), and matching one of `service_selectors`.
+    bool allocate_to = false;  // allocate_to is given (even empty): the pool is pinned, never a fallback
+    uint32_t priority = 0;
+    std::vector<std::string> namespaces;
+    std::vector<LabelSelector> namespace_selectors, service_selectors;
+    Mark mark;
+};
+
+// kubernetes.load_balancer: the gateway hands out LoadBalancer addresses (control/lb/).
+struct LoadBalancerConfig {
+    bool enabled = false;  // kubernetes.load_balancer is there
+    std::string lb_class = "svcgate.io/lb";
+    bool default_class = true;  // also Services with no spec.loadBalancerClass
+    struct Election {
+        std::string ns = "svcgate-system", name = "svcgate-lb";
+        uint32_t lease_duration_s = 15, renew_deadline_s = 10, retry_period_s = 2;  // client-go's
+    } election;
+    // No pools key: nothing is assigned and nothing written; an empty list: nothing to give.
+    std::optional<std::vector<LbPoolConfig>> pools;
+    uint32_t write_qps = 20, write_burst = 30;  // status writes (controller-runtime's client defaults)
+};
+
 struct Config {
     std::string file;
     DataplaneConfig dataplane;
@@ -322,6 +373,7 @@ struct Config {
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeApiConfig kube_api;
+    LoadBalancerConfig load_balancer;
     KubeStats kube;
     std::vector<ConfigIssue> warnings;  // ignored objects and the like
     // Manifest objects left out at start or reload (ObjectErrors::leave_out), each with its first

@@ -7,6 +7,7 @@
 #include "control/base/file.h"
 #include "control/config/config_fields.h"
 #include "control/config/kube_objects.h"
+#include "control/config/lb_config.h"
 #include "control/config/yaml_reader.h"
 
 #include <algorithm>
@@ -113,10 +114,8 @@ std::optional<T> field_number(Reader& r, const ytree::Node& v, std::string_view 
     return r.uint<T>(v, path, f.lo, f.hi);
 }
 
-// The map `n` at section.prefix ("" for the section itself), by the field table
-// (config_fields.h): its keys checked against the table's, then each number, switch and plain word
-// directly under it read into its member of `c`. The rows the table does not read are left to the
-// caller. False (the error recorded) when `n` is not a map.
+}  // namespace
+
 bool read_fields(Reader& r, const ytree::Node& n, std::string_view section, std::string_view prefix, Config& c) {
     if (!r.map(n, prefix.empty() ? std::string(section) : fmt::format("{}.{}", section, prefix),
                keys_under(section, prefix)))
@@ -145,6 +144,8 @@ bool read_fields(Reader& r, const ytree::Node& n, std::string_view section, std:
     }
     return true;
 }
+
+namespace {
 
 // dataplane.ports[]: each port's name, device, MTU, MAC, host interface and addresses.
 void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
@@ -676,6 +677,7 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
                     refs.push_back({beside(*p), r.mark(m[i])});
         load_kube_manifests(refs, cfg, errors, objects == ObjectErrors::leave_out);
         if (k["api"]) read_kube_api(r, k["api"], cfg, beside);
+        if (k["load_balancer"]) read_load_balancer(r, k["load_balancer"], cfg);
     }
     cfg.dataplane.state_file = beside(cfg.dataplane.state_file);
     if (root["ha"]) read_ha(r, root["ha"], cfg, beside);

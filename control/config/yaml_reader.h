@@ -59,6 +59,9 @@ public:
     void error(const ytree::Node& n, const Path& path, std::string msg) {
         errors_.push_back(ConfigIssue{mark(n), path.str(), std::move(msg)});
     }
+    void error_at(const Mark& m, const Path& path, std::string msg) {
+        errors_.push_back(ConfigIssue{m, path.str(), std::move(msg)});
+    }
     void warn(const ytree::Node& n, const Path& path, std::string msg) {
         warnings_.push_back(ConfigIssue{mark(n), path.str(), std::move(msg)});
     }
@@ -228,5 +231,11 @@ private:
     std::vector<ConfigIssue>& errors_;
     std::vector<ConfigIssue>& warnings_;
 };
+
+// The map `n` at section.prefix ("" for the section itself), by the field table
+// (config_fields.h): its keys checked against the table's, then each number, switch and plain word
+// directly under it read into its member of `c`. The rows the table does not read are left to the
+// caller. False (the error recorded) when `n` is not a map.
+bool read_fields(Reader& r, const ytree::Node& n, std::string_view section, std::string_view prefix, Config& c);
 
 }  // namespace svcgate::ctl

@@ -234,7 +234,7 @@ dataplane:
   ports: [{name: a, device: net_null0, addresses: [10.0.0.1/24]}]
 routing: {table: 100}
 ha: {listen: '10.0.0.1:7400', peers: [10.0.0.2], key_file: a.key, takeover_ports: []}
-kubernetes: {api: {kubeconfig: k}}
+kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
 )");
     auto load = [&](const std::string& yaml) {
         const std::string path = std::string(dir) + "/gw.yaml";
@@ -282,6 +282,12 @@ kubernetes: {api: {kubeconfig: k}}
         {"kubernetes.api.min_sync_period_ms", {"kubeconfig: k}", "kubeconfig: k, min_sync_period_ms: 5}"}},
         {"kubernetes.api.watch_timeout_seconds", {"kubeconfig: k}", "kubeconfig: k, watch_timeout_seconds: 5}"}},
         {"kubernetes.api.list_page_size", {"kubeconfig: k}", "kubeconfig: k, list_page_size: 5}"}},
+        {"kubernetes.load_balancer.election.namespace", {"namespace: n}", "namespace: m}"}},
+        {"kubernetes.load_balancer.election.name", {"namespace: n}", "namespace: n, name: x}"}},
+        {"kubernetes.load_balancer.election.lease_duration_s",
+         {"namespace: n}", "namespace: n, lease_duration_s: 20}"}},
+        {"kubernetes.load_balancer.election.renew_deadline_s", {"namespace: n}", "namespace: n, renew_deadline_s: 9}"}},
+        {"kubernetes.load_balancer.election.retry_period_s", {"namespace: n}", "namespace: n, retry_period_s: 3}"}},
     };
     for (const std::string_view k : keys_under("dataplane", "flow_table.timeouts"))  // all above 5 s by default
         changes[fmt::format("dataplane.flow_table.timeouts.{}", k)] = {
