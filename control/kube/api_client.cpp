@@ -211,6 +211,12 @@ ApiClient::~ApiClient() {
 
 HttpResult ApiClient::get(const std::string& path, int timeout_s) { return request(path, timeout_s, nullptr); }
 
+HttpResult ApiClient::send(const char* method, const std::string& path, const std::string& body,
+                           const std::string& content_type, int timeout_s) {
+    const Write w{method, body, content_type};
+    return request(path, timeout_s, nullptr, &w);
+}
+
 HttpResult ApiClient::stream(const std::string& path, int idle_s,
                              const std::function<bool(std::string_view)>& on_line) {
     return request(path, idle_s, &on_line);
@@ -265,7 +271,7 @@ std::string transfer_error(CURLcode rc, int timeout_s, bool streaming) {
 }  // namespace
 
 HttpResult ApiClient::request(const std::string& path, int timeout_s,
-                              const std::function<bool(std::string_view)>* on_line) {
+                              const std::function<bool(std::string_view)>* on_line, const Write* write) {
     HttpResult r;
     if (!curl_) {
         r.error = setup_error_;
@@ -311,6 +317,14 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
     curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
     if (const std::string t = creds_.bearer(); !t.empty())
         headers = curl_slist_append(headers, ("Authorization: Bearer " + t).c_str());
+    if (write) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, write->method);
+        if (!write->content_type.empty()) {
+            headers = curl_slist_append(headers, ("Content-Type: " + write->content_type).c_str());
+            curl_easy_setopt(c, CURLOPT_POSTFIELDS, write->body.data());
+            curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(write->body.size()));
+        }
+    }
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "svcgate");
     Transfer t{r, on_line, stopped_, {}, false};
@@ -331,8 +345,8 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
     // Whatever the transport said: the body ended inside a line.
     if (on_line && r.status == 200 && !t.line.empty() && !t.cut && !stopped_) r.error = kCutInsideEvent;
     if (r.status == 401) creds_.invalidate();
-    if (r.status != 200 && r.status != 0 && r.error.empty())
-        r.error = fmt::format("HTTP {}: {}", r.status, message_of(r.body));
+    const bool ok = write ? r.status >= 200 && r.status < 300 : r.status == 200;
+    if (!ok && r.status != 0 && r.error.empty()) r.error = fmt::format("HTTP {}: {}", r.status, message_of(r.body));
     return r;
 }
 

@@ -10,7 +10,8 @@
 //     server is never proxied from the environment);
 //   - TCP keepalive (idle 15 s, 3 probes 5 s apart) and TCP_USER_TIMEOUT 30 s: a peer that
 //     vanished without a FIN or RST is noticed within 30 s on a connection that carries nothing.
-// A GET's body is read whole (a LIST page); a WATCH's body is handed over line by line.
+// A GET's body is read whole (a LIST page); a WATCH's body is handed over line by line; a write
+// (the load balancer's status, Lease and Events) sends a body and reads its answer whole.
 //
 // Runs on: one API watcher thread each; stop() from any thread.
 #pragma once
@@ -44,6 +45,10 @@ public:
     ApiClient& operator=(const ApiClient&) = delete;
     // A whole body (at most 512 MiB), read within `timeout_s`.
     HttpResult get(const std::string& path, int timeout_s);
+    // A write: `method` (POST, PUT, PATCH, DELETE) with `body` of `content_type` ("" with no
+    // body); the answer's body read whole within `timeout_s`. Any 2xx is a success.
+    HttpResult send(const char* method, const std::string& path, const std::string& body,
+                    const std::string& content_type, int timeout_s);
     // A 200 body handed over line by line (a line longer than kMaxEventBytes cuts the stream);
     // on_line returns false to end it. Silence for `idle_s` seconds cuts it ("no data for N s").
     HttpResult stream(const std::string& path, int idle_s, const std::function<bool(std::string_view)>& on_line);
@@ -51,7 +56,13 @@ public:
     void stop();
 
 private:
-    HttpResult request(const std::string& path, int timeout_s, const std::function<bool(std::string_view)>* on_line);
+    struct Write {
+        const char* method;
+        const std::string& body;
+        const std::string& content_type;
+    };
+    HttpResult request(const std::string& path, int timeout_s, const std::function<bool(std::string_view)>* on_line,
+                       const Write* write = nullptr);
     const ApiServer& server_;
     Credentials& creds_;
     void* curl_ = nullptr;  // CURL*: one handle, so that its connection is kept between requests

@@ -22,6 +22,7 @@ const std::array<KindInfo, kKinds> kInfo{{
     {"endpointslices", "/apis/discovery.k8s.io/v1/endpointslices", "EndpointSlice", "discovery.k8s.io/v1", false},
     {"nodes", "/api/v1/nodes", "Node", "v1", true},
     {"servicecidrs", "/apis/networking.k8s.io/v1/servicecidrs", "ServiceCIDR", "networking.k8s.io/v1", true},
+    {"namespaces", "/api/v1/namespaces", "Namespace", "v1", true},
 }};
 
 std::string query_escape(std::string_view s) {
@@ -101,9 +102,10 @@ const std::vector<double>& programming_buckets() {
     return b;
 }
 
-KubeApi::KubeApi(const KubeApiConfig& cfg, std::string node_name)
+KubeApi::KubeApi(const KubeApiConfig& cfg, std::string node_name, bool follow_namespaces)
     : cfg_(cfg),
       node_name_(std::move(node_name)),
+      follow_namespaces_(follow_namespaces),
       server_(cfg.in_cluster ? in_cluster() : load_kubeconfig(cfg.kubeconfig, cfg.context)),
       creds_(server_),
       started_unix_(unix_now()),
@@ -131,6 +133,10 @@ void KubeApi::start() {
 
 void KubeApi::stop() {
     stopping_ = true;
+    {
+        std::lock_guard lk(mu_);  // a waiter in wait_changed sees stopping_
+        generation_cv_.notify_all();
+    }
     creds_.cancel();  // an exec plugin running now is killed
     // Again until every thread is out: a request that had not opened its socket when its client
     // was stopped would otherwise wait for its read timeout.
@@ -233,7 +239,7 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
         if (info.optional && (r.status == 404 || r.status == 403)) {
             std::lock_guard lk(mu_);
             KindState& ks = kinds_[static_cast<size_t>(k)];
-            if (!ks.objects.empty() || !ks.st.synced) ++changes_;
+            if (!ks.objects.empty() || !ks.st.synced) touched(k);
             ks.objects.clear();
             ks.st.synced = true;
             ks.st.last_error =
@@ -272,7 +278,7 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
     ++ks.st.lists;
     ks.st.last_error.clear();
     if (!first_synced_ && all_synced()) first_synced_ = std::chrono::steady_clock::now();
-    changed();
+    touched(k);
     return {};
 }
 
@@ -348,7 +354,7 @@ bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     else
         ks.objects.erase(key);  // deleted, or no longer selected
     ks.st.resource_version = rv;
-    changed();
+    touched(k);
     return true;
 }
 
@@ -469,6 +475,37 @@ void KubeApi::changed() {
     last_queued_unix_ = now;
 }
 
+void KubeApi::touched(Kind k) {
+    if (feeds(k)) changed();
+    ++generation_;
+    generation_cv_.notify_all();
+}
+
+std::vector<KubeApi::ObjectRef> KubeApi::objects(Kind k) const {
+    std::lock_guard lk(mu_);
+    std::vector<ObjectRef> out;
+    const KindState& ks = kinds_[static_cast<size_t>(k)];
+    out.reserve(ks.objects.size());
+    for (const auto& [key, s] : ks.objects) out.push_back(ObjectRef{key, s.version, s.tree});
+    return out;
+}
+
+bool KubeApi::synced(Kind k) const {
+    std::lock_guard lk(mu_);
+    return kinds_[static_cast<size_t>(k)].st.synced;
+}
+
+uint64_t KubeApi::generation() const {
+    std::lock_guard lk(mu_);
+    return generation_;
+}
+
+uint64_t KubeApi::wait_changed(uint64_t seen, std::chrono::milliseconds timeout) {
+    std::unique_lock lk(mu_);
+    generation_cv_.wait_for(lk, timeout, [&] { return generation_ != seen || stopping_; });
+    return generation_;
+}
+
 void KubeApi::count_request(const char* verb, int code) {
     std::lock_guard lk(mu_);
     ++requests_[{verb, code}];
@@ -491,6 +528,7 @@ std::string KubeApi::selector(Kind k) const {
         case Kind::nodes:
             return "&fieldSelector=" + query_escape("metadata.name=" + node_name_);  // kube-proxy's
         case Kind::service_cidrs:
+        case Kind::namespaces:
             return {};
     }
     return {};
@@ -538,7 +576,8 @@ bool KubeApi::apply(Config& cfg) {
     }
     std::vector<size_t> unread;
     for (size_t i = 0; i < items.size(); ++i)
-        if (!items[i].read && items[i].kind != static_cast<size_t>(Kind::nodes)) {
+        if (!items[i].read && items[i].kind != static_cast<size_t>(Kind::nodes) &&
+            items[i].kind != static_cast<size_t>(Kind::namespaces)) {
             const ytree::Tree& t = *items[i].tree;
             items[i].read =
                 std::make_shared<const KubeObjectRead>(read_kube_object(ytree::Node(&t, t.roots[0]), items[i].name));
@@ -557,7 +596,7 @@ bool KubeApi::apply(Config& cfg) {
     for (const Item& it : items) {
         if (it.kind == static_cast<size_t>(Kind::nodes))
             node_labels(ytree::Node(it.tree.get(), it.tree->roots[0]), cfg.cluster.node_labels);
-        else
+        else if (it.kind != static_cast<size_t>(Kind::namespaces))
             reads.push_back(it.read.get());
     }
     std::vector<RejectedObject> rejected;

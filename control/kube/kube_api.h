@@ -55,8 +55,8 @@ class MetricsText;
 
 namespace svcgate::ctl::kube {
 
-enum class Kind : uint8_t { services, slices, nodes, service_cidrs };
-inline constexpr size_t kKinds = 4;
+enum class Kind : uint8_t { services, slices, nodes, service_cidrs, namespaces };
+inline constexpr size_t kKinds = 5;
 
 struct KindInfo {
     const char* name;         // "services": status and metrics
@@ -122,7 +122,9 @@ class KubeApi {
 public:
     // Reads the kubeconfig (or the pod's service account); throws ConfigError. `node_name`
     // (cluster.node_name at start; "" = none) is the Node whose labels are followed.
-    KubeApi(const KubeApiConfig& cfg, std::string node_name);
+    // `follow_namespaces`: also the Namespaces (their labels, for the load balancer's
+    // namespace_selectors), which feed no publish.
+    KubeApi(const KubeApiConfig& cfg, std::string node_name, bool follow_namespaces = false);
     ~KubeApi();
     KubeApi(const KubeApi&) = delete;
     KubeApi& operator=(const KubeApi&) = delete;
@@ -147,6 +149,19 @@ public:
     report::KubeApi status() const;  // svcgatectl status's kubernetes.api
     void metrics(MetricsText& m) const;
     const ApiServer& server() const { return server_; }
+    Credentials& credentials() { return creds_; }
+
+    // The objects of kind `k` held now, by namespace/name (the load balancer's input).
+    struct ObjectRef {
+        std::string key, version;
+        std::shared_ptr<const ytree::Tree> tree;
+    };
+    std::vector<ObjectRef> objects(Kind k) const;
+    bool synced(Kind k) const;
+    // Counts every change to the objects held (any kind); wait_changed returns once it is past
+    // `seen`, or after `timeout`, or at stop().
+    uint64_t generation() const;
+    uint64_t wait_changed(uint64_t seen, std::chrono::milliseconds timeout);
     // Changes from the API have waited unpublished longer than stale_after_seconds(): the
     // gateway's own publish is failing (/healthz turns 503, control_loop.cpp).
     bool stale(double now_unix) const;
@@ -171,7 +186,12 @@ private:
     // does not serve or let us read, held as none (no failure).
     Status list(Kind k, ApiClient& c, bool& served, int& retry_after);
     std::string selector(Kind k) const;  // the LIST and WATCH query's selector, "&...Selector=..."
-    bool followed(Kind k) const { return k != Kind::nodes || !node_name_.empty(); }
+    bool followed(Kind k) const {
+        return k == Kind::nodes ? !node_name_.empty() : k == Kind::namespaces ? follow_namespaces_ : true;
+    }
+    // A kind whose objects go into the config (a publish); the Namespaces do not.
+    static bool feeds(Kind k) { return k != Kind::namespaces; }
+    void touched(Kind k);  // an object of kind k changed; called with mu_ held
     WatchEnd watch(Kind k, ApiClient& c, int& retry_after);
     uint64_t events_seen(Kind k) const;
     void changed();  // called with mu_ held
@@ -189,6 +209,9 @@ private:
 
     KubeApiConfig cfg_;
     const std::string node_name_;
+    const bool follow_namespaces_;
+    uint64_t generation_ = 0;
+    std::condition_variable generation_cv_;  // with mu_
     ApiServer server_;
     Credentials creds_;
     mutable std::mutex mu_;
