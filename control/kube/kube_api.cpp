@@ -8,6 +8,7 @@
 
 #include "control/base/metrics_text.h"
 #include "control/base/clock.h"
+#include "control/kube/backoff.h"
 #include "control/kube/json_tree.h"
 
 namespace svcgate::ctl::kube {
@@ -47,25 +48,6 @@ std::string string_at(const nlohmann::json& o, const char* a, const char* b) {
     const nlohmann::json* y = x ? member(*x, b) : nullptr;
     return y && y->is_string() ? y->get<std::string>() : std::string();
 }
-
-// client-go's reflector backoff: 0.8 s doubling, each wait jittered up to +100%, no wait over
-// 30 s (so that a change is seen within a minute whatever fails). A server's Retry-After (429,
-// 503, a 504 for a too large version) is waited at least, up to 5 minutes.
-class Backoff {
-public:
-    std::chrono::milliseconds next(int retry_after_s = 0) {
-        std::uniform_int_distribution<int> j(0, step_);
-        auto d = std::chrono::milliseconds(std::min(step_ + j(rng_), kCapMs));
-        step_ = std::min(step_ * 2, kCapMs);
-        return std::max<std::chrono::milliseconds>(d, std::chrono::seconds(std::min(retry_after_s, 300)));
-    }
-    void reset() { step_ = 800; }
-
-private:
-    static constexpr int kCapMs = 30000;
-    int step_ = 800;
-    std::mt19937 rng_{std::random_device{}()};
-};
 
 // A watch that ended sooner than this with no event did not live: client-go's "very short watch",
 // a failure (backoff, relist), not the server's timeout.
@@ -394,7 +376,7 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, int& retry_after) {
 // client-go's reflector: list, then watch from the list's version; a watch that ends after it
 // lived (the server's timeout) is resumed at once from the last version seen; any other end (410,
 // a stream that cannot be trusted, an error, a watch that ended at once) relists after the
-// backoff, which resets only after a watch that lived.
+// backoff (backoff.h), which starts again from 0.8 s once 2 minutes passed without one.
 void KubeApi::run(Kind k) {
     const KindInfo& info = kind_info(k);
     ApiClient client(server_, creds_);
@@ -422,7 +404,7 @@ void KubeApi::run(Kind k) {
                     ++ks.st.reconnects;
                     warn.log(LogLevel::warning, fmt::format("kubernetes API {}: {}", server_.server, s.error()));
                 }
-                if (!sleep_for(backoff.next(retry_after))) break;
+                if (!sleep_for(backoff.next(std::chrono::steady_clock::now(), retry_after))) break;
                 continue;
             }
             log_info(fmt::format("kubernetes API: {} listed: {} objects", info.name, [&] {
@@ -436,10 +418,7 @@ void KubeApi::run(Kind k) {
         WatchEnd end = watch(k, client, retry_after);
         if (stopping_) break;
         const bool lived = std::chrono::steady_clock::now() - t0 >= kShortWatch || events_seen(k) > events0;
-        if (end == WatchEnd::closed && lived) {
-            backoff.reset();
-            continue;  // the server's timeout: watch on from the last version
-        }
+        if (end == WatchEnd::closed && lived) continue;  // the server's timeout: watch on from the last version
         {
             std::lock_guard lk(mu_);
             KindState& ks = kinds_[static_cast<size_t>(k)];
@@ -454,7 +433,7 @@ void KubeApi::run(Kind k) {
             ++ks.st.relists;
         }
         need_list = true;
-        if (!sleep_for(backoff.next(retry_after))) break;
+        if (!sleep_for(backoff.next(std::chrono::steady_clock::now(), retry_after))) break;
     }
     std::lock_guard lk(wait_mu_);
     clients_[static_cast<size_t>(k)] = nullptr;

@@ -16,6 +16,7 @@
 #include "control/kube/json_tree.h"
 #include "control/kube/kube_api.h"
 #include "control/kube/api_client.h"
+#include "control/kube/backoff.h"
 #include "control/kube/kubeconfig.h"
 #include "test_support.h"
 
@@ -419,4 +420,33 @@ TEST(KubeObjects, ApiServiceCidrsJoinTheFilesOwn) {
     ASSERT_EQ(rejected.size(), 1u) << "a bad CIDR leaves that object out, not the others";
     EXPECT_EQ(rejected[0].reason, "invalid_object");
     EXPECT_EQ(cfg.kube.service_cidrs, 2u);
+}
+
+// client-go's reflector backoff: doubling from 0.8 s, steps capped at 30 s (a wait jittered up to
+// twice its step), Retry-After honoured; it starts again only once 2 minutes passed since the
+// last backoff, not after a watch that lived: errors every 30 s keep it at the cap.
+TEST(Backoff, DoublesToTheCapAndResetsAfterTwoMinutesWithoutOne) {
+    using std::chrono::milliseconds;
+    using std::chrono::seconds;
+    Backoff b(1);
+    auto t = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+    std::vector<int64_t> steps;
+    for (int i = 0; i < 8; ++i) {
+        const milliseconds d = b.next(t);
+        steps.push_back(d.count());
+        t += seconds(20);  // an error every 20 s: never 2 minutes without a backoff
+    }
+    const int64_t base[] = {800, 1600, 3200, 6400, 12800, 25600, 30000, 30000};
+    for (size_t i = 0; i < steps.size(); ++i) {
+        EXPECT_GE(steps[i], base[i]) << i;
+        EXPECT_LE(steps[i], 2 * base[i]) << i;
+    }
+    t += seconds(99);  // 20 s + 99 s since the last: not yet
+    EXPECT_GE(b.next(t).count(), 30000);
+    t += seconds(121);  // over 2 minutes without a backoff: from the start
+    const milliseconds again = b.next(t);
+    EXPECT_GE(again.count(), 800);
+    EXPECT_LE(again.count(), 1600);
+    EXPECT_GE(b.next(t, 7).count(), 7000) << "Retry-After is waited at least";
+    EXPECT_LE(b.next(t, 900).count(), 300000) << "up to 5 minutes";
 }
