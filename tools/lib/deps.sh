@@ -55,6 +55,17 @@ install_guarded() {
     return $rc
 }
 
+# Debian's kubectl (kubernetes-client, 1.20) at $KUBECTL, whatever else owns /usr/bin/kubectl (an
+# image may carry Google Cloud SDK's, whose package owns that path): Debian's file is diverted
+# there, so the tests and the demo run the kubectl the README names on every machine.
+KUBECTL=/usr/bin/kubectl-1.20
+install_kubectl() {
+    [ -x $KUBECTL ] && return 0
+    dpkg-divert --list /usr/bin/kubectl | grep -q "$KUBECTL" ||
+        dpkg-divert --quiet --package kubectl --no-rename --divert $KUBECTL --add /usr/bin/kubectl
+    install_packages kubernetes-client
+}
+
 # The HA lab (tools/lib/ha.sh): BIRD for BGP and BFD, nftables for the router's connection pinning.
 install_ha_deps() { install_guarded bird2 nftables; }
 
