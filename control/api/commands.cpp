@@ -16,6 +16,7 @@
 #include "control/config/yaml_config.h"
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
+#include "control/lb/controller.h"
 #include "control/trace/packet_spec.h"
 #include "dataplane/lb/scheduler.h"
 
@@ -177,6 +178,7 @@ report::Kubernetes kubernetes_report(const DaemonState& st) {
         r.object_issues.push_back(
             {.object = i.object, .reason = i.reason, .message = i.message, .left_out = i.left_out});
     if (st.kube) r.api = st.kube->status();
+    if (st.lb) r.load_balancer = st.lb->status();
     return r;
 }
 

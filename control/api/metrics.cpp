@@ -18,6 +18,7 @@
 #include "control/config/yaml_config.h"
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
+#include "control/lb/controller.h"
 
 namespace svcgate::ctl {
 
@@ -41,6 +42,7 @@ std::string render_metrics(const DaemonState& st) {
     collect_host_path(m, t, st.health);
     if (st.sync) collect_sync(m, st.sync->status(), t);
     if (st.kube) st.kube->metrics(m);
+    if (st.lb) st.lb->metrics(m);
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {

@@ -20,22 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/base/report_members.h"
+#include "control/lb/lb_report.h"
+
 namespace svcgate::ctl::report {
-
-// Named values in the order they were added, written as a JSON object ({"ext": {...}, ...}).
-template <typename T>
-struct Keyed {
-    std::vector<std::pair<std::string, T>> items;
-    void add(std::string name, T v) { items.emplace_back(std::move(name), std::move(v)); }
-};
-
-// The `members` list's tag for a member left out of the JSON when empty.
-struct Omit {};
-inline constexpr Omit omit{};
-
-// `members(report, f)` takes a report or a const one.
-template <typename P, typename T>
-concept Of = std::same_as<std::remove_const_t<P>, T>;
 
 // ---- status ----------------------------------------------------------------------------------
 
@@ -211,12 +199,13 @@ struct Kubernetes {
     std::vector<NoRule> no_rule;
     std::vector<ObjectIssue> object_issues;
     std::optional<KubeApi> api;  // null: not following an API server
+    LoadBalancer load_balancer;  // role "off" without kubernetes.load_balancer
 };
 void members(Of<Kubernetes> auto& r, auto&& f) {
     f("manifests", r.manifests), f("services", r.services), f("endpoint_slices", r.endpoint_slices),
         f("headless", r.headless), f("external_name", r.external_name), f("ignored_objects", r.ignored_objects),
         f("other_proxy", r.other_proxy), f("service_cidrs", r.service_cidrs), f("no_rule", r.no_rule),
-        f("object_issues", r.object_issues), f("api", r.api);
+        f("object_issues", r.object_issues), f("api", r.api), f("load_balancer", r.load_balancer);
 }
 
 // svcgatectl status.

@@ -123,6 +123,29 @@ std::string render_kube_api(const report::KubeApi& a) {
     return o;
 }
 
+// The load balancer: this gateway's role, the Lease, each pool's addresses per family.
+std::string render_load_balancer(const report::LoadBalancer& l) {
+    if (l.role == "off") return {};
+    std::string o = fmt::format("lb          {} (class {}{}); Lease {}/{} held by {} (renewed {})\n", l.role,
+                                l.lb_class, l.default_class ? " and none" : "", l.lease.ns, l.lease.name,
+                                l.lease.holder.empty() ? "nobody" : l.lease.holder,
+                                l.lease.renewed.empty() ? "never" : l.lease.renewed);
+    if (!l.pools_configured) return o + "            no pools: nothing assigned, nothing written\n";
+    o += fmt::format(
+        "            {} Services: {} assigned, {} pending; {} writes ({} conflicts, {} errors), {} queued\n",
+        l.services, l.assigned, l.pending, l.writes, l.conflicts, l.write_errors, l.queued_writes);
+    for (const report::LbPool& p : l.pools) {
+        std::string fams;
+        for (const auto& [name, f] : {std::pair{"IPv4", p.ipv4}, std::pair{"IPv6", p.ipv6}})
+            if (f)
+                fams += fmt::format("{}{} {} assigned, {} available", fams.empty() ? "" : "; ", name, f->assigned,
+                                    f->available);
+        o += fmt::format("pool        {}: {}\n", p.name, fams.empty() ? "no addresses" : fams);
+    }
+    if (!l.last_error.empty()) o += "            last error: " + l.last_error + "\n";
+    return o;
+}
+
 std::string render_kubernetes(const report::Kubernetes& k) {
     std::string o;
     if (k.manifests) {
@@ -134,6 +157,7 @@ std::string render_kubernetes(const report::Kubernetes& k) {
         for (const report::NoRule& n : k.no_rule) o += fmt::format("            {} {}\n", n.service, n.why);
     }
     if (k.api) o += render_kube_api(*k.api);
+    o += render_load_balancer(k.load_balancer);
     // Kubernetes objects' entries the snapshot serves otherwise than written (files and API alike).
     for (const report::ObjectIssue& i : k.object_issues)
         o += fmt::format("object      {} ({}, {}): {}\n", i.object, i.reason, i.left_out ? "left out" : "served",

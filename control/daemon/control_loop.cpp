@@ -22,6 +22,7 @@
 #include "control/daemon/notify.h"
 #include "control/daemon/watcher.h"
 #include "control/kube/kube_api.h"
+#include "control/lb/controller.h"
 #include "control/routing/announce.h"
 #include "control/routing/health.h"
 #include "control/trace/trace.h"
@@ -90,6 +91,7 @@ ReloadOutcome reload(DaemonState& st, Publisher& pub, WorkerShared& shared, cons
                 full.log(LogLevel::warning, fmt::format("neighbor {}: the neighbor cache has no room", format_ip(a)));
             if (!adopted.empty()) next.dataplane.ports = std::move(own_ports);
             retired = std::exchange(st.cfg, std::move(next));
+            if (st.lb) st.lb->set_config(st.cfg.load_balancer);  // pools, class, write rates
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++st.reload.ok;
             st.reload.last_ok = true;

@@ -23,6 +23,7 @@
 #include "control/ha/state_file.h"
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
+#include "control/lb/controller.h"
 #include "control/snapshot/publisher.h"
 #include "control/snapshot/snapshot_builder.h"
 
@@ -234,7 +235,8 @@ int run_daemon(const DaemonOptions& opts) {
     std::unique_ptr<kube::KubeApi> api;
     if (st.cfg.kube_api.enabled) {
         try {
-            api = std::make_unique<kube::KubeApi>(st.cfg.kube_api, st.cfg.cluster.node_name);
+            api = std::make_unique<kube::KubeApi>(st.cfg.kube_api, st.cfg.cluster.node_name,
+                                                  st.cfg.load_balancer.enabled);
         } catch (const std::exception& e) {
             log_err(fmt::format("kubernetes.api: {}", e.what()));
             return 1;
@@ -278,9 +280,19 @@ int run_daemon(const DaemonOptions& opts) {
         api->start();
         st.kube = api.get();
     }
+    std::unique_ptr<lb::Controller> lb;
+    if (api && st.cfg.load_balancer.enabled) {
+        lb = std::make_unique<lb::Controller>(st.cfg.load_balancer, *api,
+                                              lb::Controller::identity_for(st.cfg.cluster.node_name));
+        log_info(fmt::format("load balancer: electing the writer on the Lease {}/{}", st.cfg.load_balancer.election.ns,
+                             st.cfg.load_balancer.election.name));
+        lb->start();
+        st.lb = lb.get();
+    }
 
     serve(st, pub, rt);
     log_info("stopping");
+    if (lb) lb->stop();  // the Lease released: another gateway writes from its next try
     if (api) api->stop();
     if (rt.sync) rt.sync->stop();  // its peers take over this gateway's addresses now
     rt.stop_workers();

@@ -26,6 +26,9 @@ class Syncer;
 namespace kube {
 class KubeApi;
 }
+namespace lb {
+class Controller;
+}
 
 struct PortView {
     std::string name, device;
@@ -76,6 +79,7 @@ struct DaemonState {
     const Publisher* publisher = nullptr;
     const Syncer* sync = nullptr;   // flow replication (ha:), null when off
     kube::KubeApi* kube = nullptr;  // following the API server (kubernetes.api), null when off
+    lb::Controller* lb = nullptr;   // the cluster's load balancer (kubernetes.load_balancer), null when off
     ReloadStatus reload;
     HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();

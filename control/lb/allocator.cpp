@@ -341,6 +341,23 @@ Result Allocator::fresh(const LbService& s, const NamespaceLabels& ns, const std
                             s.pool.empty() ? std::string("the pools admitting it") : "pool " + s.pool));
 }
 
+bool Allocator::learn(const LbService& s, const NamespaceLabels& ns) {
+    if (!s.status_ips.empty())
+        if (Result r = check(s, s.status_ips, ns, true)) {
+            take(s, r.ips, r.pool);
+            return true;
+        }
+    release(s.key);
+    return false;
+}
+
+std::vector<std::string> Allocator::holders() const {
+    std::vector<std::string> out;
+    out.reserve(held_.size());
+    for (const auto& [k, h] : held_) out.push_back(k);
+    return out;
+}
+
 void Allocator::release(const std::string& key) {
     const auto it = held_.find(key);
     if (it == held_.end()) return;

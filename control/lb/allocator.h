@@ -81,7 +81,11 @@ public:
     // A PreferDualStack Service holding one family gets the other from the same pool when it can.
     // On failure it holds nothing, but for a request it cannot read (it keeps what it has).
     Result allocate(const LbService& s, const NamespaceLabels& ns);
+    // A reader's step (a gateway that does not write): `s` holds its status's addresses where
+    // they fit, else nothing; no new address is ever given. True when it holds them.
+    bool learn(const LbService& s, const NamespaceLabels& ns);
     void release(const std::string& key);
+    std::vector<std::string> holders() const;  // the Services holding addresses
 
     // What `key` holds now; null: nothing.
     const Result* held(const std::string& key) const;

@@ -43,7 +43,7 @@ def now_rfc3339():
 
 class Gateway:
     def __init__(self, svcgate, d, name, kubeconfig, extra_api="", cluster="", env=None, services=None,
-                 api=" min_sync_period_ms: 200, watch_timeout_seconds: 3, list_page_size: 100"):
+                 api=" min_sync_period_ms: 200, watch_timeout_seconds: 3, list_page_size: 100", lb=None):
         self.d, self.name = d, name
         self.ctl_path = os.path.join(os.path.dirname(svcgate), "svcgatectl")
         self.sock = f"{d}/{name}.sock"
@@ -58,11 +58,22 @@ class Gateway:
                 f"cluster: {{node_ips: [10.9.0.1]{cluster}}}\n"
                 + (services if services is not None else
                    "services:\n  - {name: file/only, cluster_ip: 10.96.0.1, ports: [{port: 80}], endpoints: [10.9.0.2]}\n")
-                + f"kubernetes:\n  api: {{kubeconfig: {kubeconfig},{api}{extra_api}}}\n".replace(",}", "}"))
+                + f"kubernetes:\n  api: {{kubeconfig: {kubeconfig},{api}{extra_api}}}\n".replace(",}", "}")
+                + (f"  load_balancer: {lb}\n" if lb is not None else ""))
+        self.svcgate, self.env = svcgate, env
         self.err = open(f"{d}/{name}.log", "w+")
-        self.p = subprocess.Popen([svcgate, "--config", self.cfg], stdout=subprocess.DEVNULL, stderr=self.err,
-                                  env=dict(os.environ, **(env or {})))
+        self.start()
+
+    def start(self):
+        self.p = subprocess.Popen([self.svcgate, "--config", self.cfg], stdout=subprocess.DEVNULL, stderr=self.err,
+                                  env=dict(os.environ, **(self.env or {})))
         wait_for(lambda: self.p.poll() is not None or self.ctl("status") is not None, 60)
+
+    def kill(self):
+        """SIGKILL: nothing is released, the Lease included."""
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
 
     def ctl(self, *args):
         r = subprocess.run([self.ctl_path, "--socket", self.sock, *args, "--json"], capture_output=True, text=True, timeout=20)

@@ -66,6 +66,10 @@ PAGES = {
             "Flows shared between gateways (no connection lost)")]),
         ("THE CLIENT'S ADDRESS AT THE POD", [("docs/client-ip.md", None)] + [("docs/client-ip.md", h) for h in (
             "Turning it on", "What stays masqueraded", "The routing it needs", "When the way back is missing")]),
+        ("THE CLUSTER'S LOAD BALANCER", [("docs/load-balancer.md", None)] + [("docs/load-balancer.md", h) for h in (
+            "Turning it on", "Which Services, and what they get", "One writer among several gateways",
+            "Restarts and pool edits never move an address", "What it writes and tells", "Permissions",
+            "Moving from MetalLB")]),
         ("RELIABILITY", [("docs/guarantees.md", "Reliability")]),
         ("FILES", [("docs/operations.md", "Files")]),
     ], "svcgatectl(8), svcgate.yaml(5)"),
@@ -91,6 +95,7 @@ DOC_PAGES = {
     "docs/ha.md": ("svcgate.8", "SEVERAL GATEWAYS"),
     "docs/client-ip.md": ("svcgate.8", "THE CLIENT'S ADDRESS AT THE POD"),
     "docs/guarantees.md": ("svcgate.8", "RELIABILITY"),
+    "docs/load-balancer.md": ("svcgate.8", "THE CLUSTER'S LOAD BALANCER"),
     "docs/trace.md": ("svcgatectl.8", "TRACE"),
 }
 # Repository path → what an installed system has (debian/svcgate.install puts the examples in

@@ -1,0 +1,132 @@
+// The cluster's load balancer (docs/load-balancer.md): from the Services the API client holds
+// (control/kube/kube_api.h), the gateway that holds the Lease (election.h) decides each managed
+// Service's addresses with the allocator (allocator.h) and writes them: a merge PATCH of the
+// Service's status subresource, conditional on its resourceVersion (a 409 reads the object again
+// and decides again), carrying status.loadBalancer.ingress[] = {ip, ipMode: VIP} and the pool in
+// the annotation svcgate.io/ip-allocated-from-pool, at most write_qps a second (burst
+// write_burst). Events on the Service for what a user must see (IPAllocated, AllocationFailed,
+// ClearAssignment), each posted once per decision, through a bucket of their own. The other
+// gateways write nothing: they re-learn the addresses from status only, so that their counts
+// are true and a takeover starts warm.
+//
+// Order of a pass (every change, at most one per kMinPass): give back what deleted or no longer
+// managed Services held; clear the status of Services this gateway assigned that are no longer
+// LoadBalancers; then decide, Services that have addresses in status first, then the rest,
+// oldest first in each (so a restart re-learns every address before any new one is given, and
+// pending Services get freed addresses oldest first).
+//
+// Runs on: a thread of its own, plus the elector's; start/stop/set_config on the control thread;
+// status and metrics from any thread (under mu_).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/config/config_model.h"
+#include "control/kube/api_client.h"
+#include "control/kube/kube_api.h"
+#include "control/lb/allocator.h"
+#include "control/lb/election.h"
+#include "control/lb/lb_report.h"
+
+namespace svcgate::ctl {
+class MetricsText;
+}
+
+namespace svcgate::ctl::lb {
+
+// client-go's token bucket (flowcontrol.NewTokenBucketRateLimiter): `burst` at once, then `qps`.
+class TokenBucket {
+public:
+    TokenBucket(double qps, double burst) { set(qps, burst); }
+    void set(double qps, double burst);
+    bool take(std::chrono::steady_clock::time_point now);
+    // How long until take() can succeed.
+    std::chrono::milliseconds wait(std::chrono::steady_clock::time_point now) const;
+
+private:
+    void refill(std::chrono::steady_clock::time_point now);
+    double qps_ = 1, burst_ = 1, tokens_ = 1;
+    std::chrono::steady_clock::time_point last_{};
+};
+
+class Controller {
+public:
+    Controller(const LoadBalancerConfig& cfg, kube::KubeApi& api, std::string identity);
+    ~Controller();
+    Controller(const Controller&) = delete;
+    Controller& operator=(const Controller&) = delete;
+
+    void start();
+    void stop();  // the Lease is released
+    // A reload: pools, class and write rates take effect at the next pass.
+    void set_config(const LoadBalancerConfig& cfg);
+
+    report::LoadBalancer status() const;
+    void metrics(MetricsText& m) const;
+
+    // "<node name or host name>_<random>", as client-go's hostname + "_" + a UUID.
+    static std::string identity_for(const std::string& node_name);
+
+private:
+    struct Want {
+        std::string key, ns, name, version;
+        std::vector<IpAddr> ips;  // none: clear
+        std::string pool;
+        bool operator==(const Want& o) const { return ips == o.ips && pool == o.pool; }
+    };
+    struct Event {
+        std::string ns, name, uid, version, type, reason, message;
+    };
+
+    void run();
+    void pass(bool writer);
+    void decide(const LbService& s, const NamespaceLabels& ns);
+    std::vector<LbService> views();
+    NamespaceLabels namespaces() const;
+    void want(const LbService& s, std::vector<IpAddr> ips, std::string pool);
+    bool event(const LbService& s, const char* type, const char* reason, std::string message);  // false: posted already
+    void write_one();
+    void post_event();
+    void refetch(const Want& w);  // after a 409: the object as it is now, for the next pass
+
+    kube::KubeApi& api_;
+    Elector elector_;
+    kube::ApiClient client_;
+
+    mutable std::mutex mu_;  // cfg_, report_ and the counters below
+    LoadBalancerConfig cfg_;
+    uint64_t cfg_generation_ = 0;
+    report::LoadBalancer report_;
+    std::map<std::string, uint64_t> allocations_;  // by pool
+    std::array<uint64_t, kFailureNames.size()> failures_{};
+    std::map<std::string, uint64_t> write_results_;  // ok, conflict, not_found, error
+    std::map<std::string, uint64_t> events_by_reason_;
+
+    // The controller thread's own.
+    LoadBalancerConfig running_;
+    Allocator alloc_;
+    std::map<std::string, std::pair<std::string, LbService>> cache_;  // key -> (version, view)
+    std::map<std::string, std::pair<std::string, LbService>> fresh_;  // key -> (stale version, view re-read)
+    std::deque<Want> queue_;
+    std::map<std::string, Want> written_;            // written with these; the watch has not shown them yet
+    std::map<std::string, std::string> last_event_;  // key -> reason and message last posted
+    std::deque<Event> events_;
+    TokenBucket writes_{20, 30}, event_tokens_{20, 30};
+    std::chrono::steady_clock::time_point retry_at_{};  // after a failed write
+    std::chrono::milliseconds backoff_{0};
+    bool dirty_ = true;
+
+    std::atomic<bool> stopping_{false};
+    std::thread thread_;
+};
+
+}  // namespace svcgate::ctl::lb
