@@ -193,6 +193,7 @@ def main():
                                                 for pl in ("same", "cross")} for w, v in scale.items()},
     }
     kube = load(f"{r}/kube.json", {})
+    lb_fast, lb_default = load(f"{r}/lb-unthrottled.json", {}), load(f"{r}/lb-default.json", {})
     summary = {
         "established_ratio_vs_testpmd": med(r4k),
         "established_ratio_vs_testpmd_1m": med(r1m),
@@ -214,6 +215,10 @@ def main():
         "kube_programming_p50_ms": kube.get("programming_p50_ms"),
         "kube_programming_p99_ms": kube.get("programming_p99_ms"),
         "kube_publishes_per_second": kube.get("publishes_per_second"),
+        "lb_first_allocation_services": lb_fast.get("lb_services"),
+        "lb_first_allocation_unthrottled_s": lb_fast.get("last_status_after_first_create_s"),
+        "lb_first_allocation_default_rate_s": lb_default.get("last_status_after_first_create_s"),
+        "lb_reader_cpu_s": lb_fast.get("reader_cpu_s"),
         "reload_speedup_vs_iptables": (ipt[10000] / reload_ms[10000]) if 10000 in ipt and 10000 in reload_ms else None,
         "bytes_per_flow": bpf,
         "bytes_per_flow_v6": bpf6,
@@ -358,6 +363,7 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | API: first sync of 10,000 Services + slices, ms | {f(summary['kube_first_sync_10k_ms'], '{:.0f}')} | | both LISTs complete → first snapshot published (tests' API server, loopback) |
 | API: network programming p50 / p99, ms | {f(summary['kube_programming_p50_ms'], '{:.0f}')} / {f(summary['kube_programming_p99_ms'], '{:.0f}')} | p99 ≤ min_sync + 100 | {kube.get('changes_per_second', '?')} EndpointSlice edits/s for {kube.get('seconds', '?')} s on 10,000 Services, min_sync_period {kube.get('min_sync_ms', '?')} ms; trigger time → publish done |
 | API: publishes per second under that churn | {f(summary['kube_publishes_per_second'])} | ≤ 1 / min_sync | |
+| load balancer: first allocation of {f(lb_fast.get('lb_services'), '{:,}')} Services, s (unthrottled / default rate) | {f(summary['lb_first_allocation_unthrottled_s'], '{:.1f}')} / {f(summary['lb_first_allocation_default_rate_s'], '{:.1f}')} | | first creation → last status written (write_qps 20, burst 30 by default: N ÷ 20 s by construction), each written once: {lb_fast.get('services_written_once')}; CPU s writer / reader: {lb_fast.get('writer_cpu_s')} / {lb_fast.get('reader_cpu_s')} (both publish the addresses; the reader writes nothing); the tests' API server in Python on the same 2 cores |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
 | new flows with replication on ÷ off | {f(summary['new_flows_sync_ratio'])} | ≥ 0.8 | connections proven (a client packet and the reply), in-process, the sync thread on the other core sending to a peer on loopback: {f(med(sync_on))} ÷ {f(med(sync_off))} M/s, median of {len(sync_ratios)} interleaved rounds |
 | replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |

@@ -99,28 +99,37 @@ void Controller::set_config(const LoadBalancerConfig& cfg) {
     ++cfg_generation_;
 }
 
-std::vector<LbService> Controller::views() {
+std::vector<const LbService*> Controller::views(std::set<std::string>& changed) {
     std::map<std::string, std::pair<std::string, LbService>> next;
     for (kube::KubeApi::ObjectRef& o : api_.objects(kube::Kind::services)) {
         const auto it = cache_.find(o.key);
-        if (it != cache_.end() && it->second.first == o.version)
+        if (it != cache_.end() && it->second.first == o.version) {
             next.emplace(o.key, std::move(it->second));
-        else
-            next.emplace(o.key,
-                         std::make_pair(o.version, read_lb_service(ytree::Node(o.tree.get(), o.tree->roots[0]))));
+            continue;
+        }
+        LbService v = read_lb_service(ytree::Node(o.tree.get(), o.tree->roots[0]));
+        // The echo of this gateway's own write (or a change to nothing it reads) decides nothing.
+        const Result* held = alloc_.held(o.key);
+        const bool echo = held && same_set(v.status_ips, held->ips) && v.status_pool == held->pool;
+        const bool same_status = it != cache_.end() && same_set(v.status_ips, it->second.second.status_ips) &&
+            v.status_pool == it->second.second.status_pool;
+        if (it == cache_.end() || !same_ask(it->second.second, v) || !(echo || same_status)) changed.insert(o.key);
+        next.emplace(o.key, std::make_pair(o.version, std::move(v)));
     }
+    for (const auto& [key, entry] : cache_)
+        if (!next.count(key)) changed.insert(key);  // deleted
     cache_.swap(next);
-    std::vector<LbService> out;
+    std::vector<const LbService*> out;
     out.reserve(cache_.size());
     for (const auto& [key, entry] : cache_) {
         // A view read again after a 409 stands until the watch brings a version past the one refused.
         const auto f = fresh_.find(key);
         if (f != fresh_.end() && f->second.first == entry.first) {
-            out.push_back(f->second.second);
+            out.push_back(&f->second.second);
             continue;
         }
         if (f != fresh_.end()) fresh_.erase(f);
-        out.push_back(entry.second);
+        out.push_back(&entry.second);
     }
     std::erase_if(fresh_, [&](const auto& f) { return !cache_.count(f.first); });
     return out;
@@ -187,23 +196,31 @@ void Controller::decide(const LbService& s, const NamespaceLabels& ns) {
 }
 
 void Controller::pass(bool writer) {
-    const std::vector<LbService> vs = views();
-    const NamespaceLabels ns = namespaces();
+    std::set<std::string> changed;
+    const std::vector<const LbService*> vs = views(changed);
+    NamespaceLabels ns = namespaces();
+    const bool full = dirty_ || ns != last_ns_;
+    dirty_ = false;
+    last_ns_ = ns;
+    if (!full && changed.empty()) return;  // only the echoes of this gateway's own writes
     std::vector<const LbService*> managed;
     std::set<std::string> keys;
-    for (const LbService& v : vs)
-        if (v.managed(running_)) managed.push_back(&v), keys.insert(v.key);
+    for (const LbService* v : vs)
+        if (v->managed(running_)) managed.push_back(v), keys.insert(v->key);
     for (const std::string& k : alloc_.holders())
         if (!keys.count(k)) alloc_.release(k);
     std::erase_if(last_event_, [&](const auto& e) { return !keys.count(e.first); });
-    queue_.clear();
     uint64_t assigned = 0;
     if (!writer) {
-        for (const LbService* v : managed) assigned += alloc_.learn(*v, ns);
+        // A reader only re-learns, and only what changed: each Service's status is its own.
+        for (const LbService* v : managed)
+            if (full || changed.count(v->key)) alloc_.learn(*v, ns);
+        for (const LbService* v : managed) assigned += alloc_.held(v->key) != nullptr;
     } else if (running_.pools) {
+        queue_.clear();
         // Services this gateway (or another svcgate) assigned that are no longer LoadBalancers.
-        for (const LbService& v : vs)
-            if (!v.load_balancer && !v.status_pool.empty()) want(v, {}, "");
+        for (const LbService* v : vs)
+            if (!v->load_balancer && !v->status_pool.empty()) want(*v, {}, "");
         std::stable_sort(managed.begin(), managed.end(), [](const LbService* a, const LbService* b) {
             if (a->status_ips.empty() != b->status_ips.empty()) return !a->status_ips.empty();
             return older(*a, *b);
@@ -353,7 +370,7 @@ void Controller::run() {
         const auto now = clock::now();
         const bool due = synced && (gen != seen || dirty_);
         if (due && now - last_pass >= kMinPass) {
-            seen = gen, dirty_ = false, last_pass = now;
+            seen = gen, last_pass = now;
             pass(writer);
             continue;
         }

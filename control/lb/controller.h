@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,7 +91,10 @@ private:
     void run();
     void pass(bool writer);
     void decide(const LbService& s, const NamespaceLabels& ns);
-    std::vector<LbService> views();
+    // The Services as the API client holds them now (a view read again after a 409 in place of
+    // the version it refused); `changed` gets the keys added, removed or of a new version that asks
+    // for something else or whose status is not what this gateway decided.
+    std::vector<const LbService*> views(std::set<std::string>& changed);
     NamespaceLabels namespaces() const;
     void want(const LbService& s, std::vector<IpAddr> ips, std::string pool);
     bool event(const LbService& s, const char* type, const char* reason, std::string message);  // false: posted already
@@ -123,7 +127,8 @@ private:
     TokenBucket writes_{20, 30}, event_tokens_{20, 30};
     std::chrono::steady_clock::time_point retry_at_{};  // after a failed write
     std::chrono::milliseconds backoff_{0};
-    bool dirty_ = true;
+    bool dirty_ = true;  // a full pass is due whatever changed (config, role, a refused write)
+    NamespaceLabels last_ns_;
 
     std::atomic<bool> stopping_{false};
     std::thread thread_;

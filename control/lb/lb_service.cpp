@@ -160,6 +160,13 @@ LbService read_lb_service(const ytree::Node& svc) {
     return s;
 }
 
+bool same_ask(const LbService& a, const LbService& b) {
+    return a.key == b.key && a.uid == b.uid && a.created == b.created && a.load_balancer == b.load_balancer &&
+        a.has_class == b.has_class && a.lb_class == b.lb_class && a.policy == b.policy && a.families == b.families &&
+        a.requested == b.requested && a.request_error == b.request_error && a.pool == b.pool &&
+        a.sharing_key == b.sharing_key && a.ports == b.ports && a.backend_key == b.backend_key && a.labels == b.labels;
+}
+
 bool older(const LbService& a, const LbService& b) {
     if (a.created != b.created) return a.created < b.created;
     return a.key < b.key;

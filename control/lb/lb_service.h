@@ -56,6 +56,9 @@ LbService read_lb_service(const ytree::Node& svc);
 // The labels of an object (a Namespace's), as a map.
 std::map<std::string, std::string> object_labels(const ytree::Node& obj);
 
+// Whether two views of one Service ask for the same (everything but their version and status).
+bool same_ask(const LbService& a, const LbService& b);
+
 // Oldest first (creationTimestamp), then by namespace/name: the order every decision takes.
 bool older(const LbService& a, const LbService& b);
 
