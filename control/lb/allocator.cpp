@@ -52,12 +52,6 @@ std::string text(const std::vector<IpAddr>& ips) {
 
 const char* family_name(Family f) { return f == Family::v4 ? "IPv4" : "IPv6"; }
 
-bool same_set(std::vector<IpAddr> a, std::vector<IpAddr> b) {
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    return a == b;
-}
-
 void v4_first(std::vector<IpAddr>& ips) {
     std::stable_sort(ips.begin(), ips.end(), [](const IpAddr& a, const IpAddr& b) { return a.is_v4() && !b.is_v4(); });
 }
@@ -67,6 +61,12 @@ Result fail(Failure f, std::string why) {
 }
 
 }  // namespace
+
+bool same_addresses(std::vector<IpAddr> a, std::vector<IpAddr> b) {
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+}
 
 void Allocator::set_pools(const std::vector<LbPoolConfig>& pools) {
     pools_.clear();
@@ -243,7 +243,7 @@ Result Allocator::check(const LbService& s, const std::vector<IpAddr>& ips, cons
         if (pool_of(a) != p)
             return fail(Failure::not_in_pool,
                         fmt::format("{} and {} are not in one pool", format_ip(ips[0]), format_ip(a)));
-    if (!s.requested.empty() && !same_set(ips, s.requested))
+    if (!s.requested.empty() && !same_addresses(ips, s.requested))
         return fail(Failure::bad_request, fmt::format("{} is not what the Service requests", text(ips)));
     if (!s.pool.empty() && p->cfg.name != s.pool)
         return fail(

@@ -23,6 +23,8 @@ namespace svcgate::ctl::lb {
 __extension__ typedef unsigned __int128 U128;  // an address as a number (IPv4 in its mapped form)
 U128 to_u128(const IpAddr& a);
 IpAddr from_u128(U128 v);
+// The same addresses, in any order.
+bool same_addresses(std::vector<IpAddr> a, std::vector<IpAddr> b);
 
 // Why a Service got no address (svcgate_lb_allocation_failures_total{reason}, the event's reason).
 #define SVCGATE_LB_FAILURE(X)                                                                             \

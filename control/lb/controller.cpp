@@ -22,12 +22,6 @@ constexpr auto kIdle = std::chrono::milliseconds(500);     // a config or role c
 constexpr size_t kMaxEvents = 1000;                        // events queued; more are dropped, counted
 constexpr int kWriteTimeoutS = 3;                          // well within lease_duration - renew_deadline (elector.h)
 
-bool same_set(std::vector<IpAddr> a, std::vector<IpAddr> b) {
-    std::sort(a.begin(), a.end());
-    std::sort(b.begin(), b.end());
-    return a == b;
-}
-
 // MetalLB's messages print the addresses as Go's %q of a []net.IP: ["1.2.3.0" "fd00::"].
 std::string quoted(const std::vector<IpAddr>& ips) {
     std::string t = "[";
@@ -110,8 +104,8 @@ std::vector<const LbService*> Controller::views(std::set<std::string>& changed) 
         LbService v = read_lb_service(ytree::Node(o.tree.get(), o.tree->roots[0]));
         // The echo of this gateway's own write (or a change to nothing it reads) decides nothing.
         const Result* held = alloc_.held(o.key);
-        const bool echo = held && same_set(v.status_ips, held->ips) && v.status_pool == held->pool;
-        const bool same_status = it != cache_.end() && same_set(v.status_ips, it->second.second.status_ips) &&
+        const bool echo = held && same_addresses(v.status_ips, held->ips) && v.status_pool == held->pool;
+        const bool same_status = it != cache_.end() && same_addresses(v.status_ips, it->second.second.status_ips) &&
             v.status_pool == it->second.second.status_pool;
         if (it == cache_.end() || !same_ask(it->second.second, v) || !(echo || same_status)) changed.insert(o.key);
         next.emplace(o.key, std::make_pair(o.version, std::move(v)));
@@ -160,7 +154,7 @@ bool Controller::event(const LbService& s, const char* type, const char* reason,
 }
 
 void Controller::want(const LbService& s, std::vector<IpAddr> ips, std::string pool) {
-    if (same_set(ips, s.status_ips) && pool == s.status_pool) {
+    if (same_addresses(ips, s.status_ips) && pool == s.status_pool) {
         written_.erase(s.key);
         return;
     }
@@ -179,7 +173,7 @@ void Controller::decide(const LbService& s, const NamespaceLabels& ns) {
               fmt::format("current IP for \"{}\" not allowed by config, will attempt for new IP assignment: {}", s.key,
                           r.cleared));
     if (r) {
-        if (!same_set(r.ips, s.status_ips) && event(s, "Normal", "IPAllocated", "Assigned IP " + quoted(r.ips))) {
+        if (!same_addresses(r.ips, s.status_ips) && event(s, "Normal", "IPAllocated", "Assigned IP " + quoted(r.ips))) {
             std::lock_guard lk(mu_);
             ++allocations_[r.pool];
         }
