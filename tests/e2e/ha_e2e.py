@@ -12,7 +12,11 @@ usage: ha_e2e.py SVCGATE SOURCE_DIR
     new connections succeed again within 3 s, the survivors' keep-alive connections see no error,
     the killed gateway's share is reported; it restarts and rejoins;
   - svcgatectl drain on a gateway carrying keep-alive connections: none breaks, its announcements
-    are withdrawn, it exits by itself once they close.
+    are withdrawn, it exits by itself once they close;
+  - the cluster's load balancer (the gateways also follow the tests' API server in the router's
+    namespace, HA_KUBE): a LoadBalancer Service created with kubectl gets an address from the pool,
+    is announced by every gateway over BGP and answered within 3 s of its creation; deleted, it is
+    withdrawn.
 """
 import json
 import os
@@ -29,7 +33,7 @@ svcgate, src = sys.argv[1], sys.argv[2]
 ctl = os.path.join(os.path.dirname(svcgate), "svcgatectl")
 ns = checks.ns
 # Issue 18's lab: no flow replication (tests/e2e/sync_e2e.py has it), the router pins connections.
-lab = checks.HaLab(src, ctl, sync=False)
+lab = checks.HaLab(src, ctl, sync=False, kube=True)
 N, RUN, LB4, LB6, LOCAL4, EXT4, EXT6 = lab.N, lab.RUN, lab.LB4, lab.LB6, lab.LOCAL4, lab.EXT4, lab.EXT6
 ha, gwctl, gwjson, hops = lab.sh, lab.gwctl, lab.gwjson, lab.hops
 
@@ -68,6 +72,56 @@ def owners(conns):
     return {c["port"]: where.get(c["port"]) for c in conns}
 
 
+LB_MANIFEST = """apiVersion: v1
+kind: Service
+metadata: {name: api-lb, namespace: default}
+spec:
+  type: LoadBalancer
+  selector: {app: test}
+  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: api-lb-1, namespace: default, labels: {kubernetes.io/service-name: api-lb}}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints:
+  - {addresses: [10.244.2.4], conditions: {ready: true}, nodeName: kube-node-1}
+  - {addresses: [10.244.2.6], conditions: {ready: true}, nodeName: kube-node-1}
+  - {addresses: [10.244.3.6], conditions: {ready: true}, nodeName: kube-node-2}
+"""
+
+
+def api_load_balancer():
+    """A LoadBalancer Service created through the API: addressed by the Lease holder, announced by
+    every gateway, answered within 3 s of its creation; deleted: withdrawn."""
+    kubectl = ["ip", "netns", "exec", "router", "/usr/bin/kubectl-1.20", "--kubeconfig", f"{RUN}/kube/kubeconfig",
+               "--cache-dir", f"{RUN}/kube/cache"]
+    roles = [gwjson(i, "status").get("kubernetes", {}).get("load_balancer", {}).get("role") for i in range(1, N + 1)]
+    check(sorted(roles) == ["reader"] * (N - 1) + ["writer"], f"one gateway of {N} writes LoadBalancer status: {roles}")
+    with open(f"{RUN}/kube/api-lb.yaml", "w") as f:
+        f.write(LB_MANIFEST)
+    t0 = time.monotonic()
+    r = subprocess.run(kubectl + ["create", "-f", f"{RUN}/kube/api-lb.yaml"], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0, f"kubectl create: {r.stdout.strip()} {r.stderr.strip()}")
+
+    def external_ip():
+        r = subprocess.run(kubectl + ["get", "svc", "api-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip() if r.returncode == 0 else ""
+    ip = external_ip() if wait(external_ip, 10) is not None else ""
+    got = time.monotonic() - t0
+    answered = wait(lambda: (lambda a: a is not None and a[1] == "200" and a[0].startswith("test-pod"))(
+        http("client", f"http://{ip}/", timeout="1")), 10) if ip else None
+    took = time.monotonic() - t0
+    check(ip == "192.168.100.64" and answered is not None and took <= 3.0,
+          f"a LoadBalancer Service created through the API: {ip or 'no address'} after {got:.1f} s, "
+          f"answered through the router {took:.1f} s after its creation")
+    check(len(hops(ip)) == N if ip else False, f"every gateway announces it: the router has {hops(ip) if ip else {}}")
+    subprocess.run(kubectl + ["delete", "-f", f"{RUN}/kube/api-lb.yaml"], capture_output=True, timeout=30)
+    check(bool(ip) and wait(lambda: not hops(ip), 10) is not None, f"deleted: {ip} withdrawn from the router")
+
+
 def main():
     r = ha(f"ha_up {N} && ha_start {N}", timeout=180)
     if not check(r.returncode == 0, f"HA lab with {N} gateways up ({r.stderr.strip()[-300:]})"):
@@ -93,6 +147,8 @@ def main():
     check(answered == 300, f"300 new connections to {LB4}: {answered} answered")
     check(sum(share.values()) >= 300 and all(v >= 45 for v in share.values()),
           f"each gateway carried at least 15% of them: {share}")
+
+    api_load_balancer()
 
     # Health.
     for i in range(1, N + 1):

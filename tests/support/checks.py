@@ -226,12 +226,13 @@ class HaLab:
     EXT4 = {i: f"192.168.67.{7 + i}" for i in range(1, N + 1)}
     EXT6 = {i: f"fd00:67::{7 + i:x}" for i in range(1, N + 1)}
 
-    def __init__(self, src, ctl, sync):
-        self.src, self.ctl, self.sync = src, ctl, sync
+    def __init__(self, src, ctl, sync, kube=False):
+        self.src, self.ctl, self.sync, self.kube = src, ctl, sync, kube
 
     def sh(self, script, timeout=120):
         """bash with lab.sh and ha.sh sourced."""
-        return subprocess.run(["bash", "-c", f"export HA_SYNC={1 if self.sync else 0}; source {self.src}/tools/lib/lab.sh; "
+        return subprocess.run(["bash", "-c", f"export HA_SYNC={1 if self.sync else 0} HA_KUBE={1 if self.kube else 0}; "
+                                             f"source {self.src}/tools/lib/lab.sh; "
                                              f"source {self.src}/tools/lib/ha.sh; {script}"],
                               capture_output=True, text=True, timeout=timeout)
 

@@ -616,10 +616,12 @@ class Store:
 
 class Server:
     def __init__(self, d, tokens=("test-token",), gone_as_status=False, bookmark_seconds=60.0, prefix="",
-                 host="127.0.0.1", certs=None):
+                 host="127.0.0.1", certs=None, port=0):
         self.dir = certs or d
-        if not certs:
-            make_certs(d)
+        if not certs:  # the server's certificate names the address it listens on
+            make_certs(d, **({} if host in ("127.0.0.1", "::1") else
+                             {"san": f"IP:127.0.0.1,IP:::1,DNS:kube.test,IP:{host}"}))
+        self.listen_port = port
         self.prefix = prefix  # served under this path ("/k8s/clusters/c-1"), as behind Rancher
         self.host = host
         self.tokens = set(tokens)
@@ -1252,7 +1254,7 @@ class Server:
 
         if ":" in self.host:
             TLSServer.address_family = socket.AF_INET6
-        self.httpd = TLSServer((self.host, 0), Handler)
+        self.httpd = TLSServer((self.host, self.listen_port), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(f"{self.dir}/server.crt", f"{self.dir}/server.key")
         ctx.load_verify_locations(f"{self.dir}/ca.crt")
@@ -1295,10 +1297,18 @@ def load_objects(path):
 
 
 if __name__ == "__main__":
-    d = sys.argv[1]
+    # kube_apiserver.py DIR [OBJECTS.yaml] [--host ADDR] [--port PORT]
+    args, opts = [], {}
+    it = iter(sys.argv[1:])
+    for a in it:
+        if a in ("--host", "--port"):
+            opts[a[2:]] = next(it)
+        else:
+            args.append(a)
+    d = args[0]
     os.makedirs(d, exist_ok=True)
-    s = Server(d)
-    for o in load_objects(sys.argv[2]) if len(sys.argv) > 2 else []:
+    s = Server(d, host=opts.get("host", "127.0.0.1"), port=int(opts.get("port", 0)))
+    for o in load_objects(args[1]) if len(args) > 1 else []:
         s.put(o)
     s.kubeconfig(f"{d}/kubeconfig")
     print(f"serving {s.url}; kubeconfig {d}/kubeconfig", flush=True)

@@ -218,6 +218,16 @@ ha:                 # flow replication between the gateways, over the sync link
 
 EOF
     fi
+    if [ "${HA_KUBE:-0}" = 1 ]; then
+        cat >> "$out" <<EOF
+kubernetes:         # the API server in the router's namespace (ha_kube_up); LoadBalancer addresses
+  api: {kubeconfig: $HA_KUBE_DIR/kubeconfig, min_sync_period_ms: 1000}
+  load_balancer:
+    election: {namespace: svcgate-system, name: svcgate-lb}
+    pools: [{name: ha, addresses: [192.168.100.64/28, 'fd00:100::40/124'], avoid_buggy_ips: true}]
+
+EOF
+    fi
     sed -n '/^services:/,$p' "$LAB_SRC/config/lab.yaml" >> "$out"
     # The three test pods, both families: the endpoints of the policy-Cluster load balancers.
     local pods
@@ -319,9 +329,28 @@ ha_start_gateway() {
     return 1
 }
 
+# HA_KUBE=1: the gateways also follow an API server, the tests' own (tests/support/kube_apiserver.py)
+# in the router's namespace on 192.168.67.1:6443, which they reach over their host interfaces as
+# BGP does, and hand out LoadBalancer addresses from the pool ha (192.168.100.64/28,
+# fd00:100::40/124) with kubernetes.load_balancer, one of them elected to write.
+HA_KUBE_DIR=$LAB_RUN/kube
+ha_kube_up() {
+    mkdir -p "$HA_KUBE_DIR"
+    ip netns exec router /usr/bin/python3 "$LAB_SRC/tests/support/kube_apiserver.py" "$HA_KUBE_DIR" \
+        --host 192.168.67.1 --port 6443 >"$HA_KUBE_DIR/server.log" 2>&1 &
+    echo $! >"$LAB_RUN/kube-api.pid"
+    for _ in $(seq 1 100); do
+        grep -q "^serving" "$HA_KUBE_DIR/server.log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    cat "$HA_KUBE_DIR/server.log" >&2
+    return 1
+}
+
 ha_start() {  # N: the pods' servers, the router's BIRD, every gateway
     local n=$1 i
     lab_start_apps || return 1
+    if [ "${HA_KUBE:-0}" = 1 ]; then ha_kube_up || return 1; fi
     ha_bird_router "$n"
     ha_bird_start router || return 1
     for i in $(seq 1 "$n"); do ha_start_gateway "$i" || return 1; done
