@@ -33,6 +33,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))
 import kube_apiserver  # noqa: E402
 
 
+def stop(p):
+    """SIGTERM, then SIGKILL after 30 s."""
+    p.terminate()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 def rfc3339nano(t):
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -125,12 +135,7 @@ def main():
                            "relists": sum(k["relists"] for k in s.get("kinds", {}).values()),
                            "bad_input": sum(s.get("bad_input", {}).values())})
         finally:
-            p.terminate()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop(p)
             srv.stop()
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
@@ -210,12 +215,7 @@ def lb_first_allocation(a):
                 "reader_cpu_s": round(cpu1[reader] - cpu0[reader], 2)})
         finally:
             for p in procs.values():
-                p.terminate()
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                stop(p)
             srv.stop()
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)

@@ -72,24 +72,6 @@ def owners(conns):
     return {c["port"]: where.get(c["port"]) for c in conns}
 
 
-LB_MANIFEST = """apiVersion: v1
-kind: Service
-metadata: {name: api-lb, namespace: default}
-spec:
-  type: LoadBalancer
-  selector: {app: test}
-  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: api-lb-1, namespace: default, labels: {kubernetes.io/service-name: api-lb}}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints:
-  - {addresses: [10.244.2.4], conditions: {ready: true}, nodeName: kube-node-1}
-  - {addresses: [10.244.2.6], conditions: {ready: true}, nodeName: kube-node-1}
-  - {addresses: [10.244.3.6], conditions: {ready: true}, nodeName: kube-node-2}
-"""
 
 
 def api_load_balancer():
@@ -99,14 +81,13 @@ def api_load_balancer():
                "--cache-dir", f"{RUN}/kube/cache"]
     roles = [gwjson(i, "status").get("kubernetes", {}).get("load_balancer", {}).get("role") for i in range(1, N + 1)]
     check(sorted(roles) == ["reader"] * (N - 1) + ["writer"], f"one gateway of {N} writes LoadBalancer status: {roles}")
-    with open(f"{RUN}/kube/api-lb.yaml", "w") as f:
-        f.write(LB_MANIFEST)
+    manifest = os.path.join(src, "config", "lb-service.yaml")
     t0 = time.monotonic()
-    r = subprocess.run(kubectl + ["create", "-f", f"{RUN}/kube/api-lb.yaml"], capture_output=True, text=True, timeout=30)
+    r = subprocess.run(kubectl + ["create", "-f", manifest], capture_output=True, text=True, timeout=30)
     check(r.returncode == 0, f"kubectl create: {r.stdout.strip()} {r.stderr.strip()}")
 
     def external_ip():
-        r = subprocess.run(kubectl + ["get", "svc", "api-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"],
+        r = subprocess.run(kubectl + ["get", "svc", "demo-lb", "-o", "jsonpath={.status.loadBalancer.ingress[0].ip}"],
                            capture_output=True, text=True, timeout=30)
         return r.stdout.strip() if r.returncode == 0 else ""
     ip = external_ip() if wait(external_ip, 10) is not None else ""
@@ -118,7 +99,7 @@ def api_load_balancer():
           f"a LoadBalancer Service created through the API: {ip or 'no address'} after {got:.1f} s, "
           f"answered through the router {took:.1f} s after its creation")
     check(len(hops(ip)) == N if ip else False, f"every gateway announces it: the router has {hops(ip) if ip else {}}")
-    subprocess.run(kubectl + ["delete", "-f", f"{RUN}/kube/api-lb.yaml"], capture_output=True, timeout=30)
+    subprocess.run(kubectl + ["delete", "-f", manifest], capture_output=True, timeout=30)
     check(bool(ip) and wait(lambda: not hops(ip), 10) is not None, f"deleted: {ip} withdrawn from the router")
 
 

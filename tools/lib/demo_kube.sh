@@ -112,37 +112,16 @@ PY
 # demo_kube_lb: a LoadBalancer Service created with Debian's kubectl gets an address from the
 # gateway's pool (kubernetes.load_balancer in config/kube-api.yaml), kubectl shows it as
 # EXTERNAL-IP, and the client reaches the pods through it (the client LAN routes the pool to the
-# gateway, as a router or BGP would). Its EndpointSlice is created beside it: the tests' API
-# server runs no controllers.
+# gateway, as a router or BGP would). config/lb-service.yaml: the Service and its EndpointSlice
+# (the tests' API server runs no controllers).
 demo_kube_lb() {
     local kc="$KUBECTL --kubeconfig $KUBE_DIR/kubeconfig --cache-dir $KUBE_DIR/kubectl-cache"
     echo
     echo "== kubectl create: a LoadBalancer Service; svcgate gives it an address and serves it"
-    cat >"$KUBE_DIR/demo-lb.yaml" <<'YAML'
-apiVersion: v1
-kind: Service
-metadata: {name: demo-lb, namespace: default}
-spec:
-  type: LoadBalancer
-  ipFamilyPolicy: PreferDualStack
-  ipFamilies: [IPv4, IPv6]
-  selector: {app: test}
-  ports: [{name: http, port: 80, targetPort: 80, protocol: TCP}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: demo-lb-1, namespace: default, labels: {kubernetes.io/service-name: demo-lb}}
-addressType: IPv4
-ports: [{name: http, port: 80, protocol: TCP}]
-endpoints:
-  - {addresses: [10.244.2.4], conditions: {ready: true}, nodeName: kube-node-1}
-  - {addresses: [10.244.2.6], conditions: {ready: true}, nodeName: kube-node-1}
-  - {addresses: [10.244.3.6], conditions: {ready: true}, nodeName: kube-node-2}
-YAML
     ip netns exec client ip route replace 192.168.100.0/28 via 192.168.67.8
     local t0 t1 ip="" ms
     t0=$(date +%s.%N)
-    ip netns exec gw $kc create -f "$KUBE_DIR/demo-lb.yaml" | sed 's/^/  /'
+    ip netns exec gw $kc create -f "$LAB_SRC/config/lb-service.yaml" | sed 's/^/  /'
     for _ in $(seq 1 100); do
         ip=$(ip netns exec gw $kc get svc demo-lb -o jsonpath='{.status.loadBalancer.ingress[0].ip}' 2>/dev/null)
         [ -n "$ip" ] && break
