@@ -85,6 +85,26 @@ std::optional<AddressRange> parse_address_range(std::string_view s, std::string&
 
 namespace {
 
+// A DNS-1123 label (a namespace's name): lower-case letters, digits and '-', alphanumeric at both
+// ends, at most 63; `subdomain`: such labels joined by '.', at most 253 (an object's name). Names
+// go into URLs, JSON and metric labels as they are.
+bool dns_name(std::string_view s, bool subdomain) {
+    if (s.empty() || s.size() > (subdomain ? 253u : 63u)) return false;
+    size_t label = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (c == '.' && subdomain) {
+            if (label == 0 || s[i - 1] == '-') return false;
+            label = 0;
+            continue;
+        }
+        const bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && !(c == '-' && label > 0)) return false;
+        if (++label > 63) return false;
+    }
+    return label > 0 && s.back() != '-';
+}
+
 std::string where(const Mark& m) { return fmt::format("{}:{}:{}", m.file.str(), m.line, m.column); }
 
 // {matchLabels: {k: v}, matchExpressions: [{key, operator, values}]}, as metav1.LabelSelector.
@@ -162,7 +182,11 @@ std::optional<LbPoolConfig> read_pool(Reader& r, const ytree::Node& n, const Pat
     if (!r.map(n, path, keys_under("kubernetes", "load_balancer.pools[]"))) return std::nullopt;
     LbPoolConfig p{.mark = r.mark(n)};
     p.name = r.str_or_empty(n, "name", path);
-    if (p.name.empty()) r.error(n, path, "a pool needs a name");
+    if (p.name.empty())
+        r.error(n, path, "a pool needs a name");
+    else if (!dns_name(p.name, true))
+        r.error(n["name"], {path, ".name"},
+                fmt::format("\"{}\" is not a name Kubernetes takes (lower-case letters, digits, '-' and '.')", p.name));
     if (const ytree::Node v = n["auto_assign"]) p.auto_assign = r.boolean(v, {path, ".auto_assign"}).value_or(true);
     if (const ytree::Node v = n["avoid_buggy_ips"])
         p.avoid_buggy_ips = r.boolean(v, {path, ".avoid_buggy_ips"}).value_or(false);
@@ -230,8 +254,11 @@ void read_load_balancer(Reader& r, const ytree::Node& n, Config& cfg) {
     if (lb.lb_class.empty()) r.error(n, "kubernetes.load_balancer.class", "the class cannot be empty");
     if (const ytree::Node e = n["election"]; e && read_fields(r, e, "kubernetes", "load_balancer.election", cfg)) {
         const auto& el = lb.election;
-        if (el.ns.empty() || el.name.empty())
-            r.error(e, "kubernetes.load_balancer.election", "the Lease needs a namespace and a name");
+        if (!dns_name(el.ns, false) || !dns_name(el.name, true))
+            r.error(e, "kubernetes.load_balancer.election",
+                    fmt::format("the Lease's namespace \"{}\" and name \"{}\" must be names Kubernetes takes "
+                                "(lower-case letters, digits, '-'; '.' in the name)",
+                                el.ns, el.name));
         // client-go's own checks (leaderelection.NewLeaderElector).
         if (el.renew_deadline_s >= el.lease_duration_s)
             r.error(e, "kubernetes.load_balancer.election", "renew_deadline_s must be shorter than lease_duration_s");

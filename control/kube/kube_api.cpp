@@ -456,6 +456,7 @@ void KubeApi::changed() {
 
 void KubeApi::touched(Kind k) {
     if (feeds(k)) changed();
+    if (k != Kind::services && k != Kind::namespaces) return;  // what the load balancer reads
     ++generation_;
     generation_cv_.notify_all();
 }

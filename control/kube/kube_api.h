@@ -158,8 +158,8 @@ public:
     };
     std::vector<ObjectRef> objects(Kind k) const;
     bool synced(Kind k) const;
-    // Counts every change to the objects held (any kind); wait_changed returns once it is past
-    // `seen`, or after `timeout`, or at stop().
+    // Counts every change to the Services and Namespaces held (the load balancer's input);
+    // wait_changed returns once it is past `seen`, or after `timeout`, or at stop().
     uint64_t generation() const;
     uint64_t wait_changed(uint64_t seen, std::chrono::milliseconds timeout);
     // Changes from the API have waited unpublished longer than stale_after_seconds(): the

@@ -107,13 +107,11 @@ bool Allocator::admits(const Pool& p, const LbService& s, const NamespaceLabels&
     const LbPoolConfig& c = p.cfg;
     if (!c.namespaces.empty() || !c.namespace_selectors.empty()) {
         bool in = std::find(c.namespaces.begin(), c.namespaces.end(), s.ns) != c.namespaces.end();
-        if (!in) {
-            static const std::map<std::string, std::string> kNone;
-            const auto it = ns.find(s.ns);
-            const auto& labels = it == ns.end() ? kNone : it->second;
+        // A namespace not seen (not yet listed, or Namespaces not readable) matches no selector:
+        // NotIn and DoesNotExist would match its missing labels.
+        if (const auto it = ns.find(s.ns); !in && it != ns.end())
             in = std::any_of(c.namespace_selectors.begin(), c.namespace_selectors.end(),
-                             [&](const LabelSelector& sel) { return sel.matches(labels); });
-        }
+                             [&](const LabelSelector& sel) { return sel.matches(it->second); });
         if (!in) return false;
     }
     return c.service_selectors.empty() ||
@@ -275,7 +273,8 @@ Result Allocator::assign(const LbService& s, const std::vector<IpAddr>& ips, con
 }
 
 Result Allocator::keep(const LbService& s, Result r) {
-    if (r.ips.size() < needed(s).size())
+    // Completed only where nothing was asked for: requested addresses are what the Service gets.
+    if (r.ips.size() < needed(s).size() && s.requested.empty())
         if (Result more = from_pool(*pool_named(r.pool), s, needed(s), r.ips)) r.ips = more.ips;
     return take(s, r.ips, r.pool);
 }

@@ -115,18 +115,22 @@ std::vector<const LbService*> Controller::views(std::set<std::string>& changed) 
     cache_.swap(next);
     std::vector<const LbService*> out;
     out.reserve(cache_.size());
-    for (const auto& [key, entry] : cache_) {
-        // A view read again after a 409 stands until the watch brings a version past the one refused.
-        const auto f = fresh_.find(key);
-        if (f != fresh_.end() && f->second.first == entry.first) {
-            out.push_back(&f->second.second);
-            continue;
-        }
-        if (f != fresh_.end()) fresh_.erase(f);
-        out.push_back(&entry.second);
-    }
-    std::erase_if(fresh_, [&](const auto& f) { return !cache_.count(f.first); });
+    for (const auto& [key, entry] : cache_) out.push_back(&entry.second);
     return out;
+}
+
+// The object as the API server answered a write (or a GET after a 409) stands for the version the
+// watch still shows: a pass before the watch catches up decides on what the server holds, so a
+// Service just written keeps its address (and is not written again) and a refused write is decided
+// again on the object as it is now.
+void Controller::remember(const std::string& key, const std::string& body) {
+    const auto it = cache_.find(key);
+    if (it == cache_.end()) return;
+    std::string why;
+    const nlohmann::json obj = kube::parse_bounded(body, why);
+    if (!obj.is_object()) return;
+    const auto tree = kube::json_tree(obj);
+    it->second.second = read_lb_service(ytree::Node(tree.get(), 0));
 }
 
 NamespaceLabels Controller::namespaces() const {
@@ -140,10 +144,10 @@ NamespaceLabels Controller::namespaces() const {
 }
 
 bool Controller::event(const LbService& s, const char* type, const char* reason, std::string message) {
-    std::string& last = last_event_[s.key];
-    const std::string what = std::string(reason) + ": " + message;
-    if (last == what) return false;  // posted already for this decision
-    last = what;
+    std::map<std::string, std::string>& posted = last_event_[s.key];
+    if (const auto it = posted.find(reason); it != posted.end() && it->second == message)
+        return false;  // posted already for this decision
+    posted[reason] = message;
     if (events_.size() >= kMaxEvents) {
         std::lock_guard lk(mu_);
         ++report_.events_dropped;
@@ -154,16 +158,8 @@ bool Controller::event(const LbService& s, const char* type, const char* reason,
 }
 
 void Controller::want(const LbService& s, std::vector<IpAddr> ips, std::string pool) {
-    if (same_addresses(ips, s.status_ips) && pool == s.status_pool) {
-        written_.erase(s.key);
-        return;
-    }
-    Want w{s.key, s.ns, s.name, s.resource_version, std::move(ips), std::move(pool)};
-    if (const auto it = written_.find(s.key); it != written_.end()) {
-        if (it->second.version == s.resource_version && it->second == w) return;  // the watch is behind
-        written_.erase(it);
-    }
-    queue_.push_back(std::move(w));
+    if (same_addresses(ips, s.status_ips) && pool == s.status_pool) return;
+    queue_.push_back(Want{s.key, s.ns, s.name, s.resource_version, std::move(ips), std::move(pool)});
 }
 
 void Controller::decide(const LbService& s, const NamespaceLabels& ns) {
@@ -173,6 +169,7 @@ void Controller::decide(const LbService& s, const NamespaceLabels& ns) {
               fmt::format("current IP for \"{}\" not allowed by config, will attempt for new IP assignment: {}", s.key,
                           r.cleared));
     if (r) {
+        last_event_[s.key].erase("AllocationFailed");  // a later failure is told again
         if (!same_addresses(r.ips, s.status_ips) && event(s, "Normal", "IPAllocated", "Assigned IP " + quoted(r.ips))) {
             std::lock_guard lk(mu_);
             ++allocations_[r.pool];
@@ -180,6 +177,7 @@ void Controller::decide(const LbService& s, const NamespaceLabels& ns) {
         want(s, r.ips, r.pool);
         return;
     }
+    last_event_[s.key].erase("IPAllocated");
     if (event(s, "Warning", "AllocationFailed",
               fmt::format("Failed to allocate IP for \"{}\": {}", s.key, r.message))) {
         std::lock_guard lk(mu_);
@@ -205,13 +203,13 @@ void Controller::pass(bool writer) {
         if (!keys.count(k)) alloc_.release(k);
     std::erase_if(last_event_, [&](const auto& e) { return !keys.count(e.first); });
     uint64_t assigned = 0;
+    queue_.clear();
     if (!writer) {
         // A reader only re-learns, and only what changed: each Service's status is its own.
         for (const LbService* v : managed)
             if (full || changed.count(v->key)) alloc_.learn(*v, ns);
         for (const LbService* v : managed) assigned += alloc_.held(v->key) != nullptr;
     } else if (running_.pools) {
-        queue_.clear();
         // Services this gateway (or another svcgate) assigned that are no longer LoadBalancers.
         for (const LbService* v : vs)
             if (!v->load_balancer && !v->status_pool.empty()) want(*v, {}, "");
@@ -244,12 +242,7 @@ void Controller::pass(bool writer) {
 void Controller::refetch(const Want& w) {
     const kube::HttpResult r =
         client_.get(fmt::format("/api/v1/namespaces/{}/services/{}", w.ns, w.name), kWriteTimeoutS);
-    if (r.status != 200) return;
-    std::string why;
-    const nlohmann::json obj = kube::parse_bounded(r.body, why);
-    if (!obj.is_object()) return;
-    const auto tree = kube::json_tree(obj);
-    fresh_[w.key] = {w.version, read_lb_service(ytree::Node(tree.get(), 0))};
+    if (r.status == 200) remember(w.key, r.body);
 }
 
 void Controller::write_one() {
@@ -262,10 +255,13 @@ void Controller::write_one() {
     nlohmann::json ingress = nullptr;
     for (const IpAddr& a : w.ips) ingress.push_back({{"ip", format_ip(a)}, {"ipMode", "VIP"}});
     patch["status"]["loadBalancer"]["ingress"] = ingress;
-    if (!elector_.leading()) return;  // checked last: no write begins past the renew deadline
+    // Checked last, and the write bounded by the time left: none runs past the renew deadline,
+    // before which no other gateway can take the Lease.
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(elector_.time_left());
+    if (left.count() < 1) return;
     const kube::HttpResult r =
         client_.send("PATCH", fmt::format("/api/v1/namespaces/{}/services/{}/status", w.ns, w.name), patch.dump(),
-                     "application/merge-patch+json", kWriteTimeoutS);
+                     "application/merge-patch+json", static_cast<int>(std::min<int64_t>(kWriteTimeoutS, left.count())));
     const char* result = r.status == 200 ? "ok"
         : r.status == 409                ? "conflict"
         : r.status == 404                ? "not_found"
@@ -283,15 +279,17 @@ void Controller::write_one() {
     }
     if (r.status == 200) {
         backoff_ = std::chrono::milliseconds(0);
-        written_[w.key] = std::move(w);
-    } else if (r.status == 409) {  // another writer came first: decide again on the object as it is
-        refetch(w);
-        dirty_ = true;
-    } else if (r.status != 404) {  // the API server is failing: back off, then the next pass
-        backoff_ = std::min<std::chrono::milliseconds>(std::max(backoff_ * 2, std::chrono::milliseconds(500)),
-                                                       std::chrono::seconds(30));
-        retry_at_ = std::chrono::steady_clock::now() + backoff_;
-        dirty_ = true;
+        remember(w.key, r.body);
+        return;
+    }
+    if (r.status == 404) return;      // deleted meanwhile
+    if (r.status == 409) refetch(w);  // another writer came first: decide again on the object as it is
+    // A refusal or a failing API server: back off, then a full pass.
+    const auto least = std::chrono::milliseconds(r.status == 409 ? 100 : 500);
+    backoff_ = std::min<std::chrono::milliseconds>(std::max(backoff_ * 2, least), std::chrono::seconds(30));
+    retry_at_ = std::chrono::steady_clock::now() + backoff_;
+    dirty_ = true;
+    if (r.status != 409) {
         static RateLimit warn(4, std::chrono::seconds(60));
         warn.log(LogLevel::warning, fmt::format("load balancer: PATCH {} status: {}", w.key, r.error));
     }
@@ -352,11 +350,15 @@ void Controller::run() {
                 dirty_ = true;
             }
         }
+        // Only a gateway that can write campaigns for the Lease: one whose lists are not loaded or
+        // that has no pools would hold it and write nothing.
+        elector_.set_eligible(synced && running_.pools.has_value());
         if (writer != was_writer || dirty_) {
             if (writer != was_writer) {  // a new writer starts from status alone, as a restarted one does
                 alloc_ = Allocator();
-                written_.clear(), fresh_.clear(), queue_.clear();
+                queue_.clear(), events_.clear(), last_event_.clear();
                 was_writer = writer;
+                dirty_ = true;
             }
             alloc_.set_pools(running_.pools ? *running_.pools : std::vector<LbPoolConfig>{});
         }
@@ -385,7 +387,7 @@ void Controller::run() {
         if (due)  // a pass waits out kMinPass; a change now would not wake us sooner
             std::this_thread::sleep_for(std::min<clock::duration>(wait, kMinPass - (now - last_pass)));
         else
-            api_.wait_changed(seen, wait);
+            api_.wait_changed(gen, wait);  // not `seen`: before the lists are loaded, gen != seen
     }
 }
 

@@ -91,9 +91,9 @@ private:
     void run();
     void pass(bool writer);
     void decide(const LbService& s, const NamespaceLabels& ns);
-    // The Services as the API client holds them now (a view read again after a 409 in place of
-    // the version it refused); `changed` gets the keys added, removed or of a new version that asks
-    // for something else or whose status is not what this gateway decided.
+    // The Services as the API client holds them now (remember(): or as the server answered since);
+    // `changed` gets the keys added, removed or of a new version that asks for something else or
+    // whose status is not what this gateway decided.
     std::vector<const LbService*> views(std::set<std::string>& changed);
     NamespaceLabels namespaces() const;
     void want(const LbService& s, std::vector<IpAddr> ips, std::string pool);
@@ -101,6 +101,7 @@ private:
     void write_one();
     void post_event();
     void refetch(const Want& w);  // after a 409: the object as it is now, for the next pass
+    void remember(const std::string& key, const std::string& body);
 
     kube::KubeApi& api_;
     Elector elector_;
@@ -118,11 +119,11 @@ private:
     // The controller thread's own.
     LoadBalancerConfig running_;
     Allocator alloc_;
-    std::map<std::string, std::pair<std::string, LbService>> cache_;  // key -> (version, view)
-    std::map<std::string, std::pair<std::string, LbService>> fresh_;  // key -> (stale version, view re-read)
+    // key -> (the version the watch holds, the view: of that version, or of the server's answer to
+    // a write or a read made since, until the watch holds a newer one)
+    std::map<std::string, std::pair<std::string, LbService>> cache_;
     std::deque<Want> queue_;
-    std::map<std::string, Want> written_;            // written with these; the watch has not shown them yet
-    std::map<std::string, std::string> last_event_;  // key -> reason and message last posted
+    std::map<std::string, std::map<std::string, std::string>> last_event_;  // key -> reason -> message posted
     std::deque<Event> events_;
     TokenBucket writes_{20, 30}, event_tokens_{20, 30};
     std::chrono::steady_clock::time_point retry_at_{};  // after a failed write

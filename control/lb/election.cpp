@@ -54,8 +54,12 @@ int64_t steady_ns() {
 }
 }  // namespace
 
-bool Elector::leading() const {
-    return leading_.load() && steady_ns() - renewed_ns_.load() < int64_t{cfg_.renew_deadline_s} * 1000000000;
+bool Elector::leading() const { return time_left().count() > 0; }
+
+std::chrono::nanoseconds Elector::time_left() const {
+    if (!leading_.load()) return std::chrono::nanoseconds(0);
+    const int64_t left = int64_t{cfg_.renew_deadline_s} * 1000000000 - (steady_ns() - renewed_ns_.load());
+    return std::chrono::nanoseconds(std::max<int64_t>(left, 0));
 }
 
 void Elector::start() {
@@ -171,8 +175,19 @@ void Elector::run() {
     std::mt19937 rng{std::random_device{}()};
     const auto retry = std::chrono::milliseconds(cfg_.retry_period_s * 1000);
     while (!stopping_) {
+        if (!eligible_) {  // it could not write: another gateway should
+            if (leading_.exchange(false)) {
+                log_info(fmt::format("load balancer: releasing the Lease {}/{}: this gateway cannot write now", cfg_.ns,
+                                     cfg_.name));
+                release();
+            }
+            if (!sleep_for(retry)) break;
+            continue;
+        }
+        // The renewal counts from before its request: the server may have taken it any time after.
+        const int64_t attempt = steady_ns();
         if (try_acquire_or_renew()) {
-            renewed_ns_ = steady_ns();
+            renewed_ns_ = attempt;
             if (!leading_.exchange(true))
                 log_info(fmt::format("load balancer: {} holds the Lease {}/{}: writing", id_, cfg_.ns, cfg_.name));
         } else if (leading_ && !leading()) {

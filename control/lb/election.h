@@ -40,6 +40,11 @@ public:
     // against the clock, not only the thread's last word, so that a write is never begun after
     // the deadline, whenever the thread next wakes.
     bool leading() const;
+    // How long this gateway may still write: until the renew deadline (0 when not leading).
+    std::chrono::nanoseconds time_left() const;
+    // Whether this gateway may hold the Lease (it can write: its lists loaded, pools configured).
+    // A gateway not eligible does not try to take it and releases it if it holds it.
+    void set_eligible(bool eligible) { eligible_ = eligible; }
     const std::string& identity() const { return id_; }
     report::LbLease status() const;
     uint64_t lost() const { return lost_.load(); }  // leadership lost (renew deadline passed)
@@ -66,6 +71,7 @@ private:
     std::string observed_spec_;
     std::chrono::steady_clock::time_point observed_time_{};
     std::atomic<bool> leading_{false};
+    std::atomic<bool> eligible_{false};
     std::atomic<uint64_t> lost_{0};
     std::atomic<int64_t> renewed_ns_{0};  // the last renewal, steady clock
     std::atomic<bool> stopping_{false};

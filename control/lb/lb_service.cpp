@@ -110,8 +110,7 @@ void read_request(const ytree::Node& ann, const ytree::Node& spec, LbService& s)
     if (!s.request_error.empty()) s.requested.clear();
 }
 
-// (protocol, port) of each port, and the backend sharing compares: "" for policy Cluster, else
-// labels.Set(selector).String() (sorted k=v, comma-separated) behind "local:".
+// (protocol, port) of each port, and the backend sharing compares.
 void read_ports(const ytree::Node& spec, LbService& s) {
     if (const ytree::Node ports = spec["ports"]; ports.IsSequence())
         for (size_t i = 0; i < ports.size(); ++i) {
@@ -120,14 +119,12 @@ void read_ports(const ytree::Node& spec, LbService& s) {
             const auto port = parse_number(scalar(ports[i]["port"]), 1, 65535);
             if (proto && port) s.ports.emplace_back(static_cast<uint8_t>(*proto), static_cast<uint16_t>(*port));
         }
+    // MetalLB's key: labels.Set(selector).String(), "" for Cluster and for Local without a selector.
     if (scalar(spec["externalTrafficPolicy"]) != "Local") return;
-    std::string key = "local:";
-    if (const ytree::Node sel = spec["selector"]; sel.IsMap()) {
-        std::map<std::string, std::string> m;
+    std::map<std::string, std::string> m;
+    if (const ytree::Node sel = spec["selector"]; sel.IsMap())
         for (const auto& kv : sel) m.emplace(kv.first.Scalar(), scalar(kv.second));
-        for (const auto& [k, v] : m) key += (key.size() > 6 ? "," : "") + k + "=" + v;
-    }
-    s.backend_key = key;
+    for (const auto& [k, v] : m) s.backend_key += (s.backend_key.empty() ? "" : ",") + k + "=" + v;
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ struct LbService {
     std::string pool;                                 // the pool asked for by annotation ("": any)
     std::string sharing_key;                          // allow-shared-ip ("": none)
     std::vector<std::pair<uint8_t, uint16_t>> ports;  // (IP protocol, port)
-    std::string backend_key;                          // "" for policy Cluster, else the selector
+    std::string backend_key;  // MetalLB's: "" for policy Cluster, else the selector as "k=v,k2=v2"
     std::map<std::string, std::string> labels;
     std::vector<IpAddr> status_ips;  // status.loadBalancer.ingress[].ip
     std::string status_pool;         // svcgate.io/ip-allocated-from-pool

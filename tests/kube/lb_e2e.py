@@ -10,7 +10,8 @@ names its writer:
     over unchanged; a 409 on a status write decided again, not lost;
   - SIGKILL of the writer: the other takes over within lease_duration + 2.4 retry periods (client-go's
     own bound: a reader sees the last renewal within one jittered retry period and tries again
-    within another after the lease) and no address changes, nothing is written;
+    within another after the lease), gives a Service created meanwhile its address, and changes
+    no other address;
   - both gateways restarted 5 times, in both orders: no address changes, nothing is written;
   - a pool shrunk by reload moves exactly the Services outside it;
   - a delete frees its address for the oldest pending Service; a type change clears the status.
@@ -205,13 +206,20 @@ def run(srv, gws, d):
     before = len(status_writes(srv))
     t0 = time.monotonic()
     gws[w].kill()
+    srv.put(service("during-takeover", 70))  # created while nobody writes: the next writer gives it one
     took = wait_for(lambda: writer(gws) == reader and time.monotonic() - t0, LEASE + 5 * RETRY, step=0.05)
     check(took and took <= LEASE + 2.4 * RETRY + 0.5,
           f"SIGKILL of the writer: the other writes {took and round(took, 1)} s later (lease {LEASE} s, retry {RETRY} s)",
           took)
+    check(wait_for(lambda: ingress(srv, "default/during-takeover"), 5),
+          "a Service created while nobody wrote gets its address from the new writer",
+          srv.get("services", "default/during-takeover"))
     time.sleep(1.5)
-    check({k: ingress(srv, k) for k in everything} == everything and len(status_writes(srv)) == before,
-          "the takeover changes no address and writes nothing", status_writes(srv)[before:][:5])
+    others = [x for x in status_writes(srv)[before:] if x["key"] != "default/during-takeover"]
+    check({k: ingress(srv, k) for k in everything} == everything and not others,
+          "the takeover changes no other address and writes nothing else", others[:5])
+    everything["default/during-takeover"] = ingress(srv, "default/during-takeover")
+    before = len(status_writes(srv))
     gws[w].start()
     check(wait_for(lambda: lb_status(gws[w]).get("role") == "reader", 20), "the killed gateway comes back a reader",
           lb_status(gws[w]))

@@ -637,6 +637,11 @@ TEST(LoadBalancerConfig, RefusesWhatWouldGiveAnAddressTwiceWithItsPosition) {
               std::string::npos);
     EXPECT_NE(errors_of(config("    pools: [{name: a, adresses: [10.0.0.0/31]}]\n")).find("did you mean \"addresses\""),
               std::string::npos);
+    EXPECT_NE(errors_of(config("    pools: [{name: 'Public \"x\"', addresses: [10.0.0.0/31]}]\n"))
+                  .find("is not a name Kubernetes takes"),
+              std::string::npos);
+    EXPECT_NE(errors_of(config("    election: {namespace: Kube_System}\n")).find("must be names Kubernetes takes"),
+              std::string::npos);
     EXPECT_NE(errors_of(config("    election: {lease_duration_s: 10, renew_deadline_s: 10}\n"))
                   .find("renew_deadline_s must be shorter"),
               std::string::npos);
@@ -655,4 +660,41 @@ TEST(LoadBalancerConfig, LabelSelectorsAsKubernetes) {
     EXPECT_FALSE(s.matches({{"tier", "web"}}));
     EXPECT_FALSE(s.matches({{"tier", "web"}, {"team", "a"}, {"legacy", ""}}));
     EXPECT_TRUE(LabelSelector{}.matches({})) << "an empty selector matches everything";
+}
+
+// The review's cases: MetalLB's backend key for Local without a selector is Cluster's; a namespace
+// not seen matches no namespace selector (NotIn would match its missing labels); a Service that
+// requests its addresses is never completed with another family.
+TEST(Allocator, BackendKeysUnseenNamespacesAndRequestsAsAsked) {
+    Allocator a;
+    a.set_pools(pools({{.name = "p", .addresses = {"10.0.0.0/30", "fd00::/126"}}}));
+    const std::map<std::string, std::string> key{{"svcgate.io/allow-shared-ip", "k"}};
+    EXPECT_EQ(ips(a.allocate(svc(S{.name = "cluster", .ann = key, .ports = {"TCP/1"}}), kNoNs)), "10.0.0.0");
+    EXPECT_EQ(
+        ips(a.allocate(svc(S{.name = "local", .ann = key, .ports = {"TCP/2"}, .local = true, .selector = {}}), kNoNs)),
+        "10.0.0.0")
+        << "Local without a selector shares with Cluster, as MetalLB's key is \"\" for both";
+
+    Allocator b;
+    LbPoolConfig notin = pool({.name = "not-dev", .addresses = {"10.1.0.0/30"}});
+    notin.allocate_to = true;
+    notin.namespace_selectors.push_back(
+        LabelSelector{.match_expressions = {{"env", LabelSelector::Op::not_in, {"dev"}}}});
+    b.set_pools({notin});
+    EXPECT_EQ(b.allocate(svc(S{.ns = "unseen", .name = "x"}), kNoNs).failure, Failure::no_pool);
+    EXPECT_EQ(ips(b.allocate(svc(S{.ns = "prod", .name = "x"}), NamespaceLabels{{"prod", {{"env", "prod"}}}})),
+              "10.1.0.0");
+
+    // A PreferDualStack Service that got IPv4 alone, then pinned to it by the annotation: kept
+    // as it is, pass after pass, never completed (the request is what it gets).
+    S pinned{.name = "pinned",
+             .cluster_ips = "10.96.0.9,fd00::9",
+             .policy = "PreferDualStack",
+             .ann = {{"svcgate.io/load-balancer-ips", "10.0.0.1"}},
+             .status = "10.0.0.1"};
+    EXPECT_EQ(ips(a.allocate(svc(pinned), kNoNs)), "10.0.0.1");
+    EXPECT_EQ(ips(a.allocate(svc(pinned), kNoNs)), "10.0.0.1");
+    pinned.status.clear();
+    EXPECT_EQ(a.allocate(svc(pinned), kNoNs).failure, Failure::bad_request)
+        << "asked afresh, one address for two families is refused, as MetalLB does";
 }
