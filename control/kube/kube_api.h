@@ -43,9 +43,9 @@
 #include "control/base/histogram.h"
 #include "control/base/log.h"
 #include "control/config/config_model.h"
-#include "control/api/views.h"
 #include "control/config/kube_objects.h"
 #include "control/kube/api_client.h"
+#include "control/kube/kube_report.h"
 #include "control/kube/kubeconfig.h"
 #include "dataplane/base/enum_names.h"
 
