@@ -1,6 +1,7 @@
 #include "control/config/yaml_config.h"
 
 #include <arpa/inet.h>
+#include <sodium.h>
 
 #include <cstring>
 
@@ -25,7 +26,6 @@
 
 #include "dataplane/lb/maglev.h"
 #include "dataplane/flow/source_limit.h"
-#include "control/ha/sync_proto.h"
 
 namespace svcgate::ctl {
 
@@ -460,7 +460,7 @@ void read_ha(Reader& r, const ytree::Node& n, Config& cfg,
         const auto text = read_file(c.key_file);
         if (!text) {
             r.error(key, "ha.key_file", fmt::format("cannot read {}: {}", c.key_file, std::strerror(errno)));
-        } else if (Status s = sync::parse_key(*text, c.key); !s) {
+        } else if (Status s = parse_ha_key(*text, c.key); !s) {
             r.error(key, "ha.key_file",
                     fmt::format("{}: {} (make one with: openssl rand -hex 32)", c.key_file, s.error()));
         }
@@ -714,6 +714,20 @@ Config load_guarded(const std::string& text, const std::string& file, ObjectErro
 }  // namespace
 
 Config load_config_string(const std::string& yaml, const std::string& name) { return load_guarded(yaml, name); }
+
+Status parse_ha_key(const std::string& text, std::array<uint8_t, 32>& out) {
+    size_t b = 0, e = text.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+    if (e - b != 2 * out.size())
+        return Status::fail(fmt::format("the key is {} characters; it must be 64 hex digits", e - b));
+    if (sodium_init() < 0) return Status::fail("libsodium did not initialise");
+    size_t used = 0;  // sodium_hex2bin: in constant time, as befits a key
+    if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 ||
+        used != out.size())
+        return Status::fail("the key is not 64 hex digits");
+    return {};
+}
 
 Config load_config_file(const std::string& path, ObjectErrors objects) {
     const auto text = read_file(path);

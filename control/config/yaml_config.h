@@ -8,6 +8,7 @@
 #include <string>
 
 #include "control/base/address.h"
+#include "control/base/status.h"
 #include "control/config/config_model.h"
 
 namespace svcgate::ctl {
@@ -18,6 +19,9 @@ namespace svcgate::ctl {
 enum class ObjectErrors : uint8_t { refuse, leave_out };
 Config load_config_file(const std::string& path, ObjectErrors objects = ObjectErrors::refuse);
 Config load_config_string(const std::string& yaml, const std::string& name = "<string>");
+
+// ha.key_file's text: 64 hex digits (`openssl rand -hex 32`), surrounding white space allowed.
+Status parse_ha_key(const std::string& text, std::array<uint8_t, 32>& out);
 
 // TCP, UDP, SCTP, ICMP in any case; names in Kubernetes' spelling, or tcpdump's (lowercase).
 std::optional<Proto> parse_proto(std::string_view s);

@@ -38,20 +38,6 @@ bool hello_ok(std::span<const uint8_t> body) noexcept {
 
 }  // namespace
 
-ctl::Status parse_key(const std::string& text, Key& out) {
-    size_t b = 0, e = text.size();
-    while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
-    while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
-    if (e - b != 2 * kKeyBytes)
-        return ctl::Status::fail("the key is " + std::to_string(e - b) + " characters; it must be 64 hex digits");
-    sodium_ready();
-    size_t used = 0;
-    if (sodium_hex2bin(out.data(), out.size(), text.data() + b, e - b, nullptr, &used, nullptr) != 0 ||
-        used != kKeyBytes)
-        return ctl::Status::fail("the key is not 64 hex digits");
-    return {};
-}
-
 size_t Sealer::seal(Type type, uint16_t records, std::span<const uint8_t> body, uint8_t* out) noexcept {
     if (body.size() > kMaxBody) return 0;
     sodium_ready();

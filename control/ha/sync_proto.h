@@ -76,10 +76,6 @@ inline const char* drop_name(Drop d) noexcept { return enum_name(d, kDropNames);
 
 using Key = std::array<uint8_t, kKeyBytes>;
 
-// The key from ha.key_file's text: 64 hex digits (`openssl rand -hex 32`), surrounding white
-// space allowed.
-ctl::Status parse_key(const std::string& text, Key& out);
-
 struct Header {
     Type type = Type::flows;
     uint16_t records = 0;

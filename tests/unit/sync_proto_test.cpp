@@ -215,15 +215,6 @@ TEST(Sync, HelloRoundTrips) {
     EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, hello_size(kHelloAddresses + 1)), h)) << "too many addresses";
 }
 
-TEST(Sync, TheKeyIs64HexDigits) {
-    Key k{};
-    EXPECT_TRUE(parse_key(std::string(64, 'a') + "\n", k).ok());
-    EXPECT_EQ(k[0], 0xaa);
-    EXPECT_FALSE(parse_key(std::string(62, 'a'), k).ok());
-    EXPECT_FALSE(parse_key(std::string(63, 'a') + "g", k).ok());
-    EXPECT_FALSE(parse_key("", k).ok());
-}
-
 // The fuzzer's seeds are sealed in Python (tests/fuzz/make_corpus.py: HMAC-SHA-512 cut to 256
 // bits): libsodium's crypto_auth must agree, and the records must import into the fuzzer's
 // Service (their svc_id computed there as the snapshot builder does).

@@ -208,3 +208,13 @@ TEST(Config, KubernetesExampleMatchesTheLab) {
         EXPECT_EQ(ks->info(i).cluster_ip, lab->info(i).cluster_ip);
     }
 }
+
+// ha.key_file's text (control/config/yaml_config.h).
+TEST(Config, TheHaKeyIs64HexDigits) {
+    std::array<uint8_t, 32> k{};
+    EXPECT_TRUE(parse_ha_key(std::string(64, 'a') + "\n", k).ok());
+    EXPECT_EQ(k[0], 0xaa);
+    EXPECT_FALSE(parse_ha_key(std::string(62, 'a'), k).ok());
+    EXPECT_FALSE(parse_ha_key(std::string(63, 'a') + "g", k).ok());
+    EXPECT_FALSE(parse_ha_key("", k).ok());
+}
