@@ -153,6 +153,7 @@ void KubeApi::store(KindState& ks, const std::string& key, Stored&& s) {
     if (it != ks.objects.end() && it->second.version == s.version) return;  // a relist's: kept, read and all
     // As kube-proxy: only changes made after this process started.
     if (s.trigger >= started_unix_) triggers_.push_back(s.trigger);
+    s.seq = ++ks.seq;
     if (it == ks.objects.end())
         ks.objects.emplace(key, std::move(s));
     else
@@ -222,7 +223,7 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
             std::lock_guard lk(mu_);
             KindState& ks = kinds_[static_cast<size_t>(k)];
             if (!ks.objects.empty() || !ks.st.synced) touched(k);
-            ks.objects.clear();
+            while (!ks.objects.empty()) remove(ks, ks.objects.begin()->first);
             ks.st.synced = true;
             ks.st.last_error =
                 fmt::format("LIST {}: HTTP {}: none held; tried again every minute", info.name, r.status);
@@ -253,7 +254,10 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
     }
     std::lock_guard lk(mu_);
     KindState& ks = kinds_[static_cast<size_t>(k)];
-    std::erase_if(ks.objects, [&](const auto& o) { return !fresh.count(o.first); });  // gone meanwhile
+    std::vector<std::string> gone;  // meanwhile
+    for (const auto& [key, s] : ks.objects)
+        if (!fresh.count(key)) gone.push_back(key);
+    for (const std::string& key : gone) remove(ks, key);
     for (auto& [key, s] : fresh) store(ks, key, std::move(s));
     ks.st.synced = true;
     ks.st.resource_version = rv;
@@ -334,7 +338,7 @@ bool KubeApi::event(Kind k, std::string_view line, WatchEnd& end) {
     if (keep)
         store(ks, key, std::move(s));
     else
-        ks.objects.erase(key);  // deleted, or no longer selected
+        remove(ks, key);  // deleted, or no longer selected
     ks.st.resource_version = rv;
     touched(k);
     return true;
@@ -459,6 +463,29 @@ void KubeApi::touched(Kind k) {
     if (k != Kind::services && k != Kind::namespaces) return;  // what the load balancer reads
     ++generation_;
     generation_cv_.notify_all();
+}
+
+void KubeApi::remove(KindState& ks, const std::string& key) {
+    if (!ks.objects.erase(key)) return;
+    ks.removed.emplace_back(++ks.seq, key);
+    if (ks.removed.size() > kRemovedKept) {
+        ks.pruned = ks.removed.front().first;
+        ks.removed.pop_front();
+    }
+}
+
+KubeApi::Delta KubeApi::changes_since(Kind k, uint64_t since) const {
+    std::lock_guard lk(mu_);
+    const KindState& ks = kinds_[static_cast<size_t>(k)];
+    Delta d{.changed = {}, .removed = {}, .full = false, .seq = ks.seq};
+    // Removals no longer kept cannot be told: everything, as at the start.
+    d.full = since == 0 || since < ks.pruned;
+    for (const auto& [key, s] : ks.objects)
+        if (d.full || s.seq > since) d.changed.push_back(ObjectRef{key, s.version, s.tree});
+    if (!d.full)
+        for (auto it = ks.removed.rbegin(); it != ks.removed.rend() && it->first > since; ++it)
+            d.removed.push_back(it->second);
+    return d;
 }
 
 std::vector<KubeApi::ObjectRef> KubeApi::objects(Kind k) const {

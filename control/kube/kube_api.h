@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -157,6 +158,17 @@ public:
         std::shared_ptr<const ytree::Tree> tree;
     };
     std::vector<ObjectRef> objects(Kind k) const;
+    // What changed in kind `k` since `since` (a Delta's seq; 0: everything): the objects stored
+    // since, the keys removed since; `full` when that cannot be told (since 0, or older than the
+    // removals kept), and then `changed` holds every object. Cheap when little changed: no copy of
+    // what did not.
+    struct Delta {
+        std::vector<ObjectRef> changed;
+        std::vector<std::string> removed;
+        bool full = false;
+        uint64_t seq = 0;
+    };
+    Delta changes_since(Kind k, uint64_t since) const;
     bool synced(Kind k) const;
     // Counts every change to the Services and Namespaces held (the load balancer's input);
     // wait_changed returns once it is past `seen`, or after `timeout`, or at stop().
@@ -174,11 +186,17 @@ private:
         std::string version;                         // metadata.resourceVersion
         double trigger = -1;                         // a slice's last-change-trigger-time (Unix seconds); -1: none
         std::shared_ptr<const KubeObjectRead> read;  // filled by the first apply() that takes it
+        uint64_t seq = 0;                            // when it was stored (KindState::seq)
     };
     struct KindState {
         std::map<std::string, Stored> objects;  // by namespace/name: one order on every gateway
         KindStatus st;
+        uint64_t seq = 0;                                      // counts the objects stored and removed
+        std::deque<std::pair<uint64_t, std::string>> removed;  // (seq, key), the last kRemovedKept
+        uint64_t pruned = 0;                                   // the last removal no longer kept
     };
+    static constexpr size_t kRemovedKept = 65536;
+    void remove(KindState& ks, const std::string& key);  // called with mu_ held
     enum class WatchEnd { closed, gone, untrusted, failed };
 
     void run(Kind k);  // the list/watch loop of one kind, on its thread

@@ -94,13 +94,19 @@ void Controller::set_config(const LoadBalancerConfig& cfg) {
 }
 
 std::vector<const LbService*> Controller::views(std::set<std::string>& changed) {
-    std::map<std::string, std::pair<std::string, LbService>> next;
-    for (kube::KubeApi::ObjectRef& o : api_.objects(kube::Kind::services)) {
+    kube::KubeApi::Delta d = api_.changes_since(kube::Kind::services, services_seq_);
+    services_seq_ = d.seq;
+    if (d.full) {  // everything anew: what is not there any more is gone
+        std::set<std::string> now;
+        for (const kube::KubeApi::ObjectRef& o : d.changed) now.insert(o.key);
+        for (const auto& [key, entry] : cache_)
+            if (!now.count(key)) d.removed.push_back(key);
+    }
+    for (const std::string& key : d.removed)
+        if (cache_.erase(key)) changed.insert(key);
+    for (kube::KubeApi::ObjectRef& o : d.changed) {
         const auto it = cache_.find(o.key);
-        if (it != cache_.end() && it->second.first == o.version) {
-            next.emplace(o.key, std::move(it->second));
-            continue;
-        }
+        if (it != cache_.end() && it->second.first == o.version) continue;
         LbService v = read_lb_service(ytree::Node(o.tree.get(), o.tree->roots[0]));
         // The echo of this gateway's own write (or a change to nothing it reads) decides nothing.
         const Result* held = alloc_.held(o.key);
@@ -108,11 +114,8 @@ std::vector<const LbService*> Controller::views(std::set<std::string>& changed) 
         const bool same_status = it != cache_.end() && same_addresses(v.status_ips, it->second.second.status_ips) &&
             v.status_pool == it->second.second.status_pool;
         if (it == cache_.end() || !same_ask(it->second.second, v) || !(echo || same_status)) changed.insert(o.key);
-        next.emplace(o.key, std::make_pair(o.version, std::move(v)));
+        cache_[o.key] = std::make_pair(std::move(o.version), std::move(v));
     }
-    for (const auto& [key, entry] : cache_)
-        if (!next.count(key)) changed.insert(key);  // deleted
-    cache_.swap(next);
     std::vector<const LbService*> out;
     out.reserve(cache_.size());
     for (const auto& [key, entry] : cache_) out.push_back(&entry.second);
@@ -357,6 +360,7 @@ void Controller::run() {
             if (writer != was_writer) {  // a new writer starts from status alone, as a restarted one does
                 alloc_ = Allocator();
                 queue_.clear(), events_.clear(), last_event_.clear();
+                cache_.clear(), services_seq_ = 0;  // the views anew from what the watch holds
                 was_writer = writer;
                 dirty_ = true;
             }

@@ -122,6 +122,7 @@ private:
     // key -> (the version the watch holds, the view: of that version, or of the server's answer to
     // a write or a read made since, until the watch holds a newer one)
     std::map<std::string, std::pair<std::string, LbService>> cache_;
+    uint64_t services_seq_ = 0;  // cache_ holds the Services' changes up to here (KubeApi::changes_since)
     std::deque<Want> queue_;
     std::map<std::string, std::map<std::string, std::string>> last_event_;  // key -> reason -> message posted
     std::deque<Event> events_;
