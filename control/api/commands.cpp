@@ -25,12 +25,6 @@ namespace svcgate::ctl {
 using namespace svcgate::dp;
 using Json = nlohmann::ordered_json;
 
-WorkerCounters sum_counters(const DaemonState& st) {
-    WorkerCounters t{};
-    for (const Worker* w : st.workers) t += w->counters();
-    return t;
-}
-
 bool link_up(uint16_t port) {
     rte_eth_link link{};
     return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;

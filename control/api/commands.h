@@ -9,7 +9,7 @@
 #include <string>
 
 #include "control/api/views.h"
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 
 namespace svcgate::ctl {
 

@@ -11,7 +11,7 @@
 
 #include "control/api/commands.h"
 #include "control/api/metrics_collectors.h"
-#include "control/daemon/reload_metrics.h"
+#include "control/state/reload_metrics.h"
 #include "control/ha/sync_metrics.h"
 #include "control/routing/health_metrics.h"
 #include "control/snapshot/service_metrics.h"

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "control/base/status.h"
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 
 namespace httplib {
 class Server;

@@ -3,7 +3,7 @@
 // families (HELP, TYPE, the samples) from plain values and tested on its own text: these here
 // (the dataplane links no control code), the Services' (control/snapshot/service_metrics.h), the
 // host path's and health's (control/routing/health_metrics.h), replication's
-// (control/ha/sync_metrics.h), the reloads' (control/daemon/reload_metrics.h). /metrics is their
+// (control/ha/sync_metrics.h), the reloads' (control/state/reload_metrics.h). /metrics is their
 // concatenation (metrics.cpp gathers the values from the running daemon, under its lock).
 //
 // Runs on: any thread (pure functions).

@@ -4,7 +4,7 @@
 // Runs on: DPDK's telemetry thread; reads the daemon's state under its lock.
 #pragma once
 
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 
 namespace svcgate::ctl {
 

@@ -151,7 +151,11 @@ uint32_t open_connections(const BasicFlowTable<K>& table, uint32_t now, bool rep
 class HealthKeeper {
 public:
     HealthKeeper(DaemonState& st, Runtime& rt, const Publisher& pub)
-        : st_(st), rt_(rt), pub_(pub), checks_(st), announcer_(st.cfg.routing.table, first_host_interface(rt)) {
+        : st_(st),
+          rt_(rt),
+          pub_(pub),
+          checks_(st.mu, st.health),
+          announcer_(st.cfg.routing.table, first_host_interface(rt)) {
         token_ = rte_rcu_qsbr_start(rt.qsbr.get());
         last_progress_ = std::chrono::steady_clock::now();
         reconfigured();

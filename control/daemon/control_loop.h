@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 #include "control/daemon/runtime.h"
 #include "control/snapshot/publisher.h"
 

@@ -17,7 +17,7 @@
 #include "control/config/kube_objects.h"
 #include "control/config/yaml_config.h"
 #include "control/daemon/control_loop.h"
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 #include "control/daemon/host_interface.h"
 #include "control/daemon/runtime.h"
 #include "control/ha/state_file.h"

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "control/routing/announce.h"
-#include "control/daemon/daemon_state.h"
 
 namespace svcgate::ctl {
 
@@ -52,7 +51,7 @@ std::pair<int, std::string> health_check_answer(const HealthCheckPort& p, bool h
     return {p.local_endpoints > 0 && healthy ? 200 : 503, j.dump() + "\n"};
 }
 
-HealthCheckServers::HealthCheckServers(DaemonState& st) : st_(st) {}
+HealthCheckServers::HealthCheckServers(std::mutex& mu, const HealthState& health) : mu_(mu), health_(health) {}
 
 HealthCheckServers::~HealthCheckServers() {
     for (auto& [port, l] : listeners_) stop(l);
@@ -66,7 +65,7 @@ void HealthCheckServers::stop(Listener& l) {
 Status HealthCheckServers::update(const std::vector<HealthCheckPort>& ports) {
     std::string errors;
     {
-        std::lock_guard lk(st_.mu);
+        std::lock_guard lk(mu_);
         ports_.clear();
         for (const HealthCheckPort& p : ports) ports_[p.port] = p;
     }
@@ -91,8 +90,8 @@ Status HealthCheckServers::update(const std::vector<HealthCheckPort>& ports) {
         l.server->Get(".*", [this, hp](const httplib::Request&, httplib::Response& res) {
             std::pair<int, std::string> a{503, "{}\n"};
             {
-                std::lock_guard lk(st_.mu);
-                if (auto f = ports_.find(hp); f != ports_.end()) a = health_check_answer(f->second, st_.health.healthy);
+                std::lock_guard lk(mu_);
+                if (auto f = ports_.find(hp); f != ports_.end()) a = health_check_answer(f->second, health_.healthy);
             }
             res.status = a.first;
             res.set_content(a.second, "application/json");

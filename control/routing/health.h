@@ -21,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,12 +70,11 @@ std::vector<HealthCheckPort> health_check_ports(const Config& cfg);
 // kube-proxy's answer on a healthCheckNodePort.
 std::pair<int, std::string> health_check_answer(const HealthCheckPort& p, bool healthy);
 
-struct DaemonState;
-
-// The healthCheckNodePort listeners, following reloads.
+// The healthCheckNodePort listeners, following reloads. Each answer reads `health` under `mu`
+// (the daemon's lock, which guards both).
 class HealthCheckServers {
 public:
-    explicit HealthCheckServers(DaemonState& st);
+    HealthCheckServers(std::mutex& mu, const HealthState& health);
     ~HealthCheckServers();
     // Opens listeners for new ports, closes those of ports gone. A failure lists every port that
     // failed, one line each: the gateway runs on without that listener.
@@ -88,8 +88,9 @@ private:
         std::thread thread;
     };
     void stop(Listener& l);
-    DaemonState& st_;
-    std::map<uint16_t, HealthCheckPort> ports_;  // guarded by the daemon's lock
+    std::mutex& mu_;
+    const HealthState& health_;
+    std::map<uint16_t, HealthCheckPort> ports_;  // guarded by mu_
     std::map<uint16_t, Listener> listeners_;
 };
 

@@ -1,7 +1,7 @@
-// control/daemon/reload_metrics.h: the reloads' metrics text; the histogram is cumulative.
+// control/state/reload_metrics.h: the reloads' metrics text; the histogram is cumulative.
 #include <gtest/gtest.h>
 
-#include "control/daemon/reload_metrics.h"
+#include "control/state/reload_metrics.h"
 #include "metrics_check.h"
 
 using namespace svcgate;

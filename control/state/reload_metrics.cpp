@@ -1,4 +1,4 @@
-#include "control/daemon/reload_metrics.h"
+#include "control/state/reload_metrics.h"
 
 #include <fmt/format.h>
 

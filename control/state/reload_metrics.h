@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "control/base/metrics_text.h"
-#include "control/daemon/daemon_state.h"
+#include "control/state/daemon_state.h"
 
 namespace svcgate::ctl {
 

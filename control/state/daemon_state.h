@@ -1,6 +1,6 @@
 // What the running daemon holds, for its control loop and for the views (svcgatectl replies,
 // Prometheus text, telemetry). The DPDK resources themselves are owned by the daemon's Runtime
-// (daemon.cpp); this names them. Internal to the daemon.
+// (daemon.cpp); this names them. Here, under api/ (which reads it) and daemon/ (which writes it).
 //
 // Runs on: the control thread; the telemetry and metrics threads read it under `mu`.
 #pragma once

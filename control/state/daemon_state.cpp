@@ -1,0 +1,11 @@
+#include "control/state/daemon_state.h"
+
+namespace svcgate::ctl {
+
+dp::WorkerCounters sum_counters(const DaemonState& st) {
+    dp::WorkerCounters t{};
+    for (const dp::Worker* w : st.workers) t += w->counters();
+    return t;
+}
+
+}  // namespace svcgate::ctl
