@@ -5,7 +5,7 @@
 // changes only on a reload or an ARP / ND change. Before this cache, the route stage (lookup, hop,
 // MTU, TTL) and the output stage's send with its neighbor lookup held 18% of an established IPv4
 // packet's samples, most of the route stage's on the lookup's chain of dependent loads
-// (bench/README.md, round six).
+// (bench/HISTORY.md, round six).
 //
 // Direct-mapped on the destination (1,024 entries a family), each entry tagged with
 // - the route table's serial (route.h): a reload's new table misses every old entry;
@@ -23,7 +23,7 @@
 // More destinations in use than entries (thousands of endpoints) make every lookup a miss that
 // pays the tables and an entry's write, and the entries' lines crowd the burst out of L1: 11-14%
 // slower than no cache at 1,000 to 100,000 Services in process (`BM_PipelineEstablished`), 7-10%
-// through net_pcap (bench/README.md, round seven). So the cache watches itself: when more than
+// through net_pcap (bench/HISTORY.md, round seven). So the cache watches itself: when more than
 // half of a window's lookups miss, it turns off (each packet then goes to the tables as before
 // the cache, writing and prefetching nothing); one lookup in kSample, at random, still goes
 // through it, so a working set that fits again shows as hits and turns it back on (under a
