@@ -83,8 +83,9 @@ public:
     // A PreferDualStack Service holding one family gets the other from the same pool when it can.
     // On failure it holds nothing, but for a request it cannot read (it keeps what it has).
     Result allocate(const LbService& s, const NamespaceLabels& ns);
-    // A reader's step (a gateway that does not write): `s` holds its status's addresses where
-    // they fit, else nothing; no new address is ever given. True when it holds them.
+    // `s` holds its status's addresses where they fit, else nothing; no new address is given: a
+    // reader's whole step, and the writer's first of a pass (every status re-learnt before any
+    // Service gets a new address). True when it holds them.
     bool learn(const LbService& s, const NamespaceLabels& ns);
     void release(const std::string& key);
     std::vector<std::string> holders() const;  // the Services holding addresses

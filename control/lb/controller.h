@@ -9,11 +9,14 @@
 // gateways write nothing: they re-learn the addresses from status only, so that their counts
 // are true and a takeover starts warm.
 //
-// Order of a pass (every change, at most one per kMinPass): give back what deleted or no longer
-// managed Services held; clear the status of Services this gateway assigned that are no longer
-// LoadBalancers; then decide, Services that have addresses in status first, then the rest,
-// oldest first in each (so a restart re-learns every address before any new one is given, and
-// pending Services get freed addresses oldest first).
+// A pass runs when a Service asks for something else, is added or removed, or carries a status
+// this gateway did not decide (not on the echo of its own write), when a Namespace's labels, the
+// config or the role change, or after a refused write; at most one per kMinPass. Its order: give
+// back what deleted or no longer managed Services held; clear the status of Services this gateway
+// assigned that are no longer LoadBalancers; re-learn every address in status that still fits;
+// then decide, Services that have addresses in status first, then the rest, oldest first in each
+// (so a restart or a pool edit moves only what no longer fits, and pending Services get freed
+// addresses oldest first).
 //
 // Runs on: a thread of its own, plus the elector's; start/stop/set_config on the control thread;
 // status and metrics from any thread (under mu_).
@@ -82,7 +85,6 @@ private:
         std::string key, ns, name, version;
         std::vector<IpAddr> ips;  // none: clear
         std::string pool;
-        bool operator==(const Want& o) const { return ips == o.ips && pool == o.pool; }
     };
     struct Event {
         std::string ns, name, uid, version, type, reason, message;

@@ -137,7 +137,9 @@ bool Elector::try_acquire_or_renew() {
     if (!current.is_object()) return false;
     observe(current);
     const std::string holder = text_at(current, "spec", "holderIdentity");
-    const uint64_t duration = number_at(current, "spec", "leaseDurationSeconds");
+    // leaseDurationSeconds is an int32 in the API; a larger one (a forged or broken Lease) is
+    // held to that, not left to overflow the clock's arithmetic.
+    const uint64_t duration = std::min<uint64_t>(number_at(current, "spec", "leaseDurationSeconds"), INT32_MAX);
     uint64_t transitions = number_at(current, "spec", "leaseTransitions");
     std::string acquire = text_at(current, "spec", "acquireTime");
     if (!holder.empty() && holder != id_) {
