@@ -30,9 +30,18 @@ bool link_up(uint16_t port) {
     return rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
 }
 
-report::PortCounters port_counters(uint16_t port) {
+report::PortCounters port_counters(const DaemonState& st, const PortView& p) {
+    if (p.on_trunk) {  // the device's counters are its VLANs' together: the workers count each port
+        report::PortCounters c;
+        for (const Worker* w : st.workers) {
+            const PortSoftCounters& s = w->port_counters(p.index);
+            c.rx_packets += s.rx_packets, c.tx_packets += s.tx_packets;
+            c.rx_bytes += s.rx_bytes, c.tx_bytes += s.tx_bytes;
+        }
+        return c;
+    }
     rte_eth_stats e{};
-    rte_eth_stats_get(port, &e);
+    rte_eth_stats_get(p.id, &e);
     return {.rx_packets = e.ipackets,
             .tx_packets = e.opackets,
             .rx_bytes = e.ibytes,
@@ -202,6 +211,7 @@ report::Status status(const DaemonState& st) {
     for (const PortView& p : st.ports)
         r.ports.push_back({.name = p.name,
                            .device = p.device,
+                           .vlan = p.vlan,
                            .link = link_up(p.id),
                            .rx_queues = p.rxq,
                            .tx_queues = p.txq,
@@ -342,7 +352,7 @@ report::Stats stats(const DaemonState& st) {
                     .mempool = {.size = st.pool->size, .in_use = rte_mempool_in_use_count(st.pool)},
                     .services = services(st),
                     .endpoints = endpoints(st)};
-    for (const PortView& p : st.ports) r.ports.add(p.name, port_counters(p.id));
+    for (const PortView& p : st.ports) r.ports.add(p.name, port_counters(st, p));
     for (unsigned v = 0; v < kVerdicts; ++v)
         r.verdicts.add(std::string(verdict_name(static_cast<Verdict>(v))), t.verdicts[v]);
     for (const Worker* w : st.workers) {

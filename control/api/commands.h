@@ -20,6 +20,6 @@ std::string handle_command(DaemonState& st, const std::string& line, const std::
 // A port's link, up only when the driver answers and says so (status, the metrics, /healthz).
 bool link_up(uint16_t port);
 // A port's NIC counters (stats, the metrics, the exit summary).
-report::PortCounters port_counters(uint16_t port);
+report::PortCounters port_counters(const DaemonState& st, const PortView& p);
 
 }  // namespace svcgate::ctl

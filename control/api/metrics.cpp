@@ -46,7 +46,7 @@ std::string render_metrics(const DaemonState& st) {
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {
-        const report::PortCounters c = port_counters(p.id);
+        const report::PortCounters c = port_counters(st, p);
         ports.push_back({p.name, c.rx_packets, c.tx_packets, link_up(p.id)});
     }
     collect_ports(m, ports);

@@ -72,7 +72,8 @@ void collect_verdicts(MetricsText& m, const WorkerCounters& t, uint64_t mbufs_in
 }
 
 void collect_ports(MetricsText& m, std::span<const PortSample> ports) {
-    m.family("svcgate_port_packets_total", "counter", "Packets per port and direction (the NIC's counters).");
+    m.family("svcgate_port_packets_total", "counter",
+             "Packets per port and direction (the NIC's counters; the workers' for a port on a VLAN trunk).");
     for (const PortSample& p : ports) {
         m.sample("svcgate_port_packets_total", fmt::format("port=\"{}\",direction=\"rx\"", p.name), p.rx);
         m.sample("svcgate_port_packets_total", fmt::format("port=\"{}\",direction=\"tx\"", p.name), p.tx);

@@ -47,12 +47,13 @@ void members(Of<ClientIp> auto& r, auto&& f) {
 
 struct Port {
     std::string name, device;
+    unsigned vlan = 0;  // 0: untagged
     bool link = false;
     unsigned rx_queues = 1, tx_queues = 1;
     std::string rss_steering;
 };
 void members(Of<Port> auto& r, auto&& f) {
-    f("name", r.name), f("device", r.device), f("link", r.link), f("rx_queues", r.rx_queues),
+    f("name", r.name), f("device", r.device), f("vlan", r.vlan), f("link", r.link), f("rx_queues", r.rx_queues),
         f("tx_queues", r.tx_queues), f("rss_steering", r.rss_steering);
 }
 

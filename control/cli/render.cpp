@@ -185,8 +185,9 @@ std::string render_status(const report::Status& j) {
                                 j.generation, j.uptime_seconds, j.workers);
     // With several receive queues, whether masquerade ports steer replies to their worker's queue.
     for (const report::Port& p : j.ports)
-        o += fmt::format("port        {} {} link {} queues {}/{}{}\n", p.name, p.device, p.link ? "up" : "down",
-                         p.rx_queues, p.tx_queues, p.rx_queues > 1 ? "; rss steering " + p.rss_steering : "");
+        o += fmt::format("port        {} {}{} link {} queues {}/{}{}\n", p.name, p.device,
+                         p.vlan ? fmt::format(" VLAN {}", p.vlan) : "", p.link ? "up" : "down", p.rx_queues,
+                         p.tx_queues, p.rx_queues > 1 ? "; rss steering " + p.rss_steering : "");
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      j.service_ports, j.endpoints, j.flows, j.flow_capacity, j.rx_packets);
     o += render_client_ip(j.client_ip) + render_kubernetes(j.kubernetes) + render_health(j.health);

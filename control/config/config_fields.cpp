@@ -80,6 +80,7 @@ const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "ports[].name", "—", kNoMember, kRestart},
     {"dataplane", "ports[].device", "—", kNoMember, kRestart},
     {"dataplane", "ports[].mtu", "`1500`", kNoMember, kRestart, 1280, kMaxMtu},
+    {"dataplane", "ports[].vlan", "untagged", kNoMember, kRestart, 1, 4094},
     {"dataplane", "ports[].addresses", "`[]`", kNoMember, kReload},
     {"dataplane", "ports[].host_interface", "none", kNoMember, kRestart},
     {"dataplane", "ports[].mac", "the device's", kNoMember, kRestart},
@@ -236,8 +237,8 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     bool same = d.ports.size() == r.ports.size();
     for (size_t i = 0; same && i < d.ports.size(); ++i) {
         const PortConfig &a = d.ports[i], &b = r.ports[i];
-        same = a.name == b.name && a.device == b.device && a.mtu == b.mtu && a.host_interface == b.host_interface &&
-            a.mac == b.mac;
+        same = a.name == b.name && a.device == b.device && a.vlan == b.vlan && a.mtu == b.mtu &&
+            a.host_interface == b.host_interface && a.mac == b.mac;
     }
     if (!same) {
         d.ports = r.ports;

@@ -70,7 +70,10 @@ inline constexpr uint16_t kMaxMtu = 2030;
 
 struct PortConfig {
     std::string name;
-    std::string device;             // DPDK device arguments
+    std::string device;  // DPDK device arguments
+    // The 802.1Q VLAN it is on (1-4094), 0 = untagged: ports sharing a device are told apart by
+    // it (dataplane/pipeline/vlan.h).
+    uint16_t vlan = 0;
     std::vector<IpCidr> addresses;  // host address + prefix length, IPv4 and IPv6
     uint16_t mtu = 1500;            // the largest IP packet it sends (dataplane/l3/mtu.h)
     // The port's kernel interface (a TAP device with the port's MAC and addresses): what the

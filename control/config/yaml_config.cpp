@@ -161,6 +161,9 @@ void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
+            if (p["vlan"])
+                if (auto v = field_number<uint16_t>(r, p["vlan"], "dataplane", "ports[].vlan", {path, ".vlan"}))
+                    pc.vlan = *v;
             // IPv6 needs 1280 (RFC 8200 5); a frame must fit one mbuf (2048 bytes of data room).
             if (p["mtu"])
                 if (auto m = field_number<uint16_t>(r, p["mtu"], "dataplane", "ports[].mtu", {path, ".mtu"}))
@@ -192,6 +195,19 @@ void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
             }
             pc.addresses = r.list<IpCidr>(p["addresses"], path + ".addresses",
                                           [&](const ytree::Node& x, const Path& q) { return r.cidr(x, q, true); });
+            // Ports on one device are its VLANs: one port each, one MAC for all.
+            for (const PortConfig& o : d.ports) {
+                if (pc.device.empty() || o.device != pc.device) continue;
+                if (o.vlan == pc.vlan)
+                    r.error(p["vlan"] ? p["vlan"] : p, {path, p["vlan"] ? ".vlan" : ""},
+                            pc.vlan ? fmt::format("port {} is VLAN {} of device {} already", o.name, pc.vlan, pc.device)
+                                    : fmt::format("port {} is the untagged port of device {} already; a second "
+                                                  "port on one device needs its own vlan",
+                                                  o.name, pc.device));
+                if (pc.mac && o.mac && *pc.mac != *o.mac)
+                    r.error(p["mac"], {path, ".mac"},
+                            fmt::format("port {} on the same device has another MAC; a device has one", o.name));
+            }
             d.ports.push_back(std::move(pc));
         }
     }

@@ -45,7 +45,7 @@ void print_summary(const DaemonState& st) {
             fmt::print("  reject  {:<26} {}\n", drop_reason_name(static_cast<DropReason>(r)), t.rejects[r]);
     }
     for (const PortView& p : st.ports) {
-        const report::PortCounters c = port_counters(p.id);
+        const report::PortCounters c = port_counters(st, p);
         fmt::print("  port {:<8} rx {} tx {} missed {} rx-errors {} tx-errors {}\n", p.name, c.rx_packets, c.tx_packets,
                    c.rx_missed, c.rx_errors, c.tx_errors);
     }
@@ -172,8 +172,15 @@ Status start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string
     if (Status s = build_runtime(rt, dpc, st.cfg.ha, eal_extra); !s) return s;
     if (Status s = sync_host_addresses(rt, st.cfg); !s) return s;
     for (size_t p = 0; p < rt.ports.size(); ++p)
-        st.ports.push_back(PortView{dpc.ports[p].name, dpc.ports[p].device, rt.ports[p].id(), rt.ports[p].rx_queues(),
-                                    rt.ports[p].tx_queues(), rt.ports[p].steering_note()});
+        st.ports.push_back(PortView{.name = dpc.ports[p].name,
+                                    .device = dpc.ports[p].device,
+                                    .id = rt.ports[p].id(),
+                                    .index = static_cast<uint16_t>(p),
+                                    .vlan = dpc.ports[p].vlan,
+                                    .on_trunk = rt.shared->port_vlans[p] != 0,
+                                    .rxq = rt.ports[p].rx_queues(),
+                                    .txq = rt.ports[p].tx_queues(),
+                                    .rss_steering = rt.ports[p].steering_note()});
     st.pool = rt.pool.get();
     st.flows = rt.flows.get();
     st.flows6 = rt.flows6.get();

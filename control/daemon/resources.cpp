@@ -185,6 +185,17 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     return {};
 }
 
+void Port::share(const Port& device) {
+    id_ = device.id_;
+    rxq_ = device.rxq_;
+    txq_ = device.txq_;
+    have_mac_ = device.have_mac_;
+    mac_ = device.mac_;
+    polls_ = false;
+    steer_ = device.steer_;
+    steer_note_ = device.steer_note_;
+}
+
 rte_ether_addr Port::mac() const {
     if (have_mac_) return mac_;
     rte_ether_addr m{};
@@ -195,8 +206,12 @@ rte_ether_addr Port::mac() const {
 Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args) {
     args = {"svcgate"};
     args.insert(args.end(), dpc.eal.begin(), dpc.eal.end());
-    for (const PortConfig& p : dpc.ports) {
+    for (size_t i = 0; i < dpc.ports.size(); ++i) {
+        const PortConfig& p = dpc.ports[i];
         if (p.device.empty()) return Status::fail(fmt::format("port {} has no device", p.name));
+        if (std::any_of(dpc.ports.begin(), dpc.ports.begin() + static_cast<ptrdiff_t>(i),
+                        [&](const PortConfig& o) { return o.device == p.device; }))
+            continue;  // a VLAN of a device named already
         if (is_vdev(p.device))
             args.push_back("--vdev=" + p.device);
         else

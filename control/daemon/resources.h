@@ -62,6 +62,7 @@ public:
           started_(std::exchange(o.started_, false)),
           have_mac_(o.have_mac_),
           mac_(o.mac_),
+          polls_(o.polls_),
           steer_(std::move(o.steer_)),
           steer_note_(std::move(o.steer_note_)) {}
     Port& operator=(Port&&) = delete;
@@ -70,6 +71,10 @@ public:
     // Configures and starts the port: RSS over `workers` queues when the device can, else one
     // receive queue per worker the device has.
     Status open(const PortConfig& pc, uint16_t workers, rte_mempool* pool);
+    // A VLAN port on a device an earlier port opened (`device`): the same device, queues, MAC and
+    // steering. It opens and closes nothing, and its queues are polled as the device's.
+    void share(const Port& device);
+    bool polls() const { return polls_; }  // false for a shared one: its frames come with the device's
     uint16_t id() const { return id_; }
     uint16_t rx_queues() const { return rxq_; }
     uint16_t tx_queues() const { return txq_; }
@@ -89,7 +94,8 @@ private:
     bool started_ = false;     // stopped first
     bool have_mac_ = false;    // ports[].mac, kept even where the device could not take it
     rte_ether_addr mac_{};
-    std::unique_ptr<dp::RssSteer> steer_;
+    bool polls_ = true;
+    std::shared_ptr<const dp::RssSteer> steer_;
     std::string steer_note_;
 };
 

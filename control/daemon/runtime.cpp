@@ -20,6 +20,40 @@ using namespace svcgate::dp;
 
 namespace {
 
+// What the device of port `p` (its first port) is opened with: the largest MTU of its ports, and
+// the MAC one of them sets (--check refuses two).
+PortConfig device_config(const DataplaneConfig& dpc, size_t p) {
+    PortConfig pc = dpc.ports[p];
+    for (const PortConfig& o : dpc.ports) {
+        if (o.device != pc.device) continue;
+        pc.mtu = std::max(pc.mtu, o.mtu);
+        if (o.mac) pc.mac = o.mac;
+    }
+    return pc;
+}
+
+// VLAN ports (dataplane/pipeline/vlan.h): each device with a tagged port gets its map of VLAN IDs
+// to ports, polled under its first port, and each of its ports its tag.
+void set_vlans(Runtime& rt, const DataplaneConfig& dpc) {
+    WorkerShared& shared = *rt.shared;
+    std::vector<uint16_t> tags(dpc.ports.size(), 0);
+    std::vector<VlanMap*> maps(dpc.ports.size(), nullptr);  // by the device's first port
+    for (size_t p = 0; p < dpc.ports.size(); ++p) {
+        const PortConfig& pc = dpc.ports[p];
+        const bool trunk = std::any_of(dpc.ports.begin(), dpc.ports.end(),
+                                       [&](const PortConfig& o) { return o.device == pc.device && o.vlan != 0; });
+        if (!trunk) continue;
+        VlanMap*& map = maps[rt.device_of[p]];
+        if (!map) map = rt.vlan_maps.emplace_back(std::make_unique<VlanMap>()).get();
+        map->port[pc.vlan] = static_cast<uint16_t>(p);
+        tags[p] = static_cast<uint16_t>(WorkerShared::kPortOnTrunk | pc.vlan);
+        log_info(fmt::format("port {}: {} on device {}", pc.name,
+                             pc.vlan ? fmt::format("VLAN {}", pc.vlan) : std::string("untagged"), pc.device));
+    }
+    shared.port_vlans = FixedArray<uint16_t>(std::move(tags));
+    shared.vlan_maps = FixedArray<const VlanMap*>(std::vector<const VlanMap*>(maps.begin(), maps.end()));
+}
+
 // The ports, and their host interfaces where they have one (host_interface.h): opened, their ids,
 // MACs and host interface indices handed to the workers' shared state.
 Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
@@ -27,12 +61,21 @@ Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
     rt.ports.reserve(dpc.ports.size());
     std::vector<uint16_t> ids;  // the ports', then the host interfaces' (WorkerShared)
     shared.port_macs = FixedArray<rte_ether_addr>(dpc.ports.size());
+    rt.device_of.assign(dpc.ports.size(), 0);
     for (size_t p = 0; p < dpc.ports.size(); ++p) {
+        size_t first = 0;  // the first port on the same device: it opened the device
+        while (dpc.ports[first].device != dpc.ports[p].device) ++first;
+        rt.device_of[p] = first;
         rt.ports.emplace_back();
-        if (Status s = rt.ports.back().open(dpc.ports[p], dpc.workers, rt.pool.get()); !s) return s;
+        if (first != p) {
+            rt.ports.back().share(rt.ports[first]);
+        } else if (Status s = rt.ports.back().open(device_config(dpc, p), dpc.workers, rt.pool.get()); !s) {
+            return s;
+        }
         ids.push_back(rt.ports.back().id());
         shared.port_macs[p] = rt.ports.back().mac();
     }
+    set_vlans(rt, dpc);
     std::vector<uint16_t> host_of(dpc.ports.size(), Output::kNoHost);
     rt.host_ifindex.assign(dpc.ports.size(), 0);
     rt.host_addresses.assign(dpc.ports.size(), {});
@@ -123,11 +166,15 @@ Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& h
     }
     // Queues to workers (queues.h); a transmit queue that workers share gets a lock.
     std::vector<uint16_t> rxq, txq;
-    for (const Port& p : rt.ports) rxq.push_back(p.rx_queues()), txq.push_back(p.tx_queues());
+    for (const Port& p : rt.ports) rxq.push_back(p.polls() ? p.rx_queues() : 0), txq.push_back(p.tx_queues());
     const QueuePlan plan = plan_queues(rxq, txq, dpc.workers);
     std::vector<rte_spinlock_t*> locks(rt.ports.size(), nullptr);
     for (size_t p = 0; p < rt.ports.size(); ++p) {
         if (!plan.tx_shared[p]) continue;
+        if (rt.device_of[p] != p) {  // a VLAN port sends on its device's queues, under their locks
+            locks[p] = locks[rt.device_of[p]];
+            continue;
+        }
         rt.tx_locks.push_back(std::make_unique<rte_spinlock_t[]>(rt.ports[p].tx_queues()));
         locks[p] = rt.tx_locks.back().get();
         for (uint16_t q = 0; q < rt.ports[p].tx_queues(); ++q) rte_spinlock_init(&locks[p][q]);

@@ -25,6 +25,8 @@ struct Runtime {
     Eal eal;
     MempoolPtr pool;
     std::vector<Port> ports;
+    std::vector<size_t> device_of;  // by port: the first port on its device (itself but for VLANs)
+    std::vector<std::unique_ptr<dp::VlanMap>> vlan_maps;  // of the devices with VLAN ports
     std::vector<Port> hosts;        // the ports' host interfaces (TAP devices), closed before the ports
     std::vector<int> host_ifindex;  // by port: its host interface's index, 0 for none
     std::vector<std::vector<IpCidr>> host_addresses;  // by port: what its host interface carries

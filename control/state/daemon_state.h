@@ -32,7 +32,10 @@ class Controller;
 
 struct PortView {
     std::string name, device;
-    uint16_t id = 0;
+    uint16_t id = 0;        // the DPDK port id of its device
+    uint16_t index = 0;     // its port index (config order)
+    uint16_t vlan = 0;      // 0: untagged
+    bool on_trunk = false;  // its device has VLAN ports: its packets are counted by the workers
     uint16_t rxq = 1, txq = 1;
     std::string rss_steering;  // Port::steering_note(): masquerade ports chosen for RSS, or why not
 };

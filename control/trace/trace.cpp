@@ -1,4 +1,5 @@
 #include "control/trace/trace.h"
+#include "dataplane/pipeline/vlan.h"
 
 #include "dataplane/fragment/frag_stage.h"
 
@@ -90,6 +91,7 @@ std::string TraceRecord::json() const {
                  {"out", opt(out)},
                  {"out_flags", opt(out_flags)},
                  {"port", opt(port)},
+                 {"vlan", vlan ? Json(*vlan) : Json(nullptr)},
                  {"reason", refused ? Json(drop_reason_name(reason)) : Json(nullptr)},
                  {"l2", l2j},
                  {"also", also_out(also)}};
@@ -106,6 +108,7 @@ std::string TraceRecord::text() const {
         s += fmt::format(" reason {} ({})", drop_reason_name(reason), drop_reason_description(reason));
     if (out) s += fmt::format("\n  out {}{}", *out, out_flags ? " [" + *out_flags + "]" : "");
     if (port) s += fmt::format(" via port {}", *port);
+    if (vlan) s += fmt::format(" (VLAN {})", *vlan);
     switch (l2) {
         case L2Outcome::none:
             break;
@@ -148,7 +151,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     fp.max_datagrams = std::min<uint32_t>(fp.max_datagrams, 1024);
     frags_ = FragTable::create(fp);
     if (!frags_) throw std::runtime_error("cannot allocate the fragment table");
-    for (const PortConfig& pc : cfg.dataplane.ports) mtus_.push_back(pc.mtu);
+    for (const PortConfig& pc : cfg.dataplane.ports) mtus_.push_back(pc.mtu), ports_.push_back({pc.device, pc.vlan});
     mtus_.resize(std::max<size_t>(mtus_.size(), 1), 1500);
     // Locally administered MACs in port order: 02:00:00:00:00:01, ...
     macs_.resize(std::max<size_t>(cfg.dataplane.ports.size(), 1));
@@ -290,8 +293,10 @@ TraceRecord Tracer::record(const PacketState& p, const PacketTrace& t, const rte
         r.out = leaving_tuple(pm);
         if (pm.key6.proto == static_cast<uint8_t>(Proto::tcp)) r.out_flags = format_tcp_flags(pm.tcp_flags);
     }
-    if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size())
+    if (p.verdict != Verdict::local && p.out_port < s.catalogue.ports.size()) {
         r.port = s.catalogue.ports[p.out_port].name;
+        if (p.out_port < ports_.size() && ports_[p.out_port].vlan) r.vlan = ports_[p.out_port].vlan;
+    }
     return r;
 }
 
@@ -299,10 +304,47 @@ TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
     return std::move(run_burst({frame}, {std::move(input)}).front());
 }
 
+// The port a burst arrives on: where the gateway's routes say its first packet's source lives;
+// or, for a tagged frame, the port of that VLAN (on the routed port's device when several
+// devices have it), its tag taken off as the worker's dispatch does (vlan.h). A tag no port
+// has stays on, for the parser to count as vlan_unknown.
+uint16_t Tracer::arrival_port(const std::vector<Frame>& frames) {
+    const uint16_t vid = frames[0].size() >= 18 && frames[0][12] == 0x81 && frames[0][13] == 0
+        ? static_cast<uint16_t>((frames[0][14] << 8 | frames[0][15]) & 0xfff)
+        : 0;
+    const ServiceSnapshot& s = snapshot();
+    PacketMeta in{};
+    uint16_t in_port = 0;
+    Frame first = frames[0];
+    if (vid) first.erase(first.begin() + 12, first.begin() + 16);
+    if (parse_packet(first.data(), static_cast<uint32_t>(first.size()), in) == DropReason::none) {
+        if (in.l3 == L3Kind::ipv4) {
+            if (const NextHop* h = s.route(in.key.src)) in_port = h->port;
+        } else if (in.l3 == L3Kind::ipv6) {
+            if (const NextHop6* h = s.route(in.key6.src)) in_port = h->port;
+        }
+    }
+
+    if (vid) {
+        uint16_t tagged = kNoPort;
+        for (size_t p = 0; p < ports_.size(); ++p)
+            if (ports_[p].vlan == vid &&
+                (tagged == kNoPort || (in_port < ports_.size() && ports_[p].device == ports_[in_port].device)))
+                tagged = static_cast<uint16_t>(p);
+        if (tagged != kNoPort) {
+            in_port = tagged;
+            VlanMap map;  // the first frame's VLAN only: a frame of another keeps its tag (vlan_unknown)
+            map.port[vid] = tagged;
+            DropReason why;
+            for (size_t i = 0; i < frames.size(); ++i) (void)vlan_receive(map, burst_->mbufs[i], why);
+        }
+    }
+    return in_port;
+}
+
 std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std::vector<std::string> inputs) {
     if (frames.empty() || frames.size() > kBurst || inputs.size() != frames.size())
         throw std::invalid_argument(fmt::format("a burst is 1 to {} frames, each with its input", kBurst));
-    const ServiceSnapshot& s = snapshot();
     Burst& b = *burst_;
     for (size_t i = 0; i < frames.size(); ++i) {
         rte_mbuf* m = rte_pktmbuf_alloc(tool_mempool());
@@ -316,16 +358,7 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         for (size_t j = 0; j < i; ++j) rte_pktmbuf_free(b.mbufs[j]);
         throw std::invalid_argument(m ? "frame larger than an mbuf" : "mbuf pool exhausted");
     }
-    // The port a burst arrives on: where the gateway's routes say its first packet's source lives.
-    PacketMeta in{};
-    uint16_t in_port = 0;
-    if (parse_packet(frames[0].data(), static_cast<uint32_t>(frames[0].size()), in) == DropReason::none) {
-        if (in.l3 == L3Kind::ipv4) {
-            if (const NextHop* h = s.route(in.key.src)) in_port = h->port;
-        } else if (in.l3 == L3Kind::ipv6) {
-            if (const NextHop6* h = s.route(in.key6.src)) in_port = h->port;
-        }
-    }
+    const uint16_t in_port = arrival_port(frames);
 
     PacketTrace tr[kBurst];
     rte_mbuf* sent_as[kBurst];  // the burst's mbufs, to find them again on the transmit side

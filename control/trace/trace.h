@@ -52,6 +52,7 @@ struct TraceRecord {
     dp::FlowKey6 out_key6;                 // ... or IPv6 (out_v6)
     bool out_v6 = false;
     std::optional<std::string> port;  // egress port name
+    std::optional<unsigned> vlan;     // the egress port's VLAN: the tag the frame leaves with
     // L2, from the output stage.
     dp::L2Outcome l2 = dp::L2Outcome::none;
     dp::DropReason l2_reason = dp::DropReason::none;  // why the output stage freed it
@@ -104,6 +105,12 @@ private:
     std::unique_ptr<dp::FlowTable6> flows6_;
     std::unique_ptr<dp::FragTable> frags_;
     std::vector<uint16_t> mtus_;
+    struct Device {
+        std::string device;
+        uint16_t vlan = 0;
+    };
+    std::vector<Device> ports_;  // by port index: its device and VLAN
+    uint16_t arrival_port(const std::vector<Frame>& frames);
     dp::NeighborTable neighbors_;
     dp::NeighborTable6 neighbors6_;
     std::vector<rte_ether_addr> macs_;
@@ -111,6 +118,7 @@ private:
     std::vector<std::string> host_names_;  // by port: its host interface ("" none)
     dp::WorkerCtx ctx_;
     std::unique_ptr<Publisher> publisher_;
+
     std::unique_ptr<dp::Burst> burst_;
     std::vector<std::pair<uint16_t, rte_mbuf*>> sent_;
     std::vector<TraceRecord> history_;

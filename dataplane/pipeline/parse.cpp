@@ -443,9 +443,14 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
         if (len < off + sizeof(rte_vlan_hdr)) [[unlikely]]
             return DropReason::vlan_truncated;
         type = from_be16(load<rte_be16_t>(f + off + 2));
+        const uint16_t vid = from_be16(load<rte_be16_t>(f + off)) & 0xfff;
         off += sizeof(rte_vlan_hdr);
         if (type == kEthVlan || type == kEthQinQ) [[unlikely]]
             return DropReason::vlan_stacked;
+        // A port's frames reach the parser untagged (a device with VLAN ports has its tags taken
+        // off before, vlan.h): a VLAN ID here is one no port has. ID 0 is a priority tag only.
+        if (vid != 0) [[unlikely]]
+            return DropReason::vlan_unknown;
     } else if (type == kEthQinQ) [[unlikely]] {
         return DropReason::vlan_stacked;
     }

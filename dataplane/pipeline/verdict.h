@@ -35,6 +35,7 @@ inline std::string_view verdict_name(Verdict v) noexcept { return enum_name(v, k
     X(mbuf_chained, "frame larger than one mbuf (chained segments are not parsed)")                                   \
     X(vlan_truncated, "frame too short for its 802.1Q tag")                                                           \
     X(vlan_stacked, "more than one VLAN tag")                                                                         \
+    X(vlan_unknown, "tagged with a VLAN ID no port of its device has (dataplane.ports[].vlan)")                       \
     X(ethertype_unknown, "EtherType neither IPv4, ARP nor IPv6")                                                      \
     X(arp_truncated, "ARP packet shorter than an IPv4 ARP body")                                                      \
     X(ip_truncated, "frame shorter than an IPv4 header")                                                              \

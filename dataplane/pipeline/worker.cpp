@@ -30,6 +30,7 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
     if (shared.hosts.size() && shared.host_of.size() == shared.port_macs.size())
         ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
     tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
+    port_soft_ = FixedArray<PortSoftCounters>(shared.port_macs.size());
     const auto [lo4, hi4] = flows.owner_ids(index);
     const auto [lo6, hi6] = flows6.owner_ids(index);
     age_budget_ = std::max<uint32_t>(64, std::max(hi4 - lo4, hi6 - lo6) / kAgePassMs + 1);
@@ -43,10 +44,36 @@ int Worker::main(void* self) {
 uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
     auto* w = static_cast<Worker*>(self);
     const TxQueue& tq = w->tx_[port];
+    const bool trunk = port < w->shared_.port_vlans.size() && w->shared_.port_vlans[port];
+    if (trunk) [[unlikely]]
+        n = w->on_trunk(port, pkts, n);
     if (tq.lock) rte_spinlock_lock(tq.lock);
     const uint16_t sent = rte_eth_tx_burst(w->shared_.port_ids[port], tq.queue, pkts, n);
     if (tq.lock) rte_spinlock_unlock(tq.lock);
+    if (trunk) [[unlikely]] {
+        PortSoftCounters& c = w->port_soft_[port];
+        c.tx_packets += sent;
+        for (uint16_t i = sent; i < n; ++i) c.tx_bytes -= pkts[i]->pkt_len;  // added by on_trunk
+    }
     return sent;
+}
+
+// Packets leaving by a port on a trunk get its VLAN's tag (vlan.h), and their bytes are counted
+// (transmit takes back those of the packets the queue refuses). A packet the tag does not fit (no
+// headroom) goes last, past the count returned, and is freed by the caller under tx_full.
+uint16_t Worker::on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
+    const uint16_t vid = shared_.port_vlans[port] & WorkerShared::kPortVlanId;
+    uint16_t k = 0;
+    uint64_t bytes = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = pkts[i];
+        if (vid && !vlan_insert(m, vid)) continue;
+        bytes += m->pkt_len;
+        pkts[i] = pkts[k];
+        pkts[k++] = m;
+    }
+    port_soft_[port].tx_bytes += bytes;
+    return k;
 }
 
 void Worker::run() noexcept {
@@ -73,6 +100,10 @@ void Worker::run() noexcept {
             if (n == 0) continue;
             busy = true;
             got += n;
+            if (const VlanMap* v = shared_.vlan_maps.size() ? shared_.vlan_maps[q.port] : nullptr) [[unlikely]] {
+                vlan_burst(burst_, ctx_, *v, n, port_soft_.data());
+                continue;
+            }
             burst_.start(n, q.port);
             process_burst(burst_, ctx_);
         }

@@ -22,6 +22,7 @@
 #include "dataplane/base/fixed_array.h"
 #include "dataplane/l3/neighbor.h"
 #include "dataplane/pipeline/pipeline.h"
+#include "dataplane/pipeline/vlan.h"
 
 namespace svcgate::dp {
 
@@ -64,6 +65,13 @@ struct WorkerShared {
         uint16_t port;    // the port index it belongs to
     };
     FixedArray<Host> hosts;
+    // VLAN ports (vlan.h). By port index: the tag its frames leave with (kPortVlanId bits) and
+    // kPortOnTrunk when its device has VLAN ports (the port's packets are then counted by the
+    // workers, PortSoftCounters, not by the device); 0 for a port alone on its device. And by
+    // port index, the dispatch of the device whose queues it polls (its first port), or null.
+    static constexpr uint16_t kPortVlanId = 0x0fff, kPortOnTrunk = 0x8000;
+    FixedArray<uint16_t> port_vlans;
+    FixedArray<const VlanMap*> vlan_maps;
     uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
     uint32_t punt_other_per_second = 1000;
     bool busy_poll = false;  // dataplane.poll: busy (never a light-load sleep) or adaptive
@@ -103,6 +111,9 @@ public:
     void set_rss(const RssSteer* const* by_port, uint16_t n) noexcept { ctx_.rss = by_port, ctx_.n_rss = n; }
     // Read by the control thread while the worker runs (see WorkerCounters).
     const WorkerCounters& counters() const noexcept { return ctx_.counters; }
+    // By port index, what it received and sent of the ports on a trunk (WorkerShared::port_vlans);
+    // read by the control thread as counters() is.
+    const PortSoftCounters& port_counters(uint16_t port) const noexcept { return port_soft_[port]; }
 
 private:
     void run() noexcept;
@@ -110,12 +121,14 @@ private:
     bool from_hosts() noexcept;
     void announce_addresses() noexcept;
     static uint16_t transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
+    uint16_t on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
 
     WorkerShared& shared_;
     WorkerCtx ctx_;
     Burst burst_;
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
+    FixedArray<PortSoftCounters> port_soft_;  // by port index
     uint64_t tsc_per_ms_ = 1;
     // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
     // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).

@@ -158,7 +158,8 @@ seeds = {
     "time-exceeded": eth(icmp("192.168.67.1", "192.168.67.8", 11, 0, 0,
                               tcp("192.168.67.8", 30001, "192.168.67.100", 40000, SYNACK)[:28])),
     "arp-request": arp("192.168.67.100", "192.168.67.8"),
-    "vlan-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN), 0x0800, vlan=10),
+    "vlan-syn": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN), 0x0800, vlan=0xa000),  # priority tag
+    "vlan-unknown": eth(tcp("192.168.67.100", 40000, "192.168.67.8", 30001, SYN), 0x0800, vlan=10),
     "routed": eth(tcp("10.244.2.9", 1, "10.244.2.4", 22, SYN)),
     # IPv6: the same paths, Neighbor Discovery, ICMPv6 errors, extension-header chains.
     "nodeport-syn6": eth(tcp6("fd00:67::100", 40000, "fd00:67::8", 30001, SYN), 0x86DD),

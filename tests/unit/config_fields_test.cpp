@@ -264,6 +264,7 @@ kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
         {"dataplane.ports[].name", {"name: a,", "name: b,"}},
         {"dataplane.ports[].device", {"net_null0", "net_null1"}},
         {"dataplane.ports[].mtu", {"device: net_null0,", "device: net_null0, mtu: 1400,"}},
+        {"dataplane.ports[].vlan", {"device: net_null0,", "device: net_null0, vlan: 10,"}},
         {"dataplane.ports[].host_interface", {"device: net_null0,", "device: net_null0, host_interface: gwx,"}},
         {"dataplane.ports[].mac", {"device: net_null0,", "device: net_null0, mac: '02:00:00:00:00:09',"}},
         {"routing.table", {"table: 100", "table: 101"}},

@@ -205,6 +205,7 @@ const Case kCases[] = {
      },
      DropReason::ip6_bad_version},
     {"two stacked VLAN tags", [] { return vlan_tags(spec(kSyn), 2); }, DropReason::vlan_stacked},
+    {"a VLAN ID no port has", [] { return vlan_tags(spec(kSyn), 1); }, DropReason::vlan_unknown},
     {"802.1ad outer tag",
      [] {
          Frame f = vlan_tags(spec(kSyn), 1);

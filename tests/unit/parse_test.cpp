@@ -195,15 +195,20 @@ TEST(Parse, EachMalformedClassHasItsReason) {
     }
 }
 
-TEST(Parse, OneVlanTagAllowedTwoRefused) {
+// The parser sees a port's frames untagged (vlan.h takes a VLAN port's tag off before): a
+// priority tag (VLAN ID 0) is parsed through, any other ID is one no port has.
+TEST(Parse, PriorityTagParsedVlanIdUnknownTwoTagsRefused) {
     auto f = frame("tcp 10.0.0.1:1000 > 10.0.0.2:80 [S]");
     std::vector<uint8_t> tagged(f.begin(), f.begin() + 12);
-    tagged.insert(tagged.end(), {0x81, 0x00, 0x00, 0x05});
+    tagged.insert(tagged.end(), {0x81, 0x00, 0xa0, 0x00});  // PCP 5, VLAN ID 0
     tagged.insert(tagged.end(), f.begin() + 12, f.end());
     PacketMeta m;
     ASSERT_EQ(parse(tagged, &m), DropReason::none);
     EXPECT_EQ(m.l3_off, 18);
     EXPECT_EQ(rte_be_to_cpu_16(m.key.dport), 80);
+    auto with_id = tagged;
+    with_id[15] = 0x05;
+    EXPECT_EQ(parse(with_id), DropReason::vlan_unknown);
     std::vector<uint8_t> twice(tagged.begin(), tagged.begin() + 16);
     twice.insert(twice.end(), {0x81, 0x00, 0x00, 0x06});
     twice.insert(twice.end(), tagged.begin() + 16, tagged.end());

@@ -1,0 +1,103 @@
+#include "dataplane/pipeline/vlan.h"
+
+#include <cstring>
+
+#include <rte_byteorder.h>
+#include <rte_ether.h>
+
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/pipeline.h"
+
+namespace svcgate::dp {
+
+namespace {
+
+inline uint16_t be16_at(const uint8_t* p) noexcept { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+
+}  // namespace
+
+uint16_t vlan_receive(const VlanMap& map, rte_mbuf* m, DropReason& why) noexcept {
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    if (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) {  // a NIC that took the tag off already
+        const uint16_t p = map.port[m->vlan_tci & 0xfff];
+        if (p == kNoPort) why = DropReason::vlan_unknown;
+        m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_VLAN);
+        return p;
+    }
+    if (len < sizeof(rte_ether_hdr)) {
+        why = DropReason::eth_truncated;
+        return kNoPort;
+    }
+    const uint16_t type = be16_at(f + 12);
+    if (type == RTE_ETHER_TYPE_QINQ) {
+        why = DropReason::vlan_stacked;
+        return kNoPort;
+    }
+    if (type != RTE_ETHER_TYPE_VLAN) {
+        if (map.port[0] == kNoPort) why = DropReason::vlan_unknown;
+        return map.port[0];
+    }
+    if (len < sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr)) {
+        why = DropReason::vlan_truncated;
+        return kNoPort;
+    }
+    const uint16_t inner = be16_at(f + 16);
+    if (inner == RTE_ETHER_TYPE_VLAN || inner == RTE_ETHER_TYPE_QINQ) {
+        why = DropReason::vlan_stacked;
+        return kNoPort;
+    }
+    const uint16_t p = map.port[be16_at(f + 14) & 0xfff];
+    if (p == kNoPort) {
+        why = DropReason::vlan_unknown;
+        return kNoPort;
+    }
+    std::memmove(f + sizeof(rte_vlan_hdr), f, 2 * RTE_ETHER_ADDR_LEN);
+    rte_pktmbuf_adj(m, sizeof(rte_vlan_hdr));
+    return p;
+}
+
+bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
+    m->vlan_tci = vid & 0xfff;
+    return rte_vlan_insert(&m) == 0;
+}
+
+void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSoftCounters* ports) noexcept {
+    rte_mbuf* in[kBurst];
+    uint16_t port[kBurst];
+    uint16_t kept = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = b.mbufs[i];
+        DropReason why = DropReason::none;
+        const uint32_t bytes = m->pkt_len;
+        const uint16_t p = vlan_receive(map, m, why);
+        if (p == kNoPort) {
+            ++ctx.counters.rx_packets;
+            ctx.counters.rx_bytes += bytes;
+            ++ctx.counters.drops[static_cast<unsigned>(why)];
+            rte_pktmbuf_free(m);
+            continue;
+        }
+        if (ports) ++ports[p].rx_packets, ports[p].rx_bytes += m->pkt_len;
+        in[kept] = m;
+        port[kept++] = p;
+    }
+    // One sub-burst per port, in the order of their first frames; each frame in its arrival order.
+    for (uint16_t first = 0; first < kept;) {
+        const uint16_t p = port[first];
+        uint16_t k = 0, next = kept;
+        for (uint16_t i = first; i < kept; ++i) {
+            if (port[i] == p) {
+                b.mbufs[k++] = in[i];
+                port[i] = kNoPort;
+            } else if (port[i] != kNoPort && next == kept) {
+                next = i;
+            }
+        }
+        b.start(k, p, b.trace);
+        process_burst(b, ctx);
+        first = next;
+    }
+}
+
+}  // namespace svcgate::dp

@@ -1,0 +1,56 @@
+// 802.1Q sub-interfaces: several ports on one device (dataplane.ports[].vlan), told apart by
+// their tag. A device with VLAN ports has its frames sorted by (device, VLAN ID) once per burst,
+// before the parse stage: each frame's tag is read once, taken off, and the frame goes into the
+// sub-burst of its port, so every stage after sees an untagged frame of one port, as the kernel's
+// stack behind a VLAN sub-interface does. The tag goes back on where every path leaves (the
+// worker's transmit: forwards, replies, REJECTs, ICMP errors, ARP and ND answers, the host path).
+// A device whose ports are all untagged skips both: its frames reach the parser as they came, and
+// one tagged with a VLAN ID is counted as vlan_unknown there (ID 0, a priority tag, is parsed).
+//
+// The tags are inserted and removed in software: 12 bytes moved within the frame's first cache
+// line. Priority bits are not carried from request to reply (flows do not keep them): what
+// svcgate sends has priority 0.
+//
+// Runs on: the workers, trace and the tests. Owns: nothing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <rte_mbuf.h>
+
+#include "dataplane/pipeline/verdict.h"
+
+namespace svcgate::dp {
+
+struct Burst;
+struct WorkerCtx;
+
+inline constexpr uint16_t kNoPort = 0xffff;
+inline constexpr uint16_t kVlanIds = 4096;
+
+// A device's ports by VLAN ID: port[0] is its untagged port (frames with a priority tag, ID 0,
+// too), kNoPort where it has none.
+struct VlanMap {
+    std::array<uint16_t, kVlanIds> port;
+    VlanMap() noexcept { port.fill(kNoPort); }
+};
+
+// A frame of a device with VLAN ports: the port index it belongs to, its tag taken off; kNoPort
+// with the reason it cannot be taken (vlan_unknown, vlan_truncated, vlan_stacked, eth_truncated).
+uint16_t vlan_receive(const VlanMap& map, rte_mbuf* m, DropReason& why) noexcept;
+
+// Puts an 802.1Q tag of `vid` (priority 0) in front of the frame's EtherType. False when the
+// mbuf has no headroom for it, or is shared.
+bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept;
+
+// The `n` frames in b.mbufs, of the device whose first port is `first_port`: each goes to its
+// port's sub-burst, and process_burst() runs once per port that has frames, in the order of
+// their first frames. Frames no port takes are counted received and dropped under their reason.
+// `port_rx`: by port index, packets and bytes received (PortSoftCounters), or null.
+struct PortSoftCounters {
+    uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
+};
+void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSoftCounters* ports) noexcept;
+
+}  // namespace svcgate::dp

@@ -1,0 +1,225 @@
+// 802.1Q sub-interfaces (dataplane.ports[].vlan, dataplane/pipeline/vlan.h): a device's frames
+// sorted to its ports by VLAN ID with their tag taken off, the tag put back on the way out, what
+// no port takes counted under its reason; trace with a tagged frame; the config's refusals.
+#include <cstring>
+
+#include <gtest/gtest.h>
+#include <rte_mbuf.h>
+
+#include "dataplane/pipeline/vlan.h"
+#include "test_support.h"
+
+using namespace svcgate;
+using namespace svcgate::dp;
+
+namespace {
+
+using Frame = std::vector<uint8_t>;
+
+Frame frame(const std::string& spec) { return ctl::build_frame(ctl::parse_packet_spec(spec)); }
+
+// `f` with an 802.1Q tag (TPID `tpid`, TCI `tci`) in front of its EtherType.
+Frame tagged(Frame f, uint16_t tci, uint16_t tpid = 0x8100) {
+    const uint8_t tag[4] = {uint8_t(tpid >> 8), uint8_t(tpid), uint8_t(tci >> 8), uint8_t(tci)};
+    f.insert(f.begin() + 12, tag, tag + 4);
+    return f;
+}
+
+Frame prefix(Frame f, size_t n) {
+    f.resize(n);
+    return f;
+}
+
+rte_mempool* pool() {
+    static rte_mempool* p = [] {
+        test::ensure_eal();
+        return rte_pktmbuf_pool_create("vlan_test", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    }();
+    return p;
+}
+
+struct Mbuf {
+    rte_mbuf* m;
+    explicit Mbuf(const Frame& f) : m(rte_pktmbuf_alloc(pool())) {
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    }
+    ~Mbuf() { rte_pktmbuf_free(m); }
+    Frame bytes() const {
+        const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+        return Frame(p, p + rte_pktmbuf_data_len(m));
+    }
+};
+
+// Device ports: 3 untagged, 7 on VLAN 10, 9 on VLAN 20.
+VlanMap trunk() {
+    VlanMap map;
+    map.port[0] = 3;
+    map.port[10] = 7;
+    map.port[20] = 9;
+    return map;
+}
+
+}  // namespace
+
+TEST(Vlan, EachFrameGoesToThePortOfItsIdUntagged) {
+    const VlanMap map = trunk();
+    const Frame plain = frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    for (auto [tci, port] : {std::pair<uint16_t, uint16_t>{10, 7}, {20, 9}, {0xa000 | 20, 9}, {0x5000, 3}}) {
+        Mbuf m(tagged(plain, tci));
+        DropReason why = DropReason::none;
+        EXPECT_EQ(vlan_receive(map, m.m, why), port) << "TCI " << tci;
+        EXPECT_EQ(why, DropReason::none);
+        EXPECT_EQ(m.bytes(), plain) << "TCI " << tci << ": the frame as the port's own, untagged";
+    }
+    Mbuf untagged(plain);
+    DropReason why = DropReason::none;
+    EXPECT_EQ(vlan_receive(map, untagged.m, why), 3);
+    EXPECT_EQ(untagged.bytes(), plain);
+}
+
+TEST(Vlan, WhatNoPortTakesHasItsReason) {
+    const VlanMap map = trunk();
+    const Frame plain = frame("udp 192.168.67.100:5000 > 192.168.67.8:53");
+    struct Case {
+        const char* name;
+        Frame f;
+        DropReason want;
+    } cases[] = {
+        {"an ID no port has", tagged(plain, 30), DropReason::vlan_unknown},
+        {"two tags", tagged(tagged(plain, 10), 20), DropReason::vlan_stacked},
+        {"an 802.1ad outer tag", tagged(tagged(plain, 10), 20, 0x88a8), DropReason::vlan_stacked},
+        {"a tag cut short", prefix(tagged(plain, 10), 16), DropReason::vlan_truncated},
+        {"shorter than Ethernet", prefix(plain, 10), DropReason::eth_truncated},
+    };
+    for (const Case& c : cases) {
+        Mbuf m(c.f);
+        DropReason why = DropReason::none;
+        EXPECT_EQ(vlan_receive(map, m.m, why), kNoPort) << c.name;
+        EXPECT_EQ(why, c.want) << c.name << ": " << drop_reason_name(why);
+        EXPECT_EQ(m.bytes(), c.f) << c.name << ": left as it came";
+    }
+    VlanMap tagged_only = map;
+    tagged_only.port[0] = kNoPort;
+    Mbuf m(plain);
+    DropReason why = DropReason::none;
+    EXPECT_EQ(vlan_receive(tagged_only, m.m, why), kNoPort);
+    EXPECT_EQ(why, DropReason::vlan_unknown) << "an untagged frame on a device whose ports are all VLANs";
+}
+
+TEST(Vlan, TagStrippedByTheNicIsReadFromTheMbuf) {
+    const VlanMap map = trunk();
+    const Frame plain = frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    Mbuf m(plain);
+    m.m->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+    m.m->vlan_tci = 0x2000 | 20;
+    DropReason why = DropReason::none;
+    EXPECT_EQ(vlan_receive(map, m.m, why), 9);
+    EXPECT_EQ(m.bytes(), plain);
+    EXPECT_FALSE(m.m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) << "taken: the stages after see an untagged frame";
+    Mbuf other(plain);
+    other.m->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+    other.m->vlan_tci = 30;
+    EXPECT_EQ(vlan_receive(map, other.m, why), kNoPort);
+    EXPECT_EQ(why, DropReason::vlan_unknown);
+}
+
+TEST(Vlan, InsertPutsTheTagBackAndReceiveTakesItOff) {
+    const Frame plain = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
+    Mbuf m(plain);
+    ASSERT_TRUE(vlan_insert(m.m, 20));
+    EXPECT_EQ(m.bytes(), tagged(plain, 20)) << "priority 0, VLAN ID 20, before the EtherType";
+    const VlanMap map = trunk();
+    DropReason why = DropReason::none;
+    EXPECT_EQ(vlan_receive(map, m.m, why), 9);
+    EXPECT_EQ(m.bytes(), plain);
+}
+
+namespace {
+
+// One trunk (device trunk0) carries the client network on VLAN 10 and the node network on VLAN 20.
+std::string trunk_config() {
+    return R"(
+dataplane:
+  ports:
+    - {name: ext, device: trunk0, vlan: 10, addresses: [192.168.67.8/24]}
+    - {name: cluster, device: trunk0, vlan: 20, addresses: [10.192.0.2/24]}
+  routes:
+    - {prefix: 10.244.2.0/24, via: 10.192.0.3}
+cluster:
+  node_name: svcgate
+  node_ips: [192.168.67.8]
+  cluster_cidrs: [10.244.0.0/16]
+  service_cidrs: [10.96.0.0/12]
+services:
+  - name: default/web
+    type: NodePort
+    cluster_ip: 10.96.0.10
+    ports: [{name: http, protocol: TCP, port: 80, target_port: 8080, node_port: 30001}]
+    endpoints: [10.244.2.4]
+)";
+}
+
+}  // namespace
+
+TEST(Vlan, TraceTakesATaggedFrameAndShowsTheTagItLeavesWith) {
+    auto t = test::tracer(trunk_config());
+    const Frame syn = frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
+    auto r = t->run_burst({tagged(syn, 10)}, {"syn on VLAN 10"});
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].reason, DropReason::none) << drop_reason_name(r[0].reason);
+    EXPECT_EQ(r[0].endpoint, "10.244.2.4:8080");
+    EXPECT_EQ(r[0].port, "cluster");
+    EXPECT_EQ(r[0].vlan, 20u) << "the node network's tag";
+    EXPECT_NE(r[0].json().find("\"vlan\":20"), std::string::npos) << r[0].json();
+    EXPECT_NE(r[0].text().find("(VLAN 20)"), std::string::npos) << r[0].text();
+
+    auto unknown = t->run_burst({tagged(syn, 30)}, {"syn on VLAN 30"});
+    ASSERT_EQ(unknown.size(), 1u);
+    EXPECT_EQ(unknown[0].verdict, Verdict::drop);
+    EXPECT_EQ(unknown[0].reason, DropReason::vlan_unknown) << drop_reason_name(unknown[0].reason);
+}
+
+namespace {
+
+std::vector<ctl::ConfigIssue> errors_of(const std::string& ports) {
+    try {
+        (void)ctl::load_config_string("dataplane:\n  ports:\n" + ports, "t.yaml");
+    } catch (const ctl::ConfigError& e) {
+        return e.issues;
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST(Vlan, ConfigRefusesOneDeviceVlanTwiceAndIdsOutOfRange) {
+    EXPECT_TRUE(errors_of("    - {name: a, device: trunk0}\n"
+                          "    - {name: b, device: trunk0, vlan: 10}\n"
+                          "    - {name: c, device: trunk0, vlan: 4094}\n")
+                    .empty());
+    auto twice = errors_of(
+        "    - {name: a, device: trunk0, vlan: 10}\n"
+        "    - {name: b, device: trunk0, vlan: 10}\n");
+    ASSERT_EQ(twice.size(), 1u);
+    EXPECT_EQ(twice[0].path, "dataplane.ports[1].vlan");
+    EXPECT_NE(twice[0].str().find("port a is VLAN 10 of device trunk0 already"), std::string::npos) << twice[0].str();
+    auto untagged = errors_of(
+        "    - {name: a, device: trunk0}\n"
+        "    - {name: b, device: trunk0}\n");
+    ASSERT_EQ(untagged.size(), 1u);
+    EXPECT_NE(untagged[0].str().find("untagged port of device trunk0 already"), std::string::npos) << untagged[0].str();
+    EXPECT_TRUE(errors_of("    - {name: a, device: trunk0, vlan: 10}\n"
+                          "    - {name: b, device: trunk1, vlan: 10}\n")
+                    .empty())
+        << "one VLAN ID on two devices is two networks";
+    for (const char* bad : {"0", "4095", "x"}) {
+        auto e = errors_of(std::string("    - {name: a, device: trunk0, vlan: ") + bad + "}\n");
+        ASSERT_EQ(e.size(), 1u) << bad;
+        EXPECT_EQ(e[0].path, "dataplane.ports[0].vlan") << bad;
+    }
+    auto macs = errors_of(
+        "    - {name: a, device: trunk0, mac: '02:00:00:00:00:01'}\n"
+        "    - {name: b, device: trunk0, vlan: 10, mac: '02:00:00:00:00:02'}\n");
+    ASSERT_EQ(macs.size(), 1u);
+    EXPECT_EQ(macs[0].path, "dataplane.ports[1].mac");
+}
