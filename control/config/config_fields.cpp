@@ -73,7 +73,7 @@ constexpr ConfigMember kNoMember{};
 
 }  // namespace
 
-// dataplane.ports[].mtu's upper bound is kMaxMtu (config_model.h): a frame must fit one mbuf.
+// dataplane.ports[].mtu's upper bound is kMaxMtu (config_model.h): jumbo frames, one mbuf each.
 const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "eal", "`[]`", OWN(dataplane.eal), kRestart},
     {"dataplane", "workers", "`1`", READ(dataplane.workers), kRestart, 1, 128},

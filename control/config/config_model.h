@@ -64,9 +64,12 @@ struct ConfigError : std::runtime_error {
     explicit ConfigError(std::vector<ConfigIssue> v, std::vector<ConfigIssue> w = {});
 };
 
-// The largest port MTU: a frame must fit one mbuf (RTE_MBUF_DEFAULT_DATAROOM, 2048 bytes, less
-// an Ethernet header and a VLAN tag); a jumbo frame would arrive chained (mbuf_chained).
-inline constexpr uint16_t kMaxMtu = 2030;
+// The largest port MTU whose frames fit the packet pool's 2 KB mbufs (RTE_MBUF_DEFAULT_DATAROOM,
+// 2048 bytes, less an Ethernet header and a VLAN tag), and the largest port MTU: a device with a
+// port over kMaxStdMtu receives into a second pool, of mbufs as large as its largest frame
+// (control/daemon/resources.h), so that every frame still fits one mbuf.
+inline constexpr uint16_t kMaxStdMtu = 2030;
+inline constexpr uint16_t kMaxMtu = 9000;
 
 struct PortConfig {
     std::string name;

@@ -47,7 +47,7 @@ Status open_host_interface(Runtime& rt, const PortConfig& pc, const rte_ether_ad
     (void)write_sysctl(conf + "autoconf", "0");
     rt.hosts.emplace_back();
     const PortConfig hc{.name = pc.name + " host interface " + pc.host_interface, .device = vdev, .mtu = pc.mtu};
-    if (Status s = rt.hosts.back().open(hc, 1, rt.pool.get()); !s) return s;
+    if (Status s = rt.hosts.back().open(hc, 1, rt.rx_pool(hc.mtu)); !s) return s;
     const int ifindex = static_cast<int>(if_nametoindex(pc.host_interface.c_str()));
     if (ifindex == 0) return Status::fail(fmt::format("{}: not found after creating it", what));
     rt.host_ifindex[p] = ifindex;

@@ -126,11 +126,16 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     rte_eth_conf conf{};
     // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
     // way: dataplane/l3/mtu.h).
-    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu)
+    // A driver may take an MTU past the frames it says it receives (net_af_packet: 1518 bytes,
+    // whatever its ring's frames hold): ethdev refuses that, so the MTU is left to the device then.
+    const uint32_t frame = pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu && frame <= info.max_rx_pktlen)
         conf.rxmode.mtu = pc.mtu;
     else
-        log_info(fmt::format("port {}: {} takes MTUs {}..{}; {} is enforced on what svcgate sends only", pc.name,
-                             info.driver_name, info.min_mtu, info.max_mtu, pc.mtu));
+        log_info(
+            fmt::format("port {}: {} takes MTUs {}..{} and frames up to {} bytes; {} is enforced on what "
+                        "svcgate sends only",
+                        pc.name, info.driver_name, info.min_mtu, info.max_mtu, info.max_rx_pktlen, pc.mtu));
     // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
     // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
     // socket). The flow table is shared, so a flow may arrive on any queue either way.
@@ -222,19 +227,44 @@ Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extr
     return {};
 }
 
-Status create_packet_pool(const DataplaneConfig& dpc, MempoolPtr& pool) {
-    const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
-    uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) +
-        dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) + dpc.fragments.max_held +
-        4096;
-    for (const PortConfig& p : dpc.ports)  // a host interface: one queue each way, batches per worker
-        if (!p.host_interface.empty()) need += kRxDesc + kTxDesc + dpc.workers * dp::Output::kBatch;
+namespace {
+
+uint32_t pool_size(uint32_t need) {
     uint32_t n = 1;  // 2^n - 1 mbufs suit the pool's ring best
     while (n < need) n <<= 1;
-    if (dpc.mbufs >= n) n = dpc.mbufs + 1;  // as configured, when more
-    pool.reset(rte_pktmbuf_pool_create("svcgate_mbufs", n - 1, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+    return n - 1;
+}
+
+}  // namespace
+
+Status create_packet_pools(const DataplaneConfig& dpc, MempoolPtr& pool, MempoolPtr& jumbo) {
+    const uint32_t nports = static_cast<uint32_t>(dpc.ports.size());
+    const uint32_t in_flight =
+        dpc.workers * (dp::Output::kHold + nports * dp::Output::kBatch + 2 * dp::kBurst) + dpc.fragments.max_held;
+    uint32_t need = nports * dpc.workers * (kRxDesc + kTxDesc) + in_flight + 4096;
+    uint32_t jumbo_need = nports * dpc.workers * kTxDesc + in_flight + 1024;
+    uint16_t jumbo_mtu = 0;
+    for (const PortConfig& p : dpc.ports) {
+        if (!p.host_interface.empty())  // a host interface: one queue each way, batches per worker
+            need += kRxDesc + kTxDesc + dpc.workers * dp::Output::kBatch;
+        if (p.mtu <= kMaxStdMtu) continue;
+        jumbo_mtu = std::max(jumbo_mtu, p.mtu);
+        jumbo_need += dpc.workers * kRxDesc + (p.host_interface.empty() ? 0 : kRxDesc);
+    }
+    const uint32_t n = std::max(pool_size(need), dpc.mbufs);  // as configured, when more
+    pool.reset(rte_pktmbuf_pool_create("svcgate_mbufs", n, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                        static_cast<int>(rte_socket_id())));
-    if (!pool) return Status::fail(fmt::format("mempool of {} mbufs: {}", n - 1, rte_strerror(rte_errno)));
+    if (!pool) return Status::fail(fmt::format("mempool of {} mbufs: {}", n, rte_strerror(rte_errno)));
+    if (!jumbo_mtu) return {};
+    // The largest frame: Ethernet header, VLAN tag and the MTU; rounded up to a whole KiB.
+    const uint16_t room =
+        static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + RTE_ALIGN_CEIL(jumbo_mtu + RTE_ETHER_HDR_LEN + 4u, 1024u));
+    const uint32_t nj = pool_size(jumbo_need);
+    jumbo.reset(rte_pktmbuf_pool_create("svcgate_jumbo", nj, 256, 0, room, static_cast<int>(rte_socket_id())));
+    if (!jumbo)
+        return Status::fail(
+            fmt::format("jumbo mempool of {} mbufs of {} bytes: {}", nj, room, rte_strerror(rte_errno)));
+    log_info(fmt::format("jumbo frames: {} mbufs of {} bytes for the ports over MTU {}", nj, room, kMaxStdMtu));
     return {};
 }
 

@@ -106,8 +106,12 @@ inline constexpr uint16_t kTxDesc = 1024;
 // and lcores 0-WORKERS unless given. Fails on a port without a device.
 Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args);
 
-// The packet pool: every descriptor, every worker's bursts and held packets, and slack.
-Status create_packet_pool(const DataplaneConfig& dpc, MempoolPtr& pool);
+// The packet pool, of 2 KB mbufs: every descriptor, every worker's bursts and held packets, and
+// slack. And when a port's MTU is over kMaxStdMtu, the jumbo pool (null otherwise), of mbufs as
+// large as the largest port's frames (a VLAN tag included), that the devices and host interfaces
+// of those ports receive into: their receive descriptors, every transmit queue, the workers'
+// bursts and held packets. The 1500-byte ports keep their 2 KB buffers.
+Status create_packet_pools(const DataplaneConfig& dpc, MempoolPtr& pool, MempoolPtr& jumbo);
 
 // The RCU variable for `readers` reader threads.
 QsbrPtr create_qsbr(uint32_t readers);

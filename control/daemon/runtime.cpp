@@ -69,8 +69,9 @@ Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
         rt.ports.emplace_back();
         if (first != p) {
             rt.ports.back().share(rt.ports[first]);
-        } else if (Status s = rt.ports.back().open(device_config(dpc, p), dpc.workers, rt.pool.get()); !s) {
-            return s;
+        } else {
+            const PortConfig dc = device_config(dpc, p);
+            if (Status s = rt.ports.back().open(dc, dpc.workers, rt.rx_pool(dc.mtu)); !s) return s;
         }
         ids.push_back(rt.ports.back().id());
         shared.port_macs[p] = rt.ports.back().mac();
@@ -214,7 +215,7 @@ Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
     if (rte_lcore_count() < 1u + dpc.workers)
         return Status::fail(fmt::format("{} workers need {} lcores (main + workers); EAL has {}", dpc.workers,
                                         dpc.workers + 1, rte_lcore_count()));
-    if (Status s = create_packet_pool(dpc, rt.pool); !s) return s;
+    if (Status s = create_packet_pools(dpc, rt.pool, rt.jumbo_pool); !s) return s;
     rt.shared = std::make_unique<WorkerShared>();
     WorkerShared& shared = *rt.shared;
     shared.pool = rt.pool.get();

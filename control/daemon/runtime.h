@@ -24,6 +24,7 @@ namespace svcgate::ctl {
 struct Runtime {
     Eal eal;
     MempoolPtr pool;
+    MempoolPtr jumbo_pool;  // when a port's MTU is over kMaxStdMtu (create_packet_pools)
     std::vector<Port> ports;
     std::vector<size_t> device_of;  // by port: the first port on its device (itself but for VLANs)
     std::vector<std::unique_ptr<dp::VlanMap>> vlan_maps;  // of the devices with VLAN ports
@@ -50,6 +51,8 @@ struct Runtime {
         rte_eal_mp_wait_lcore();
         launched = false;
     }
+    // The pool a device or host interface of this MTU receives into.
+    rte_mempool* rx_pool(uint16_t mtu) const { return mtu > kMaxStdMtu && jumbo_pool ? jumbo_pool.get() : pool.get(); }
 };
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given

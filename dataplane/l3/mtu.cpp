@@ -68,11 +68,16 @@ unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool
     unsigned n = 0;
     for (uint32_t pos = 0; pos < payload; ++n) {
         const uint16_t hl = n == 0 ? ihl : later_hl;
-        const uint32_t room = mtu > hl ? (mtu - hl) & ~7u : 0;
-        rte_mbuf* fm = n < max && room ? rte_pktmbuf_alloc(pool) : nullptr;
+        // Each fragment fits the port's MTU and one mbuf of `pool` (a jumbo packet leaving by a
+        // port of a larger MTU than a 2 KB mbuf takes is cut to the mbuf).
+        rte_mbuf* fm = n < max ? rte_pktmbuf_alloc(pool) : nullptr;
+        const uint32_t tail = fm ? rte_pktmbuf_tailroom(fm) : 0;
+        const uint32_t fits = tail > l2 ? std::min<uint32_t>(mtu, tail - l2) : 0;
+        const uint32_t room = fits > hl ? (fits - hl) & ~7u : 0;
         const uint32_t len = std::min<uint32_t>(room, payload - pos);
-        uint8_t* d =
-            fm ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(fm, static_cast<uint16_t>(l2 + hl + len))) : nullptr;
+        uint8_t* d = fm && room
+            ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(fm, static_cast<uint16_t>(l2 + hl + len)))
+            : nullptr;
         if (!d) {
             if (fm) rte_pktmbuf_free(fm);
             for (unsigned k = 0; k < n; ++k) rte_pktmbuf_free(out[k]);

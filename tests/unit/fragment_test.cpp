@@ -535,4 +535,36 @@ TEST(FragmentIpv4, CopiesOnlyCopiedOptionsIntoLaterFragments) {
     EXPECT_EQ(data, Frame(f.begin() + kL3 + 32, f.end()));
 }
 
+// A jumbo datagram (received into the jumbo pool's mbufs, control/daemon/resources.h) leaving by
+// a 1500-byte port, and by a 4000-byte one: every fragment fits the port's MTU and one 2 KB mbuf
+// of the packet pool the fragments come from, and the fragments put back are the datagram.
+TEST(FragmentIpv4, JumboDatagramIntoFragmentsThatFitTheMtuAndAnMbuf) {
+    test::ensure_eal();
+    static rte_mempool* jumbo =
+        rte_pktmbuf_pool_create("frag_jumbo", 63, 0, 0, RTE_PKTMBUF_HEADROOM + 9216, SOCKET_ID_ANY);
+    ASSERT_NE(jumbo, nullptr);
+    const Frame f = datagram("udp 10.244.2.4:7 > 192.168.67.100:40000", 9000 - 28);
+    rte_mbuf* m = rte_pktmbuf_alloc(jumbo);
+    ASSERT_NE(m, nullptr);
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    rte_mempool* pool = ctl::tool_mempool();
+    const unsigned in_use = rte_mempool_in_use_count(pool);
+    for (auto [mtu, want] : {std::pair<uint16_t, unsigned>{1500, 7}, {4000, 5}}) {
+        rte_mbuf* out[FragTable::kMaxPerDatagram];
+        const unsigned n = fragment_ipv4(m, kL3, mtu, pool, out, FragTable::kMaxPerDatagram);
+        ASSERT_EQ(n, want) << "MTU " << mtu;
+        std::vector<Frame> frames;
+        for (unsigned k = 0; k < n; ++k) {
+            const auto* d = rte_pktmbuf_mtod(out[k], const uint8_t*);
+            frames.emplace_back(d, d + rte_pktmbuf_data_len(out[k]));
+            EXPECT_LE(frames.back().size() - kL3, std::min<size_t>(mtu, RTE_MBUF_DEFAULT_DATAROOM - kL3)) << k;
+            rte_pktmbuf_free(out[k]);
+        }
+        const Frame got = reassemble(frames);
+        EXPECT_EQ(payload_of(got), payload_of(f)) << "MTU " << mtu;
+    }
+    rte_pktmbuf_free(m);
+    EXPECT_EQ(rte_mempool_in_use_count(pool), in_use);
+}
+
 }  // namespace
