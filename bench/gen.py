@@ -119,11 +119,17 @@ def flows(n, services, family=4, nodeport=False):
             yield frame6(CLIENT6_BASE + i // 50000, vip(i % services, 6), 10000 + i % 50000, 80)
 
 
+def tagged(frames, vlan):
+    """The frames with an 802.1Q tag of `vlan` (priority 0) before their EtherType; as they are for 0."""
+    for f in frames:
+        yield f[:12] + struct.pack("!HH", 0x8100, vlan) + f[12:] if vlan else f
+
+
 def cmd_pcap(a):
     if a.queues == 1:
-        write_pcap(a.out, flows(a.flows, a.services, a.family, a.nodeport))
+        write_pcap(a.out, tagged(flows(a.flows, a.services, a.family, a.nodeport), a.vlan))
         return
-    all_frames = list(flows(a.flows, a.services, a.family, a.nodeport))
+    all_frames = list(tagged(flows(a.flows, a.services, a.family, a.nodeport), a.vlan))
     stem = a.out[:-5] if a.out.endswith(".pcap") else a.out
     for q in range(a.queues):
         write_pcap(f"{stem}.{q}.pcap", all_frames[q::a.queues])
@@ -177,7 +183,8 @@ def cmd_config(a):
         f"  eal: [{', '.join(repr(x) for x in a.eal.split())}]",
         f"  workers: {a.workers}",
         f"  mbufs: {a.mbufs}" if a.mbufs else "",
-        f"  ports: [{{name: p0, device: '{a.device}', addresses: [10.0.0.1/24, 'fd00::1/64']}}]",
+        f"  ports: [{{name: p0, device: '{a.device}', addresses: [10.0.0.1/24, 'fd00::1/64']"
+        + (f", vlan: {a.vlan}" if a.vlan else "") + (f", mtu: {a.mtu}" if a.mtu else "") + "}]",
         "  routes:",
         "    - {prefix: 0.0.0.0/0, via: 10.0.0.254}",
         "    - {prefix: 10.128.0.0/10, via: 10.0.0.2}",
@@ -308,6 +315,7 @@ def main():
     pc.add_argument("--queues", type=int, default=1)
     pc.add_argument("--family", type=int, choices=(4, 6), default=4)
     pc.add_argument("--nodeport", action="store_true")
+    pc.add_argument("--vlan", type=int, default=0, help="every frame tagged with this VLAN ID")
     pc.add_argument("--out", required=True)
     cf = sub.add_parser("config")
     cf.add_argument("--services", type=int, required=True)
@@ -321,6 +329,8 @@ def main():
     cf.add_argument("--state-file", default="")
     cf.add_argument("--client-ip", choices=("masquerade", "preserve"), default="masquerade",
                     help="cluster.client_ip: preserve DNATs the NodePort capture only")
+    cf.add_argument("--vlan", type=int, default=0, help="the port on this VLAN of its device (a trunk)")
+    cf.add_argument("--mtu", type=int, default=0, help="the port's MTU (over 2030: the jumbo pool)")
     cf.add_argument("--out", required=True)
     rp = sub.add_parser("replies")
     rp.add_argument("--requests", required=True, help="STEM of STEM.q.pcap")

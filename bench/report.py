@@ -83,6 +83,12 @@ def main():
     # The same NodePort packets with client_ip preserve (DNAT only) ÷ masqueraded, paired likewise.
     pres4k = runs("svcgate", path="preserve", flows=4096, services=100, workers=1)
     r_pres = [p / m for m, p in zip(masq4k, pres4k) if m]
+    # The port on a VLAN (every frame tagged) and at MTU 9000 (the jumbo pool), ÷ DNAT only, paired
+    # likewise: the same flows, the same 64-byte frames (68 tagged).
+    vlan4k = runs("svcgate", path="vlan", flows=4096, services=100, workers=1)
+    r_vlan = [v / d for d, v in zip(sg4k, vlan4k) if d]
+    jumbo4k = runs("svcgate", path="jumbo_pool", flows=4096, services=100, workers=1)
+    r_jumbo = [j / d for d, j in zip(sg4k, jumbo4k) if d]
     one, two = runs("svcgate", flows=4096, services=100, workers=1), runs("svcgate", flows=4096, services=100, workers=2)
     ovs = runs("ovs", flows=4096)
     kernel = {r: runs("kernel", flows=4096, rules=r) for r in ("none", "nft", "iptables")}
@@ -201,6 +207,8 @@ def main():
         "established_ratio_vs_5tswap_1m": med(r1m_sw),
         "established_masq_ratio_vs_dnat": med(r_masq),
         "established_preserve_ratio_vs_masq": med(r_pres),
+        "established_vlan_ratio": med(r_vlan),
+        "established_jumbo_pool_ratio": med(r_jumbo),
         "ratio_vs_ovs": (med(sg4k) / med(ovs)) if ovs and sg4k else None,
         "ratio_vs_kube_proxy_nft": (med(sg4k) / med(kernel["nft"])) if kernel["nft"] and sg4k else None,
         "ratio_vs_kube_proxy_iptables": (med(sg4k) / med(kernel["iptables"])) if kernel["iptables"] and sg4k else None,
@@ -352,6 +360,8 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | established flows ÷ testpmd 5tswap, 1M flows | {f(summary['established_ratio_vs_5tswap_1m'])} | ≥ 0.45 | svcgate {f(med(sg1m))} Mpps, 5tswap {f(med(sw1m))} Mpps |
 | masqueraded ÷ DNAT-only, established, 4,096 flows | {f(summary['established_masq_ratio_vs_dnat'])} | ≥ 0.9 | NodePorts under policy Cluster (SNAT + DNAT) {f(med(masq4k))} Mpps, ClusterIPs (DNAT) {f(med(sg4k))} Mpps, same config |
 | client_ip preserve ÷ masqueraded, established, 4,096 flows | {f(summary['established_preserve_ratio_vs_masq'])} | ≥ 0.95 | the same NodePort packets DNATed only {f(med(pres4k))} Mpps, masqueraded {f(med(masq4k))} Mpps |
+| VLAN-tagged ÷ untagged, established, 4,096 flows | {f(summary['established_vlan_ratio'])} | ≥ 0.95 | the port on VLAN 10 of its device, every frame tagged (sorted, untagged, tagged again) {f(med(vlan4k))} Mpps, untagged {f(med(sg4k))} Mpps |
+| port at MTU 9000 ÷ 1500, established, 4,096 flows | {f(summary['established_jumbo_pool_ratio'])} | ≥ 0.97 | the same 64-byte frames received into the jumbo pool's 9 KB mbufs {f(med(jumbo4k))} Mpps, the 2 KB pool {f(med(sg4k))} Mpps |
 | svcgate ÷ OVS-DPDK load balancer | {f(summary['ratio_vs_ovs'])} | ≥ 5 | {'OVS ' + f(med(ovs)) + ' Mpps' if ovs else 'not measured (see below)'} |
 | svcgate ÷ kube-proxy nftables (the kernel, one core) | {f(summary['ratio_vs_kube_proxy_nft'])} | reported | {'nftables ' + f(med(kernel['nft'])) + ' Mpps, iptables ' + f(med(kernel['iptables'])) + ' Mpps (ratio ' + f(summary['ratio_vs_kube_proxy_iptables']) + '), plain forwarding ' + f(med(kernel['none'])) + ' Mpps' if kernel['nft'] else 'not measured (see below)'} |
 | new flows, Mpps per core, table 90% full | {f(new90)} | ≥ 8 | in-process pipeline (10% full: {f(new10)}) |
