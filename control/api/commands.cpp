@@ -185,6 +185,29 @@ report::Kubernetes kubernetes_report(const DaemonState& st) {
     return r;
 }
 
+// LACP's state bits by name, in 802.1AX's order.
+std::vector<std::string> lacp_state_names(uint8_t state) {
+    static constexpr const char* kBits[] = {"active",     "short_timeout", "aggregatable", "in_sync",
+                                            "collecting", "distributing",  "defaulted",    "expired"};
+    std::vector<std::string> v;
+    for (unsigned b = 0; b < 8; ++b)
+        if (state & (1u << b)) v.emplace_back(kBits[b]);
+    return v;
+}
+
+// A bond port's members (DaemonState::bond_members); none for another port.
+std::vector<report::BondMember> bond_report(const DaemonState& st, const PortView& p) {
+    std::vector<report::BondMember> v;
+    if (!p.bond || !st.bond_members) return v;
+    for (const BondMemberView& m : st.bond_members(p.id))
+        v.push_back({.device = m.device,
+                     .link = m.link,
+                     .active = m.active,
+                     .actor = m.lacp ? std::optional(lacp_state_names(m.actor_state)) : std::nullopt,
+                     .partner = m.lacp ? std::optional(lacp_state_names(m.partner_state)) : std::nullopt});
+    return v;
+}
+
 report::Status status(const DaemonState& st) {
     const ServiceSnapshot& s = st.snap();
     const auto up = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - st.started);
@@ -215,7 +238,8 @@ report::Status status(const DaemonState& st) {
                            .link = link_up(p.id),
                            .rx_queues = p.rxq,
                            .tx_queues = p.txq,
-                           .rss_steering = p.rss_steering});
+                           .rss_steering = p.rss_steering,
+                           .bond = bond_report(st, p)});
     return r;
 }
 

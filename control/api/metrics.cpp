@@ -48,6 +48,7 @@ std::string render_metrics(const DaemonState& st) {
     for (const PortView& p : st.ports) {
         const report::PortCounters c = port_counters(st, p);
         ports.push_back({p.name, c.rx_packets, c.tx_packets, link_up(p.id)});
+        if (p.bond && st.bond_members) ports.back().members = st.bond_members(p.id);
     }
     collect_ports(m, ports);
     collect_reload(m, st.reload, st.generation(), SVCGATE_VERSION, rte_version());

@@ -81,6 +81,29 @@ void collect_ports(MetricsText& m, std::span<const PortSample> ports) {
     m.family("svcgate_port_link_up", "gauge", "1 when the port's link is up.");
     for (const PortSample& p : ports)
         m.sample("svcgate_port_link_up", fmt::format("port=\"{}\"", p.name), p.link_up ? uint64_t{1} : uint64_t{0});
+    if (std::none_of(ports.begin(), ports.end(), [](const PortSample& p) { return !p.members.empty(); })) return;
+    auto each_member = [&](auto&& f) {
+        for (const PortSample& p : ports)
+            for (const BondMemberView& b : p.members) f(fmt::format("port=\"{}\",member=\"{}\"", p.name, b.device), b);
+    };
+    m.family("svcgate_bond_member_link_up", "gauge", "1 when the bond member's link is up.");
+    each_member([&](const std::string& l, const BondMemberView& b) {
+        m.sample("svcgate_bond_member_link_up", l, uint64_t{b.link});
+    });
+    m.family("svcgate_bond_member_active", "gauge",
+             "1 when the bond member carries traffic: distributing (802.3ad), the active one (active-backup).");
+    each_member([&](const std::string& l, const BondMemberView& b) {
+        m.sample("svcgate_bond_member_active", l, uint64_t{b.active});
+    });
+    m.family("svcgate_bond_member_lacp_state", "gauge",
+             "The member's LACP state byte, the actor's (svcgate) and the partner's (the switch): 802.1AX bits, "
+             "0x01 active, 0x02 short timeout, 0x04 aggregatable, 0x08 in sync, 0x10 collecting, 0x20 "
+             "distributing, 0x40 defaulted, 0x80 expired.");
+    each_member([&](const std::string& l, const BondMemberView& b) {
+        if (!b.lacp) return;
+        m.sample("svcgate_bond_member_lacp_state", l + ",side=\"actor\"", uint64_t{b.actor_state});
+        m.sample("svcgate_bond_member_lacp_state", l + ",side=\"partner\"", uint64_t{b.partner_state});
+    });
 }
 
 }  // namespace svcgate::ctl

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "control/base/metrics_text.h"
+#include "control/state/daemon_state.h"
 #include "dataplane/pipeline/counters.h"
 
 namespace svcgate::ctl {
@@ -39,6 +40,7 @@ struct PortSample {
     std::string name;
     uint64_t rx = 0, tx = 0;
     bool link_up = false;
+    std::vector<BondMemberView> members;  // a bond's
 };
 void collect_ports(MetricsText& m, std::span<const PortSample> ports);
 

@@ -45,16 +45,27 @@ void members(Of<ClientIp> auto& r, auto&& f) {
     f("default", r.default_mode), f("preserve_service_ports", r.preserve_service_ports), f("no_return", r.no_return);
 }
 
+// A bond's member link (BondMemberView): LACP's states as the flags set, in 802.1AX's order.
+struct BondMember {
+    std::string device;
+    bool link = false, active = false;
+    std::optional<std::vector<std::string>> actor, partner;  // 802.3ad only
+};
+void members(Of<BondMember> auto& r, auto&& f) {
+    f("device", r.device), f("link", r.link), f("active", r.active), f("actor", r.actor), f("partner", r.partner);
+}
+
 struct Port {
     std::string name, device;
     unsigned vlan = 0;  // 0: untagged
     bool link = false;
     unsigned rx_queues = 1, tx_queues = 1;
     std::string rss_steering;
+    std::vector<BondMember> bond;  // its device's members, when it is a bond
 };
 void members(Of<Port> auto& r, auto&& f) {
     f("name", r.name), f("device", r.device), f("vlan", r.vlan), f("link", r.link), f("rx_queues", r.rx_queues),
-        f("tx_queues", r.tx_queues), f("rss_steering", r.rss_steering);
+        f("tx_queues", r.tx_queues), f("rss_steering", r.rss_steering), f("bond", r.bond);
 }
 
 struct Handover {

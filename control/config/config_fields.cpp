@@ -84,6 +84,10 @@ const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "ports[].addresses", "`[]`", kNoMember, kReload},
     {"dataplane", "ports[].host_interface", "none", kNoMember, kRestart},
     {"dataplane", "ports[].mac", "the device's", kNoMember, kRestart},
+    {"dataplane", "bonds[].name", "—", kNoMember, kRestart},
+    {"dataplane", "bonds[].mode", "`802.3ad`", kNoMember, kRestart},
+    {"dataplane", "bonds[].members", "—", kNoMember, kRestart},
+    {"dataplane", "bonds[].transmit_hash", "`layer3+4`", kNoMember, kRestart},
     {"dataplane", "routes[]", "`[]`", kNoMember, kReload},
     {"dataplane", "neighbors[]", "`[]`", kNoMember, kReload},
     {"dataplane", "mbufs", "what the ports need", READ(dataplane.mbufs), kRestart, 1024, 1u << 26},
@@ -243,6 +247,16 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     if (!same) {
         d.ports = r.ports;
         report("dataplane.ports");
+    }
+    // The bonds are devices: their members, mode and hash are the running ones until a restart.
+    same = d.bonds.size() == r.bonds.size();
+    for (size_t i = 0; same && i < d.bonds.size(); ++i) {
+        const BondConfig &a = d.bonds[i], &b = r.bonds[i];
+        same = a.name == b.name && a.mode == b.mode && a.members == b.members && a.transmit_hash == b.transmit_hash;
+    }
+    if (!same) {
+        d.bonds = r.bonds;
+        report("dataplane.bonds");
     }
     return changed;
 }

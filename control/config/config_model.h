@@ -89,6 +89,19 @@ struct PortConfig {
     Mark mark;
 };
 
+// A link aggregate (dataplane.bonds[]): member devices as one device, DPDK's bonding driver,
+// that ports name as their `device` (several, each on its VLAN). 802.3ad runs LACP with the
+// switch (the driver's mode 4); active-backup sends on one member until its link goes (mode 1).
+struct BondConfig {
+    enum class Mode : uint8_t { lacp, active_backup };
+    std::string name;
+    Mode mode = Mode::lacp;
+    std::vector<std::string> members;  // DPDK device arguments, as ports[].device
+    // How a flow picks its member (Linux's xmit_hash_policy names): layer2, layer2+3, layer3+4.
+    std::string transmit_hash = "layer3+4";
+    Mark mark;
+};
+
 struct RouteConfig {
     IpCidr prefix;
     IpAddr via;  // of the prefix's family
@@ -107,6 +120,7 @@ struct DataplaneConfig {
     std::vector<std::string> eal;
     uint16_t workers = 1;
     std::vector<PortConfig> ports;
+    std::vector<BondConfig> bonds;
     std::vector<RouteConfig> routes;
     std::vector<NeighborConfig> neighbors;
     uint32_t mbufs = 0;  // the packet pool; 0 = what the ports and workers need

@@ -161,6 +161,10 @@ void read_ports(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
                 pc.name = *s;
             if (p["device"])
                 if (auto s = r.str(p["device"], {path, ".device"})) pc.device = *s;
+            for (const BondConfig& b : d.bonds)
+                if (std::find(b.members.begin(), b.members.end(), pc.device) != b.members.end())
+                    r.error(p["device"], {path, ".device"},
+                            fmt::format("{} is a member of bond {}: name the bond as the device", pc.device, b.name));
             if (p["vlan"])
                 if (auto v = field_number<uint16_t>(r, p["vlan"], "dataplane", "ports[].vlan", {path, ".vlan"}))
                     pc.vlan = *v;
@@ -235,6 +239,55 @@ void read_routes(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     }
 }
 
+// dataplane.bonds[]: link aggregates, named for ports[].device. Read before the ports.
+void read_bonds(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
+    const ytree::Node bs = n["bonds"];
+    if (!bs || !r.seq(bs, "dataplane.bonds")) return;
+    const Path list("dataplane.bonds");
+    for (size_t i = 0; i < bs.size(); ++i) {
+        const Path path(list, i);
+        const ytree::Node b = bs[i];
+        if (!r.map(b, path, keys_under("dataplane", "bonds[]"))) continue;
+        BondConfig bc{.mark = r.mark(b)};
+        if (!b["name"] || !b["members"]) {
+            r.error(b, path, "a bond needs a name and its members");
+            continue;
+        }
+        bc.name = r.str(b["name"], {path, ".name"}).value_or("");
+        if (bc.name.empty() || bc.name.find_first_of(", =") != std::string::npos)
+            r.error(b["name"], {path, ".name"},
+                    fmt::format("\"{}\" is not a bond name (letters, digits, - and _)", bc.name));
+        for (const BondConfig& o : d.bonds)
+            if (o.name == bc.name)
+                r.error(b["name"], {path, ".name"}, fmt::format("bond {} is defined already", o.name));
+        if (const ytree::Node m = b["mode"]) {
+            const std::string v = r.str(m, {path, ".mode"}).value_or("");
+            if (v == "802.3ad" || v == "lacp")
+                bc.mode = BondConfig::Mode::lacp;
+            else if (v == "active-backup")
+                bc.mode = BondConfig::Mode::active_backup;
+            else
+                r.error(m, {path, ".mode"}, fmt::format("\"{}\" is not 802.3ad or active-backup", v));
+        }
+        if (const ytree::Node h = b["transmit_hash"]) {
+            bc.transmit_hash = r.str(h, {path, ".transmit_hash"}).value_or("");
+            if (bc.transmit_hash != "layer2" && bc.transmit_hash != "layer2+3" && bc.transmit_hash != "layer3+4")
+                r.error(h, {path, ".transmit_hash"},
+                        fmt::format("\"{}\" is not layer2, layer2+3 or layer3+4", bc.transmit_hash));
+        }
+        const Path members(path, ".members");
+        bc.members = r.list<std::string>(b["members"], members,
+                                         [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
+        if (bc.members.empty()) r.error(b["members"], members, "a bond needs at least one member");
+        for (size_t k = 0; k < bc.members.size(); ++k)
+            for (const BondConfig& o : d.bonds)
+                if (std::find(o.members.begin(), o.members.end(), bc.members[k]) != o.members.end())
+                    r.error(b["members"][k], Path(members, k),
+                            fmt::format("{} is a member of bond {} already", bc.members[k], o.name));
+        d.bonds.push_back(std::move(bc));
+    }
+}
+
 // dataplane.neighbors[]: configured ARP / ND entries.
 void read_neighbors(Reader& r, const ytree::Node& n, DataplaneConfig& d) {
     if (const ytree::Node nb = n["neighbors"]; nb && r.seq(nb, "dataplane.neighbors")) {
@@ -291,6 +344,7 @@ void read_dataplane(Reader& r, const ytree::Node& n, Config& c) {
     if (n["eal"])
         d.eal = r.list<std::string>(n["eal"], "dataplane.eal",
                                     [&](const ytree::Node& x, const Path& p) { return r.str(x, p); });
+    read_bonds(r, n, d);
     read_ports(r, n, d);
     read_routes(r, n, d);
     read_neighbors(r, n, d);

@@ -16,9 +16,11 @@
 #include "control/base/log.h"
 #include "control/config/kube_objects.h"
 #include "control/config/yaml_config.h"
+#include "control/daemon/bond.h"
 #include "control/daemon/control_loop.h"
 #include "control/state/daemon_state.h"
 #include "control/daemon/host_interface.h"
+#include "control/daemon/resources.h"
 #include "control/daemon/runtime.h"
 #include "control/ha/state_file.h"
 #include "control/ha/sync.h"
@@ -180,7 +182,9 @@ Status start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string
                                     .on_trunk = rt.shared->port_vlans[p] != 0,
                                     .rxq = rt.ports[p].rx_queues(),
                                     .txq = rt.ports[p].tx_queues(),
-                                    .rss_steering = rt.ports[p].steering_note()});
+                                    .rss_steering = rt.ports[p].steering_note(),
+                                    .bond = bond_of(dpc, dpc.ports[p].device) != nullptr});
+    st.bond_members = bond_members;
     st.pool = rt.pool.get();
     st.flows = rt.flows.get();
     st.flows6 = rt.flows6.get();

@@ -208,6 +208,21 @@ rte_ether_addr Port::mac() const {
     return m;
 }
 
+const BondConfig* bond_of(const DataplaneConfig& dpc, const std::string& device) {
+    for (const BondConfig& b : dpc.bonds)
+        if (b.name == device) return &b;
+    return nullptr;
+}
+
+std::string bond_device(const BondConfig& b) {
+    // DPDK 22.11's bonding arguments: mode 4 is 802.3ad, 1 active-backup; a member is a "slave";
+    // the transmit policies l2, l23, l34 are Linux's layer2, layer2+3, layer3+4.
+    std::string s = fmt::format("net_bonding_{},mode={}", b.name, b.mode == BondConfig::Mode::lacp ? 4 : 1);
+    for (const std::string& m : b.members) s += ",slave=" + dev_name(m);
+    const std::string_view hash = b.transmit_hash == "layer2" ? "l2" : b.transmit_hash == "layer2+3" ? "l23" : "l34";
+    return s + fmt::format(",xmit_policy={}", hash);
+}
+
 Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args) {
     args = {"svcgate"};
     args.insert(args.end(), dpc.eal.begin(), dpc.eal.end());
@@ -217,10 +232,18 @@ Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extr
         if (std::any_of(dpc.ports.begin(), dpc.ports.begin() + static_cast<ptrdiff_t>(i),
                         [&](const PortConfig& o) { return o.device == p.device; }))
             continue;  // a VLAN of a device named already
-        if (is_vdev(p.device))
-            args.push_back("--vdev=" + p.device);
-        else
-            args.insert(args.end(), {"-a", p.device});
+        auto name = [&](const std::string& dev) {
+            if (is_vdev(dev))
+                args.push_back("--vdev=" + dev);
+            else
+                args.insert(args.end(), {"-a", dev});
+        };
+        if (const BondConfig* b = bond_of(dpc, p.device)) {  // its members first: the driver finds them by name
+            for (const std::string& m : b->members) name(m);
+            name(bond_device(*b));
+        } else {
+            name(p.device);
+        }
     }
     args.insert(args.end(), extra.begin(), extra.end());
     if (!has_lcore_arg(args)) args.insert(args.begin() + 1, {"-l", fmt::format("0-{}", dpc.workers)});

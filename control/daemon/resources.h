@@ -106,6 +106,11 @@ inline constexpr uint16_t kTxDesc = 1024;
 // and lcores 0-WORKERS unless given. Fails on a port without a device.
 Status eal_args(const DataplaneConfig& dpc, const std::vector<std::string>& extra, std::vector<std::string>& args);
 
+// The bond a port's device names (dataplane.bonds[]), or null; and its DPDK device arguments
+// (net_bonding_NAME,mode=...,slave=...), which eal_args names after its members.
+const BondConfig* bond_of(const DataplaneConfig& dpc, const std::string& device);
+std::string bond_device(const BondConfig& b);
+
 // The packet pool, of 2 KB mbufs: every descriptor, every worker's bursts and held packets, and
 // slack. And when a port's MTU is over kMaxStdMtu, the jumbo pool (null otherwise), of mbufs as
 // large as the largest port's frames (a VLAN tag included), that the devices and host interfaces

@@ -20,8 +20,8 @@ using namespace svcgate::dp;
 
 namespace {
 
-// What the device of port `p` (its first port) is opened with: the largest MTU of its ports, and
-// the MAC one of them sets (--check refuses two).
+// What the device of port `p` (its first port) is opened with: the largest MTU of its ports, the
+// MAC one of them sets (--check refuses two), and a bond's driver arguments for its name.
 PortConfig device_config(const DataplaneConfig& dpc, size_t p) {
     PortConfig pc = dpc.ports[p];
     for (const PortConfig& o : dpc.ports) {
@@ -29,12 +29,14 @@ PortConfig device_config(const DataplaneConfig& dpc, size_t p) {
         pc.mtu = std::max(pc.mtu, o.mtu);
         if (o.mac) pc.mac = o.mac;
     }
+    if (const BondConfig* b = bond_of(dpc, pc.device)) pc.device = bond_device(*b);
     return pc;
 }
 
 // VLAN ports (dataplane/pipeline/vlan.h): each device with a tagged port gets its map of VLAN IDs
-// to ports, polled under its first port, and each of its ports its tag.
-void set_vlans(Runtime& rt, const DataplaneConfig& dpc) {
+// to ports, polled under its first port, and each of its ports its tag. And the 802.3ad bonds'
+// first ports, whose transmit queues the workers call when idle (worker.h: kick_ports).
+void share_devices(Runtime& rt, const DataplaneConfig& dpc) {
     WorkerShared& shared = *rt.shared;
     std::vector<uint16_t> tags(dpc.ports.size(), 0);
     std::vector<VlanMap*> maps(dpc.ports.size(), nullptr);  // by the device's first port
@@ -51,6 +53,13 @@ void set_vlans(Runtime& rt, const DataplaneConfig& dpc) {
                              pc.vlan ? fmt::format("VLAN {}", pc.vlan) : std::string("untagged"), pc.device));
     }
     shared.port_vlans = FixedArray<uint16_t>(std::move(tags));
+    // An 802.3ad bond's first port: the workers call its transmit queues when idle (LACP).
+    std::vector<uint16_t> kick;
+    for (size_t p = 0; p < dpc.ports.size(); ++p)
+        if (const BondConfig* b = bond_of(dpc, dpc.ports[p].device);
+            b && b->mode == BondConfig::Mode::lacp && rt.device_of[p] == p)
+            kick.push_back(static_cast<uint16_t>(p));
+    shared.kick_ports = FixedArray<uint16_t>(std::move(kick));
     shared.vlan_maps = FixedArray<const VlanMap*>(std::vector<const VlanMap*>(maps.begin(), maps.end()));
 }
 
@@ -76,7 +85,7 @@ Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
         ids.push_back(rt.ports.back().id());
         shared.port_macs[p] = rt.ports.back().mac();
     }
-    set_vlans(rt, dpc);
+    share_devices(rt, dpc);
     std::vector<uint16_t> host_of(dpc.ports.size(), Output::kNoHost);
     rt.host_ifindex.assign(dpc.ports.size(), 0);
     rt.host_addresses.assign(dpc.ports.size(), {});

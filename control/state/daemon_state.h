@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -30,6 +31,17 @@ namespace lb {
 class Controller;
 }
 
+// A member link of a bond port, as the bonding driver sees it now (control/daemon/bond.h). LACP's
+// states are the 802.1AX bits: 0x01 active, 0x02 short timeout, 0x04 aggregatable, 0x08 in sync,
+// 0x10 collecting, 0x20 distributing, 0x40 defaulted, 0x80 expired.
+struct BondMemberView {
+    std::string device;
+    bool link = false;
+    bool active = false;  // carries traffic: distributing (802.3ad), or the active member (active-backup)
+    bool lacp = false;    // the actor and partner states below are LACP's
+    uint8_t actor_state = 0, partner_state = 0;
+};
+
 struct PortView {
     std::string name, device;
     uint16_t id = 0;        // the DPDK port id of its device
@@ -38,6 +50,7 @@ struct PortView {
     bool on_trunk = false;  // its device has VLAN ports: its packets are counted by the workers
     uint16_t rxq = 1, txq = 1;
     std::string rss_steering;  // Port::steering_note(): masquerade ports chosen for RSS, or why not
+    bool bond = false;         // its device is a bond (dataplane.bonds[]): DaemonState::bond_members
 };
 
 // What one reload did: published (ok) or refused (the running config stays), and the line it
@@ -71,6 +84,9 @@ struct DaemonState {
     std::string config_path;
     Config cfg;  // the running config
     std::vector<PortView> ports;
+    // A bond port's members now, by the DPDK port id of the bond (set by the daemon, which links
+    // the bonding driver).
+    std::function<std::vector<BondMemberView>(uint16_t)> bond_members;
     rte_mempool* pool = nullptr;
     dp::FlowTable* flows = nullptr;
     dp::FlowTable6* flows6 = nullptr;

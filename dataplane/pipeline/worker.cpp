@@ -76,6 +76,18 @@ uint16_t Worker::on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
     return k;
 }
 
+// An empty transmit call on each bond's queue of this worker: the bonding driver sends the LACP
+// frames its state machine queued (WorkerShared::kick_ports).
+void Worker::kick_bonds() noexcept {
+    kicked_ms_ = ctx_.now_ms;
+    for (const uint16_t port : shared_.kick_ports) {
+        const TxQueue& tq = tx_[port];
+        if (tq.lock) rte_spinlock_lock(tq.lock);
+        (void)rte_eth_tx_burst(shared_.port_ids[port], tq.queue, nullptr, 0);
+        if (tq.lock) rte_spinlock_unlock(tq.lock);
+    }
+}
+
 void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
@@ -111,6 +123,8 @@ void Worker::run() noexcept {
         if (ctx_.worker == 0) [[unlikely]]
             announce_addresses();
         if (ctx_.out.held()) output_retry_held(ctx_);
+        if (shared_.kick_ports.size() && ctx_.now_ms - kicked_ms_ >= WorkerShared::kKickMs) [[unlikely]]
+            kick_bonds();
         if (ctx_.replica_hold.size()) [[unlikely]]
             replica_hold_release(ctx_, burst_);
         remove_requested();

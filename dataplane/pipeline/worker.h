@@ -72,6 +72,12 @@ struct WorkerShared {
     static constexpr uint16_t kPortVlanId = 0x0fff, kPortOnTrunk = 0x8000;
     FixedArray<uint16_t> port_vlans;
     FixedArray<const VlanMap*> vlan_maps;
+    // The ports (indices) of 802.3ad bonds, one per bond: LACP's frames leave in a transmit call
+    // and arrive in a receive call, and the driver wants both at least every 100 ms. Idle workers
+    // still poll their receive queues every kMaxSleepUs; each calls its transmit queue of these
+    // ports with nothing every kKickMs.
+    FixedArray<uint16_t> kick_ports;
+    static constexpr uint64_t kKickMs = 50;
     uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
     uint32_t punt_other_per_second = 1000;
     bool busy_poll = false;  // dataplane.poll: busy (never a light-load sleep) or adaptive
@@ -122,6 +128,7 @@ private:
     void announce_addresses() noexcept;
     static uint16_t transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
     uint16_t on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept;
+    void kick_bonds() noexcept;
 
     WorkerShared& shared_;
     WorkerCtx ctx_;
@@ -142,6 +149,7 @@ private:
     static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
     uint32_t age_budget_ = 64;                    // records a millisecond under load
     uint32_t announce_seen_ = 0;                  // WorkerShared::announce as last acted on
+    uint64_t kicked_ms_ = 0;                      // WorkerShared::kick_ports last called
     unsigned announce_left_ = 0;                  // rounds still to send
     uint64_t announce_at_ms_ = 0;
 };

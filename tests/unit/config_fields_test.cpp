@@ -267,6 +267,12 @@ kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
         {"dataplane.ports[].vlan", {"device: net_null0,", "device: net_null0, vlan: 10,"}},
         {"dataplane.ports[].host_interface", {"device: net_null0,", "device: net_null0, host_interface: gwx,"}},
         {"dataplane.ports[].mac", {"device: net_null0,", "device: net_null0, mac: '02:00:00:00:00:09',"}},
+        {"dataplane.bonds[].name", {"dataplane:\n", "dataplane:\n  bonds: [{name: b0, members: [net_null5]}]\n"}},
+        {"dataplane.bonds[].mode",
+         {"dataplane:\n", "dataplane:\n  bonds: [{name: b0, mode: active-backup, members: [net_null5]}]\n"}},
+        {"dataplane.bonds[].members", {"dataplane:\n", "dataplane:\n  bonds: [{name: b0, members: [x, y]}]\n"}},
+        {"dataplane.bonds[].transmit_hash",
+         {"dataplane:\n", "dataplane:\n  bonds: [{name: b0, members: [x], transmit_hash: layer2}]\n"}},
         {"routing.table", {"table: 100", "table: 101"}},
         {"ha.listen", {"10.0.0.1:7400", "10.0.0.1:7401"}},
         {"ha.peers", {"[10.0.0.2]", "[10.0.0.3]"}},
@@ -310,6 +316,7 @@ kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
         const std::string changed = keep_restart_fields(next, running);
         // A port's fields are reported as the port list, a timeout as the timeouts.
         const std::string want = name.starts_with("dataplane.ports[]") ? "dataplane.ports"
+            : name.starts_with("dataplane.bonds[]")                    ? "dataplane.bonds"
             : name.starts_with("dataplane.flow_table.timeouts.")       ? "dataplane.flow_table.timeouts"
                                                                        : name;
         EXPECT_NE(changed.find(want), std::string::npos) << name << ": reported \"" << changed << "\"";
