@@ -218,3 +218,46 @@ TEST(Config, TheHaKeyIs64HexDigits) {
     EXPECT_FALSE(parse_ha_key(std::string(63, 'a') + "g", k).ok());
     EXPECT_FALSE(parse_ha_key("", k).ok());
 }
+
+// dataplane.bonds[] (config_model.h: BondConfig): ports name a bond as their device; a member is in
+// one bond and is no port's device.
+TEST(Config, BondsAreDevicesOfTheirPorts) {
+    const Config c = load_config_string(R"(
+dataplane:
+  bonds:
+    - {name: uplink, members: ['0000:3b:00.0', '0000:3b:00.1']}
+    - {name: backup, mode: active-backup, members: [net_af_packet0], transmit_hash: layer2+3}
+  ports:
+    - {name: ext, device: uplink, vlan: 10}
+    - {name: cluster, device: uplink, vlan: 20}
+)",
+                                        "t.yaml");
+    ASSERT_EQ(c.dataplane.bonds.size(), 2u);
+    EXPECT_EQ(c.dataplane.bonds[0].mode, BondConfig::Mode::lacp);
+    EXPECT_EQ(c.dataplane.bonds[0].transmit_hash, "layer3+4");
+    EXPECT_EQ(c.dataplane.bonds[0].members, (std::vector<std::string>{"0000:3b:00.0", "0000:3b:00.1"}));
+    EXPECT_EQ(c.dataplane.bonds[1].mode, BondConfig::Mode::active_backup);
+    EXPECT_EQ(c.dataplane.ports[1].device, "uplink");
+
+    auto e = errors_of(R"(
+dataplane:
+  bonds:
+    - {name: a, members: [m0, m1]}
+    - {name: a, mode: balance-rr, members: [m1], transmit_hash: layer4}
+    - {name: 'x,y', members: []}
+  ports:
+    - {name: p, device: m0}
+)");
+    std::vector<std::string> got;
+    for (const ConfigIssue& i : e) got.push_back(i.path + ": " + i.message);
+    const std::vector<std::string> want = {
+        "dataplane.bonds[1].name: bond a is defined already",
+        "dataplane.bonds[1].mode: \"balance-rr\" is not 802.3ad or active-backup",
+        "dataplane.bonds[1].transmit_hash: \"layer4\" is not layer2, layer2+3 or layer3+4",
+        "dataplane.bonds[1].members[0]: m1 is a member of bond a already",
+        "dataplane.bonds[2].name: \"x,y\" is not a bond name (letters, digits, - and _)",
+        "dataplane.bonds[2].members: a bond needs at least one member",
+        "dataplane.ports[0].device: m0 is a member of bond a: name the bond as the device",
+    };
+    EXPECT_EQ(got, want);
+}
