@@ -5,9 +5,9 @@ exits 1 on a failure.
 
 usage: bond_e2e.py SVCGATE SOURCE_DIR
 
-    gw: svcgate, bond "uplink" of gw-m0, gw-m1 (net_af_packet), ports ext (VLAN 10) and cluster (VLAN 20)
-      ║ two links
-    lab-tor: dpdk-testpmd, a mode-4 bond of s0, s1, forwarding to tor-lag
+    gw: svcgate, bond "uplink" of TAPs gw-t0, gw-t1, ports ext (VLAN 10) and cluster (VLAN 20)
+      ║ two links: gw-tN ⇄ (tc mirred) gw-mN ── veth ── cN ⇄ (tc mirred) sN
+    lab-tor: dpdk-testpmd, a mode-4 bond of TAPs s0, s1, forwarding to tor-lag
              ── tor-trunk: tests/support/vlan_switch.py ── access ports to the client (10) and the nodes (20)
 
 The other side of the LACP bond is DPDK's own (testpmd's net_bonding in mode 4), because this
@@ -15,8 +15,11 @@ host's kernel has no bonding driver; testpmd's io forwarding calls the bond's tr
 it forwards something, and the driver sends LACP's frames in those calls, so a frame every 50 ms
 on tor-trunk (VLAN 10, an EtherType nobody speaks: the gateway counts it as ethertype_unknown)
 keeps it sending. Checked: LACP reaches collecting and distributing on both members, seen in
-svcgatectl status and the metrics; NodePort connections and a 50 MB download in both families
-through the bond; both links carry the gateway's frames.
+svcgatectl status and the metrics; NodePort connections in both families and a 50 MB download
+through the bond; both links carry the gateway's frames; one link lost (both TAPs down, as a
+pulled cable) in the middle of a 200 MB download and of six keep-alive connections, then back:
+the member leaves the aggregate and returns to it, the download is intact, no connection breaks,
+and the longest gap between two answers is printed.
 """
 import hashlib
 import json
@@ -41,6 +44,9 @@ if os.geteuid() != 0:
     print("FAIL the end-to-end test needs root (network namespaces)")
     sys.exit(1)
 
+# The links: each member is a TAP device on both sides (net_tap: its link is the TAP interface's
+# state, so taking one down is a link loss both bonds see, as a pulled cable is), and the two TAPs
+# of a link are joined through a veth pair by tc (mirred: a bridge would keep LACP's frames).
 REWIRE = f"""
 set -e
 ip netns add {TOR}
@@ -49,17 +55,16 @@ ip -n gw link set gw-ext netns {TOR}
 ip -n gw link set gw-cl netns {TOR}
 lab_x {TOR} ip link set gw-ext name tor-client
 lab_x {TOR} ip link set gw-cl name tor-nodes
-lab_link gw gw-m0 {TOR} s0
-lab_link gw gw-m1 {TOR} s1
+lab_link gw gw-m0 {TOR} c0
+lab_link gw gw-m1 {TOR} c1
 lab_link {TOR} tor-lag {TOR} tor-trunk
-for d in gw-m0 gw-m1; do lab_x gw sysctl -qw net.ipv6.conf.$d.disable_ipv6=1; done
 for d in tor-client tor-nodes; do lab_x {TOR} ip link set $d up; done
 lab_x {TOR} /usr/bin/python3 {src}/tests/support/vlan_switch.py tor-trunk 10=tor-client 20=tor-nodes \\
     >$LAB_RUN/vlan_switch.log 2>&1 &
 echo $! >$LAB_RUN/vlan_switch.pid
 lab_x {TOR} dpdk-testpmd --no-pci --no-huge -m 256 --file-prefix=svcgate-lab-lag -l 0,1 \\
-    --vdev net_af_packet0,iface=s0 --vdev net_af_packet1,iface=s1 \\
-    --vdev net_bonding_lag,mode=4,slave=net_af_packet0,slave=net_af_packet1,xmit_policy=l34 \\
+    --vdev net_tap_s0,iface=s0 --vdev net_tap_s1,iface=s1 \\
+    --vdev net_bonding_lag,mode=4,slave=net_tap_s0,slave=net_tap_s1,xmit_policy=l34 \\
     --vdev net_af_packet2,iface=tor-lag -- --forward-mode=io --portmask=0xc --stats-period=3600 \\
     --total-num-mbufs=8192 >$LAB_RUN/testpmd.log 2>&1 </dev/null &
 echo $! >$LAB_RUN/testpmd.pid
@@ -76,13 +81,29 @@ echo $! >$LAB_RUN/trickle.pid
 for _ in $(seq 1 100); do grep -q running $LAB_RUN/vlan_switch.log && grep -q "start packet forwarding" $LAB_RUN/testpmd.log && break; sleep 0.1; done
 grep -q running $LAB_RUN/vlan_switch.log
 grep -q "start packet forwarding" $LAB_RUN/testpmd.log
+join {TOR} s0 c0
+join {TOR} s1 c1
+"""
+
+# After svcgate has made its TAPs: each joined to its veth.
+JOIN_GW = "join gw gw-t0 gw-m0 && join gw gw-t1 gw-m1"
+
+# join NS TAP VETH: everything one receives leaves by the other (the kernel's own IPv6 off the TAP).
+JOIN = """
+join() {
+    lab_x $1 sysctl -qw net.ipv6.conf.$2.disable_ipv6=1 net.ipv6.conf.$3.disable_ipv6=1
+    lab_x $1 ip link set $2 up
+    for d in $2 $3; do lab_x $1 tc qdisc add dev $d clsact; done
+    lab_x $1 tc filter add dev $2 ingress protocol all u32 match u32 0 0 action mirred egress redirect dev $3
+    lab_x $1 tc filter add dev $3 ingress protocol all u32 match u32 0 0 action mirred egress redirect dev $2
+}
 """
 
 with open(os.path.join(src, "config", "lab.yaml")) as f:
     cfg = yaml.safe_load(f)
 cfg["control"]["watch"] = False
 cfg["dataplane"]["bonds"] = [{"name": "uplink", "mode": "802.3ad",
-                              "members": ["net_af_packet0,iface=gw-m0", "net_af_packet1,iface=gw-m1"]}]
+                              "members": ["net_tap_m0,iface=gw-t0", "net_tap_m1,iface=gw-t1"]}]
 for p, vlan in zip(cfg["dataplane"]["ports"], (10, 20)):
     p["device"] = "uplink"
     p["vlan"] = vlan
@@ -109,12 +130,13 @@ def served(url, n, flag="-4"):
     return len([l for l in r.stdout.decode(errors="replace").splitlines() if l.startswith("test-pod-")])
 
 
-def link_rx(dev):
+def link_rx(dev):  # what the gateway sent on a link: the veth on the switch's side received it
     return int(ns(TOR, "cat", f"/sys/class/net/{dev}/statistics/rx_packets").stdout or 0)
 
 
 try:
-    r = checks.lab(src, f"lab_up && lab_start_apps && {{ {REWIRE} }} && lab_start_gateway {svcgate} {tmp.name}")
+    r = checks.lab(src, f"{JOIN} lab_up && lab_start_apps && {{ {REWIRE} }} && "
+                   f"lab_start_gateway {svcgate} {tmp.name} && {JOIN_GW}")
     check(r.returncode == 0, f"lab up on a bond of two links, svcgate running ({(r.stderr or '').strip()[-300:]})")
     if r.returncode != 0:
         sys.exit(1)
@@ -136,7 +158,7 @@ try:
           f"svcgate_bond_member_lacp_state: 0x3d (active, aggregatable, in sync, collecting, distributing) "
           f"for each member and side ({states})")
 
-    s0, s1 = link_rx("s0"), link_rx("s1")
+    s0, s1 = link_rx("c0"), link_rx("c1")
     n4 = served("http://192.168.67.8:30001/", 30)
     check(n4 == 30, f"30 connections to NodePort 30001 through the bond, VLAN 10 in, VLAN 20 to the pods: {n4} served")
     n6 = served("http://[fd00:67::8]:30001/", 30, "-6")
@@ -147,8 +169,69 @@ try:
     want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
     check(len(body) == big and want and hashlib.sha256(body).hexdigest() == want[0],
           f"a 50 MB download through the bond, intact ({len(body)} bytes)")
-    d0, d1 = link_rx("s0") - s0, link_rx("s1") - s1
-    check(d0 > 100 and d1 > 100, f"both links carry the gateway's frames (s0 {d0}, s1 {d1} frames)")
+    d0, d1 = link_rx("c0") - s0, link_rx("c1") - s1
+    check(d0 > 100 and d1 > 100, f"both links carry the gateway's frames (link 0 {d0}, link 1 {d1} frames)")
+
+    # A link lost in the middle of a 200 MB download and of six keep-alive connections, then back.
+    run = tempfile.mkdtemp(prefix="svcgate-bond-")
+    state, stop = os.path.join(run, "keepalive.json"), os.path.join(run, "stop")
+    ka = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3",
+                           os.path.join(src, "tests/e2e/keepalive.py"), "192.168.67.8", "6", state, stop, "30001"])
+
+    def ka_state():
+        try:
+            with open(state) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return []
+    checks.wait(lambda: len(ka_state()) == 6 and all(c["ok"] >= 3 for c in ka_state()), 15)
+    big = 200 * 1000 * 1000
+    head_file, body_file = os.path.join(run, "head"), os.path.join(run, "body")
+    t0 = time.monotonic()
+    dl = subprocess.Popen(["ip", "netns", "exec", "client", "curl", "-s", "-m", "120", "-D", head_file, "-o", body_file,
+                           f"http://192.168.67.8:30001/blob/{big}"])
+    before = [link_rx("c0"), link_rx("c1")]
+    time.sleep(1.5)
+    # The link the download's frames took (the hash picks one per flow): lost both ends, as a cable.
+    moved = [link_rx(f"c{i}") - before[i] for i in (0, 1)]
+    k = 0 if moved[0] >= moved[1] else 1
+    cut = f"ip -n gw link set gw-t{k} {{0}} && ip -n lab-tor link set s{k} {{0}}"
+    checks.lab(src, cut.format("down"))
+    t_cut = time.monotonic()
+    gone = checks.wait(lambda: len(members()) == 2 and not members()[k].get("link") and
+                       not members()[k].get("active") and members()[1 - k].get("active"), 10)
+    during = members()
+    check(gone and moved[k] > 1000,
+          f"link {k}, carrying {moved[k]} of the gateway's frames in the 1.5 s before (link {1 - k} {moved[1 - k]}), "
+          f"down: svcgatectl status shows it down and out of the aggregate, link {1 - k} carrying "
+          f"({[(x.get('device'), x.get('link'), x.get('active')) for x in during]})")
+    time.sleep(2)
+    checks.lab(src, cut.format("up"))
+    back = checks.wait(lambda: len(members()) == 2 and all(
+        m.get("link") and m.get("active") and m.get("actor") == DISTRIBUTING and m.get("partner") == DISTRIBUTING
+        for m in members()), 30)
+    t_back = time.monotonic()
+    check(back, f"link {k} back: both members collecting and distributing again after {t_back - t_cut:.1f} s")
+    dl.wait(timeout=150)
+    took = time.monotonic() - t0
+    with open(head_file, "rb") as f:
+        head = f.read()
+    want = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-sha256:")]
+    h, n = hashlib.sha256(), 0
+    with open(body_file, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    check(dl.returncode == 0 and n == big and want and h.hexdigest() == want[0],
+          f"the 200 MB download across the link's loss and return: {n} bytes intact in {took:.1f} s")
+    open(stop, "w").close()
+    ka.wait(timeout=30)
+    conns = ka_state()
+    gap = max((c["gap"] for c in conns), default=0)
+    check(len(conns) == 6 and all(not c["errors"] and c["ok"] > 20 for c in conns),
+          f"six keep-alive connections unbroken, a request every 100 ms; the longest gap {gap:.2f} s "
+          f"({[(c['ok'], c['errors'][:1]) for c in conns]})")
+    subprocess.run(["rm", "-rf", run])
 finally:
     checks.lab(src, f"ip netns pids {TOR} 2>/dev/null | xargs -r kill -9; sleep 0.2; ip netns del {TOR} 2>/dev/null; "
                "rm -rf /var/run/dpdk/svcgate-lab-lag; true")
