@@ -1,25 +1,17 @@
 #!/usr/bin/python3
-"""An 802.3ad bond end to end (dataplane.bonds[], docs/operations.md): the gateway's two networks
-as VLANs 10 and 20 over one LACP bond of two links. Prints "ok   ..." / "FAIL ..." per check;
+"""An 802.3ad bond end to end (dataplane.bonds[], docs/operations.md): the trunk lab
+(tools/lib/trunk.sh, config/trunk.yaml), the gateway's two networks as VLANs 10 and 20 over an
+LACP bond of two links to testpmd's own mode-4 bond. Prints "ok   ..." / "FAIL ..." per check;
 exits 1 on a failure.
 
 usage: bond_e2e.py SVCGATE SOURCE_DIR
 
-    gw: svcgate, bond "uplink" of TAPs gw-t0, gw-t1, ports ext (VLAN 10) and cluster (VLAN 20)
-      ║ two links: gw-tN ⇄ (tc mirred) gw-mN ── veth ── cN ⇄ (tc mirred) sN
-    lab-tor: dpdk-testpmd, a mode-4 bond of TAPs s0, s1, forwarding to tor-lag
-             ── tor-trunk: tests/support/vlan_switch.py ── access ports to the client (10) and the nodes (20)
-
-The other side of the LACP bond is DPDK's own (testpmd's net_bonding in mode 4), because this
-host's kernel has no bonding driver; testpmd's io forwarding calls the bond's transmit only when
-it forwards something, and the driver sends LACP's frames in those calls, so a frame every 50 ms
-on tor-trunk (VLAN 10, an EtherType nobody speaks: the gateway counts it as ethertype_unknown)
-keeps it sending. Checked: LACP reaches collecting and distributing on both members, seen in
-svcgatectl status and the metrics; NodePort connections in both families and a 50 MB download
-through the bond; both links carry the gateway's frames; one link lost (both TAPs down, as a
-pulled cable) in the middle of a 200 MB download and of six keep-alive connections, then back:
-the member leaves the aggregate and returns to it, the download is intact, no connection breaks,
-and the longest gap between two answers is printed.
+Checked: LACP reaches collecting and distributing on both members, seen in svcgatectl status and
+the metrics; NodePort connections in both families and a 50 MB download through the bond; both
+links carry the gateway's frames; one link lost (both TAPs down, as a pulled cable) in the middle
+of a 200 MB download and of six keep-alive connections, then back: the member leaves the
+aggregate and returns to it, the download is intact, no connection breaks, and the longest gap
+between two answers is printed.
 """
 import hashlib
 import json
@@ -44,69 +36,8 @@ if os.geteuid() != 0:
     print("FAIL the end-to-end test needs root (network namespaces)")
     sys.exit(1)
 
-# The links: each member is a TAP device on both sides (net_tap: its link is the TAP interface's
-# state, so taking one down is a link loss both bonds see, as a pulled cable is), and the two TAPs
-# of a link are joined through a veth pair by tc (mirred: a bridge would keep LACP's frames).
-REWIRE = f"""
-set -e
-ip netns add {TOR}
-lab_x {TOR} ip link set lo up
-ip -n gw link set gw-ext netns {TOR}
-ip -n gw link set gw-cl netns {TOR}
-lab_x {TOR} ip link set gw-ext name tor-client
-lab_x {TOR} ip link set gw-cl name tor-nodes
-lab_link gw gw-m0 {TOR} c0
-lab_link gw gw-m1 {TOR} c1
-lab_link {TOR} tor-lag {TOR} tor-trunk
-for d in tor-client tor-nodes; do lab_x {TOR} ip link set $d up; done
-lab_x {TOR} /usr/bin/python3 {src}/tests/support/vlan_switch.py tor-trunk 10=tor-client 20=tor-nodes \\
-    >$LAB_RUN/vlan_switch.log 2>&1 &
-echo $! >$LAB_RUN/vlan_switch.pid
-lab_x {TOR} dpdk-testpmd --no-pci --no-huge -m 256 --file-prefix=svcgate-lab-lag -l 0,1 \\
-    --vdev net_tap_s0,iface=s0 --vdev net_tap_s1,iface=s1 \\
-    --vdev net_bonding_lag,mode=4,slave=net_tap_s0,slave=net_tap_s1,xmit_policy=l34 \\
-    --vdev net_af_packet2,iface=tor-lag -- --forward-mode=io --portmask=0xc --stats-period=3600 \\
-    --total-num-mbufs=8192 >$LAB_RUN/testpmd.log 2>&1 </dev/null &
-echo $! >$LAB_RUN/testpmd.pid
-lab_x {TOR} /usr/bin/python3 -c '
-import socket, struct, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind(("tor-trunk", 0))
-f = b"\\xff" * 6 + bytes.fromhex("020000000099") + struct.pack("!HHH", 0x8100, 10, 0x88b5) + bytes(46)
-while True:
-    s.send(f)
-    time.sleep(0.05)
-' >/dev/null 2>&1 &
-echo $! >$LAB_RUN/trickle.pid
-for _ in $(seq 1 100); do grep -q running $LAB_RUN/vlan_switch.log && grep -q "start packet forwarding" $LAB_RUN/testpmd.log && break; sleep 0.1; done
-grep -q running $LAB_RUN/vlan_switch.log
-grep -q "start packet forwarding" $LAB_RUN/testpmd.log
-join {TOR} s0 c0
-join {TOR} s1 c1
-"""
-
-# After svcgate has made its TAPs: each joined to its veth.
-JOIN_GW = "join gw gw-t0 gw-m0 && join gw gw-t1 gw-m1"
-
-# join NS TAP VETH: everything one receives leaves by the other (the kernel's own IPv6 off the TAP).
-JOIN = """
-join() {
-    lab_x $1 sysctl -qw net.ipv6.conf.$2.disable_ipv6=1 net.ipv6.conf.$3.disable_ipv6=1
-    lab_x $1 ip link set $2 up
-    for d in $2 $3; do lab_x $1 tc qdisc add dev $d clsact; done
-    lab_x $1 tc filter add dev $2 ingress protocol all u32 match u32 0 0 action mirred egress redirect dev $3
-    lab_x $1 tc filter add dev $3 ingress protocol all u32 match u32 0 0 action mirred egress redirect dev $2
-}
-"""
-
-with open(os.path.join(src, "config", "lab.yaml")) as f:
+with open(os.path.join(src, "config", "trunk.yaml")) as f:
     cfg = yaml.safe_load(f)
-cfg["control"]["watch"] = False
-cfg["dataplane"]["bonds"] = [{"name": "uplink", "mode": "802.3ad",
-                              "members": ["net_tap_m0,iface=gw-t0", "net_tap_m1,iface=gw-t1"]}]
-for p, vlan in zip(cfg["dataplane"]["ports"], (10, 20)):
-    p["device"] = "uplink"
-    p["vlan"] = vlan
 tmp = tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="svcgate-bond-", delete=False)
 yaml.safe_dump(cfg, tmp)
 tmp.close()
@@ -135,8 +66,8 @@ def link_rx(dev):  # what the gateway sent on a link: the veth on the switch's s
 
 
 try:
-    r = checks.lab(src, f"{JOIN} lab_up && lab_start_apps && {{ {REWIRE} }} && "
-                   f"lab_start_gateway {svcgate} {tmp.name} && {JOIN_GW}")
+    r = checks.lab(src, f"source {src}/tools/lib/trunk.sh; lab_up && lab_start_apps && lab_trunk_up && "
+                   f"lab_start_gateway {svcgate} {tmp.name} && lab_trunk_join_gateway")
     check(r.returncode == 0, f"lab up on a bond of two links, svcgate running ({(r.stderr or '').strip()[-300:]})")
     if r.returncode != 0:
         sys.exit(1)
@@ -233,8 +164,7 @@ try:
           f"({[(c['ok'], c['errors'][:1]) for c in conns]})")
     subprocess.run(["rm", "-rf", run])
 finally:
-    checks.lab(src, f"ip netns pids {TOR} 2>/dev/null | xargs -r kill -9; sleep 0.2; ip netns del {TOR} 2>/dev/null; "
-               "rm -rf /var/run/dpdk/svcgate-lab-lag; true")
+    checks.lab(src, f"source {src}/tools/lib/trunk.sh; lab_stop_gateway; lab_down; lab_trunk_down")
     checks.lab_end(src, tmp.name)
 
 checks.finish("LACP bond end to end")

@@ -20,6 +20,7 @@ LAB_NS=(client gw lab-switch kube-node-1 kube-node-2 coredns test-pod-1 test-pod
 LAB_PODS=("coredns kube-node-1 10.244.2.2" "test-pod-1 kube-node-1 10.244.2.4" "test-pod-2 kube-node-1 10.244.2.6"
           "lab-sleeper kube-node-2 10.244.3.5" "test-pod-3 kube-node-2 10.244.3.6")
 LAB_HA_NS=()  # tools/lib/ha.sh's namespaces, when it is sourced
+LAB_EXTRA_NS=()  # another lab's (tools/lib/trunk.sh), when it is sourced
 LAB_RUN=/run/svcgate-lab
 LAB_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
@@ -54,12 +55,12 @@ lab_hugepages() {  # svcgate runs as a multi-process primary so that dpdk-dumpca
 lab_down() {
     lab_stop_apps
     # Whatever else still runs inside a lab namespace goes too.
-    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}"; do
+    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}" "${LAB_EXTRA_NS[@]}"; do
         local pids
         pids=$(ip netns pids "$ns" 2>/dev/null || true)
         [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
     done
-    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+    for ns in "${LAB_NS[@]}" "${LAB_HA_NS[@]}" "${LAB_EXTRA_NS[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
     # The lab gateway's hugepage files (--file-prefix=svcgate-lab): DPDK's multi-process primary
     # leaves them behind (svcgate-labmap_0 stayed after tools/test), and a file in
     # hugetlbfs holds its pages until it is removed.
