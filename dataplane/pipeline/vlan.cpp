@@ -52,14 +52,11 @@ uint16_t vlan_receive(const VlanMap& map, rte_mbuf* m, DropReason& why) noexcept
         why = DropReason::vlan_unknown;
         return kNoPort;
     }
-    std::memmove(f + sizeof(rte_vlan_hdr), f, 2 * RTE_ETHER_ADDR_LEN);
-    rte_pktmbuf_adj(m, sizeof(rte_vlan_hdr));
+    vlan_move_macs(f + sizeof(rte_vlan_hdr), f);
+    m->data_off = static_cast<uint16_t>(m->data_off + sizeof(rte_vlan_hdr));
+    m->data_len = static_cast<uint16_t>(m->data_len - sizeof(rte_vlan_hdr));
+    m->pkt_len -= sizeof(rte_vlan_hdr);
     return p;
-}
-
-bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
-    m->vlan_tci = vid & 0xfff;
-    return rte_vlan_insert(&m) == 0;
 }
 
 void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSoftCounters* ports) noexcept {
