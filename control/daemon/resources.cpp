@@ -151,6 +151,14 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
                              info.driver_name, rxq_));
     }
     int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
+    if (rc != 0 && conf.rxmode.mtu) {
+        // A bond says its own limits, and finds its members' only as it configures them (DPDK's
+        // TAP driver says 1522-byte frames, and carries larger ones): the MTU left to the device.
+        log_info(fmt::format("port {}: {} refused MTU {} ({}); {} is enforced on what svcgate sends only", pc.name,
+                             info.driver_name, pc.mtu, rte_strerror(-rc), pc.mtu));
+        conf.rxmode.mtu = 0;
+        rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
+    }
     if (rc != 0) return Status::fail(fmt::format("port {}: configure: {}", pc.name, rte_strerror(-rc)));
     configured_ = true;
     uint16_t nrx = kRxDesc, ntx = kTxDesc;
