@@ -5,7 +5,6 @@
 
 #include <rte_byteorder.h>
 #include <rte_ether.h>
-#include <rte_prefetch.h>
 
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/pipeline.h"
@@ -66,8 +65,6 @@ void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSo
     uint16_t kept = 0;
     bool one_port = true;
     for (uint16_t i = 0; i < n; ++i) {
-        // The frames' first bytes are read here first: ahead of the parser's own prefetches.
-        if (i + 4 < n) rte_prefetch0(rte_pktmbuf_mtod(b.mbufs[i + 4], void*));
         rte_mbuf* m = b.mbufs[i];
         DropReason why = DropReason::none;
         const uint32_t bytes = m->pkt_len;
