@@ -115,6 +115,23 @@ void Port::read_steering(const char* driver, uint16_t reta_size, bool rss) {
     steer_ = std::move(s);
 }
 
+namespace {
+
+// The port's MTU, where the device takes it, else 0 (what svcgate sends is bounded by the config
+// either way: dataplane/l3/mtu.h). A driver may take an MTU past the frames it says it receives
+// (net_af_packet: 1518 bytes, whatever its ring's frames hold): ethdev refuses that.
+uint16_t device_mtu(const PortConfig& pc, const rte_eth_dev_info& info) {
+    const uint32_t frame = pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu && frame <= info.max_rx_pktlen) return pc.mtu;
+    log_info(
+        fmt::format("port {}: {} takes MTUs {}..{} and frames up to {} bytes; {} is enforced on what "
+                    "svcgate sends only",
+                    pc.name, info.driver_name, info.min_mtu, info.max_mtu, info.max_rx_pktlen, pc.mtu));
+    return 0;
+}
+
+}  // namespace
+
 Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     const std::string name = dev_name(pc.device);
     if (rte_eth_dev_get_port_by_name(name.c_str(), &id_) != 0)
@@ -124,18 +141,7 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     if (rte_eth_dev_info_get(id_, &info) != 0)
         return Status::fail(fmt::format("port {}: cannot read device info", pc.name));
     rte_eth_conf conf{};
-    // The port's MTU, where the device takes it (what svcgate sends is bounded by the config either
-    // way: dataplane/l3/mtu.h).
-    // A driver may take an MTU past the frames it says it receives (net_af_packet: 1518 bytes,
-    // whatever its ring's frames hold): ethdev refuses that, so the MTU is left to the device then.
-    const uint32_t frame = pc.mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-    if (pc.mtu >= info.min_mtu && pc.mtu <= info.max_mtu && frame <= info.max_rx_pktlen)
-        conf.rxmode.mtu = pc.mtu;
-    else
-        log_info(
-            fmt::format("port {}: {} takes MTUs {}..{} and frames up to {} bytes; {} is enforced on what "
-                        "svcgate sends only",
-                        pc.name, info.driver_name, info.min_mtu, info.max_mtu, info.max_rx_pktlen, pc.mtu));
+    conf.rxmode.mtu = device_mtu(pc, info);
     // One receive queue per worker where the device has them. With RSS the NIC spreads flows over
     // them; without it each queue is fed on its own (a net_pcap file, an af_packet fanout
     // socket). The flow table is shared, so a flow may arrive on any queue either way.
@@ -153,7 +159,7 @@ Status Port::open(const PortConfig& pc, uint16_t workers, rte_mempool* pool) {
     int rc = rte_eth_dev_configure(id_, rxq_, txq_, &conf);
     if (rc != 0 && conf.rxmode.mtu) {
         // A bond says its own limits, and finds its members' only as it configures them (DPDK's
-        // TAP driver says 1522-byte frames, and carries larger ones): the MTU left to the device.
+        // TAP driver takes 1522-byte frames): the MTU left to the device.
         log_info(fmt::format("port {}: {} refused MTU {} ({}); {} is enforced on what svcgate sends only", pc.name,
                              info.driver_name, pc.mtu, rte_strerror(-rc), pc.mtu));
         conf.rxmode.mtu = 0;
