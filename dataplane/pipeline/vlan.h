@@ -7,8 +7,8 @@
 // A device whose ports are all untagged skips both: its frames reach the parser as they came, and
 // one tagged with a VLAN ID is counted as vlan_unknown there (ID 0, a priority tag, is parsed).
 //
-// The tags are inserted and removed in software: 12 bytes moved within the frame's first cache
-// line. Priority bits are not carried from request to reply (flows do not keep them): what
+// The tags are inserted and removed in software: the 12 address bytes moved by 4 within the
+// frame's first cache line. Priority bits are not carried from request to reply (flows do not keep them): what
 // svcgate sends has priority 0.
 //
 // Runs on: the workers, trace and the tests. Owns: nothing.
@@ -68,13 +68,15 @@ inline bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
     return true;
 }
 
-// The `n` frames in b.mbufs, of the device whose first port is `first_port`: each goes to its
-// port's sub-burst, and process_burst() runs once per port that has frames, in the order of
-// their first frames. Frames no port takes are counted received and dropped under their reason.
-// `port_rx`: by port index, packets and bytes received (PortSoftCounters), or null.
+// What a port on a trunk received and sent, counted by the workers (the NIC counts the device).
 struct PortSoftCounters {
     uint64_t rx_packets = 0, rx_bytes = 0, tx_packets = 0, tx_bytes = 0;
 };
+
+// The `n` frames in b.mbufs, of one device with VLAN ports (`map`): process_burst() runs once on
+// the burst when its frames are all one port's, else once per port that has frames, in the order
+// of their first frames. Frames no port takes are counted received and dropped under their
+// reason. `ports`: by port index, what each received (PortSoftCounters), or null.
 void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSoftCounters* ports) noexcept;
 
 }  // namespace svcgate::dp
