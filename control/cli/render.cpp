@@ -188,17 +188,18 @@ std::string render_status(const report::Status& j) {
         o += fmt::format("port        {} {}{} link {} queues {}/{}{}\n", p.name, p.device,
                          p.vlan ? fmt::format(" VLAN {}", p.vlan) : "", p.link ? "up" : "down", p.rx_queues,
                          p.tx_queues, p.rx_queues > 1 ? "; rss steering " + p.rss_steering : "");
-    for (const report::Port& p : j.ports)  // a bond's members: shown once, under its first port
-        if (!p.bond.empty() && &p == &*std::find_if(j.ports.begin(), j.ports.end(), [&](const report::Port& o) {
-                return o.device == p.device;
-            }))
-            for (const report::BondMember& m : p.bond)
-                o += fmt::format(
-                    "  member    {} of {}: link {}, {}{}\n", m.device, p.device, m.link ? "up" : "down",
-                    m.active ? "active" : "not active",
-                    m.actor ? fmt::format("; LACP actor {}, partner {}", fmt::join(*m.actor, ","),
-                                          m.partner->empty() ? "-" : fmt::format("{}", fmt::join(*m.partner, ",")))
-                            : "");
+    std::vector<std::string_view> bonds;  // a bond's members: shown once, under its first port
+    for (const report::Port& p : j.ports) {
+        if (p.bond.empty() || std::find(bonds.begin(), bonds.end(), p.device) != bonds.end()) continue;
+        bonds.push_back(p.device);
+        for (const report::BondMember& m : p.bond)
+            o += fmt::format("  member    {} of {}: link {}, {}{}\n", m.device, p.device, m.link ? "up" : "down",
+                             m.active ? "active" : "not active",
+                             m.actor
+                                 ? fmt::format("; LACP actor {}, partner {}", fmt::join(*m.actor, ","),
+                                               m.partner->empty() ? "-" : fmt::format("{}", fmt::join(*m.partner, ",")))
+                                 : "");
+    }
     o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
                      j.service_ports, j.endpoints, j.flows, j.flow_capacity, j.rx_packets);
     o += render_client_ip(j.client_ip) + render_kubernetes(j.kubernetes) + render_health(j.health);

@@ -1,7 +1,7 @@
 #include "control/trace/trace.h"
-#include "dataplane/pipeline/vlan.h"
 
 #include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/vlan.h"
 
 #include <algorithm>
 #include <cstring>
