@@ -273,6 +273,28 @@ struct EndpointGroup {
     std::vector<EndpointConfig> endpoints;
 };
 
+// A Service's active health checks (health_check in the compact form, the annotation
+// svcgate.io/health-check on a Kubernetes Service; control/probe/): the gateway checks each
+// endpoint address itself, from its own cluster-side address, and an endpoint that fails `fall`
+// checks in a row takes no new connection until it passes `rise`.
+struct HealthCheckConfig {
+    enum class Type : uint8_t { tcp, http, udp };
+    struct Range {
+        uint16_t lo = 200, hi = 399;
+    };
+    Type type = Type::tcp;
+    uint16_t port = 0;  // 0: the endpoint's target port (the Service's first port of the check's protocol)
+    std::string path = "/";
+    std::string host;                    // http's Host header; "" = the endpoint's address
+    std::vector<Range> expect{Range{}};  // http: the statuses that pass
+    uint32_t interval_ms = 2000, timeout_ms = 1000;
+    uint32_t rise = 2, fall = 3;
+    bool expect_reply = false;  // udp: silence until the timeout fails too (else only an ICMP error fails)
+    bool reset = false;         // on_failure: reset - a failing endpoint's connections end (RST), flows removed
+    bool panic = false;         // all_down: panic - every endpoint failing: spread over all (else REJECT)
+    Mark mark;
+};
+
 enum class ServiceType : uint8_t { cluster_ip, node_port, load_balancer, external_name };
 
 // sessionAffinity ClientIP's timeout when none is given (the Kubernetes API default).
@@ -296,6 +318,7 @@ struct ServiceConfig {
     std::optional<ClientIp> client_ip;  // none: cluster.client_ip
     // kube-proxy's per-Service health check for policy Local LoadBalancers (health.h); 0 = none.
     uint16_t health_check_node_port = 0;
+    std::optional<HealthCheckConfig> health_check;  // none: the endpoints are not checked
     // spec.trafficDistribution, shown only: kube-proxy (and svcgate) follow the slices' hints.
     std::string traffic_distribution;
     // metadata.labels' service.kubernetes.io/service-proxy-name (ClusterConfig::serves_proxy).

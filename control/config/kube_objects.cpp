@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "control/base/file.h"
+#include "control/config/health_check.h"
 #include "control/config/yaml_reader.h"
 
 namespace svcgate::ctl {
@@ -113,9 +114,25 @@ struct KubeLoader {
                           .value_or(dp::Scheduler::random);
         s.client_ip = r.client_ip(obj["metadata"]["annotations"][kClientIpAnnotation],
                                   fmt::format("{}.metadata.annotations.{}", path, kClientIpAnnotation));
+        health_check(r, obj["metadata"]["annotations"][kHealthCheckAnnotation], path, s);
         if (const ytree::Node ports = spec["ports"]; ports && r.seq(ports, {sp, ".ports"}))
             service_ports(r, ports, sp, s);
         cfg.services.push_back(std::move(s));
+    }
+
+    // svcgate.io/health-check: "TYPE[:PATH] [KEY=VALUE ...]" (health_check.h).
+    static void health_check(Reader& r, const ytree::Node& a, const std::string& path, ServiceConfig& s) {
+        if (!a) return;
+        const std::string where = fmt::format("{}.metadata.annotations.{}", path, kHealthCheckAnnotation);
+        std::string error;
+        if (!a.IsScalar()) {
+            r.error(a, where, "expected a string");
+        } else if (auto hc = parse_health_check(a.Scalar(), error)) {
+            s.health_check = std::move(hc);
+            s.health_check->mark = r.mark(a);
+        } else {
+            r.error(a, where, error);
+        }
     }
 
     static void service_type(Reader& r, const ytree::Node& spec, const std::string& sp, ServiceConfig& s) {

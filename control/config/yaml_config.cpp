@@ -7,6 +7,7 @@
 
 #include "control/base/file.h"
 #include "control/config/config_fields.h"
+#include "control/config/health_check.h"
 #include "control/config/kube_objects.h"
 #include "control/config/lb_config.h"
 #include "control/config/yaml_reader.h"
@@ -635,6 +636,7 @@ void read_service_addresses(Reader& r, const ytree::Node& n, const Path& path, S
     s.client_ip = r.client_ip(n["client_ip"], {path, ".client_ip"});
     if (const ytree::Node h = n["health_check_node_port"])
         s.health_check_node_port = r.uint<uint16_t>(h, {path, ".health_check_node_port"}, 1, 65535).value_or(0);
+    if (const ytree::Node h = n["health_check"]) s.health_check = read_health_check(r, h, {path, ".health_check"});
 }
 
 // Its ports, and each port's target in the endpoint group `g`.
@@ -687,11 +689,11 @@ void read_service_endpoints(Reader& r, const ytree::Node& eps, const Path& eps_p
 }
 
 void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg) {
-    if (!r.map(
-            n, path,
-            {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
-             "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
-             "external_traffic_policy", "internal_traffic_policy", "client_ip", "health_check_node_port", "endpoints"}))
+    if (!r.map(n, path,
+               {"name", "type", "cluster_ip", "cluster_ips", "external_ips", "load_balancer_ips",
+                "load_balancer_source_ranges", "ports", "scheduler", "session_affinity", "session_affinity_timeout",
+                "external_traffic_policy", "internal_traffic_policy", "client_ip", "health_check_node_port",
+                "health_check", "endpoints"}))
         return;
     ServiceConfig s{.mark = r.mark(n)};
     read_service_identity(r, n, path, s);
