@@ -9,6 +9,7 @@
 
 #include "control/api/command_table.h"
 #include "control/api/views.h"
+#include "control/probe/prober.h"
 #include "control/base/address.h"
 #include "control/base/clock.h"
 #include "control/snapshot/flow_scan.h"
@@ -62,6 +63,8 @@ std::string cond_str(uint8_t c) {
     if (c & kServing) add("serving");
     if (c & kTerminating) add("terminating");
     if (c & kLocal) add("local");
+    if (c & kUnhealthy) add("unhealthy");
+    if (c & kEvicted) add("evicted");
     return s.empty() ? "-" : s;
 }
 
@@ -304,6 +307,16 @@ std::vector<report::Endpoint> endpoints(const DaemonState& st) {
                          .flows = st.slots().active(ep.slot),
                          .packets = c.packets,
                          .bytes = c.bytes});
+            if (st.prober)
+                if (auto h =
+                        st.prober->row(EndpointHealthView::key(info.name.substr(0, info.name.rfind(':')), ep.ip))) {
+                    report::Endpoint& r = a.back();
+                    r.health = h->state;
+                    r.health_since = h->since;
+                    r.health_check = h->check;
+                    r.last_failure = h->last_failure;
+                    r.last_failure_at = h->last_failure_at;
+                }
         }
     }
     return a;

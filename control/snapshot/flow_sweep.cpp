@@ -41,7 +41,8 @@ SweepResult sweep_removed_endpoints(FlowTable& flows, FlowTable6* flows6, const 
     alive.reserve(fresh.endpoints.size());
     for (const ServicePort& sp : fresh.services)
         for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
-            alive.insert(ServiceEndpoint{sp.id, fresh.endpoints[i].key().word()});
+            if (!(fresh.endpoints[i].cond & kEvicted))  // failing its health checks, on_failure: reset
+                alive.insert(ServiceEndpoint{sp.id, fresh.endpoints[i].key().word()});
     SweepResult r;
     sweep(flows, alive, fresh.generation, 0, remove_dgram, r);
     if (flows6) sweep(*flows6, alive, fresh.generation, kFlowIdV6, remove_dgram, r);

@@ -3,7 +3,8 @@
 // them gone (FlowState), so TCP packets are answered with RST (on each side's next packet, so the RST
 // carries a sequence number the peer accepts) and datagram flows are removed by their owner
 // (the next datagram selects a live endpoint). Flows to endpoints still listed - terminating
-// ones included - keep their endpoint.
+// ones included - keep their endpoint, except an endpoint its health checks evict (kEvicted:
+// on_failure reset), whose flows go as if it had left.
 //
 // Runs on: the control thread, after the new snapshot is published and a grace period has
 // passed. Reads every record once (a 64 MB scan for a 1M table); workers keep running.

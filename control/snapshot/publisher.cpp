@@ -19,7 +19,8 @@ Publisher::Publisher(uint16_t workers, PublishTarget target) : target_(std::move
 Publisher::~Publisher() = default;
 
 PublishResult Publisher::publish(const Config& cfg, const std::function<void()>& commit) {
-    std::unique_ptr<ServiceSnapshot> fresh = build_snapshot(cfg, generation() + 1, current_.get());
+    std::unique_ptr<ServiceSnapshot> fresh =
+        build_snapshot(cfg, generation() + 1, current_.get(), BuildMode::run, health_.get());
     std::unique_ptr<ServiceSnapshot> old;
     {
         std::unique_lock<std::mutex> lk;

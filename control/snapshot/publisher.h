@@ -16,6 +16,7 @@
 #include <rte_rcu_qsbr.h>
 
 #include "control/config/config_model.h"
+#include "control/snapshot/endpoint_health.h"
 #include "control/snapshot/flow_sweep.h"
 #include "dataplane/flow/flow_table.h"
 #include "control/snapshot/slot_registry.h"
@@ -56,6 +57,8 @@ public:
     // runs, so it may move `cfg` away). Throws ConfigError, with nothing changed, when the config
     // does not build.
     PublishResult publish(const Config& cfg, const std::function<void()>& commit = {});
+    // The endpoints failing their health checks, for this and every later publish (none: all serve).
+    void set_health(EndpointHealthPtr health) { health_ = std::move(health); }
     // Periodic: gives back the slots flows stopped holding since the last reload.
     void tick();
 
@@ -67,6 +70,7 @@ private:
     PublishTarget target_;
     SlotRegistry slots_;
     std::unique_ptr<dp::ServiceSnapshot> current_;
+    EndpointHealthPtr health_;
 };
 
 }  // namespace svcgate::ctl

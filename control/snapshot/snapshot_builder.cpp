@@ -22,6 +22,7 @@ struct Builder {
     ServiceSnapshot& s;
     const ServiceSnapshot* prev;
     BuildMode mode;
+    const EndpointHealthView* health;
     // The tables workers index, while they grow; moved into the snapshot's FixedArrays at the end.
     struct Tables {
         std::vector<ServicePort> services;
@@ -186,6 +187,9 @@ struct Builder {
         sp.ep_first = static_cast<uint32_t>(t.endpoints.size());
         seen.clear();
         ep_cfg.clear();
+        // Health checks: a failing endpoint is neither ready nor serving (endpoint_health.h).
+        const bool failing = sc.health_check && health && !health->down.empty();
+        const std::string name = failing ? sc.full_name() : std::string();
         for (const EndpointGroup& g : sc.groups) {
             for (const EndpointGroup::Port& gp : g.ports) {
                 if (gp.name != pc.name || gp.proto != pc.proto || gp.port == 0) continue;
@@ -195,6 +199,9 @@ struct Builder {
                     seen.push_back(ep.key().word());
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) | (e.terminating ? kTerminating : 0) |
                         (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
+                    if (failing)
+                        if (const std::optional<bool> evict = health->find(name, e.ip))
+                            ep.cond = (ep.cond & (kTerminating | kLocal)) | kUnhealthy | (*evict ? kEvicted : 0);
                     t.endpoints.push_back(ep);
                     s.catalogue.endpoints.push_back(EndpointInfo{e.node, e.zone, e.zone_hints, e.node_hints});
                     ep_cfg.push_back(&e);
@@ -493,12 +500,12 @@ uint32_t service_port_id(const std::string& name, Proto proto, Family family) {
 }
 
 std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation, const ServiceSnapshot* prev,
-                                                BuildMode mode) {
+                                                BuildMode mode, const EndpointHealthView* health) {
     auto snap = std::make_unique<ServiceSnapshot>();
     ServiceSnapshot& s = *snap;
     s.generation = generation;
     s.workers = cfg.dataplane.workers;
-    Builder b{cfg, s, prev, mode, {}, {}, {}};
+    Builder b{cfg, s, prev, mode, health, {}, {}, {}};
     s.cluster = ClusterSettings{.cluster_cidrs = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v4),
                                 .cluster_cidrs6 = b.add_cidrs(cfg.cluster.cluster_cidrs, Family::v6),
                                 .service_cidrs = b.add_cidrs(cfg.cluster.service_cidrs, Family::v4),

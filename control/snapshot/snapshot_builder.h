@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "control/config/config_model.h"
+#include "control/snapshot/endpoint_health.h"
 #include "dataplane/lb/snapshot.h"
 
 namespace svcgate::ctl {
@@ -19,10 +20,12 @@ namespace svcgate::ctl {
 // the snapshot has no route table: for `svcgate --check` and tests of the config alone.
 enum class BuildMode { run, validate };
 
-// `prev`, the snapshot in service, lends what did not change (the route table).
+// `prev`, the snapshot in service, lends what did not change (the route table). `health`: the
+// endpoints failing their health checks (endpoint_health.h), none: every endpoint as its config says.
 std::unique_ptr<dp::ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t generation = 1,
                                                     const dp::ServiceSnapshot* prev = nullptr,
-                                                    BuildMode mode = BuildMode::run);
+                                                    BuildMode mode = BuildMode::run,
+                                                    const EndpointHealthView* health = nullptr);
 
 // FNV-1a of "namespace/name:port/PROTO": the stable ServicePort id (affinity, flows).
 // Stable across reloads: a hash of name and protocol, and of the family for IPv6 (a dual-stack

@@ -91,6 +91,8 @@ public:
     void forget_history() { history_.clear(); }
     // Publishes `cfg` as the next generation and sweeps the flows, as the daemon's reload does.
     SweepResult reload(const Config& cfg);
+    // The endpoints failing their health checks from the next reload on (endpoint_health.h).
+    void set_health(EndpointHealthPtr health) { publisher_->set_health(std::move(health)); }
 
 private:
     // The packets the output stage has handed to the transmit side and not yet collected, as

@@ -52,7 +52,16 @@ inline const char* addr_role_name(AddrRole r) noexcept { return enum_name(r, kAd
 
 enum class NoEndpoints : uint8_t { reject, drop };
 
-enum EndpointCond : uint8_t { kReady = 0x1, kServing = 0x2, kTerminating = 0x4, kLocal = 0x8 };
+// kUnhealthy: it fails its Service's health checks (control/probe/), so it is neither ready nor
+// serving whatever its slice says; kEvicted: and its connections are ended (on_failure: reset).
+enum EndpointCond : uint8_t {
+    kReady = 0x1,
+    kServing = 0x2,
+    kTerminating = 0x4,
+    kLocal = 0x8,
+    kUnhealthy = 0x10,
+    kEvicted = 0x20
+};
 
 // An endpoint of one service port, as workers read it; its node name is in the catalogue.
 struct Endpoint {
