@@ -19,6 +19,7 @@
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
 #include "control/lb/controller.h"
+#include "control/probe/prober.h"
 
 namespace svcgate::ctl {
 
@@ -43,6 +44,7 @@ std::string render_metrics(const DaemonState& st) {
     if (st.sync) collect_sync(m, st.sync->status(), t);
     if (st.kube) st.kube->metrics(m);
     if (st.lb) st.lb->metrics(m);
+    if (st.prober) st.prober->metrics(m);
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {

@@ -222,12 +222,18 @@ struct Endpoint {
     std::optional<std::string> external_source;
     int32_t flows = 0;
     uint64_t packets = 0, bytes = 0;
+    // Its Service's health checks (control/probe/): up, down or unchecked, since when (Unix
+    // seconds), the check, the last failure and when; null: its Service has none.
+    std::optional<std::string> health;
+    double health_since = 0, last_failure_at = 0;
+    std::string health_check, last_failure;
 };
 void members(Of<Endpoint> auto& r, auto&& f) {
     f("service", r.service), f("endpoint", r.endpoint), f("conditions", r.conditions), f("node", r.node),
         f("zone", r.zone), f("zone_hints", r.zone_hints), f("node_hints", r.node_hints), f("internal", r.internal),
         f("external", r.external), f("external_source", r.external_source), f("flows", r.flows),
-        f("packets", r.packets), f("bytes", r.bytes);
+        f("packets", r.packets), f("bytes", r.bytes), f("health", r.health), f("health_since", r.health_since),
+        f("health_check", r.health_check), f("last_failure", r.last_failure), f("last_failure_at", r.last_failure_at);
 }
 
 // svcgatectl flows: one row per NAT flow.

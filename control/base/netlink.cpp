@@ -160,6 +160,30 @@ Status Netlink::add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex)
     return request(m.h(), "adding a route");
 }
 
+Status Netlink::add_route_via(uint32_t table, const dp::IpCidr& prefix, const dp::IpAddr& via, int ifindex,
+                              uint32_t metric) {
+    Msg m;
+    route_msg(m, RTM_NEWROUTE, table, prefix);
+    m.h()->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+    m.body<rtmsg>()->rtm_scope = RT_SCOPE_UNIVERSE;
+    size_t len;
+    const void* b = addr_bytes(via, len);
+    m.attr(RTA_GATEWAY, b, len);
+    m.u32(RTA_OIF, static_cast<uint32_t>(ifindex));
+    m.u32(RTA_PRIORITY, metric);
+    return request(m.h(), "adding a route");
+}
+
+Status Netlink::del_route_via(uint32_t table, const dp::IpCidr& prefix, uint32_t metric) {
+    Msg m;
+    route_msg(m, RTM_DELROUTE, table, prefix);
+    m.body<rtmsg>()->rtm_scope = RT_SCOPE_NOWHERE;
+    m.u32(RTA_PRIORITY, metric);
+    std::string err;
+    const int e = request(m.h(), err);
+    return e == 0 || e == ESRCH ? Status() : Status::fail("removing a route: " + err);
+}
+
 Status Netlink::del_route(uint32_t table, const dp::IpCidr& prefix) {
     Msg m;
     route_msg(m, RTM_DELROUTE, table, prefix);

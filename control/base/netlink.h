@@ -27,6 +27,10 @@ public:
     // static), added (replacing one to the same prefix) or deleted.
     Status add_route(uint32_t table, const dp::IpCidr& prefix, int ifindex);
     Status del_route(uint32_t table, const dp::IpCidr& prefix);
+    // A route of table `table` to `prefix` through the gateway `via` on interface `ifindex` at
+    // `metric`, added (replacing one to the same prefix at that metric) or deleted.
+    Status add_route_via(uint32_t table, const dp::IpCidr& prefix, const dp::IpAddr& via, int ifindex, uint32_t metric);
+    Status del_route_via(uint32_t table, const dp::IpCidr& prefix, uint32_t metric);
     // The prefixes of every route in `table` (both families).
     Status routes(uint32_t table, std::vector<dp::IpCidr>& out);
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "control/base/address.h"
+#include "control/base/clock.h"
 #include "control/api/views.h"
 #include "dataplane/pipeline/verdict.h"
 
@@ -48,14 +49,24 @@ std::string endpoint_use(const report::Endpoint& r) {
     return fmt::format("internal: {}, external: {}", in, ex);
 }
 
+// "up", "down 12s (refused)", "unchecked": its health checks' verdict, for how long.
+std::string endpoint_health(const report::Endpoint& r) {
+    if (!r.health) return "-";
+    if (*r.health == "unchecked") return *r.health;
+    const double age = std::max(0.0, unix_now() - r.health_since);
+    std::string s = fmt::format("{} {:.0f}s", *r.health, age);
+    if (*r.health == "down" && !r.last_failure.empty()) s += " (" + r.last_failure + ")";
+    return s;
+}
+
 std::string render_endpoints(const std::vector<report::Endpoint>& a) {
-    std::string o =
-        fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", "SERVICE PORT",
-                    "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "EXT SOURCE", "FLOWS", "PACKETS", "BYTES");
+    std::string o = fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}  {}\n",
+                                "SERVICE PORT", "ENDPOINT", "CONDITIONS", "NODE", "ZONE", "IN USE", "EXT SOURCE",
+                                "FLOWS", "PACKETS", "BYTES", "HEALTH");
     for (const report::Endpoint& r : a)
-        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}\n", r.service,
+        o += fmt::format("{:<40} {:<21} {:<28} {:<14} {:<10} {:<12} {:<10} {:>6} {:>10} {:>12}  {}\n", r.service,
                          r.endpoint, r.conditions, or_dash(r.node), or_dash(r.zone), endpoint_use(r),
-                         or_dash(r.external_source), r.flows, r.packets, r.bytes);
+                         or_dash(r.external_source), r.flows, r.packets, r.bytes, endpoint_health(r));
     return o;
 }
 

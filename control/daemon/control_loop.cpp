@@ -23,6 +23,7 @@
 #include "control/daemon/watcher.h"
 #include "control/kube/kube_api.h"
 #include "control/lb/controller.h"
+#include "control/probe/prober.h"
 #include "control/routing/announce.h"
 #include "control/routing/health.h"
 #include "control/trace/trace.h"
@@ -298,6 +299,8 @@ public:
             log_info(fmt::format("systemd watchdog: a keepalive every {} ms while the workers make progress",
                                  notify_.watchdog().count() / 2000));
         health_.emplace(st_, rt_, pub_);  // after the workers run: it watches their progress
+        st_.prober = &prober_;
+        reprobe();
         auto last_tick = std::chrono::steady_clock::now();
         for (;;) {
             const int sig = g_signal.exchange(0);
@@ -311,6 +314,7 @@ public:
             notify_.tick([&] { return status_line(); });
             health_->tick();
             follow_sync();
+            follow_checks();
             if (health_->done()) break;
             test_stall();
             // Slots that flows stopped holding since the last reload go back, once a second.
@@ -320,6 +324,8 @@ public:
             }
         }
         health_.reset();  // its announcements withdrawn before the endpoints close
+        std::lock_guard lk(st_.mu);
+        st_.prober = nullptr;
     }
 
 private:
@@ -396,12 +402,46 @@ private:
         }
     }
 
+    // After a start or a reload: what the health checks check, and the routes their probes take.
+    void reprobe() {
+        prober_.set_targets(probe_targets(st_.cfg));
+        if (Status s = host_routes_.sync(host_routes(st_.cfg)); !s) log_err(s.error());
+    }
+
+    // An endpoint went up or down by its checks (prober.h): published at once, as a reload is.
+    void follow_checks() {
+        const auto [checked, down] = prober_.checked_down();
+        {
+            std::lock_guard lk(st_.mu);
+            st_.health.endpoints_checked = checked;
+            st_.health.endpoints_down = down;
+        }
+        const uint64_t c = prober_.changes();
+        if (c == probe_changes_) return;
+        probe_changes_ = c;
+        EndpointHealthPtr v = prober_.view();
+        static const EndpointHealthView none;
+        if (!v || (pub_health_ ? *pub_health_ : none).down == v->down) return;  // nothing new to publish
+        pub_health_ = v;
+        pub_.set_health(std::move(v));
+        try {
+            const PublishResult r = pub_.publish(with_adopted(st_.cfg, adopted_));
+            log_info(
+                fmt::format("health checks: generation {} published, {} endpoints failing; flows ended: {} "
+                            "TCP, {} datagram",
+                            r.generation, pub_health_->down.size(), r.sweep.tcp_closed, r.sweep.dgram_removed));
+        } catch (const std::exception& e) {
+            log_err(fmt::format("health checks: cannot publish: {}", e.what()));
+        }
+    }
+
     ReloadOutcome reload_now(const std::string& trigger) {
         notify_.reloading();
         ReloadOutcome r = reload(st_, pub_, shared_, trigger, adopted_);
         if (Status s = sync_host_addresses(rt_, st_.cfg); !s) log_err(s.error());
         rewatch();
         if (health_) health_->reconfigured();
+        if (health_) reprobe();
         notify_.ready(status_line());
         return r;
     }
@@ -430,6 +470,11 @@ private:
     Watcher watch_;
     SystemdNotifier notify_;
     std::optional<HealthKeeper> health_;  // from the workers' launch to the loop's end
+    // Active health checks: the prober's thread, its routes, the view last published.
+    Prober prober_;
+    HostRouteMirror host_routes_;
+    uint64_t probe_changes_ = 0;
+    EndpointHealthPtr pub_health_;
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_status_{};
     uint64_t last_rx_ = 0;

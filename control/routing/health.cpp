@@ -31,6 +31,11 @@ std::pair<int, std::string> healthz_answer(const HealthState& h, double now_unix
         j["portsUp"] = h.ports_up;
         j["apiSynced"] = h.api_synced;
         j["apiFresh"] = h.api_fresh;
+        if (h.endpoints_checked) {
+            j["endpointsChecked"] = h.endpoints_checked;
+            j["endpointsDown"] = h.endpoints_down;
+            j["allEndpointsDown"] = h.endpoints_down == h.endpoints_checked;
+        }
     }
     j["live"] = h.live;
     return {ok ? 200 : 503, j.dump() + "\n"};

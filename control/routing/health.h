@@ -53,6 +53,10 @@ struct HealthState {
     uint32_t connections_left = 0;  // while draining, counted once a second
     double last_update_unix = 0;    // the config in service was published then
     std::string announce_error;     // the last failure writing the announcement table
+    // Active health checks (control/probe/): endpoints checked, and of them failing. Every one
+    // failing is said in /healthz's body, and the gateway stays healthy: the cluster may be down,
+    // not the gateway, and its peers would see the same.
+    size_t endpoints_checked = 0, endpoints_down = 0;
     std::vector<std::string> announced;
 };
 

@@ -30,6 +30,7 @@ class KubeApi;
 namespace lb {
 class Controller;
 }
+class Prober;
 
 // A member link of a bond port, as the bonding driver sees it now (control/daemon/bond.h). LACP's
 // states are the 802.1AX bits: 0x01 active, 0x02 short timeout, 0x04 aggregatable, 0x08 in sync,
@@ -96,9 +97,10 @@ struct DaemonState {
     uint32_t flows_capacity() const { return flows->capacity() + (flows6 ? flows6->capacity() : 0); }
     std::vector<const dp::Worker*> workers;
     const Publisher* publisher = nullptr;
-    const Syncer* sync = nullptr;   // flow replication (ha:), null when off
-    kube::KubeApi* kube = nullptr;  // following the API server (kubernetes.api), null when off
-    lb::Controller* lb = nullptr;   // the cluster's load balancer (kubernetes.load_balancer), null when off
+    const Syncer* sync = nullptr;    // flow replication (ha:), null when off
+    kube::KubeApi* kube = nullptr;   // following the API server (kubernetes.api), null when off
+    lb::Controller* lb = nullptr;    // the cluster's load balancer (kubernetes.load_balancer), null when off
+    const Prober* prober = nullptr;  // the active health checks (control/probe/), null before the workers run
     ReloadStatus reload;
     HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
