@@ -6,12 +6,15 @@ GET /peer      -> "NAME ADDRESS\n": the address the connection came from, as the
 GET /blob/N    -> N bytes of a fixed pattern (the 4 KiB unit below, repeated), header X-SHA256
                   with their digest; streamed (any size, little memory), the digest of each size
                   computed once
+GET /healthz   -> 200 "ok", or 503 after SIGUSR1 until SIGUSR2 (a pod failing its health check
+                  while it still serves its open connections)
 and a UDP echo on the same port: each datagram (up to 64 KiB: large ones arrive fragmented) is
 sent back as it came.
 usage: podserver.py NAME ADDRESS[,ADDRESS...] PORT   (IPv4 and IPv6 addresses: one listener each)
 """
 import hashlib
 import http.server
+import signal
 import socket
 import socketserver
 import sys
@@ -21,6 +24,12 @@ import threading
 UNIT = bytes(range(256)) * 16
 CHUNK = UNIT * 64  # 256 KiB, a whole number of units: the chunks of a blob are its pattern
 digests, digests_lock = {}, threading.Lock()
+sick = False
+
+
+def set_sick(signum, _frame):
+    global sick
+    sick = signum == signal.SIGUSR1
 
 
 def chunks(n):
@@ -48,6 +57,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/blob/"):
             n = int(self.path.split("/")[2])
             body, length, extra = chunks(n), n, {"X-SHA256": digest(n)}
+        elif self.path == "/healthz":
+            text = b"unavailable\n" if sick else b"ok\n"
+            self.send_response(503 if sick else 200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
         elif self.path == "/peer":
             name = f"{self.server.pod} {self.client_address[0]}\n".encode()
             body, length, extra = [name], len(name), {}
@@ -91,6 +108,8 @@ def udp_echo(addr, port):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGUSR1, set_sick)
+    signal.signal(signal.SIGUSR2, set_sick)
     name, addrs, port = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
     servers = []
     for addr in addrs:
