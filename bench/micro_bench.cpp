@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -46,6 +48,8 @@
 #include "control/snapshot/snapshot_builder.h"
 #include "control/ha/sync.h"
 #include "control/ha/sync_proto.h"
+#include "control/config/health_check.h"
+#include "control/probe/prober.h"
 #include "control/base/tool_eal.h"
 #include "control/config/yaml_config.h"
 
@@ -385,6 +389,66 @@ void BM_PipelineEstablished6(benchmark::State& st) { pipeline_established(st, 6)
 BENCHMARK(BM_PipelineEstablished)->Arg(10)->Arg(1000)->Arg(10000)->Arg(100000);
 BENCHMARK(BM_PipelineEstablished6)->Arg(10);
 
+// Active health checks (control/probe/) beside the fast path: the prober checking `n` endpoints
+// every 2 s on the cores other than the benchmark's, as the daemon's control thread runs beside
+// a worker. Each endpoint is a closed port of 127.0.0.1: a refused connect (socket, bind,
+// connect, RST, close), a check's whole cost without a peer's. prober_cpu_pct: its share of a
+// core, the process's CPU time less the benchmark thread's.
+class ProberLoad {
+public:
+    explicit ProberLoad(unsigned n) {
+        cpu_set_t mine, others;
+        pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+        CPU_ZERO(&others);
+        const int here = sched_getcpu();
+        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c)
+            if (c != here) CPU_SET(c, &others);
+        if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+        prober_ = std::make_unique<ctl::Prober>();  // its thread takes the affinity it is started with
+        pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}, .sin_zero = {}};
+        socklen_t len = sizeof a;
+        (void)!bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+        close(fd);  // nothing listens there now
+        std::string err;
+        const ctl::HealthCheckConfig hc = *ctl::parse_health_check("tcp interval_ms=2000 timeout_ms=1000", err);
+        std::vector<ctl::ProbeTarget> targets;
+        for (unsigned i = 0; i < n; ++i)
+            targets.push_back({.service = fmt::format("bench/s{}", i), .ip = *ctl::parse_ip("127.0.0.1"),
+                               .port = ntohs(a.sin_port), .check = hc, .source = *ctl::parse_ip("127.0.0.1"),
+                               .device = "lo"});
+        prober_->set_targets(std::move(targets));
+        wall0_ = std::chrono::steady_clock::now();
+        proc0_ = cpu(CLOCK_PROCESS_CPUTIME_ID);
+        thread0_ = cpu(CLOCK_THREAD_CPUTIME_ID);
+    }
+    double cpu_pct() const {
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
+        return 100 * ((cpu(CLOCK_PROCESS_CPUTIME_ID) - proc0_) - (cpu(CLOCK_THREAD_CPUTIME_ID) - thread0_)) / wall;
+    }
+
+private:
+    static double cpu(clockid_t c) {
+        timespec t{};
+        clock_gettime(c, &t);
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    }
+    std::unique_ptr<ctl::Prober> prober_;
+    std::chrono::steady_clock::time_point wall0_;
+    double proc0_ = 0, thread0_ = 0;
+};
+
+// The established path at 10 Services with the prober off (0) and on at 10,000 endpoints (1).
+void BM_EstablishedChecks(benchmark::State& st) {
+    std::optional<ProberLoad> load;
+    if (st.range(1)) load.emplace(10000);
+    pipeline_established(st, 4);
+    if (load) st.counters["prober_cpu_pct"] = load->cpu_pct();
+}
+BENCHMARK(BM_EstablishedChecks)->Args({10, 0})->Args({10, 1});
+
 // The floor under the established path, built up in layers on one harness, one set of frames,
 // one table and its flows (4,096 or 1M of them over 10 Services), so the pipeline's cost splits
 // into svcgate's parse, lookup and translation (what every NAT gateway with a flow table does, as
@@ -501,6 +565,14 @@ FlowTable& table4(World& w) { return *w.flows; }
 FlowTable6& table6(World& w) { return *w.flows6; }
 void BM_PipelineNewFlows(benchmark::State& st) { pipeline_new_flows(st, 4, &table4, flow_key, flow_init); }
 void BM_PipelineNewFlows6(benchmark::State& st) { pipeline_new_flows(st, 6, &table6, flow_key6, flow_init6); }
+// New flows (table 90% full, 10 Services) with the prober off (0) and on at 10,000 endpoints (1).
+void BM_NewFlowsChecks(benchmark::State& st) {
+    std::optional<ProberLoad> load;
+    if (st.range(2)) load.emplace(10000);
+    pipeline_new_flows(st, 4, &table4, flow_key, flow_init);
+    if (load) st.counters["prober_cpu_pct"] = load->cpu_pct();
+}
+BENCHMARK(BM_NewFlowsChecks)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
 BENCHMARK(BM_PipelineNewFlows)
     ->Args({10, 10})
     ->Args({10, 90})

@@ -123,6 +123,11 @@ def main():
         b = micro_entry(name)
         return None if b is None else b.get(key)
 
+    # Active health checks at 10,000 endpoints every 2 s beside the fast path (off, on) and the
+    # prober's share of a core.
+    chk_est = (micro_rate("BM_EstablishedChecks/10/0"), micro_rate("BM_EstablishedChecks/10/1"))
+    chk_new = (micro_rate("BM_NewFlowsChecks/10/90/0/manual_time"), micro_rate("BM_NewFlowsChecks/10/90/1/manual_time"))
+    chk_cpu = micro_counter("BM_EstablishedChecks/10/1", "prober_cpu_pct")
     new90 = micro_rate("BM_PipelineNewFlows/10/90/manual_time")
     new10 = micro_rate("BM_PipelineNewFlows/10/10/manual_time")
     new90_v6 = micro_rate("BM_PipelineNewFlows6/10/90/manual_time")
@@ -231,6 +236,9 @@ def main():
         "bytes_per_flow": bpf,
         "bytes_per_flow_v6": bpf6,
         "new_flows_sync_ratio": med(sync_ratios),
+        "established_checks_ratio": ratio(chk_est[1], chk_est[0]) if all(chk_est) else None,
+        "new_flows_checks_ratio": ratio(chk_new[1], chk_new[0]) if all(chk_new) else None,
+        "health_checks_prober_cpu_pct_10k": chk_cpu,
         "sync_bytes_per_flow": med([x for x in sync_bpf if x]),
         "new_flows_sync_mpps": {"off": med(sync_off), "on": med(sync_on), "rounds": len(sync_ratios)},
         "two_worker_scaling": (med(two) / med(one)) if one and two else None,
@@ -376,6 +384,7 @@ more), so every headline figure is a ratio of two measurements taken in the same
 | load balancer: first allocation of {f(lb_fast.get('lb_services'), '{:,}')} Services, s (unthrottled / default rate) | {f(summary['lb_first_allocation_unthrottled_s'], '{:.1f}')} / {f(summary['lb_first_allocation_default_rate_s'], '{:.1f}')} | | first creation → last status written (write_qps 20, burst 30 by default: N ÷ 20 s by construction), each written once: {lb_fast.get('services_written_once')}; CPU s writer / reader: {lb_fast.get('writer_cpu_s')} / {lb_fast.get('reader_cpu_s')} (both publish the addresses; the reader writes nothing); the tests' API server in Python on the same 2 cores |
 | reload speed-up vs iptables-restore | {f(summary['reload_speedup_vs_iptables'], '{:.0f}')}× | ≥ 50× | iptables-restore {f(ipt.get(10000), '{:.0f}')} ms |
 | new flows with replication on ÷ off | {f(summary['new_flows_sync_ratio'])} | ≥ 0.8 | connections proven (a client packet and the reply), in-process, the sync thread on the other core sending to a peer on loopback: {f(med(sync_on))} ÷ {f(med(sync_off))} M/s, median of {len(sync_ratios)} interleaved rounds |
+| established / new flows with health checks on ÷ off | {f(summary['established_checks_ratio'])} / {f(summary['new_flows_checks_ratio'])} | ≥ 0.97 | in-process, the prober checking 10,000 endpoints every 2 s (refused connects on loopback) on the other core: established {f(chk_est[0])} → {f(chk_est[1])}, new flows {f(chk_new[0])} → {f(chk_new[1])} M/s; the prober used {f(chk_cpu, '{:.0f}')}% of a core |
 | replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |
 | bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions; IPv6 {f(bpf6, '{:.0f}')} |
 | two workers ÷ one | {f(summary['two_worker_scaling'])} | | see the caveat below |

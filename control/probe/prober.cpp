@@ -240,12 +240,13 @@ void Prober::set_targets(std::vector<ProbeTarget> targets) {
     index_.clear();
     for (size_t i = 0; i < slots_.size(); ++i) index_.emplace(slots_[i].t.key(), i);
     ++epoch_;
-    rebuild_view();
+    view_dirty_ = true;
     changes_.fetch_add(1, std::memory_order_release);
 }
 
 EndpointHealthPtr Prober::view() const {
     std::lock_guard lk(mu_);
+    if (view_dirty_) rebuild_view();
     return view_;
 }
 
@@ -276,7 +277,7 @@ std::pair<size_t, size_t> Prober::checked_down() const {
 
 // The failing endpoints; a Service whose every checked endpoint fails, under all_down: panic,
 // has none (all serve again, as Envoy's panic threshold does).
-void Prober::rebuild_view() {
+void Prober::rebuild_view() const {
     auto v = std::make_shared<EndpointHealthView>();
     std::map<std::string, std::pair<size_t, size_t>> per_service;  // checked, down
     for (const Slot& s : slots_) {
@@ -292,6 +293,7 @@ void Prober::rebuild_view() {
         v->down.emplace(s.t.key(), s.t.check.reset);
     }
     view_ = std::move(v);
+    view_dirty_ = false;
 }
 
 void Prober::finish(Probe& p, bool ok, const std::string& failure) {
@@ -323,7 +325,7 @@ void Prober::finish(Probe& p, bool ok, const std::string& failure) {
                                       format_endpoint(s.t.ip, s.t.port), s.t.check.rise)
                         : fmt::format("health check: {} {} is down ({} checks failed, the last: {})", s.t.service,
                                       format_endpoint(s.t.ip, s.t.port), s.t.check.fall, failure));
-    rebuild_view();
+    view_dirty_ = true;  // rebuilt when asked for: a thousand transitions at once cost one rebuild
     changes_.fetch_add(1, std::memory_order_release);
 }
 

@@ -113,13 +113,14 @@ private:
     void start_due(std::vector<Probe>& flying);
     bool advance(Probe& p, short revents, bool expired);
     void finish(Probe& p, bool ok, const std::string& failure);
-    void rebuild_view();  // under mu_
+    void rebuild_view() const;  // under mu_
 
     mutable std::mutex mu_;
     std::vector<Slot> slots_;
     std::unordered_map<std::string, size_t> index_;  // slots_ by ProbeTarget::key()
     uint64_t epoch_ = 0;                             // set_targets: probes of an older epoch are dropped
-    EndpointHealthPtr view_;
+    mutable EndpointHealthPtr view_;
+    mutable bool view_dirty_ = true;
     Histogram latency_{Histogram::exponential(0.0005, 2, 14)};
     uint64_t results_[8] = {};
     uint64_t to_up_ = 0, to_down_ = 0;
