@@ -416,8 +416,11 @@ public:
         const ctl::HealthCheckConfig hc = *ctl::parse_health_check("tcp interval_ms=2000 timeout_ms=1000", err);
         std::vector<ctl::ProbeTarget> targets;
         for (unsigned i = 0; i < n; ++i)
-            targets.push_back({.service = fmt::format("bench/s{}", i), .ip = *ctl::parse_ip("127.0.0.1"),
-                               .port = ntohs(a.sin_port), .check = hc, .source = *ctl::parse_ip("127.0.0.1"),
+            targets.push_back({.service = fmt::format("bench/s{}", i),
+                               .ip = *ctl::parse_ip("127.0.0.1"),
+                               .port = ntohs(a.sin_port),
+                               .check = hc,
+                               .source = *ctl::parse_ip("127.0.0.1"),
                                .device = "lo"});
         prober_->set_targets(std::move(targets));
         wall0_ = std::chrono::steady_clock::now();
