@@ -404,7 +404,17 @@ private:
 
     // After a start or a reload: what the health checks check, and the routes their probes take.
     void reprobe() {
-        prober_.set_targets(probe_targets(st_.cfg));
+        std::vector<ProbeTarget> targets = probe_targets(st_.cfg);
+        size_t unchecked = 0;
+        for (const ProbeTarget& t : targets) unchecked += !t.unchecked.empty();
+        if (unchecked) {
+            const auto first = std::find_if(targets.begin(), targets.end(),
+                                            [](const ProbeTarget& t) { return !t.unchecked.empty(); });
+            log_warning(fmt::format("health checks: {} of {} endpoints cannot be checked and count as up (the "
+                                    "first, {} {}: {})",
+                                    unchecked, targets.size(), first->service, format_ip(first->ip), first->unchecked));
+        }
+        prober_.set_targets(std::move(targets));
         if (Status s = host_routes_.sync(host_routes(st_.cfg)); !s) log_err(s.error());
     }
 

@@ -70,6 +70,8 @@ PAGES = {
             "Turning it on", "Which Services, and what they get", "One writer among several gateways",
             "Restarts and pool edits never move an address", "What it writes and tells", "Permissions",
             "Moving from MetalLB")]),
+        ("ACTIVE HEALTH CHECKS", [("docs/health-checks.md", None)] + [("docs/health-checks.md", h) for h in (
+            "Turning it on", "What a failing endpoint gets", "Where the probes come from", "Seen and counted")]),
         ("RELIABILITY", [("docs/guarantees.md", "Reliability")]),
         ("FILES", [("docs/operations.md", "Files")]),
     ], "svcgatectl(8), svcgate.yaml(5)"),
@@ -96,6 +98,7 @@ DOC_PAGES = {
     "docs/client-ip.md": ("svcgate.8", "THE CLIENT'S ADDRESS AT THE POD"),
     "docs/guarantees.md": ("svcgate.8", "RELIABILITY"),
     "docs/load-balancer.md": ("svcgate.8", "THE CLUSTER'S LOAD BALANCER"),
+    "docs/health-checks.md": ("svcgate.8", "ACTIVE HEALTH CHECKS"),
     "docs/trace.md": ("svcgatectl.8", "TRACE"),
 }
 # Repository path → what an installed system has (debian/svcgate.install puts the examples in
