@@ -408,11 +408,12 @@ private:
         size_t unchecked = 0;
         for (const ProbeTarget& t : targets) unchecked += !t.unchecked.empty();
         if (unchecked) {
-            const auto first = std::find_if(targets.begin(), targets.end(),
-                                            [](const ProbeTarget& t) { return !t.unchecked.empty(); });
-            log_warning(fmt::format("health checks: {} of {} endpoints cannot be checked and count as up (the "
-                                    "first, {} {}: {})",
-                                    unchecked, targets.size(), first->service, format_ip(first->ip), first->unchecked));
+            const auto first =
+                std::find_if(targets.begin(), targets.end(), [](const ProbeTarget& t) { return !t.unchecked.empty(); });
+            log_warning(
+                fmt::format("health checks: {} of {} endpoints cannot be checked and count as up (the "
+                            "first, {} {}: {})",
+                            unchecked, targets.size(), first->service, format_ip(first->ip), first->unchecked));
         }
         prober_.set_targets(std::move(targets));
         if (Status s = host_routes_.sync(host_routes(st_.cfg)); !s) log_err(s.error());
