@@ -14,11 +14,15 @@ a node the gateway no longer reaches (a blackhole route on the node: timeout). t
 against an open and a closed port. on_failure: reset ends the open connection; every pod failing
 is REJECT, and all_down: panic spreads over them all. A client whose source port is in the probes'
 range (512-1023) is served as usual, and no probe makes a flow. Metrics, the log line per
-transition, /healthz's body.
+transition, /healthz's body. Then the gateway follows the tests' API server
+(tests/support/kube_apiserver.py in namespace gw), test-svc's checks in its annotation
+svcgate.io/health-check: kube-node-2 cut off while its EndpointSlice says ready takes test-pod-3
+out the same way.
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,6 +183,7 @@ def sick_phase(pod, holder):
         check(len(got) == 60 and set(got) == set(PODS), f"60 connections to {url} reach all three: {sorted(set(got))}")
 
 
+api, api_dir = None, tempfile.mkdtemp(prefix="svcgate-health-api-")
 try:
     r = checks.lab(src, f"lab_up && lab_start_apps && lab_start_gateway {svcgate} {tmp.name}")
     check(r.returncode == 0, f"lab up, svcgate running with health checks ({(r.stderr or '').strip()[-300:]})")
@@ -286,7 +291,57 @@ try:
     r = subprocess.run([ctl_bin, "--socket", sock, "endpoints"], capture_output=True, text=True, timeout=30)
     check(r.returncode == 0 and "HEALTH" in r.stdout and re.search(r"10\.244\.3\.6:81 .* down \d+s \(refused\)", r.stdout),
           "svcgatectl endpoints shows HEALTH, down for how long and why")
+
+    # The same gateway following the tests' API server: test-svc's checks in its annotation, its
+    # EndpointSlices saying every pod is ready while the gateway cannot reach kube-node-2.
+    checks.lab(src, "lab_stop_gateway")
+    with open(os.path.join(src, "config", "k8s-objects.yaml")) as f:
+        objects = yaml.safe_load(f)
+    for o in objects["items"]:
+        if o["kind"] == "Service" and o["metadata"]["name"] == "test-svc":
+            o["metadata"].setdefault("annotations", {})["svcgate.io/health-check"] = \
+                f"http:/healthz interval_ms={int(INTERVAL * 1000)} timeout_ms={int(TIMEOUT * 1000)} rise={RISE} fall={FALL}"
+    with open(f"{api_dir}/objects.yaml", "w") as f:
+        yaml.safe_dump(objects, f)
+    api = subprocess.Popen(["ip", "netns", "exec", "gw", "/usr/bin/python3",
+                            os.path.join(src, "tests", "support", "kube_apiserver.py"), api_dir,
+                            f"{api_dir}/objects.yaml"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    check("serving" in api.stdout.readline(), "the tests' API server serves in namespace gw")
+    with open(os.path.join(src, "config", "kube-api.yaml")) as f:
+        kcfg = yaml.safe_load(f)
+    kcfg["kubernetes"]["api"]["kubeconfig"] = f"{api_dir}/kubeconfig"
+    kcfg["control"]["watch"] = False
+    kcfg["dataplane"]["ports"][1]["host_interface"] = "sg-cl"
+    with open(f"{api_dir}/svcgate.yaml", "w") as f:
+        yaml.safe_dump(kcfg, f)
+    r = checks.lab(src, f"lab_start_gateway {svcgate} {api_dir}/svcgate.yaml")
+    check(r.returncode == 0, "svcgate follows the API server, test-svc annotated with svcgate.io/health-check")
+    every = [a for p in PODS.values() for a in p]
+    check(wait_state("default/test-svc", every, "up", 20) is not None and
+          health()[("default/test-svc", "10.244.2.4")].get("health_check", "").startswith("http GET /healthz"),
+          "API mode: test-svc's six endpoints checked by the annotation's check")
+    checks.lab(src, "lab_x kube-node-2 ip route add blackhole 10.192.0.2/32; "
+               "lab_x kube-node-2 ip -6 route add blackhole fd00:192::2/128")
+    took = wait_state("default/test-svc", PODS["test-pod-3"], "down", 8)
+    check(took is not None and took <= FALL * INTERVAL + TIMEOUT + SLACK,
+          f"API mode, kube-node-2 cut off while its slice says ready: test-pod-3 down after {took} s")
+    rows = [x for x in json.loads(subprocess.run([ctl_bin, "--socket", sock, "endpoints", "--json"],
+                                                 capture_output=True, text=True, timeout=30).stdout or "[]")
+            if x["endpoint"].startswith("10.244.3.6:")]
+    check(rows and "unhealthy" in rows[0]["conditions"],
+          f"its conditions: {rows[0]['conditions'] if rows else None} (ready in the slice, unhealthy here)")
+    for url, flag in ((URL4, "-4"), (URL6, "-6")):
+        got = pods_reached(url, 60, flag)
+        check(len(got) == 60 and "test-pod-3" not in got,
+              f"API mode: 60 connections to {url}: {len(got)} served, by {sorted(set(got))}")
+    checks.lab(src, "lab_x kube-node-2 ip route del blackhole 10.192.0.2/32; "
+               "lab_x kube-node-2 ip -6 route del blackhole fd00:192::2/128")
+    check(wait_state("default/test-svc", PODS["test-pod-3"], "up", 8) is not None, "API mode: test-pod-3 up again")
 finally:
+    if api:
+        api.kill()
+        api.wait(timeout=10)
     checks.lab_end(src, tmp.name)
+    shutil.rmtree(api_dir, ignore_errors=True)
 
 checks.finish("health checks end to end")
