@@ -46,7 +46,6 @@ const PortConfig* on_link(const Config& cfg, const IpAddr& a, IpAddr& source) {
 // The next hop the dataplane's routes give for `a` (a connected route first, as its LPM has it
 // when it is the longest): the address itself on a port's subnet, else the longest route's via.
 std::optional<IpAddr> next_hop(const Config& cfg, const IpAddr& a) {
-    IpAddr src;
     int connected = -1;
     for (const PortConfig& p : cfg.dataplane.ports)
         for (const IpCidr& c : p.addresses)
@@ -275,23 +274,11 @@ std::pair<size_t, size_t> Prober::checked_down() const {
     return {checked, down};
 }
 
-// The failing endpoints; a Service whose every checked endpoint fails, under all_down: panic,
-// has none (all serve again, as Envoy's panic threshold does).
+// The failing endpoints (what they get is the snapshot builder's to decide: endpoint_health.h).
 void Prober::rebuild_view() const {
     auto v = std::make_shared<EndpointHealthView>();
-    std::map<std::string, std::pair<size_t, size_t>> per_service;  // checked, down
-    for (const Slot& s : slots_) {
-        if (!s.t.unchecked.empty()) continue;
-        auto& c = per_service[s.t.service];
-        ++c.first;
-        c.second += !s.state.up;
-    }
-    for (const Slot& s : slots_) {
-        if (s.state.up || !s.t.unchecked.empty()) continue;
-        const auto& c = per_service[s.t.service];
-        if (s.t.check.panic && c.first == c.second) continue;
-        v->down.emplace(s.t.key(), s.t.check.reset);
-    }
+    for (const Slot& s : slots_)
+        if (!s.state.up && s.t.unchecked.empty()) v->down.insert(s.t.key());
     view_ = std::move(v);
     view_dirty_ = false;
 }

@@ -2,14 +2,15 @@
 // prober (control/probe/) writes the view, the publisher hands it to every build, so a reload and
 // a health transition publish alike. An endpoint in the view stays listed (its flows keep it, as
 // kube-proxy keeps connections on a terminating endpoint) but is neither ready nor serving
-// (EndpointCond kUnhealthy); one marked `evict` is listed as gone to the post-publish sweep too,
-// so its TCP flows are answered with RST and its datagram flows removed (on_failure: reset).
+// (EndpointCond kUnhealthy); under on_failure: reset it is listed as gone to the post-publish
+// sweep too (kEvicted), so its TCP flows are answered with RST and its datagram flows removed.
+// What the Service's check says (on_failure, all_down) is the builder's to apply, from the config
+// it publishes.
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "control/base/address.h"
 #include "dataplane/base/types.h"
@@ -17,16 +18,13 @@
 namespace svcgate::ctl {
 
 struct EndpointHealthView {
-    // key(service, address) → evict.
-    std::unordered_map<std::string, bool> down;
+    // key(service, address) of each failing endpoint.
+    std::unordered_set<std::string> down;
 
     // "namespace/name address".
     static std::string key(const std::string& service, const dp::IpAddr& ip) { return service + " " + format_ip(ip); }
-    // Whether the endpoint fails, and whether its flows are ended; none when it serves.
-    std::optional<bool> find(const std::string& service, const dp::IpAddr& ip) const {
-        if (down.empty()) return std::nullopt;
-        const auto it = down.find(key(service, ip));
-        return it == down.end() ? std::nullopt : std::optional(it->second);
+    bool failing(const std::string& service, const dp::IpAddr& ip) const {
+        return !down.empty() && down.count(key(service, ip)) != 0;
     }
 };
 

@@ -199,9 +199,6 @@ struct Builder {
                     seen.push_back(ep.key().word());
                     ep.cond = (e.ready ? kReady : 0) | (e.serving ? kServing : 0) | (e.terminating ? kTerminating : 0) |
                         (!e.node.empty() && e.node == cfg.cluster.node_name ? kLocal : 0);
-                    if (failing)
-                        if (const std::optional<bool> evict = health->find(name, e.ip))
-                            ep.cond = (ep.cond & (kTerminating | kLocal)) | kUnhealthy | (*evict ? kEvicted : 0);
                     t.endpoints.push_back(ep);
                     s.catalogue.endpoints.push_back(EndpointInfo{e.node, e.zone, e.zone_hints, e.node_hints});
                     ep_cfg.push_back(&e);
@@ -210,6 +207,23 @@ struct Builder {
         }
         drop_duplicate_endpoints(sp.ep_first);
         sp.ep_count = static_cast<uint32_t>(t.endpoints.size()) - sp.ep_first;
+        if (failing) apply_health(*sc.health_check, name, sp);
+    }
+
+    // The endpoints failing their checks: neither ready nor serving (kUnhealthy), their flows
+    // ended too under on_failure: reset (kEvicted); all of the port's failing, under all_down:
+    // panic, none is (Envoy's panic threshold). Decided here, from the config being published,
+    // so a reload that changes on_failure or all_down takes effect with it.
+    void apply_health(const HealthCheckConfig& hc, const std::string& name, const ServicePort& sp) {
+        uint32_t down = 0;
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i)
+            down += health->failing(name, t.endpoints[i].ip);
+        if (down == 0 || (hc.panic && down == sp.ep_count)) return;
+        for (uint32_t i = sp.ep_first; i < sp.ep_first + sp.ep_count; ++i) {
+            Endpoint& ep = t.endpoints[i];
+            if (health->failing(name, ep.ip))
+                ep.cond = (ep.cond & (kTerminating | kLocal)) | kUnhealthy | (hc.reset ? kEvicted : 0);
+        }
     }
 
     // CategorizeEndpoints (kube-proxy's pkg/proxy/topology.go): Cluster endpoints are the ready

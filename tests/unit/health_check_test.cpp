@@ -220,9 +220,9 @@ std::string web(const std::string& scheduler, const std::string& check = "{type:
                                             scheduler, check));
 }
 
-EndpointHealthPtr failing(std::initializer_list<const char*> ips, bool evict = false) {
+EndpointHealthPtr failing(std::initializer_list<const char*> ips) {
     auto v = std::make_shared<EndpointHealthView>();
-    for (const char* ip : ips) v->down.emplace(EndpointHealthView::key("default/web", *parse_ip(ip)), evict);
+    for (const char* ip : ips) v->down.insert(EndpointHealthView::key("default/web", *parse_ip(ip)));
     return v;
 }
 
@@ -296,7 +296,7 @@ TEST(HealthScheduling, AConnectionOpenBeforeStaysUnlessResetIsAsked) {
         auto t = test::tracer(yaml);
         const int port = connect_to(*t, "10.244.2.4");
         ASSERT_NE(port, 0);
-        t->set_health(failing({"10.244.2.4"}, reset));
+        t->set_health(failing({"10.244.2.4"}));
         const SweepResult sw = t->reload(load_config_string(yaml, "t.yaml"));
         EXPECT_EQ(sw.tcp_closed, reset ? 1u : 0u);
         auto r = t->run_spec(fmt::format("tcp 10.244.3.9:{} > 10.96.0.50:80 [.]", port));
@@ -314,6 +314,19 @@ TEST(HealthScheduling, EveryEndpointFailingIsRejectedAsIfThereWereNone) {
     t->set_health(failing({"10.244.2.4", "10.244.2.6", "10.244.3.6"}));
     t->reload(load_config_string(web("random"), "t.yaml"));
     EXPECT_EQ(chosen(*t, 44000, 10), std::set<std::string>{"reject"});
+}
+
+TEST(HealthScheduling, AllDownPanicSpreadsOverThemAllAndAReloadSwitchesIt) {
+    const std::string panic = web("random", "{type: tcp, all_down: panic}");
+    auto t = test::tracer(panic);
+    t->set_health(failing({"10.244.2.4", "10.244.2.6"}));  // two of three: left out, panic or not
+    t->reload(load_config_string(panic, "t.yaml"));
+    EXPECT_EQ(chosen(*t, 45000, 30), std::set<std::string>{"10.244.3.6"});
+    t->set_health(failing({"10.244.2.4", "10.244.2.6", "10.244.3.6"}));  // every one: panic
+    t->reload(load_config_string(panic, "t.yaml"));
+    EXPECT_EQ(chosen(*t, 46000, 90).size(), 3u);
+    t->reload(load_config_string(web("random"), "t.yaml"));  // all_down: reject again, the same view
+    EXPECT_EQ(chosen(*t, 47000, 10), std::set<std::string>{"reject"});
 }
 
 // ---- the prober, over loopback ----------------------------------------------------------------
@@ -460,24 +473,6 @@ TEST(Prober, UdpChecksCountAnIcmpErrorAndSilenceOnlyWhenAReplyIsExpected) {
     EXPECT_EQ(p.row(targets[2].key())->last_failure, "timeout");
     EXPECT_EQ(p.row(targets[1].key())->state, "up");
     close(quiet);
-}
-
-TEST(Prober, EveryEndpointOfAPanicServiceFailingPublishesNoneAsFailing) {
-    const uint16_t closed = closed_port(SOCK_STREAM);
-    Listener open({}, INADDR_LOOPBACK + 1);  // 127.0.0.2
-    Prober p;
-    std::vector<ProbeTarget> targets{
-        loopback("p/web", closed, "tcp interval_ms=100 timeout_ms=50 fall=1 all_down=panic"),
-        loopback("p/web", open.port(), "tcp interval_ms=100 timeout_ms=50 fall=1 all_down=panic")};
-    targets[1].ip = *parse_ip("127.0.0.2");  // a second endpoint address of the Service
-    targets[1].source = targets[1].ip;
-    p.set_targets(targets);
-    ASSERT_TRUE(becomes(p, targets[0].key(), "down"));
-    EXPECT_EQ(p.view()->down.size(), 1u);  // one of two: it is left out
-    targets[1].port = closed;              // now both fail: panic, every one serves
-    p.set_targets(targets);
-    ASSERT_TRUE(becomes(p, targets[1].key(), "down"));
-    EXPECT_TRUE(p.view()->down.empty());
 }
 
 TEST(Prober, TargetsComeFromTheConfigWithTheirPortSourceAndWay) {
