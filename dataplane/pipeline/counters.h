@@ -63,6 +63,10 @@ struct alignas(64) WorkerCounters {
     uint64_t punted = 0;
     uint64_t host_out = 0;
     uint64_t host_out_dropped = 0;
+    // NAT events for the IPFIX exporter (nat_event.h): handed to the worker's ring, and refused by
+    // it when full (dropped, never waited for).
+    uint64_t nat_events = 0;
+    uint64_t nat_events_dropped = 0;
 
     WorkerCounters& operator+=(const WorkerCounters& o) noexcept;
     uint64_t dropped() const noexcept;
@@ -108,6 +112,8 @@ inline WorkerCounters& WorkerCounters::operator+=(const WorkerCounters& o) noexc
     punted += o.punted;
     host_out += o.host_out;
     host_out_dropped += o.host_out_dropped;
+    nat_events += o.nat_events;
+    nat_events_dropped += o.nat_events_dropped;
     return *this;
 }
 

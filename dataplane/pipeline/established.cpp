@@ -76,6 +76,7 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
             if (taken) {
                 ++ctx.counters.takeovers;
                 if (f.kind == FlowKind::nat) ctx.stats->active.add(ctx.worker, f.nat().endpoint, 1);
+                nat_event(ctx, f, NatEventType::create, FlowEnd::none);  // logged here from now on
             }
             if ((taken || tr == Track::changed) && F::Table::proven(f)) sync_push(ctx, p.ref.id | F::kIdBit);
         }

@@ -234,8 +234,10 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     auto* table = F::table(ctx);
     const uint32_t picked = NatTarget::decode(nf.init.target).endpoint;
     // One in, one out under pressure: a flood of new connections evicts its own kind.
-    if (table->under_pressure(ctx.worker) &&
-        table->early_drop(ctx.worker, 16, [&ctx](const auto& f) { release_flow(*ctx.stats, ctx.worker, f); }))
+    if (table->under_pressure(ctx.worker) && table->early_drop(ctx.worker, 16, [&ctx](const auto& f) {
+            nat_event(ctx, f, NatEventType::end, FlowEnd::lack_of_resources);
+            release_flow(*ctx.stats, ctx.worker, f);
+        }))
         ++ctx.counters.flows_early_dropped;
     InsertResult r = table->insert(ctx.worker, nf.init, ctx.now, &nf.hint);
     // The reply tuple is taken: another port of this worker's share of the SNAT range. With
@@ -265,6 +267,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
             return p.set(Verdict::drop, DropReason::flow_table_full);
     }
     const auto& f = table->flow(r.id);
+    if (r.status == InsertStatus::inserted) nat_event(ctx, f, NatEventType::create, FlowEnd::none);
     F::out(p) = f.key[1].reversed();
     attribute(p, f, t);
     if (t) t->new_flow = r.status == InsertStatus::inserted;

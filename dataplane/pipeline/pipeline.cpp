@@ -32,6 +32,7 @@ template <typename F>
         f.owner != ctx.worker || !f.live.load(std::memory_order_relaxed))
         return;
     const uint32_t id = refs[j].id;
+    nat_event(ctx, f, NatEventType::end, FlowEnd::end_detected);
     release_flow(*ctx.stats, ctx.worker, f);
     table->remove(id);
     ++ctx.counters.flows_reopened;
@@ -127,6 +128,7 @@ bool remove_gone(WorkerCtx& ctx, uint32_t id) noexcept {
     const auto& f = table->flow(id);
     if (!f.live.load(std::memory_order_relaxed) || f.owner != ctx.worker || !FlowState::load(f.state).gone())
         return false;
+    nat_event(ctx, f, NatEventType::end, FlowEnd::forced_end);
     release_flow(*ctx.stats, ctx.worker, f);
     table->remove(id);
     ctx.counters.flows_expired++;
@@ -152,16 +154,30 @@ void process_burst(Burst& b, WorkerCtx& ctx) noexcept {
         ctx.counters.sync_ring_full += ctx.n_sync - n;
         ctx.n_sync = 0;
     }
+    if (ctx.events && ctx.events->n) flush_nat_events(ctx);
+}
+
+void flush_nat_events(WorkerCtx& ctx) noexcept {
+    NatEventBuffer& b = *ctx.events;
+    const unsigned n = rte_ring_sp_enqueue_burst_elem(ctx.nat_ring, b.ev, sizeof(NatEvent), b.n, nullptr);
+    ctx.counters.nat_events += n;
+    ctx.counters.nat_events_dropped += b.n - n;
+    b.n = 0;
 }
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     const StatsTable& st = *ctx.stats;
-    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget,
-                                        [&st, &ctx](const Flow& f) { release_flow(st, ctx.worker, f); });
+    unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st, &ctx](const Flow& f) {
+        nat_event(ctx, f, NatEventType::end, expiry_reason(f));
+        release_flow(st, ctx.worker, f);
+    });
     if (ctx.flows6)
-        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget,
-                                     [&st, &ctx](const Flow6& f) { release_flow(st, ctx.worker, f); });
+        n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st, &ctx](const Flow6& f) {
+            nat_event(ctx, f, NatEventType::end, expiry_reason(f));
+            release_flow(st, ctx.worker, f);
+        });
     ctx.counters.flows_expired += n;
+    if (ctx.events && ctx.events->n) flush_nat_events(ctx);
     frag_housekeeping(ctx);
     return n;
 }

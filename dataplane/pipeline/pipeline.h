@@ -46,6 +46,7 @@
 #include "dataplane/pipeline/output.h"
 #include "dataplane/base/rng.h"
 #include "dataplane/lb/snapshot.h"
+#include "dataplane/flow/nat_event.h"
 #include "dataplane/flow/source_limit.h"
 
 struct rte_ring;
@@ -97,6 +98,10 @@ struct WorkerCtx {
     bool mostly_new = false;
     uint16_t n_sync = 0;
     uint32_t sync_ids[kBurst];
+    // NAT events (nat_event.h): null when no exporter is configured. The ring is the worker's
+    // own (single producer); `events` holds what is not in it yet (flush_nat_events).
+    rte_ring* nat_ring = nullptr;
+    NatEventBuffer* events = nullptr;
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the
@@ -114,6 +119,43 @@ template <typename K>
 void release_flow(const StatsTable& st, uint16_t row, const BasicFlow<K>& f) noexcept {
     if (f.kind == FlowKind::nat && f.origin.load(std::memory_order_relaxed) == 0)
         st.active.add(row, f.nat().endpoint, -1);
+}
+
+// Hands the buffered NAT events to the ring; what it refuses is counted, never waited for.
+void flush_nat_events(WorkerCtx& ctx) noexcept;
+
+// A NAT flow of this gateway began (`why` none) or ended: one event for the exporter, when there
+// is one. Replicas (Flow::origin) are their owner's to log; a worker that takes one over logs its
+// creation then.
+template <typename K>
+inline void nat_event(WorkerCtx& ctx, const BasicFlow<K>& f, NatEventType type, FlowEnd why) noexcept {
+    if (!ctx.events || f.kind != FlowKind::nat || f.origin.load(std::memory_order_relaxed) != 0) return;
+    if (ctx.events->n == NatEventBuffer::kSize) flush_nat_events(ctx);
+    NatEvent& e = ctx.events->ev[ctx.events->n++];
+    e.tsc = rte_get_tsc_cycles();
+    e.svc_id = f.svc_id;
+    e.type = type;
+    e.reason = why;
+    e.flags = f.flags;
+    if constexpr (sizeof(K) == sizeof(FlowKey6)) {
+        e.v6 = 1;
+        e.k6[0] = f.key[0], e.k6[1] = f.key[1];
+    } else {
+        e.v6 = 0;
+        e.k4[0] = f.key[0], e.k4[1] = f.key[1];
+    }
+}
+
+// Why an expired flow ended: a TCP connection closed (FIN, RST) is an end detected, a flow a
+// reload marked gone a forced end, the rest idle.
+template <typename K>
+inline FlowEnd expiry_reason(const BasicFlow<K>& f) noexcept {
+    const FlowState s = FlowState::load(f.state);
+    if (s.gone()) return FlowEnd::forced_end;
+    if (static_cast<Proto>(f.key[0].proto) == Proto::tcp &&
+        (s.tcp() == TcpState::time_wait || s.tcp() == TcpState::close))
+        return FlowEnd::end_detected;
+    return FlowEnd::idle_timeout;
 }
 
 // A flow id with its family, as the control thread hands it to a worker (one 32-bit word in a

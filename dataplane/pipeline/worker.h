@@ -113,6 +113,9 @@ public:
     // Flow replication on: the worker's ring to the sync thread (single producer, single consumer,
     // 4-byte elements). Before the worker runs.
     void set_sync_ring(rte_ring* r) noexcept { ctx_.sync = r; }
+    // NAT event export on (nat_event.h): the worker's ring to the exporter (single producer, single
+    // consumer, NatEvent elements). Before the worker runs.
+    void set_nat_ring(rte_ring* r) noexcept { ctx_.nat_ring = r, ctx_.events = r ? &events_ : nullptr; }
     // By port index, its RSS steering or null (WorkerCtx::rss); alive as long as the worker.
     void set_rss(const RssSteer* const* by_port, uint16_t n) noexcept { ctx_.rss = by_port, ctx_.n_rss = n; }
     // Read by the control thread while the worker runs (see WorkerCounters).
@@ -136,6 +139,7 @@ private:
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
     FixedArray<PortSoftCounters> port_soft_;  // by port index
+    NatEventBuffer events_;                   // ctx_.events when exporting
     uint64_t tsc_per_ms_ = 1;
     // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
     // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).
