@@ -164,6 +164,12 @@ const std::vector<ConfigField> kConfigFields = {
     {"ha", "refresh_seconds", "`10`", READ(ha.refresh_seconds), kRestart, 1, 3600},
     {"ha", "hello_ms", "`100`", READ(ha.hello_ms), kRestart, 10, 10000},
     {"ha", "dead_after_ms", "`1000`", READ(ha.dead_after_ms), kRestart, 30, 60000},
+    {"export", "ipfix.collectors", "— (required)", OWN(ipfix.collectors), kRestart},
+    {"export", "ipfix.transport", "`udp`", OWN(ipfix.tcp), kRestart},
+    {"export", "ipfix.observation_domain", "`1`", READ(ipfix.observation_domain), kRestart, 0, UINT32_MAX},
+    {"export", "ipfix.template_refresh_s", "`60`", READ(ipfix.template_refresh_s), kRestart, 1, 86400},
+    {"export", "ipfix.events", "`[create, delete]`", kNoMember, kRestart},
+    {"export", "ipfix.ring", "`65536`", READ(ipfix.ring), kRestart, 1024, 1u << 22},
     {"cluster", "node_name", "`\"\"`", READ(cluster.node_name), kReload},
     {"cluster", "node_ips", "`[]`", OWN(cluster.node_ips), kReload},
     {"cluster", "nodeport_addresses", "`[]`", OWN(cluster.nodeport_addresses), kReload},
@@ -224,6 +230,16 @@ std::string keep_restart_fields(Config& next, const Config& running) {
     if (next.load_balancer.enabled != running.load_balancer.enabled) {  // the election starts with the daemon
         next.load_balancer = running.load_balancer;
         report("kubernetes.load_balancer");
+    }
+    // The exporter and the workers' rings start with the daemon: turning it on or off is one
+    // change, its fields (the rows below, the events here) the others.
+    if (next.ipfix.enabled != running.ipfix.enabled) {
+        next.ipfix = running.ipfix;
+        report("export.ipfix");
+    }
+    if (next.ipfix.create != running.ipfix.create || next.ipfix.end != running.ipfix.end) {
+        next.ipfix.create = running.ipfix.create, next.ipfix.end = running.ipfix.end;
+        report("export.ipfix.events");
     }
     // The timeouts are named as one setting, as the log has always said.
     bool timeouts = false;

@@ -178,6 +178,19 @@ struct HaConfig {
     bool operator==(const HaConfig&) const = default;
 };
 
+// export.ipfix: every NAT flow's creation and end as IPFIX NAT events (RFC 7011, RFC 8158) to
+// collectors (control/export/). Every field takes a restart.
+struct IpfixConfig {
+    bool enabled = false;  // export.ipfix is there
+    std::vector<HostPort> collectors;
+    bool tcp = false;  // transport: udp (default) or tcp
+    uint32_t observation_domain = 1;
+    uint32_t template_refresh_s = 60;  // UDP: the templates again this often
+    bool create = true, end = true;    // events: [create, delete]
+    uint32_t ring = 65536;             // per worker, events waiting for the exporter
+    bool operator==(const IpfixConfig&) const = default;
+};
+
 // The daemon's operator endpoints.
 struct ControlConfig {
     std::string socket = "/run/svcgate.sock";  // "" = off
@@ -413,6 +426,7 @@ struct Config {
     ControlConfig control;
     RoutingConfig routing;
     HaConfig ha;
+    IpfixConfig ipfix;
     std::vector<ServiceConfig> services;
     std::vector<std::string> manifests;  // Kubernetes object files, as resolved
     KubeApiConfig kube_api;

@@ -707,6 +707,48 @@ void read_service(Reader& r, const ytree::Node& n, const Path& path, Config& cfg
     cfg.services.push_back(std::move(s));
 }
 
+// export.ipfix: the collectors, the transport and the events (control/export/).
+void read_export(Reader& r, const ytree::Node& n, Config& cfg) {
+    if (!read_fields(r, n, "export", "", cfg)) return;
+    const ytree::Node x = n["ipfix"];
+    if (!x || !read_fields(r, x, "export", "ipfix", cfg)) return;
+    IpfixConfig& c = cfg.ipfix;
+    c.enabled = true;
+    if (const ytree::Node cs = x["collectors"]; cs && r.seq(cs, "export.ipfix.collectors") && cs.size()) {
+        for (size_t i = 0; i < cs.size(); ++i) {
+            const std::string what = fmt::format("export.ipfix.collectors[{}]", i);
+            if (auto s = r.str(cs[i], what)) {
+                if (auto e = parse_host_port(*s, 4739))
+                    c.collectors.push_back(*e);
+                else
+                    r.error(cs[i], what, fmt::format("\"{}\" is not ADDRESS, ADDRESS:PORT or [IPv6]:PORT", *s));
+            }
+        }
+    } else {
+        r.error(x, "export.ipfix", "export.ipfix needs collectors: [ADDRESS:PORT, ...] (IPFIX's port: 4739)");
+    }
+    if (const ytree::Node t = x["transport"]) {
+        const std::string v = r.str(t, "export.ipfix.transport").value_or("");
+        if (v == "tcp" || v == "udp")
+            c.tcp = v == "tcp";
+        else
+            r.error(t, "export.ipfix.transport", fmt::format("\"{}\" is not udp or tcp", v));
+    }
+    if (const ytree::Node ev = x["events"]; ev && r.seq(ev, "export.ipfix.events")) {
+        c.create = c.end = false;
+        for (size_t i = 0; i < ev.size(); ++i) {
+            const std::string v = r.str(ev[i], fmt::format("export.ipfix.events[{}]", i)).value_or("");
+            if (v == "create")
+                c.create = true;
+            else if (v == "delete")
+                c.end = true;
+            else
+                r.error(ev[i], fmt::format("export.ipfix.events[{}]", i),
+                        fmt::format("\"{}\" is not create or delete", v));
+        }
+    }
+}
+
 // kubernetes.api: where the API server is and how to follow it (control/kube/).
 template <typename Beside>
 void read_kube_api(Reader& r, const ytree::Node& n, Config& cfg, Beside beside) {
@@ -727,7 +769,9 @@ Config load(const ytree::Node& root, const std::string& file, std::vector<Config
         errors.push_back(ConfigIssue{Mark{file, 0, 0}, "", "empty configuration"});
         return cfg;
     }
-    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "ha", "services", "kubernetes"})) return cfg;
+    if (!r.map(root, "", {"dataplane", "cluster", "control", "routing", "ha", "export", "services", "kubernetes"}))
+        return cfg;
+    if (root["export"]) read_export(r, root["export"], cfg);
     if (root["routing"]) read_routing(r, root["routing"], cfg);
     if (root["control"]) read_control(r, root["control"], cfg);
     if (root["dataplane"]) read_dataplane(r, root["dataplane"], cfg);

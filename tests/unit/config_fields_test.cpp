@@ -32,7 +32,7 @@ std::map<std::string, DocRow> documented() {
     std::map<std::string, DocRow> rows;
     std::string section;
     bool all_restart = false;
-    const std::set<std::string> sections{"dataplane", "control", "routing", "ha", "cluster", "kubernetes"};
+    const std::set<std::string> sections{"dataplane", "control", "routing", "ha", "export", "cluster", "kubernetes"};
     const std::regex heading(R"(^## `(\w+)`)"), row(R"(^\| `([^`]+)` \| (.*?) \| (.*) \|$)");
     for (std::string line; std::getline(in, line);) {
         std::smatch m;
@@ -129,9 +129,14 @@ TEST(ConfigFields, TheTableReadsEveryNumberSwitchAndWord) {
     ASSERT_NE(mkdtemp(dir), nullptr);
     std::ofstream(std::string(dir) + "/a.key") << std::string(64, 'a') << "\n";
     const std::map<std::string, std::string> base = {
-        {"dataplane.ports", "[{name: a}]"}, {"routing.table", "100"}, {"ha.listen", "'10.0.0.1:7400'"},
-        {"ha.peers", "[10.0.0.2]"},         {"ha.key_file", "a.key"}, {"kubernetes.api.kubeconfig", "k"},
+        {"dataplane.ports", "[{name: a}]"},
+        {"routing.table", "100"},
+        {"ha.listen", "'10.0.0.1:7400'"},
+        {"ha.peers", "[10.0.0.2]"},
+        {"ha.key_file", "a.key"},
+        {"kubernetes.api.kubeconfig", "k"},
         {"cluster.proxy_name", "p"},  // proxy_name_only needs one
+        {"export.ipfix.collectors", "['127.0.0.1:4739']"},
     };
     auto load = [&](const std::map<std::string, std::string>& values) {
         const std::string path = std::string(dir) + "/gw.yaml";
@@ -235,6 +240,7 @@ dataplane:
 routing: {table: 100}
 ha: {listen: '10.0.0.1:7400', peers: [10.0.0.2], key_file: a.key, takeover_ports: []}
 kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
+export: {ipfix: {collectors: ['127.0.0.1:4739']}}
 )");
     auto load = [&](const std::string& yaml) {
         const std::string path = std::string(dir) + "/gw.yaml";
@@ -295,6 +301,12 @@ kubernetes: {api: {kubeconfig: k}, load_balancer: {election: {namespace: n}}}
          {"namespace: n}", "namespace: n, lease_duration_s: 20}"}},
         {"kubernetes.load_balancer.election.renew_deadline_s", {"namespace: n}", "namespace: n, renew_deadline_s: 9}"}},
         {"kubernetes.load_balancer.election.retry_period_s", {"namespace: n}", "namespace: n, retry_period_s: 3}"}},
+        {"export.ipfix.collectors", {"'127.0.0.1:4739'", "'127.0.0.1:4740'"}},
+        {"export.ipfix.transport", {"4739']}", "4739'], transport: tcp}"}},
+        {"export.ipfix.observation_domain", {"4739']}", "4739'], observation_domain: 9}"}},
+        {"export.ipfix.template_refresh_s", {"4739']}", "4739'], template_refresh_s: 9}"}},
+        {"export.ipfix.events", {"4739']}", "4739'], events: [create]}"}},
+        {"export.ipfix.ring", {"4739']}", "4739'], ring: 4096}"}},
     };
     for (const std::string_view k : keys_under("dataplane", "flow_table.timeouts"))  // all above 5 s by default
         changes[fmt::format("dataplane.flow_table.timeouts.{}", k)] = {
