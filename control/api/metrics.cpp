@@ -19,6 +19,7 @@
 #include "control/ha/sync.h"
 #include "control/kube/kube_api.h"
 #include "control/lb/controller.h"
+#include "control/export/ipfix.h"
 #include "control/probe/prober.h"
 
 namespace svcgate::ctl {
@@ -45,6 +46,7 @@ std::string render_metrics(const DaemonState& st) {
     if (st.kube) st.kube->metrics(m);
     if (st.lb) st.lb->metrics(m);
     if (st.prober) st.prober->metrics(m);
+    if (st.ipfix) st.ipfix->metrics(m, t.nat_events_dropped);
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {

@@ -171,7 +171,8 @@ bool load_for_start(const std::string& path, DaemonState& st) {
 // The runtime built, the host interfaces' addresses set, and what the views read of it in `st`.
 Status start_runtime(Runtime& rt, DaemonState& st, const std::vector<std::string>& eal_extra) {
     const DataplaneConfig& dpc = st.cfg.dataplane;
-    if (Status s = build_runtime(rt, dpc, st.cfg.ha, eal_extra); !s) return s;
+    if (Status s = build_runtime(rt, dpc, st.cfg.ha, st.cfg.ipfix, eal_extra); !s) return s;
+    st.ipfix = rt.ipfix.get();
     if (Status s = sync_host_addresses(rt, st.cfg); !s) return s;
     for (size_t p = 0; p < rt.ports.size(); ++p)
         st.ports.push_back(PortView{.name = dpc.ports[p].name,

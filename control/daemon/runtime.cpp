@@ -215,7 +215,23 @@ Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& h
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given
 // back by the Runtime either way.
-Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+// export.ipfix on: each worker's ring of NAT events and the exporter that drains them.
+Status start_export(Runtime& rt, const IpfixConfig& ipfix) {
+    if (!ipfix.enabled) return {};
+    std::vector<rte_ring*> rings;
+    for (size_t w = 0; w < rt.workers.size(); ++w) {
+        RingPtr r(rte_ring_create_elem(fmt::format("svcgate_nat{}", w).c_str(), sizeof(dp::NatEvent),
+                                       rte_align32pow2(ipfix.ring), SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
+        if (!r) return Status::fail("NAT event rings: out of memory");
+        rt.workers[w]->set_nat_ring(r.get());
+        rings.push_back(r.get());
+        rt.nat_rings.push_back(std::move(r));
+    }
+    rt.ipfix = std::make_unique<IpfixExporter>(ipfix, std::move(rings));
+    return {};
+}
+
+Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha, const IpfixConfig& ipfix,
                      const std::vector<std::string>& eal_extra) {
     if (dpc.ports.empty()) return Status::fail("the config has no dataplane.ports");
     std::vector<std::string> args;
@@ -231,7 +247,8 @@ Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
     (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
     if (Status s = open_ports(rt, dpc); !s) return s;
     if (Status s = create_tables(rt, dpc, ha); !s) return s;
-    return create_workers(rt, dpc, ha);
+    if (Status s = create_workers(rt, dpc, ha); !s) return s;
+    return start_export(rt, ipfix);
 }
 
 void launch_workers(Runtime& rt) {

@@ -14,6 +14,7 @@
 #include "control/config/config_model.h"
 #include "control/base/status.h"
 #include "control/daemon/resources.h"
+#include "control/export/ipfix.h"
 #include "control/ha/sync.h"
 #include "dataplane/fragment/frag_table.h"
 #include "dataplane/pipeline/worker.h"
@@ -40,8 +41,10 @@ struct Runtime {
     std::vector<std::unique_ptr<rte_spinlock_t[]>> tx_locks;
     std::vector<const dp::RssSteer*> rss;  // by port: its RSS steering (Port::steering), read by the workers
     std::vector<std::unique_ptr<dp::Worker>> workers;
-    std::vector<RingPtr> sync_rings;  // per worker, to the sync thread (ha on)
-    std::unique_ptr<Syncer> sync;     // stopped before what it reads goes
+    std::vector<RingPtr> sync_rings;       // per worker, to the sync thread (ha on)
+    std::unique_ptr<Syncer> sync;          // stopped before what it reads goes
+    std::vector<RingPtr> nat_rings;        // per worker, to the IPFIX exporter (export.ipfix on)
+    std::unique_ptr<IpfixExporter> ipfix;  // after the rings: stopped (and its last events sent) first
     bool launched = false;
 
     ~Runtime() { stop_workers(); }
@@ -57,7 +60,7 @@ struct Runtime {
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given
 // back by the Runtime either way.
-Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha,
+Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha, const IpfixConfig& ipfix,
                      const std::vector<std::string>& eal_extra);
 // The workers on the EAL's worker lcores, one each.
 void launch_workers(Runtime& rt);

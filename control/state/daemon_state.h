@@ -31,6 +31,7 @@ namespace lb {
 class Controller;
 }
 class Prober;
+class IpfixExporter;
 
 // A member link of a bond port, as the bonding driver sees it now (control/daemon/bond.h). LACP's
 // states are the 802.1AX bits: 0x01 active, 0x02 short timeout, 0x04 aggregatable, 0x08 in sync,
@@ -101,6 +102,7 @@ struct DaemonState {
     kube::KubeApi* kube = nullptr;   // following the API server (kubernetes.api), null when off
     lb::Controller* lb = nullptr;    // the cluster's load balancer (kubernetes.load_balancer), null when off
     const Prober* prober = nullptr;  // the active health checks (control/probe/), null before the workers run
+    IpfixExporter* ipfix = nullptr;  // NAT events to IPFIX collectors (export.ipfix), null when off
     ReloadStatus reload;
     HealthState health;  // the control loop's view (health.h)
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
