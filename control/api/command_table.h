@@ -42,7 +42,9 @@ inline constexpr CommandOption kJson{"--json", "", "print the daemon's JSON answ
 inline constexpr std::array kJsonOnly{kJson};
 inline constexpr std::array kFlows{
     CommandOption{"--service", "NS/NAME[:PORT]", "only the flows of this Service (a prefix of its name)"},
-    CommandOption{"--limit", "N", "at most N flows (default 100)"}, kJson};
+    CommandOption{"--limit", "N", "at most N flows (default 100)"},
+    CommandOption{"--top", "N", "instead of the flows, the N sources (services, endpoints) with the most"},
+    CommandOption{"--by", "source|service|endpoint", "what --top counts by (default source)"}, kJson};
 inline constexpr std::array kDrain{
     CommandOption{"--timeout", "SECONDS", "leave after this long at the latest (default control.drain_timeout)"},
     kJson};

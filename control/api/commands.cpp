@@ -1,6 +1,8 @@
 #include "control/api/commands.h"
 
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -225,6 +227,10 @@ report::Status status(const DaemonState& st) {
                      .flows = st.flows_live(),
                      .flow_capacity = st.flows_capacity(),
                      .rx_packets = t.rx_packets,
+                     .flows_v4 = st.flows->live_total(),
+                     .flow_capacity_v4 = st.flows->capacity(),
+                     .flows_v6 = st.flows6 ? st.flows6->live_total() : 0u,
+                     .flow_capacity_v6 = st.flows6 ? st.flows6->capacity() : 0u,
                      .reloads = st.reload.ok,
                      .reload_failures = st.reload.failed,
                      .last_reload_ok = st.reload.last_ok,
@@ -443,6 +449,17 @@ std::optional<uint64_t> number_option(const Request& r, std::string_view flag, u
 
 Answer run_flows(const Request& r) {
     std::string why;
+    if (r.req.options.count("--top")) {
+        const auto n = number_option(r, "--top", 1, 100000, 10, "a number from 1 to 100000", why);
+        if (!n) return refuse(why);
+        const auto by = r.req.options.find("--by");
+        const std::string key = by == r.req.options.end() ? "source" : by->second;
+        if (key != "source" && key != "service" && key != "endpoint")
+            return refuse(fmt::format("--by {}: count by source, service or endpoint", key));
+        std::lock_guard lk(r.st.mu);
+        return Answer{.result = top_talkers(r.st, key, *n)};
+    }
+    if (r.req.options.count("--by")) return refuse("--by goes with --top");
     const auto limit = number_option(r, "--limit", 0, UINT32_MAX, 100, "a number", why);
     if (!limit) return refuse(why);
     const auto service = r.req.options.find("--service");
@@ -490,6 +507,36 @@ constexpr bool handlers_match_table() {
 static_assert(handlers_match_table(), "kHandlers must answer exactly kCommands' remote commands, in order");
 
 }  // namespace
+
+// The live NAT flows of both tables counted by source, service port or endpoint; the `n` largest,
+// ties by key. Read as the listing is, the workers running.
+std::vector<report::Talker> top_talkers(const DaemonState& st, const std::string& by, size_t n) {
+    std::unordered_map<std::string, report::Talker> count;
+    auto tally = [&](const auto& table) {
+        scan_live_flows(table, [&](uint32_t, const auto& f) {
+            if (f.kind != FlowKind::nat) return true;
+            std::string key = by == "service" ? st.slots().service_name(f.nat().service)
+                : by == "endpoint" ? format_endpoint(IpAddr::of(f.key[1].src), rte_be_to_cpu_16(f.key[1].sport))
+                                   : format_ip(IpAddr::of(f.key[0].src));
+            report::Talker& t = count[key];
+            ++t.flows;
+            const FlowState sv = FlowState::load(f.state);
+            t.tcp_open += static_cast<Proto>(f.key[0].proto) == Proto::tcp && sv.tcp() == TcpState::established;
+            return true;
+        });
+    };
+    tally(*st.flows);
+    if (st.flows6) tally(*st.flows6);
+    std::vector<report::Talker> a;
+    a.reserve(count.size());
+    for (auto& [k, t] : count) t.key = k, a.push_back(t);
+    const size_t keep = std::min(n, a.size());
+    std::partial_sort(a.begin(), a.begin() + static_cast<ptrdiff_t>(keep), a.end(), [](const auto& x, const auto& y) {
+        return x.flows != y.flows ? x.flows > y.flows : x.key < y.key;
+    });
+    a.resize(keep);
+    return a;
+}
 
 std::string handle_command(DaemonState& st, const std::string& line, const std::function<ReloadOutcome()>& reload) {
     std::istringstream is(line);

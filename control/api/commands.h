@@ -22,4 +22,8 @@ bool link_up(uint16_t port);
 // A port's NIC counters (stats, the metrics, the exit summary).
 report::PortCounters port_counters(const DaemonState& st, const PortView& p);
 
+// The live NAT flows of both tables counted by "source", "service" or "endpoint": the `n` with the
+// most (svcgatectl flows --top). Call with st.mu held.
+std::vector<report::Talker> top_talkers(const DaemonState& st, const std::string& by, size_t n);
+
 }  // namespace svcgate::ctl

@@ -172,6 +172,8 @@ struct Status {
     uint64_t workers = 0;
     std::vector<Port> ports;
     uint64_t service_ports = 0, endpoints = 0, flows = 0, flow_capacity = 0, rx_packets = 0;
+    // Each family's table: its live flows and capacity (flows and flow_capacity are their sums).
+    uint64_t flows_v4 = 0, flow_capacity_v4 = 0, flows_v6 = 0, flow_capacity_v6 = 0;
     uint64_t reloads = 0, reload_failures = 0;
     bool last_reload_ok = true;
     double last_reload_seconds = 0;
@@ -185,8 +187,9 @@ void members(Of<Status> auto& r, auto&& f) {
     f("config", r.config), f("generation", r.generation), f("client_ip", r.client_ip),
         f("uptime_seconds", r.uptime_seconds), f("workers", r.workers), f("ports", r.ports),
         f("service_ports", r.service_ports), f("endpoints", r.endpoints), f("flows", r.flows),
-        f("flow_capacity", r.flow_capacity), f("rx_packets", r.rx_packets), f("reloads", r.reloads),
-        f("reload_failures", r.reload_failures), f("last_reload_ok", r.last_reload_ok),
+        f("flow_capacity", r.flow_capacity), f("flows_v4", r.flows_v4), f("flow_capacity_v4", r.flow_capacity_v4),
+        f("flows_v6", r.flows_v6), f("flow_capacity_v6", r.flow_capacity_v6), f("rx_packets", r.rx_packets),
+        f("reloads", r.reloads), f("reload_failures", r.reload_failures), f("last_reload_ok", r.last_reload_ok),
         f("last_reload_seconds", r.last_reload_seconds), f("last_reload_trigger", r.last_reload_trigger),
         f("last_reload_error", r.last_reload_error), f("health", r.health), f("ha", r.ha),
         f("kubernetes", r.kubernetes);
@@ -249,6 +252,15 @@ void members(Of<Flow> auto& r, auto&& f) {
     f("original", r.original), f("endpoint", r.endpoint), f("snat", r.snat), f("state", r.state), f("idle", r.idle),
         f("service", r.service), f("replica_of", r.replica_of);
 }
+
+// svcgatectl flows --top N --by source|service|endpoint: the live NAT flows counted by one key,
+// the largest first.
+struct Talker {
+    std::string key;  // the client's address, the service port, or the endpoint's ADDRESS:PORT
+    uint64_t flows = 0;
+    uint64_t tcp_open = 0;  // of them, TCP connections not yet closing (a SYN flood's are not)
+};
+void members(Of<Talker> auto& r, auto&& f) { f("key", r.key), f("flows", r.flows), f("tcp_open", r.tcp_open); }
 
 // ---- stats -----------------------------------------------------------------------------------
 

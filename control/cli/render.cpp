@@ -83,6 +83,18 @@ std::string render_flows(const std::vector<report::Flow>& a, const CommandReques
     return o + fmt::format("{} flows shown (limit {})\n", a.size(), limit == req.options.end() ? "100" : limit->second);
 }
 
+std::string render_top(const std::vector<report::Talker>& a, const CommandRequest& req) {
+    const auto by = req.options.find("--by");
+    const std::string what = by == req.options.end() ? "source" : by->second;
+    std::string o = fmt::format("{:<48} {:>10} {:>10}\n",
+                                what == "source"        ? "SOURCE"
+                                    : what == "service" ? "SERVICE PORT"
+                                                        : "ENDPOINT",
+                                "FLOWS", "TCP OPEN");
+    for (const report::Talker& t : a) o += fmt::format("{:<48} {:>10} {:>10}\n", t.key, t.flows, t.tcp_open);
+    return o;
+}
+
 std::string render_ha(const report::Ha& y) {
     std::string o = fmt::format(
         "ha          listening on {}, {}; {} replicas held, {} taken over, {} flows handed by the workers ({} "
@@ -211,8 +223,15 @@ std::string render_status(const report::Status& j) {
                                                m.partner->empty() ? "-" : fmt::format("{}", fmt::join(*m.partner, ",")))
                                  : "");
     }
-    o += fmt::format("services    {} service ports, {} endpoints\nflows       {} of {}\npackets     {} in\n",
-                     j.service_ports, j.endpoints, j.flows, j.flow_capacity, j.rx_packets);
+    auto pct = [](uint64_t n, uint64_t of) {
+        return of ? 100.0 * static_cast<double>(n) / static_cast<double>(of) : 0.0;
+    };
+    o += fmt::format(
+        "services    {} service ports, {} endpoints\nflows       {} of {} (IPv4 {} of {}, {:.1f}% full; IPv6 {} of {}, "
+        "{:.1f}% full)\npackets     {} in\n",
+        j.service_ports, j.endpoints, j.flows, j.flow_capacity, j.flows_v4, j.flow_capacity_v4,
+        pct(j.flows_v4, j.flow_capacity_v4), j.flows_v6, j.flow_capacity_v6, pct(j.flows_v6, j.flow_capacity_v6),
+        j.rx_packets);
     o += render_client_ip(j.client_ip) + render_kubernetes(j.kubernetes) + render_health(j.health);
     if (j.ha) o += render_ha(*j.ha);
     o += fmt::format("reloads     {} ok, {} failed", j.reloads, j.reload_failures);
@@ -284,6 +303,12 @@ std::string as(const Json& result, const CommandRequest& req) {
         return F(r);
 }
 
+// flows: the listing, or with --top the talkers.
+std::string flows_or_top(const Json& result, const CommandRequest& req) {
+    if (req.options.count("--top")) return as<std::vector<report::Talker>, render_top>(result, req);
+    return as<std::vector<report::Flow>, render_flows>(result, req);
+}
+
 // A renderer for each remote command of kCommands, in its order (checked below at compile time).
 struct Renderer {
     std::string_view name;
@@ -293,7 +318,7 @@ constexpr Renderer kRenderers[] = {
     {"status", as<report::Status, render_status>},
     {"services", as<std::vector<report::Service>, render_services>},
     {"endpoints", as<std::vector<report::Endpoint>, render_endpoints>},
-    {"flows", as<std::vector<report::Flow>, render_flows>},
+    {"flows", flows_or_top},
     {"stats", as<report::Stats, render_stats>},
     {"reload", as<report::Reload, render_reload>},
     {"drain", as<report::Drain, render_drain>},

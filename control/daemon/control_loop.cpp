@@ -290,6 +290,7 @@ public:
         std::signal(SIGTERM, on_signal);
         std::signal(SIGHUP, on_signal);
         std::signal(SIGPIPE, SIG_IGN);  // a svcgatectl that hangs up early
+        follow_export();                // the Service names before the first event
         launch_workers(rt_);
         log_running();
         // systemd: ready now that the ports are up, the workers run and the first config is published.
@@ -315,6 +316,8 @@ public:
             health_->tick();
             follow_sync();
             follow_checks();
+            follow_export();
+            watch_table();
             if (health_->done()) break;
             test_stall();
             // Slots that flows stopped holding since the last reload go back, once a second.
@@ -446,6 +449,38 @@ private:
         }
     }
 
+    // A flow table that refused or evicted new flows in the last minute (full, or early drop
+    // under pressure): the sources that hold it, named in the log once a minute.
+    void watch_table() {
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_table_check_) return;
+        next_table_check_ = now + std::chrono::seconds(60);
+        const WorkerCounters t = sum_counters(st_);
+        const uint64_t pressure = t.flows_early_dropped + t.drops[static_cast<unsigned>(DropReason::flow_table_full)];
+        const uint64_t fresh = pressure - table_pressure_;
+        table_pressure_ = pressure;
+        if (fresh == 0) return;
+        std::lock_guard lk(st_.mu);
+        std::string top;
+        for (const report::Talker& x : top_talkers(st_, "source", 5))
+            top += fmt::format("{}{} ({} flows)", top.empty() ? "" : ", ", x.key, x.flows);
+        log_warning(
+            fmt::format("flow table: {} new flows refused or evicted in the last minute, {} of {} flows live; "
+                        "the sources holding most: {}",
+                        fresh, st_.flows_live(), st_.flows_capacity(), top.empty() ? "none" : top));
+    }
+
+    // The IPFIX exporter names each event's Service: its names after each publish.
+    void follow_export() {
+        if (!rt_.ipfix || pub_.generation() == export_gen_) return;
+        export_gen_ = pub_.generation();
+        const ServiceSnapshot& s = *pub_.current();
+        std::unordered_map<uint32_t, std::string> names;
+        for (size_t i = 0; i < s.services.size(); ++i)
+            names.emplace(s.services[i].id, s.info(static_cast<uint32_t>(i)).name);
+        rt_.ipfix->set_services(std::move(names));
+    }
+
     ReloadOutcome reload_now(const std::string& trigger) {
         notify_.reloading();
         ReloadOutcome r = reload(st_, pub_, shared_, trigger, adopted_);
@@ -486,6 +521,10 @@ private:
     HostRouteMirror host_routes_;
     uint64_t probe_changes_ = 0;
     EndpointHealthPtr pub_health_;
+    uint32_t export_gen_ = 0;  // the generation whose Service names the exporter has
+    std::chrono::steady_clock::time_point next_table_check_ =
+        std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    uint64_t table_pressure_ = 0;  // new flows refused or evicted, as last counted
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_status_{};
     uint64_t last_rx_ = 0;
