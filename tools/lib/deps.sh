@@ -51,7 +51,7 @@ install_guarded() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     local rc=$?
     if [ $had = 1 ]; then mv /tmp/svcgate-policy-rc.d.saved $guard; else rm -f $guard; fi
-    command -v systemctl >/dev/null && systemctl disable bird nftables >/dev/null 2>&1
+    command -v systemctl >/dev/null && systemctl disable bird nftables nfdump >/dev/null 2>&1
     return $rc
 }
 
@@ -66,8 +66,9 @@ install_kubectl() {
     install_packages kubernetes-client
 }
 
-# The HA lab (tools/lib/ha.sh): BIRD for BGP and BFD, nftables for the router's connection pinning.
-install_ha_deps() { install_guarded bird2 nftables; }
+# The HA lab (tools/lib/ha.sh): BIRD for BGP and BFD, nftables for the router's connection pinning;
+# nfdump's nfcapd, the IPFIX collector of tests/e2e/ipfix_e2e.py (its packaged service not started).
+install_ha_deps() { install_guarded bird2 nftables nfdump; }
 
 # install_prometheus: Debian's prometheus (the server and promtool) for the end-to-end test, which
 # runs its own inside the lab. Installing must not start the packaged service on the machine: a

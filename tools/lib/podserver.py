@@ -3,6 +3,7 @@
 
 GET /          -> "NAME\n"
 GET /peer      -> "NAME ADDRESS\n": the address the connection came from, as the pod sees it
+GET /peer-port -> "NAME ADDRESS PORT\n": and its port
 GET /blob/N    -> N bytes of a fixed pattern (the 4 KiB unit below, repeated), header X-SHA256
                   with their digest; streamed (any size, little memory), the digest of each size
                   computed once
@@ -65,6 +66,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(text)
             return
+        elif self.path == "/peer-port":
+            name = f"{self.server.pod} {self.client_address[0]} {self.client_address[1]}\n".encode()
+            body, length, extra = [name], len(name), {}
         elif self.path == "/peer":
             name = f"{self.server.pod} {self.client_address[0]}\n".encode()
             body, length, extra = [name], len(name), {}

@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""NAT events to a real IPFIX collector (export.ipfix, docs/flow-logs.md), both families, in the lab
+of tools/lib/lab.sh: Debian's nfcapd (nfdump) collects on the gateway's loopback, and nfdump reads
+what it stored. Prints "ok   ..." / "FAIL ..." per check; exits 1 on a failure.
+
+usage: ipfix_e2e.py SVCGATE SOURCE_DIR
+
+Checked: 60 NodePort connections of each family, masqueraded and closed, and 10 left open: the
+collector holds a create for each and a delete for each closed one, their tuples before and after
+the translation the ones the client used and the pods saw (GET /peer-port), and no delete for the
+open ones; a DNS query's create and delete; a preserving Service's records keep the client's
+address and port. nfcapd stopped: connections go on, the refused messages are counted; started
+again: the templates come again and the records with them. svcgatectl flows --top during a SYN
+flood from 3 sources names them first; status shows each family's table.
+
+nfdump 1.7.1 keeps no IPv6 post-NAT address (it reads IEs 281 and 282 from NetFlow v9 only), so
+for IPv6 the post-NAT ports are checked through it and the addresses by the unit tests.
+"""
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
+
+svcgate, src = sys.argv[1], sys.argv[2]
+ns = checks.ns
+
+if os.geteuid() != 0:
+    print("FAIL the end-to-end test needs root (network namespaces)")
+    sys.exit(1)
+if not shutil.which("nfcapd") or not shutil.which("nfdump"):
+    print("FAIL nfcapd and nfdump are not installed (Debian's nfdump; tools/test installs it)")
+    sys.exit(1)
+
+with open(os.path.join(src, "config", "lab.yaml")) as f:
+    cfg = yaml.safe_load(f)
+cfg["control"]["watch"] = False
+cfg["export"] = {"ipfix": {"collectors": ["127.0.0.1:9995"], "template_refresh_s": 5}}
+# Closed connections and answered datagrams leave the table within seconds, so their deletes come.
+cfg["dataplane"]["flow_table"]["timeouts"] = {k: 1 for k in ("tcp_fin_wait", "tcp_last_ack", "tcp_time_wait",
+                                                              "tcp_close")} | {"udp_replied": 2, "udp_unreplied": 2}
+pods = next(s for s in cfg["services"] if s["name"] == "default/test-svc")["endpoints"]
+cfg["services"].append({"name": "default/preserve-svc", "type": "NodePort", "client_ip": "preserve",
+                        "cluster_ips": ["10.96.60.1", "fd00:96::60:1"],
+                        "ports": [{"name": "http", "protocol": "TCP", "port": 80, "node_port": 30002}],
+                        "endpoints": pods})
+work = tempfile.mkdtemp(prefix="svcgate-ipfix-")
+cfg_path = f"{work}/svcgate.yaml"
+with open(cfg_path, "w") as f:
+    yaml.safe_dump(cfg, f)
+sock = cfg["control"]["socket"]
+ctl_bin = os.path.join(os.path.dirname(svcgate), "svcgatectl")
+
+# Connections from the client, each with its own source port: "go N HOST PORT PATH" opens N, each
+# asking PATH once (Connection: close unless held) and prints one JSON line per connection
+# (sport, answer); "hold" keeps them open until stdin ends.
+CLIENT = r"""
+import json, socket, sys
+held = []
+for line in sys.stdin:
+    cmd, n, host, port, path, mode = line.split()
+    out = []
+    for _ in range(int(n)):
+        s = socket.create_connection((host, int(port)), timeout=5)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: {'keep-alive' if mode == 'hold' else 'close'}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().split(b"\r\n")[-1].startswith(b"test-pod-"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        out.append({"sport": s.getsockname()[1], "answer": data.rstrip().split(b"\r\n")[-1].decode()})
+        if mode == "hold":
+            held.append(s)
+        else:
+            s.close()
+    print(json.dumps(out), flush=True)
+"""
+
+
+class Client:
+    def __init__(self):
+        self.p = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3", "-c", CLIENT],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def go(self, n, host, port, path="/peer-port", mode="close"):
+        self.p.stdin.write(f"go {n} {host} {port} {path} {mode}\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline() or "[]")
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+
+
+def nfcapd_start(d):
+    os.makedirs(d, exist_ok=True)
+    return subprocess.run(["ip", "netns", "exec", "gw", "nfcapd", "-w", d, "-p", "9995", "-b", "127.0.0.1", "-t", "2",
+                           "-P", f"{d}/nfcapd.pid", "-D"], capture_output=True, text=True, timeout=30).returncode == 0
+
+
+def nfcapd_stop(d):
+    """SIGTERM: nfcapd writes its file out (a file is readable once rotated or ended)."""
+    try:
+        pid = int(open(f"{d}/nfcapd.pid").read())
+    except (OSError, ValueError):
+        return
+    subprocess.run(["kill", "-TERM", str(pid)])
+    checks.wait(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+
+
+def records(d, flt):
+    """nfdump's records under filter `flt`: (event, proto, src, sport, dst, dport, nsrc, nsport, ndst, ndport)."""
+    r = subprocess.run(["nfdump", "-R", d, "-q", "-N", "-6", "-o",
+                        "fmt:%nevt,%pr,%sa,%sp,%da,%dp,%nsa,%nsp,%nda,%ndp", flt],
+                       capture_output=True, text=True, timeout=60)
+    out = []
+    for line in r.stdout.splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) != 10 or not f[1].isdigit():
+            continue
+        ip = lambda a: str(ipaddress.ip_address(a))  # noqa: E731
+        out.append((f[0], int(f[1]), ip(f[2]), int(f[3]), ip(f[4]), int(f[5]), ip(f[6]), int(f[7]), ip(f[8]),
+                    int(f[9])))
+    return out
+
+
+def metric(text, name, labels):
+    m = re.search(rf"^{name}\{{{re.escape(labels)}\}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def metrics():
+    return subprocess.run(["ip", "netns", "exec", "gw", "curl", "-s", "-m", "5",
+                           f"http://{cfg['control']['metrics']}/metrics"], capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+POD_ADDR = {"10.244.2.4": "test-pod-1", "10.244.2.6": "test-pod-2", "10.244.3.6": "test-pod-3",
+            "fd00:244:2::4": "test-pod-1", "fd00:244:2::6": "test-pod-2", "fd00:244:3::6": "test-pod-3"}
+d1, d2 = f"{work}/c1", f"{work}/c2"
+client = None
+try:
+    r = checks.lab(src, "lab_up && lab_start_apps")
+    check(r.returncode == 0 and nfcapd_start(d1), "lab up, nfcapd collecting on the gateway's loopback")
+    r = checks.lab(src, f"lab_start_gateway {svcgate} {cfg_path}")
+    check(r.returncode == 0, f"svcgate running with export.ipfix ({(r.stderr or '').strip()[-300:]})")
+    if r.returncode != 0:
+        sys.exit(1)
+    client = Client()
+    fams = {4: ("192.168.67.8", "192.168.67.100", "10.192.0.2", "nat event = 4", "nat event = 5"),
+            6: ("fd00:67::8", "fd00:67::100", "fd00:192::2", "nat event add", "nat event delete")}
+    opened, closed = {}, {}
+    for fam, (np, _, _, _, _) in fams.items():
+        opened[fam] = client.go(10, np, 30001, mode="hold")
+        closed[fam] = client.go(60, np, 30001)
+        check(len(opened[fam]) == 10 and len(closed[fam]) == 60,
+              f"IPv{fam}: 10 connections held open and 60 closed through NodePort 30001")
+    preserved = client.go(5, "192.168.67.8", 30002)
+    for vip, qtype in (("10.96.0.10", "A"), ("fd00:96::a", "AAAA")):
+        ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=1", qtype, f"@{vip}", "test-svc.default.svc.cluster.local")
+    time.sleep(6)  # the closed flows' timeouts (1 s, 2 s for DNS) and the ageing pass (2 s)
+    m = metrics()
+    nfcapd_stop(d1)
+
+    for fam, (np, cl, masq, ev_create, ev_delete) in fams.items():
+        creates = {x[3]: x for x in records(d1, f"{ev_create} and dst port 30001")}
+        deletes = {x[3]: x for x in records(d1, f"{ev_delete} and dst port 30001")}
+        bad = []
+        for c in closed[fam] + opened[fam]:
+            pod, seen_addr, seen_port = c["answer"].split()
+            x = creates.get(c["sport"])
+            want_post = (masq if fam == 4 else "::", int(seen_port))
+            if not x or x[2] != cl or x[4] != np or (x[6] if fam == 4 else "::", x[7]) != want_post or \
+                    POD_ADDR.get(x[8] if fam == 4 else "", pod) != pod or x[9] != 80 or \
+                    str(ipaddress.ip_address(seen_addr.removeprefix("::ffff:"))) != masq:
+                bad.append((c, x))
+        check(not bad, f"IPv{fam}: a create for each of the 70 connections, its pre- and post-NAT tuples as the "
+                       f"client and the pods saw them ({len(creates)} creates; wrong {bad[:2]})")
+        want = {c["sport"] for c in closed[fam]}
+        held = {c["sport"] for c in opened[fam]}
+        check(want <= set(deletes) and not held & set(deletes),
+              f"IPv{fam}: a delete for each of the 60 closed connections ({len(want & set(deletes))}), none for "
+              f"the 10 open ({len(held & set(deletes))})")
+    for vip, fam in (("10.96.0.10", 4), ("fd00:96::a", 6)):
+        dns = f"proto udp and dst ip {vip} and dst port 53"
+        made, ended = records(d1, f"{fams[fam][3]} and {dns}"), records(d1, f"{fams[fam][4]} and {dns}")
+        check(len(made) == 1 and len(ended) == 1 and made[0][2:6] == ended[0][2:6],
+              f"the DNS query to {vip}: its create and delete, one each ({made + ended})")
+    pres = records(d1, "nat event = 4 and dst port 30002")
+    check(len(pres) == 5 and all(x[6] == x[2] and x[7] == x[3] for x in pres),
+          f"client_ip preserve: 5 creates, the post-NAT source the client's own ({[(x[6], x[7]) for x in pres][:2]})")
+    created = metric(m, "svcgate_ipfix_events_total", 'event="create"') or 0
+    # 140 connections through 30001, 5 through 30002, 2 DNS queries.
+    check(metric(m, "svcgate_ipfix_events_dropped_total", 'reason="ring_full"') == 0 and created == 147,
+          f"metrics: {created:.0f} creates exported, none dropped at the workers' rings")
+
+    # The collector gone: connections go on, the refused messages are counted.
+    before = metrics()
+    got = client.go(20, "192.168.67.8", 30001)
+    time.sleep(1.5)
+    got += client.go(20, "192.168.67.8", 30001)
+    time.sleep(1)
+    after = metrics()
+    failed = lambda t: metric(t, "svcgate_ipfix_messages_total", 'collector="127.0.0.1:9995",result="failed"') or 0  # noqa
+    dropped = lambda t: metric(t, "svcgate_ipfix_events_dropped_total", 'reason="collector"') or 0  # noqa
+    check(len(got) == 40 and failed(after) > failed(before) and dropped(after) > dropped(before) and
+          metric(after, "svcgate_ipfix_events_dropped_total", 'reason="ring_full"') == 0,
+          f"nfcapd stopped: 40 connections served, {failed(after) - failed(before):.0f} messages refused, "
+          f"{dropped(after) - dropped(before):.0f} events counted as dropped, none at the workers' rings")
+    # Back: the templates again, then the records.
+    check(nfcapd_start(d2), "nfcapd started again")
+    time.sleep(0.5)
+    back = client.go(10, "192.168.67.8", 30001)
+    time.sleep(1.5)
+    nfcapd_stop(d2)
+    got2 = {x[3] for x in records(d2, "nat event = 4 and dst port 30001")}
+    check(len(back) == 10 and {c["sport"] for c in back} <= got2,
+          f"nfcapd back: the 10 new connections' creates are stored ({len(got2 & {c['sport'] for c in back})}), "
+          "their templates sent again")
+
+    # Top talkers during a SYN flood from three sources.
+    flood = subprocess.Popen(["ip", "netns", "exec", "client", "/usr/bin/python3", "-c", """
+from scapy.all import IP, TCP, send
+import random
+pkts = [IP(src=f'192.168.67.{s}', dst='192.168.67.8') / TCP(sport=random.randint(1024, 65000), dport=30001, flags='S')
+        for s in (201, 202, 203) for n in range((4 - (s - 200)) * 150)]
+send(pkts, verbose=0)
+"""])
+    flood.wait(timeout=120)
+    r = subprocess.run([ctl_bin, "--socket", sock, "flows", "--top", "5", "--by", "source", "--json"],
+                       capture_output=True, text=True, timeout=30)
+    top = json.loads(r.stdout) if r.returncode == 0 else []
+    names = [t["key"] for t in top]
+    check(names[:3] == ["192.168.67.201", "192.168.67.202", "192.168.67.203"],
+          f"flows --top 5 --by source during a SYN flood from 3 sources names them first: {[(t['key'], t['flows']) for t in top]}")
+    r = subprocess.run([ctl_bin, "--socket", sock, "flows", "--top", "3", "--by", "endpoint"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode == 0 and "ENDPOINT" in r.stdout and re.search(r"10\.244\.\d+\.\d+:80 ", r.stdout),
+          f"flows --top 3 --by endpoint: {r.stdout.strip().splitlines()[1:2]}")
+    r = subprocess.run([ctl_bin, "--socket", sock, "status"], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0 and re.search(r"IPv4 \d+ of \d+, [\d.]+% full; IPv6 \d+ of \d+", r.stdout),
+          "svcgatectl status shows each family's table and its fill")
+finally:
+    if client:
+        client.close()
+    nfcapd_stop(d1)
+    nfcapd_stop(d2)
+    checks.lab_end(src, cfg_path)
+    shutil.rmtree(work, ignore_errors=True)
+
+checks.finish("IPFIX NAT events and top talkers end to end")
