@@ -72,6 +72,9 @@ PAGES = {
             "Moving from MetalLB")]),
         ("ACTIVE HEALTH CHECKS", [("docs/health-checks.md", None)] + [("docs/health-checks.md", h) for h in (
             "Turning it on", "What a failing endpoint gets", "Where the probes come from", "Seen and counted")]),
+        ("FLOW LOGS", [("docs/flow-logs.md", None)] + [("docs/flow-logs.md", h) for h in (
+            "Turning it on", "What is logged", "Never on the fast path's back", "Reading it with nfdump",
+            "Top talkers")]),
         ("RELIABILITY", [("docs/guarantees.md", "Reliability")]),
         ("FILES", [("docs/operations.md", "Files")]),
     ], "svcgatectl(8), svcgate.yaml(5)"),
@@ -99,6 +102,7 @@ DOC_PAGES = {
     "docs/guarantees.md": ("svcgate.8", "RELIABILITY"),
     "docs/load-balancer.md": ("svcgate.8", "THE CLUSTER'S LOAD BALANCER"),
     "docs/health-checks.md": ("svcgate.8", "ACTIVE HEALTH CHECKS"),
+    "docs/flow-logs.md": ("svcgate.8", "FLOW LOGS"),
     "docs/trace.md": ("svcgatectl.8", "TRACE"),
 }
 # Repository path → what an installed system has (debian/svcgate.install puts the examples in
