@@ -49,6 +49,7 @@
 #include "control/ha/sync.h"
 #include "control/ha/sync_proto.h"
 #include "control/config/health_check.h"
+#include "control/export/ipfix.h"
 #include "control/probe/prober.h"
 #include "control/base/tool_eal.h"
 #include "control/config/yaml_config.h"
@@ -527,7 +528,8 @@ BENCHMARK(BM_EstablishedFloor)->ArgsProduct({{0, 1, 2, 3, 4}, {4096, 1 << 20}});
 // benchmark's).
 template <class Table, class KeyOf, class InitOf>
 void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&), KeyOf key_of, InitOf init_of,
-                        const std::string& cluster_extra = "", const std::function<void(World&)>& setup = {}) {
+                        const std::string& cluster_extra = "", const std::function<void(World&)>& setup = {},
+                        const std::function<void()>& done = {}) {
     const int services = static_cast<int>(st.range(0));
     const uint32_t capacity = 1u << 20, fill = static_cast<uint32_t>(uint64_t{capacity} * st.range(1) / 100);
     World w(services, capacity, family, cluster_extra);
@@ -551,12 +553,15 @@ void pipeline_new_flows(benchmark::State& st, int family, Table& (*table)(World&
             FlowRef r = t.lookup(
                 key_of(fill + static_cast<uint32_t>((at + i) % frames.size()), static_cast<uint32_t>(services)));
             if (!r.hit()) continue;
+            nat_event(w.ctx, t.flow(r.id), NatEventType::end, FlowEnd::idle_timeout);  // exporting: its delete
             release_flow(*w.ctx.stats, w.ctx.worker, t.flow(r.id));
             t.remove(r.id);
         }
+        if (w.ctx.events && w.ctx.events->n) flush_nat_events(w.ctx);
         at = (at + kBurst) % frames.size();
     }
     rte_pktmbuf_free_bulk(m, kBurst);
+    if (done) done();
     st.SetItemsProcessed(int64_t(st.iterations()) * kBurst);
     st.counters["fill_pct"] = static_cast<double>(st.range(1));
     if (!cluster_extra.empty()) {  // the masquerade benchmark: how many of its ports were steered
@@ -576,6 +581,80 @@ void BM_NewFlowsChecks(benchmark::State& st) {
     if (load) st.counters["prober_cpu_pct"] = load->cpu_pct();
 }
 BENCHMARK(BM_NewFlowsChecks)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
+
+// NAT events exported (control/export/) beside new flows: the worker's ring and the exporter's
+// thread on the other cores, sending IPFIX to a UDP socket on loopback nobody reads. A flow's
+// create is logged in the timed burst, its delete in the untimed removal (a worker's housekeeping
+// would log it). exporter_ns_per_event: the exporter's CPU time per event (the process's less the
+// benchmark thread's); events_dropped: what the ring refused.
+class ExporterLoad {
+public:
+    explicit ExporterLoad(World& w) {
+        static unsigned serial = 0;
+        ring_ = rte_ring_create_elem(fmt::format("bench_nat{}", serial++).c_str(), sizeof(NatEvent), 1u << 16,
+                                     SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        sink_ = socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in a{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}, .sin_zero = {}};
+        socklen_t len = sizeof a;
+        (void)!bind(sink_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        getsockname(sink_, reinterpret_cast<sockaddr*>(&a), &len);
+        ctl::IpfixConfig cfg{.enabled = true, .collectors = {{*ctl::parse_ip("127.0.0.1"), ntohs(a.sin_port)}}};
+        cpu_set_t mine, others;
+        pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+        CPU_ZERO(&others);
+        const int here = sched_getcpu();
+        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c)
+            if (c != here) CPU_SET(c, &others);
+        if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+        exporter_ = std::make_unique<ctl::IpfixExporter>(cfg, std::vector<rte_ring*>{ring_});
+        pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+        w.ctx.nat_ring = ring_;
+        w.ctx.events = &buf_;
+        ctx_ = &w.ctx;
+        proc0_ = cpu(CLOCK_PROCESS_CPUTIME_ID);
+        thread0_ = cpu(CLOCK_THREAD_CPUTIME_ID);
+    }
+    ~ExporterLoad() {
+        exporter_.reset();
+        rte_ring_free(ring_);
+        close(sink_);
+    }
+    // Before the World goes: the counters, then the worker no longer logs.
+    void report(benchmark::State& st) {
+        const double exporter = (cpu(CLOCK_PROCESS_CPUTIME_ID) - proc0_) - (cpu(CLOCK_THREAD_CPUTIME_ID) - thread0_);
+        const double events = static_cast<double>(ctx_->counters.nat_events);
+        st.counters["exporter_ns_per_event"] = events ? 1e9 * exporter / events : 0;
+        st.counters["events_dropped"] = static_cast<double>(ctx_->counters.nat_events_dropped);
+        ctx_->nat_ring = nullptr, ctx_->events = nullptr;
+    }
+
+private:
+    static double cpu(clockid_t c) {
+        timespec t{};
+        clock_gettime(c, &t);
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    }
+    rte_ring* ring_ = nullptr;
+    int sink_ = -1;
+    NatEventBuffer buf_;
+    WorkerCtx* ctx_ = nullptr;
+    std::unique_ptr<ctl::IpfixExporter> exporter_;
+    double proc0_ = 0, thread0_ = 0;
+};
+
+// New flows (table 90% full, 10 Services) with NAT event export off (0) and on (1).
+void BM_NewFlowsIpfix(benchmark::State& st) {
+    std::optional<ExporterLoad> load;
+    pipeline_new_flows(
+        st, 4, &table4, flow_key, flow_init, "",
+        [&](World& w) {
+            if (st.range(2)) load.emplace(w);
+        },
+        [&] {
+            if (load) load->report(st);
+        });
+}
+BENCHMARK(BM_NewFlowsIpfix)->Args({10, 90, 0})->Args({10, 90, 1})->UseManualTime();
 BENCHMARK(BM_PipelineNewFlows)
     ->Args({10, 10})
     ->Args({10, 90})

@@ -3,9 +3,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <endian.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -28,11 +32,9 @@ namespace {
 void put8(std::string& s, uint8_t v) { s.push_back(static_cast<char>(v)); }
 void put16(std::string& s, uint16_t v) { put8(s, v >> 8), put8(s, v & 0xff); }
 void put32(std::string& s, uint32_t v) { put16(s, v >> 16), put16(s, v & 0xffff); }
-void put64(std::string& s, uint64_t v) { put32(s, v >> 32), put32(s, v & 0xffffffffu); }
 void set16(std::string& s, size_t at, uint16_t v) {
     s[at] = static_cast<char>(v >> 8), s[at + 1] = static_cast<char>(v);
 }
-void raw(std::string& s, const void* p, size_t n) { s.append(static_cast<const char*>(p), n); }
 
 struct Field {
     uint16_t id, len;
@@ -77,32 +79,48 @@ std::string IpfixEncoder::templates(uint32_t export_s) const {
     return m;
 }
 
+namespace {
+// A record written into a buffer of its own (no allocation per record).
+struct RecordOut {
+    char* p;
+    void raw(const void* src, size_t n) { std::memcpy(p, src, n), p += n; }
+    void u8(uint8_t v) { *p++ = static_cast<char>(v); }
+    void u64(uint64_t v) {
+        v = htobe64(v);
+        raw(&v, 8);
+    }
+};
+}  // namespace
+
 void IpfixEncoder::add(const dp::NatEvent& e, uint64_t ms, std::string_view service, uint32_t export_s) {
     const bool end = e.type == dp::NatEventType::end;
     const uint16_t tid = e.v6 ? (end ? kEnd6 : kCreate6) : (end ? kEnd4 : kCreate4);
     service = service.substr(0, 254);
-    std::string r;
+    char buf[4 * 16 + 4 * 2 + 1 + 1 + 8 + 8 + 1 + 1 + 254];
+    RecordOut r{buf};
     if (e.v6) {
         const dp::FlowKey6 &o = e.k6[0], &y = e.k6[1];
-        raw(r, o.src.b, 16), raw(r, o.dst.b, 16), raw(r, &o.sport, 2), raw(r, &o.dport, 2), put8(r, o.proto);
-        raw(r, y.dst.b, 16), raw(r, y.src.b, 16), raw(r, &y.dport, 2), raw(r, &y.sport, 2);
-        put8(r, end ? kNatDelete : kNatCreate);
+        r.raw(o.src.b, 16), r.raw(o.dst.b, 16), r.raw(&o.sport, 2), r.raw(&o.dport, 2), r.u8(o.proto);
+        r.raw(y.dst.b, 16), r.raw(y.src.b, 16), r.raw(&y.dport, 2), r.raw(&y.sport, 2);
+        r.u8(end ? kNatDelete : kNatCreate);
     } else {
         const dp::FlowKey &o = e.k4[0], &y = e.k4[1];
-        raw(r, &o.src.be, 4), raw(r, &o.dst.be, 4), raw(r, &o.sport, 2), raw(r, &o.dport, 2), put8(r, o.proto);
+        r.raw(&o.src.be, 4), r.raw(&o.dst.be, 4), r.raw(&o.sport, 2), r.raw(&o.dport, 2), r.u8(o.proto);
         // After the translation: from the masquerade address (or the client's, kept) to the endpoint.
-        raw(r, &y.dst.be, 4), raw(r, &y.src.be, 4), raw(r, &y.dport, 2), raw(r, &y.sport, 2);
-        put8(r, end ? kNat44Delete : kNat44Create);
+        r.raw(&y.dst.be, 4), r.raw(&y.src.be, 4), r.raw(&y.dport, 2), r.raw(&y.sport, 2);
+        r.u8(end ? kNat44Delete : kNat44Create);
     }
-    put64(r, ms);  // observationTimeMilliseconds
-    put64(r, ms);  // flowStart, or flowEnd
-    if (end) put8(r, static_cast<uint8_t>(e.reason));
-    put8(r, static_cast<uint8_t>(service.size()));
-    r.append(service);
-    const size_t need = r.size() + (set_id_ == tid ? 0 : 4);
+    r.u64(ms);  // observationTimeMilliseconds
+    r.u64(ms);  // flowStart, or flowEnd
+    if (end) r.u8(static_cast<uint8_t>(e.reason));
+    r.u8(static_cast<uint8_t>(service.size()));
+    r.raw(service.data(), service.size());
+    const size_t size = static_cast<size_t>(r.p - buf);
+    const size_t need = size + (set_id_ == tid ? 0 : 4);
     if (!msg_.empty() && msg_.size() + need > kMaxMessage) finish();
     export_s_ = export_s;
     if (msg_.empty()) {
+        msg_.reserve(kMaxMessage);
         put16(msg_, kVersion), put16(msg_, 0), put32(msg_, 0), put32(msg_, 0), put32(msg_, domain_);
         set_at_ = 0, set_id_ = 0;
     }
@@ -111,7 +129,7 @@ void IpfixEncoder::add(const dp::NatEvent& e, uint64_t ms, std::string_view serv
         set_at_ = msg_.size(), set_id_ = tid;
         put16(msg_, tid), put16(msg_, 0);
     }
-    msg_ += r;
+    msg_.append(buf, size);
     ++records_;
 }
 
@@ -245,12 +263,49 @@ bool IpfixExporter::send_to(Collector& c, const std::string& msg) {
 }
 
 void IpfixExporter::send_all(const std::vector<IpfixEncoder::Message>& msgs) {
-    for (const IpfixEncoder::Message& m : msgs)
-        for (Collector& c : collectors_)
-            if (!send_to(c, m.bytes)) {
-                std::lock_guard lk(mu_);
-                dropped_collector_ += m.records;
+    uint64_t dropped = 0;
+    for (Collector& c : collectors_) {
+        if (cfg_.tcp) {
+            for (const IpfixEncoder::Message& m : msgs)
+                if (!send_to(c, m.bytes)) dropped += m.records;
+            continue;
+        }
+        // UDP: up to 64 messages a system call.
+        connect(c);
+        for (size_t i = 0; i < msgs.size();) {
+            if (c.fd < 0) {
+                for (; i < msgs.size(); ++i) dropped += msgs[i].records;
+                break;
             }
+            if (c.need_templates || Clock::now() < c.templates_until) send_templates(c);
+            constexpr size_t kBatch = 64;
+            mmsghdr v[kBatch];
+            iovec io[kBatch];
+            const size_t k = std::min(kBatch, msgs.size() - i);
+            for (size_t j = 0; j < k; ++j) {
+                io[j] = iovec{const_cast<char*>(msgs[i + j].bytes.data()), msgs[i + j].bytes.size()};
+                v[j] = mmsghdr{};
+                v[j].msg_hdr.msg_iov = &io[j];
+                v[j].msg_hdr.msg_iovlen = 1;
+            }
+            const int sent = std::max(0, sendmmsg(c.fd, v, static_cast<unsigned>(k), MSG_NOSIGNAL));
+            c.messages.fetch_add(static_cast<uint64_t>(sent));
+            i += static_cast<size_t>(sent);
+            if (static_cast<size_t>(sent) == k) {
+                c.up.store(true);
+                continue;
+            }
+            // The message at i was refused (the collector's port unreachable, most likely): it is
+            // lost, the templates go again.
+            dropped += msgs[i++].records;
+            c.failures.fetch_add(1);
+            c.up.store(false);
+            c.need_templates = true;
+            c.templates_until = Clock::now() + kTemplatesAfterFailure;
+        }
+    }
+    std::lock_guard lk(mu_);
+    dropped_collector_ += dropped;
 }
 
 void IpfixExporter::drain(bool final) {
