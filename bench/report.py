@@ -7,7 +7,10 @@ import os
 import platform
 import statistics
 import subprocess
+import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stats  # noqa: E402
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -122,6 +125,13 @@ def main():
     def micro_counter(name, key):
         b = micro_entry(name)
         return None if b is None else b.get(key)
+
+    # A ratio of two micro-benchmarks with its interval (bench/stats.py): repetition i of each
+    # (interleaved at random with every other benchmark's) makes round i.
+    def micro_ratio(off, on):
+        reps = [[b["items_per_second"] for b in micro_runs(n) if b.get("run_type") != "aggregate" and
+                 not b.get("error_occurred")] for n in (off, on)]
+        return stats.interval([b / a for a, b in zip(*reps) if a])
 
     # Active health checks at 10,000 endpoints every 2 s beside the fast path (off, on) and the
     # prober's share of a core.
@@ -243,6 +253,14 @@ def main():
         "new_flows_checks_ratio": ratio(chk_new[1], chk_new[0]) if all(chk_new) else None,
         "health_checks_prober_cpu_pct_10k": chk_cpu,
         "new_flows_ipfix_ratio": ratio(ipfix_new[1], ipfix_new[0]) if all(ipfix_new) else None,
+        # The same ratios as {median, low, high, rounds, coverage} (bench/stats.py).
+        "intervals": {
+            "established_checks_ratio": micro_ratio("BM_EstablishedChecks/10/0", "BM_EstablishedChecks/10/1"),
+            "new_flows_checks_ratio": micro_ratio("BM_NewFlowsChecks/10/90/0/manual_time",
+                                                  "BM_NewFlowsChecks/10/90/1/manual_time"),
+            "new_flows_ipfix_ratio": micro_ratio("BM_NewFlowsIpfix/10/90/0/manual_time",
+                                                 "BM_NewFlowsIpfix/10/90/1/manual_time"),
+        },
         "ipfix_exporter_ns_per_event": ipfix_ns,
         "sync_bytes_per_flow": med([x for x in sync_bpf if x]),
         "new_flows_sync_mpps": {"off": med(sync_off), "on": med(sync_on), "rounds": len(sync_ratios)},
