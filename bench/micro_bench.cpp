@@ -390,47 +390,30 @@ void BM_PipelineEstablished6(benchmark::State& st) { pipeline_established(st, 6)
 BENCHMARK(BM_PipelineEstablished)->Arg(10)->Arg(1000)->Arg(10000)->Arg(100000);
 BENCHMARK(BM_PipelineEstablished6)->Arg(10);
 
-// Active health checks (control/probe/) beside the fast path: the prober checking `n` endpoints
-// every 2 s on the cores other than the benchmark's, as the daemon's control thread runs beside
-// a worker. Each endpoint is a closed port of 127.0.0.1: a refused connect (socket, bind,
-// connect, RST, close), a check's whole cost without a peer's. prober_cpu_pct: its share of a
-// core, the process's CPU time less the benchmark thread's.
-class ProberLoad {
+// A thread of the control plane beside the benchmark: `start` runs with the calling thread's
+// affinity set to every core but its own, so a thread it starts runs there (as the daemon's
+// control threads beside a worker); the affinity is then put back.
+template <typename F>
+auto start_beside(F&& start) {
+    cpu_set_t mine, others;
+    pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
+    CPU_ZERO(&others);
+    const int here = sched_getcpu();
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c)
+        if (c != here) CPU_SET(c, &others);
+    if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+    auto started = start();
+    pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+    return started;
+}
+
+// The CPU time of the threads other than the caller since this was made: the process's less the
+// calling thread's, seconds.
+class OthersCpu {
 public:
-    explicit ProberLoad(unsigned n) {
-        cpu_set_t mine, others;
-        pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
-        CPU_ZERO(&others);
-        const int here = sched_getcpu();
-        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c)
-            if (c != here) CPU_SET(c, &others);
-        if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
-        prober_ = std::make_unique<ctl::Prober>();  // its thread takes the affinity it is started with
-        pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}, .sin_zero = {}};
-        socklen_t len = sizeof a;
-        (void)!bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-        close(fd);  // nothing listens there now
-        std::string err;
-        const ctl::HealthCheckConfig hc = *ctl::parse_health_check("tcp interval_ms=2000 timeout_ms=1000", err);
-        std::vector<ctl::ProbeTarget> targets;
-        for (unsigned i = 0; i < n; ++i)
-            targets.push_back({.service = fmt::format("bench/s{}", i),
-                               .ip = *ctl::parse_ip("127.0.0.1"),
-                               .port = ntohs(a.sin_port),
-                               .check = hc,
-                               .source = *ctl::parse_ip("127.0.0.1"),
-                               .device = "lo"});
-        prober_->set_targets(std::move(targets));
-        wall0_ = std::chrono::steady_clock::now();
-        proc0_ = cpu(CLOCK_PROCESS_CPUTIME_ID);
-        thread0_ = cpu(CLOCK_THREAD_CPUTIME_ID);
-    }
-    double cpu_pct() const {
-        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
-        return 100 * ((cpu(CLOCK_PROCESS_CPUTIME_ID) - proc0_) - (cpu(CLOCK_THREAD_CPUTIME_ID) - thread0_)) / wall;
+    OthersCpu() : proc0_(cpu(CLOCK_PROCESS_CPUTIME_ID)), thread0_(cpu(CLOCK_THREAD_CPUTIME_ID)) {}
+    double seconds() const {
+        return (cpu(CLOCK_PROCESS_CPUTIME_ID) - proc0_) - (cpu(CLOCK_THREAD_CPUTIME_ID) - thread0_);
     }
 
 private:
@@ -439,9 +422,55 @@ private:
         clock_gettime(c, &t);
         return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
     }
+    double proc0_, thread0_;
+};
+
+// A port of 127.0.0.1 of socket type `type`: bound by `fd`, or (fd null) bound and closed again.
+uint16_t loopback_port(int type, int* fd = nullptr) {
+    const int s = socket(AF_INET, type, 0);
+    sockaddr_in a{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}, .sin_zero = {}};
+    socklen_t len = sizeof a;
+    (void)!bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    if (fd)
+        *fd = s;
+    else
+        close(s);
+    return ntohs(a.sin_port);
+}
+
+// Active health checks (control/probe/) beside the fast path: the prober checking `n` endpoints
+// every 2 s on the cores other than the benchmark's, as the daemon's control thread runs beside
+// a worker. Each endpoint is a closed port of 127.0.0.1: a refused connect (socket, bind,
+// connect, RST, close), a check's whole cost without a peer's. prober_cpu_pct: its share of a
+// core, the process's CPU time less the benchmark thread's.
+class ProberLoad {
+public:
+    explicit ProberLoad(unsigned n) {
+        prober_ = start_beside([] { return std::make_unique<ctl::Prober>(); });
+        const uint16_t closed = loopback_port(SOCK_STREAM);  // nothing listens there
+        std::string err;
+        const ctl::HealthCheckConfig hc = *ctl::parse_health_check("tcp interval_ms=2000 timeout_ms=1000", err);
+        std::vector<ctl::ProbeTarget> targets;
+        for (unsigned i = 0; i < n; ++i)
+            targets.push_back({.service = fmt::format("bench/s{}", i),
+                               .ip = *ctl::parse_ip("127.0.0.1"),
+                               .port = closed,
+                               .check = hc,
+                               .source = *ctl::parse_ip("127.0.0.1"),
+                               .device = "lo"});
+        prober_->set_targets(std::move(targets));
+        wall0_ = std::chrono::steady_clock::now();
+        cpu_ = OthersCpu();
+    }
+    double cpu_pct() const {
+        return 100 * cpu_.seconds() / std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0_).count();
+    }
+
+private:
     std::unique_ptr<ctl::Prober> prober_;
     std::chrono::steady_clock::time_point wall0_;
-    double proc0_ = 0, thread0_ = 0;
+    OthersCpu cpu_;
 };
 
 // The established path at 10 Services with the prober off (0) and on at 10,000 endpoints (1).
@@ -593,26 +622,14 @@ public:
         static unsigned serial = 0;
         ring_ = rte_ring_create_elem(fmt::format("bench_nat{}", serial++).c_str(), sizeof(NatEvent), 1u << 16,
                                      SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        sink_ = socket(AF_INET, SOCK_DGRAM, 0);
-        sockaddr_in a{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}, .sin_zero = {}};
-        socklen_t len = sizeof a;
-        (void)!bind(sink_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        getsockname(sink_, reinterpret_cast<sockaddr*>(&a), &len);
-        ctl::IpfixConfig cfg{.enabled = true, .collectors = {{*ctl::parse_ip("127.0.0.1"), ntohs(a.sin_port)}}};
-        cpu_set_t mine, others;
-        pthread_getaffinity_np(pthread_self(), sizeof mine, &mine);
-        CPU_ZERO(&others);
-        const int here = sched_getcpu();
-        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN); ++c)
-            if (c != here) CPU_SET(c, &others);
-        if (CPU_COUNT(&others)) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
-        exporter_ = std::make_unique<ctl::IpfixExporter>(cfg, std::vector<rte_ring*>{ring_});
-        pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+        const uint16_t port = loopback_port(SOCK_DGRAM, &sink_);  // bound, never read
+        const ctl::IpfixConfig cfg{.enabled = true, .collectors = {{*ctl::parse_ip("127.0.0.1"), port}}};
+        exporter_ =
+            start_beside([&] { return std::make_unique<ctl::IpfixExporter>(cfg, std::vector<rte_ring*>{ring_}); });
         w.ctx.nat_ring = ring_;
         w.ctx.events = &buf_;
         ctx_ = &w.ctx;
-        proc0_ = cpu(CLOCK_PROCESS_CPUTIME_ID);
-        thread0_ = cpu(CLOCK_THREAD_CPUTIME_ID);
+        cpu_ = OthersCpu();
     }
     ~ExporterLoad() {
         exporter_.reset();
@@ -621,25 +638,19 @@ public:
     }
     // Before the World goes: the counters, then the worker no longer logs.
     void report(benchmark::State& st) {
-        const double exporter = (cpu(CLOCK_PROCESS_CPUTIME_ID) - proc0_) - (cpu(CLOCK_THREAD_CPUTIME_ID) - thread0_);
         const double events = static_cast<double>(ctx_->counters.nat_events);
-        st.counters["exporter_ns_per_event"] = events ? 1e9 * exporter / events : 0;
+        st.counters["exporter_ns_per_event"] = events ? 1e9 * cpu_.seconds() / events : 0;
         st.counters["events_dropped"] = static_cast<double>(ctx_->counters.nat_events_dropped);
         ctx_->nat_ring = nullptr, ctx_->events = nullptr;
     }
 
 private:
-    static double cpu(clockid_t c) {
-        timespec t{};
-        clock_gettime(c, &t);
-        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-    }
     rte_ring* ring_ = nullptr;
     int sink_ = -1;
     NatEventBuffer buf_;
     WorkerCtx* ctx_ = nullptr;
     std::unique_ptr<ctl::IpfixExporter> exporter_;
-    double proc0_ = 0, thread0_ = 0;
+    OthersCpu cpu_;
 };
 
 // New flows (table 90% full, 10 Services) with NAT event export off (0) and on (1).
