@@ -410,6 +410,14 @@ report::Stats stats(const DaemonState& st) {
                              .frag_taken = c.frag_taken,
                              .unaccounted = c.unaccounted()});
     }
+    if (st.cfg.dataplane.latency_sampling) {
+        const LatencyHistogram h = sum_latency(st);
+        r.latency = report::Latency{.samples = h.samples,
+                                    .p50_us = h.quantile(0.5) / 1e3,
+                                    .p99_us = h.quantile(0.99) / 1e3,
+                                    .p999_us = h.quantile(0.999) / 1e3,
+                                    .max_us = static_cast<double>(h.max_ns) / 1e3};
+    }
     return r;
 }
 

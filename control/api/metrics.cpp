@@ -48,6 +48,7 @@ std::string render_metrics(const DaemonState& st) {
     if (st.prober) st.prober->metrics(m);
     if (st.ipfix) st.ipfix->metrics(m, t.nat_events_dropped);
     collect_verdicts(m, t, rte_mempool_in_use_count(st.pool));
+    if (st.cfg.dataplane.latency_sampling) collect_latency(m, sum_latency(st));
     std::vector<PortSample> ports;
     for (const PortView& p : st.ports) {
         const report::PortCounters c = port_counters(st, p);

@@ -106,4 +106,21 @@ void collect_ports(MetricsText& m, std::span<const PortSample> ports) {
     });
 }
 
+void collect_latency(MetricsText& m, const dp::LatencyHistogram& h) {
+    constexpr std::string_view name = "svcgate_dataplane_latency_seconds";
+    m.family(name, "histogram",
+             "Sampled packets' time inside the gateway, from their receive burst to their transmit "
+             "(dataplane.latency_sampling)");
+    uint64_t cumulative = 0;
+    for (unsigned b = 0; b < dp::LatencyHistogram::kBuckets - 1; ++b) {
+        cumulative += h.count[b];
+        if (b % 4 != 3 || b < 11) continue;  // one bucket an octave, from 4 ns
+        m.sample(fmt::format("{}_bucket", name), fmt::format("le=\"{:g}\"", dp::LatencyHistogram::lower(b + 1) / 1e9),
+                 cumulative);
+    }
+    m.sample(fmt::format("{}_bucket", name), "le=\"+Inf\"", h.samples);
+    m.sample(fmt::format("{}_sum", name), "", static_cast<double>(h.sum_ns) / 1e9, 9);
+    m.sample(fmt::format("{}_count", name), "", h.samples);
+}
+
 }  // namespace svcgate::ctl

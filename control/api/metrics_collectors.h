@@ -35,6 +35,10 @@ void collect_fragments(MetricsText& m, const dp::WorkerCounters& t, uint64_t hel
 // Verdicts, drops and rejects by reason; packet buffers in use.
 void collect_verdicts(MetricsText& m, const dp::WorkerCounters& t, uint64_t mbufs_in_use);
 
+// dataplane.latency_sampling: the sampled packets' time inside the gateway, a histogram in
+// seconds with a bucket per octave from 4 ns.
+void collect_latency(MetricsText& m, const dp::LatencyHistogram& h);
+
 // Ports: packets per direction (the NIC's counters) and link state.
 struct PortSample {
     std::string name;

@@ -307,6 +307,16 @@ struct Mempool {
 };
 void members(Of<Mempool> auto& r, auto&& f) { f("size", r.size), f("in_use", r.in_use); }
 
+// dataplane.latency_sampling: the sampled packets' time inside the gateway, microseconds.
+struct Latency {
+    uint64_t samples = 0;
+    double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+};
+void members(Of<Latency> auto& r, auto&& f) {
+    f("samples", r.samples), f("p50_us", r.p50_us), f("p99_us", r.p99_us), f("p999_us", r.p999_us),
+        f("max_us", r.max_us);
+}
+
 // svcgatectl stats.
 struct Stats {
     Keyed<PortCounters> ports;  // by port name
@@ -317,11 +327,12 @@ struct Stats {
     Mempool mempool;
     std::vector<Service> services;
     std::vector<Endpoint> endpoints;
+    std::optional<Latency> latency;  // null: dataplane.latency_sampling is off
 };
 void members(Of<Stats> auto& r, auto&& f) {
     f("ports", r.ports), f("verdicts", r.verdicts), f("drops", r.drops), f("rejects", r.rejects), f("flows", r.flows),
         f("fragments", r.fragments), f("workers", r.workers), f("mempool", r.mempool), f("services", r.services),
-        f("endpoints", r.endpoints);
+        f("endpoints", r.endpoints), f("latency", r.latency);
 }
 
 // ---- reload, drain, undrain ------------------------------------------------------------------

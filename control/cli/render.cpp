@@ -267,8 +267,13 @@ std::string render_stats(const report::Stats& j) {
     o += fmt::format(
         "\nflows: {} live, {} created, {} expired, {} early-dropped, {} source ports remapped, {} reopened\n", f.live,
         f.created, f.expired, f.early_dropped, f.port_remapped, f.reopened);
-    o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n\n", fr.held,
+    o += fmt::format("fragments: {} held now, {} held in all, {} released; {} packets fragmented into {}\n", fr.held,
                      fr.stored, fr.released, fr.fragmented, fr.fragments_out);
+    if (const auto& l = j.latency)
+        o += fmt::format(
+            "latency inside the gateway: p50 {:.2f} us, p99 {:.2f}, p99.9 {:.2f}, max {:.2f} ({} packets sampled)\n",
+            l->p50_us, l->p99_us, l->p999_us, l->max_us, l->samples);
+    o += "\n";
     return o + render_services(j.services) + "\n" + render_endpoints(j.endpoints);
 }
 

@@ -92,6 +92,7 @@ const std::vector<ConfigField> kConfigFields = {
     {"dataplane", "neighbors[]", "`[]`", kNoMember, kReload},
     {"dataplane", "mbufs", "what the ports need", READ(dataplane.mbufs), kRestart, 1024, 1u << 26},
     {"dataplane", "poll", "`adaptive`", OWN(dataplane.busy_poll), kRestart},
+    {"dataplane", "latency_sampling", "`0` (off)", READ(dataplane.latency_sampling), kRestart, 0, 65536},
     {"dataplane", "flow_table.capacity", "`1048576`", READ(dataplane.flow_capacity), kRestart, 1024, k30},
     {"dataplane", "flow_table.capacity_v6", "a quarter of `capacity`, at least 1024", READ(dataplane.flow_capacity_v6),
      kRestart, 1024, k30},

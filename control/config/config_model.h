@@ -146,6 +146,9 @@ struct DataplaneConfig {
     // dataplane.poll: busy spins through light load as DPDK applications do on dedicated cores;
     // adaptive (false) sleeps briefly after an empty poll that follows a light one (worker.h).
     bool busy_poll = false;
+    // dataplane.latency_sampling: one receive burst in this many has its packets' time inside
+    // the gateway measured (dataplane/pipeline/latency.h); 0 = off.
+    uint32_t latency_sampling = 0;
 };
 
 // What the box announces and how (routing:, announce.h). svcgate writes the addresses to

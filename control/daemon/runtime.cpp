@@ -143,6 +143,7 @@ Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
     shared.frags = rt.frags.get();
     shared.icmp_errors_per_second = dpc.icmp_errors_per_second;
     shared.busy_poll = dpc.busy_poll;
+    shared.latency_sampling = dpc.latency_sampling;
     shared.port_mtus = FixedArray<uint16_t>(dpc.ports.size());
     for (size_t p = 0; p < dpc.ports.size(); ++p) shared.port_mtus[p] = dpc.ports[p].mtu;
     shared.remove_rings = FixedArray<rte_ring*>(dpc.workers);

@@ -8,4 +8,10 @@ dp::WorkerCounters sum_counters(const DaemonState& st) {
     return t;
 }
 
+dp::LatencyHistogram sum_latency(const DaemonState& st) {
+    dp::LatencyHistogram h;
+    for (const dp::Worker* w : st.workers) h += w->latency();
+    return h;
+}
+
 }  // namespace svcgate::ctl

@@ -113,5 +113,7 @@ struct DaemonState {
 };
 
 dp::WorkerCounters sum_counters(const DaemonState& st);
+// Every worker's sampled time inside the gateway (dataplane.latency_sampling).
+dp::LatencyHistogram sum_latency(const DaemonState& st);
 
 }  // namespace svcgate::ctl

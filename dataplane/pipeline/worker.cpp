@@ -50,6 +50,10 @@ uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n
     if (tq.lock) rte_spinlock_lock(tq.lock);
     const uint16_t sent = rte_eth_tx_burst(w->shared_.port_ids[port], tq.queue, pkts, n);
     if (tq.lock) rte_spinlock_unlock(tq.lock);
+    if (w->rx_tsc_) [[unlikely]] {  // a sampled burst's packets: their time inside the gateway
+        const uint64_t cycles = rte_get_tsc_cycles() - w->rx_tsc_;
+        w->latency_.add((std::min<uint64_t>(cycles, uint64_t{1} << 44) * w->ns_per_tsc_q16_) >> 16, sent);
+    }
     if (trunk) [[unlikely]] {
         PortSoftCounters& c = w->port_soft_[port];
         c.tx_packets += sent;
@@ -88,6 +92,15 @@ void Worker::kick_bonds() noexcept {
     }
 }
 
+// One receive burst in dataplane.latency_sampling is timed: its receive time, for transmit().
+void Worker::sample_burst() noexcept {
+    if (latency_countdown_ == 0) {
+        latency_countdown_ = shared_.latency_sampling;
+        ns_per_tsc_q16_ = (uint64_t{1000000000} << 16) / rte_get_tsc_hz();
+    }
+    if (--latency_countdown_ == 0) rx_tsc_ = rte_get_tsc_cycles();
+}
+
 void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
@@ -112,12 +125,16 @@ void Worker::run() noexcept {
             if (n == 0) continue;
             busy = true;
             got += n;
+            if (shared_.latency_sampling) [[unlikely]]
+                sample_burst();
             if (const VlanMap* v = shared_.vlan_maps.size() ? shared_.vlan_maps[q.port] : nullptr) [[unlikely]] {
                 vlan_burst(burst_, ctx_, *v, n, port_soft_.data());
+                rx_tsc_ = 0;
                 continue;
             }
             burst_.start(n, q.port);
             process_burst(burst_, ctx_);
+            rx_tsc_ = 0;
         }
         if (ctx_.worker == 0 && shared_.hosts.size() && from_hosts()) busy = true;
         if (ctx_.worker == 0) [[unlikely]]

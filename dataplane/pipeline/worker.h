@@ -21,6 +21,7 @@
 
 #include "dataplane/base/fixed_array.h"
 #include "dataplane/l3/neighbor.h"
+#include "dataplane/pipeline/latency.h"
 #include "dataplane/pipeline/pipeline.h"
 #include "dataplane/pipeline/vlan.h"
 
@@ -80,7 +81,8 @@ struct WorkerShared {
     static constexpr uint64_t kKickMs = 50;
     uint32_t punt_control_per_second = 2000;  // per worker (DataplaneConfig)
     uint32_t punt_other_per_second = 1000;
-    bool busy_poll = false;  // dataplane.poll: busy (never a light-load sleep) or adaptive
+    bool busy_poll = false;         // dataplane.poll: busy (never a light-load sleep) or adaptive
+    uint32_t latency_sampling = 0;  // dataplane.latency_sampling: one receive burst in N timed (latency.h)
 };
 
 struct RxQueue {
@@ -123,6 +125,8 @@ public:
     // By port index, what it received and sent of the ports on a trunk (WorkerShared::port_vlans);
     // read by the control thread as counters() is.
     const PortSoftCounters& port_counters(uint16_t port) const noexcept { return port_soft_[port]; }
+    // The sampled time inside the gateway (latency.h); read by the control thread as counters() is.
+    const LatencyHistogram& latency() const noexcept { return latency_; }
 
 private:
     void run() noexcept;
@@ -140,6 +144,11 @@ private:
     FixedArray<TxQueue> tx_;
     FixedArray<PortSoftCounters> port_soft_;  // by port index
     NatEventBuffer events_;                   // ctx_.events when exporting
+    LatencyHistogram latency_;
+    uint64_t rx_tsc_ = 0;  // the sampled burst's receive time, 0 when the burst is not sampled
+    uint32_t latency_countdown_ = 0;
+    uint64_t ns_per_tsc_q16_ = 0;  // nanoseconds per TSC cycle, fixed point (16 fraction bits)
+    void sample_burst() noexcept;
     uint64_t tsc_per_ms_ = 1;
     // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
     // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).

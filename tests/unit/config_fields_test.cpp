@@ -254,6 +254,7 @@ export: {ipfix: {collectors: ['127.0.0.1:4739']}}
         {"dataplane.workers", {"dataplane:\n", "dataplane:\n  workers: 2\n"}},
         {"dataplane.mbufs", {"dataplane:\n", "dataplane:\n  mbufs: 8192\n"}},
         {"dataplane.poll", {"dataplane:\n", "dataplane:\n  poll: busy\n"}},
+        {"dataplane.latency_sampling", {"dataplane:\n", "dataplane:\n  latency_sampling: 64\n"}},
         {"dataplane.flow_table.capacity",
          {"dataplane:\n", "dataplane:\n  flow_table: {capacity: 4096, capacity_v6: 262144}\n"}},
         {"dataplane.flow_table.capacity_v6", {"dataplane:\n", "dataplane:\n  flow_table: {capacity_v6: 4096}\n"}},
