@@ -143,9 +143,7 @@ private:
     FixedArray<RxQueue> rx_;
     FixedArray<TxQueue> tx_;
     FixedArray<PortSoftCounters> port_soft_;  // by port index
-    NatEventBuffer events_;                   // ctx_.events when exporting
-    LatencyHistogram latency_;
-    uint64_t rx_tsc_ = 0;  // the sampled burst's receive time, 0 when the burst is not sampled
+    uint64_t rx_tsc_ = 0;                     // the sampled burst's receive time, 0 when the burst is not sampled
     uint32_t latency_countdown_ = 0;
     uint64_t ns_per_tsc_q16_ = 0;  // nanoseconds per TSC cycle, fixed point (16 fraction bits)
     void sample_burst() noexcept;
@@ -165,6 +163,10 @@ private:
     uint64_t kicked_ms_ = 0;                      // WorkerShared::kick_ports last called
     unsigned announce_left_ = 0;                  // rounds still to send
     uint64_t announce_at_ms_ = 0;
+    // Last, out of the way of the members the loop reads: 6 KB and 800 bytes touched only when
+    // exporting NAT events or sampling latency.
+    NatEventBuffer events_;  // ctx_.events when exporting
+    LatencyHistogram latency_;
 };
 
 }  // namespace svcgate::dp
