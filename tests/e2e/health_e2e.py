@@ -154,6 +154,14 @@ def metrics():
                           capture_output=True, text=True, timeout=30).stdout
 
 
+def cut_off_node2(cut):
+    """A blackhole route on kube-node-2 towards the gateway's cluster addresses (or none again):
+    the node and its pods can no longer answer it."""
+    op = "add" if cut else "del"
+    checks.lab(src, f"lab_x kube-node-2 ip route {op} blackhole 10.192.0.2/32; "
+               f"lab_x kube-node-2 ip -6 route {op} blackhole fd00:192::2/128")
+
+
 def sick_phase(pod, holder):
     """pod fails /healthz: out within fall x interval + timeout; its kept connections go on; back."""
     addrs = PODS[pod]
@@ -221,8 +229,7 @@ try:
     check(took is not None, f"test-pod-1's server started again: up after {took} s")
 
     # A node the gateway no longer reaches, its pods still "ready" in the config: timeouts.
-    checks.lab(src, "lab_x kube-node-2 ip route add blackhole 10.192.0.2/32; "
-               "lab_x kube-node-2 ip -6 route add blackhole fd00:192::2/128")
+    cut_off_node2(True)
     took = wait_state("default/test-svc", PODS["test-pod-3"], "down", 8)
     row = health().get(("default/test-svc", PODS["test-pod-3"][0]), {})
     check(took is not None and row.get("last_failure") == "timeout",
@@ -230,8 +237,7 @@ try:
           f"{row.get('last_failure')!r}")
     got = pods_reached(URL4, 60, "-4")
     check(len(got) == 60 and "test-pod-3" not in got, f"60 connections meanwhile: {len(got)} served, none by test-pod-3")
-    checks.lab(src, "lab_x kube-node-2 ip route del blackhole 10.192.0.2/32; "
-               "lab_x kube-node-2 ip -6 route del blackhole fd00:192::2/128")
+    cut_off_node2(False)
     took = wait_state("default/test-svc", PODS["test-pod-3"], "up", 8)
     check(took is not None, f"the route gone: test-pod-3 up again after {took} s")
 
@@ -320,8 +326,7 @@ try:
     check(wait_state("default/test-svc", every, "up", 20) is not None and
           health()[("default/test-svc", "10.244.2.4")].get("health_check", "").startswith("http GET /healthz"),
           "API mode: test-svc's six endpoints checked by the annotation's check")
-    checks.lab(src, "lab_x kube-node-2 ip route add blackhole 10.192.0.2/32; "
-               "lab_x kube-node-2 ip -6 route add blackhole fd00:192::2/128")
+    cut_off_node2(True)
     took = wait_state("default/test-svc", PODS["test-pod-3"], "down", 8)
     check(took is not None and took <= FALL * INTERVAL + TIMEOUT + SLACK,
           f"API mode, kube-node-2 cut off while its slice says ready: test-pod-3 down after {took} s")
@@ -334,8 +339,7 @@ try:
         got = pods_reached(url, 60, flag)
         check(len(got) == 60 and "test-pod-3" not in got,
               f"API mode: 60 connections to {url}: {len(got)} served, by {sorted(set(got))}")
-    checks.lab(src, "lab_x kube-node-2 ip route del blackhole 10.192.0.2/32; "
-               "lab_x kube-node-2 ip -6 route del blackhole fd00:192::2/128")
+    cut_off_node2(False)
     check(wait_state("default/test-svc", PODS["test-pod-3"], "up", 8) is not None, "API mode: test-pod-3 up again")
 finally:
     if api:
