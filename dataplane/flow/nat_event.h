@@ -7,9 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
-
-#include <rte_cycles.h>
 
 #include "dataplane/base/types.h"
 
@@ -31,8 +28,7 @@ struct NatEvent {
     uint32_t svc_id = 0;  // ServicePort::id
     NatEventType type = NatEventType::create;
     FlowEnd reason = FlowEnd::none;
-    uint8_t v6 = 0;     // keys are FlowKey6
-    uint8_t flags = 0;  // the flow's (kFlowMasq, kFlowPreserved)
+    uint8_t v6 = 0;  // keys are FlowKey6
     // [0] original (client → VIP), [1] reply (endpoint → client or masquerade address).
     union {
         FlowKey k4[2];

@@ -167,13 +167,14 @@ void flush_nat_events(WorkerCtx& ctx) noexcept {
 
 unsigned worker_housekeeping(WorkerCtx& ctx, unsigned budget) noexcept {
     const StatsTable& st = *ctx.stats;
+    // The end's reason is read only when exporting (nat_event does nothing otherwise).
     unsigned n = ctx.flows->expire_step(ctx.worker, ctx.now, budget, [&st, &ctx](const Flow& f) {
-        nat_event(ctx, f, NatEventType::end, expiry_reason(f));
+        if (ctx.events) nat_event(ctx, f, NatEventType::end, expiry_reason(f));
         release_flow(st, ctx.worker, f);
     });
     if (ctx.flows6)
         n += ctx.flows6->expire_step(ctx.worker, ctx.now, budget, [&st, &ctx](const Flow6& f) {
-            nat_event(ctx, f, NatEventType::end, expiry_reason(f));
+            if (ctx.events) nat_event(ctx, f, NatEventType::end, expiry_reason(f));
             release_flow(st, ctx.worker, f);
         });
     ctx.counters.flows_expired += n;

@@ -37,6 +37,8 @@
 
 #include <cstdint>
 
+#include <rte_cycles.h>
+
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/fragment/frag_table.h"
@@ -136,7 +138,6 @@ inline void nat_event(WorkerCtx& ctx, const BasicFlow<K>& f, NatEventType type, 
     e.svc_id = f.svc_id;
     e.type = type;
     e.reason = why;
-    e.flags = f.flags;
     if constexpr (sizeof(K) == sizeof(FlowKey6)) {
         e.v6 = 1;
         e.k6[0] = f.key[0], e.k6[1] = f.key[1];
