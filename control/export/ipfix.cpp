@@ -58,10 +58,6 @@ std::vector<Field> fields(uint16_t tid) {
     return f;
 }
 
-// After a failed send, how long each message carries the templates (UDP: the collector may be
-// back at any time, unseen).
-constexpr std::chrono::seconds kTemplatesAfterFailure{3};
-
 }  // namespace
 
 std::string IpfixEncoder::templates(uint32_t export_s) const {
@@ -232,11 +228,15 @@ void IpfixExporter::connect(Collector& c) {
 
 void IpfixExporter::send_templates(Collector& c) {
     const std::string t = enc_.templates(static_cast<uint32_t>(std::time(nullptr)));
-    if (send(c.fd, t.data(), t.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(t.size())) {
+    // Twice at most: over UDP, the first send may only collect the error an ICMP message left on
+    // the socket from before the collector came back, and the data after it would then go alone.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        if (send(c.fd, t.data(), t.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(t.size())) continue;
         c.need_templates = false;
         c.templates_at = Clock::now();
         std::lock_guard lk(mu_);
         ++templates_sent_;
+        return;
     }
 }
 
@@ -244,13 +244,14 @@ bool IpfixExporter::send_to(Collector& c, const std::string& msg) {
     connect(c);
     if (c.fd < 0) return false;
     // UDP shows a collector that went away only through an error on a later send, and one that
-    // came back not at all: for a while after a failure every message carries the templates.
+    // came back not at all: for template_refresh_s after a failure, every message carries the
+    // templates (a collector back later has them from the periodic refresh).
     if (c.need_templates || Clock::now() < c.templates_until) send_templates(c);
     const bool ok =
         !c.need_templates && send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(msg.size());
     if (!ok) {
         c.need_templates = true;  // the next message that goes carries them again
-        c.templates_until = Clock::now() + kTemplatesAfterFailure;
+        c.templates_until = Clock::now() + std::chrono::seconds(cfg_.template_refresh_s);
         if (cfg_.tcp) {
             log_warning(fmt::format("ipfix: {}: {}; reconnecting", c.name, std::strerror(errno)));
             close(c.fd);
@@ -278,6 +279,13 @@ void IpfixExporter::send_all(const std::vector<IpfixEncoder::Message>& msgs) {
                 break;
             }
             if (c.need_templates || Clock::now() < c.templates_until) send_templates(c);
+            if (c.need_templates) {  // the collector refuses even the templates: these messages are lost
+                for (; i < msgs.size(); ++i) dropped += msgs[i].records;
+                c.failures.fetch_add(1);
+                c.up.store(false);
+                c.templates_until = Clock::now() + std::chrono::seconds(cfg_.template_refresh_s);
+                break;
+            }
             constexpr size_t kBatch = 64;
             mmsghdr v[kBatch];
             iovec io[kBatch];
@@ -301,7 +309,7 @@ void IpfixExporter::send_all(const std::vector<IpfixEncoder::Message>& msgs) {
             c.failures.fetch_add(1);
             c.up.store(false);
             c.need_templates = true;
-            c.templates_until = Clock::now() + kTemplatesAfterFailure;
+            c.templates_until = Clock::now() + std::chrono::seconds(cfg_.template_refresh_s);
         }
     }
     std::lock_guard lk(mu_);
