@@ -141,6 +141,8 @@ def main():
     # NAT events exported (IPFIX) beside new flows (off, on), the exporter's CPU time per event.
     ipfix_new = (micro_rate("BM_NewFlowsIpfix/10/90/0/manual_time"), micro_rate("BM_NewFlowsIpfix/10/90/1/manual_time"))
     ipfix_ns = micro_counter("BM_NewFlowsIpfix/10/90/1/manual_time", "exporter_ns_per_event")
+    # The established path with export on (each packet counts its flow's packets and octets) and off.
+    ipfix_est = (micro_rate("BM_EstablishedIpfix/10/0"), micro_rate("BM_EstablishedIpfix/10/1"))
     new90 = micro_rate("BM_PipelineNewFlows/10/90/manual_time")
     new10 = micro_rate("BM_PipelineNewFlows/10/10/manual_time")
     new90_v6 = micro_rate("BM_PipelineNewFlows6/10/90/manual_time")
@@ -253,6 +255,7 @@ def main():
         "new_flows_checks_ratio": ratio(chk_new[1], chk_new[0]) if all(chk_new) else None,
         "health_checks_prober_cpu_pct_10k": chk_cpu,
         "new_flows_ipfix_ratio": ratio(ipfix_new[1], ipfix_new[0]) if all(ipfix_new) else None,
+        "established_ipfix_ratio": ratio(ipfix_est[1], ipfix_est[0]) if all(ipfix_est) else None,
         # Every ratio target as {median, low, high, rounds, coverage} (bench/stats.py): each
         # repetition's own ratio (its runs paired within the repetition, or interleaved rounds).
         "intervals": {
@@ -271,6 +274,7 @@ def main():
                                                   "BM_NewFlowsChecks/10/90/1/manual_time"),
             "new_flows_ipfix_ratio": micro_ratio("BM_NewFlowsIpfix/10/90/0/manual_time",
                                                  "BM_NewFlowsIpfix/10/90/1/manual_time"),
+            "established_ipfix_ratio": micro_ratio("BM_EstablishedIpfix/10/0", "BM_EstablishedIpfix/10/1"),
         },
         "ipfix_exporter_ns_per_event": ipfix_ns,
         "sync_bytes_per_flow": med([x for x in sync_bpf if x]),
@@ -427,6 +431,7 @@ rounds); `summary.json` has them under `intervals`.
 | new flows with replication on ÷ off | {fi('new_flows_sync_ratio')} | ≥ 0.8 | connections proven (a client packet and the reply), in-process, the sync thread on the other core sending to a peer on loopback: {f(med(sync_on))} ÷ {f(med(sync_off))} M/s, median of {len(sync_ratios)} interleaved rounds |
 | established / new flows with health checks on ÷ off | {fi('established_checks_ratio')} / {fi('new_flows_checks_ratio')} | ≥ 0.97 | in-process, the prober checking 10,000 endpoints every 2 s (refused connects on loopback) on the other core: established {f(chk_est[0])} → {f(chk_est[1])}, new flows {f(chk_new[0])} → {f(chk_new[1])} M/s; the prober used {f(chk_cpu, '{:.0f}')}% of a core |
 | new flows with IPFIX export on ÷ off | {fi('new_flows_ipfix_ratio')} | ≥ 0.9 | in-process, each flow's create logged in the timed burst (its delete in the untimed removal), the exporter on the other core sending to a UDP socket on loopback: {f(ipfix_new[0])} → {f(ipfix_new[1])} M/s; the exporter's CPU {f(ipfix_ns, '{:.0f}')} ns an event, so at 1M new flows a second (2M events) {f(ipfix_ns and ipfix_ns * 2e6 / 1e7, '{:.0f}')}% of a core |
+| established with IPFIX export on ÷ off | {fi('established_ipfix_ratio')} | | in-process, 4,096 flows: on, each packet counts its flow's packets and octets for the delete's record (a second cache line written): {f(ipfix_est[0])} → {f(ipfix_est[1])} M/s |
 | replication bytes per flow | {f(summary['sync_bytes_per_flow'], '{:.1f}')} | | IPv4 records, datagram headers and MACs included (UDP/IP not) |
 | bytes per flow at 10M flows | {f(bpf, '{:.0f}')} | ≤ 128 | resident bytes added ÷ flows, both directions; IPv6 {f(bpf6, '{:.0f}')} |
 | two workers ÷ one | {f(summary['two_worker_scaling'])} | | see the caveat below |

@@ -106,7 +106,8 @@ Status open_ports(Runtime& rt, const DataplaneConfig& dpc) {
 }
 
 // The RCU state, the flow tables of both families, the fragment table and the flow-removal rings.
-Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha) {
+// `count`: per-flow packets and octets, for the NAT events' ends.
+Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha, bool count) {
     WorkerShared& shared = *rt.shared;
     // The large tables ask for transparent huge pages (table_memory.h); a host that refuses them
     // runs, slower, and says so once.
@@ -127,14 +128,16 @@ Status create_tables(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
                                   .qsbr = rt.qsbr.get(),
                                   .timeouts = dpc.timeouts,
                                   .scanner = dpc.workers,
-                                  .new_flows_per_source = dpc.new_flows_per_source});
+                                  .new_flows_per_source = dpc.new_flows_per_source,
+                                  .count = count});
     if (!rt.flows) return Status::fail(fmt::format("flow table of {} flows: out of memory", dpc.flow_capacity));
     rt.flows6 = FlowTable6::create({.capacity = dpc.flow_capacity_v6,
                                     .owners = owners,
                                     .qsbr = rt.qsbr.get(),
                                     .timeouts = dpc.timeouts,
                                     .scanner = dpc.workers,
-                                    .new_flows_per_source = dpc.new_flows_per_source});
+                                    .new_flows_per_source = dpc.new_flows_per_source,
+                                    .count = count});
     if (!rt.flows6)
         return Status::fail(fmt::format("IPv6 flow table of {} flows: out of memory", dpc.flow_capacity_v6));
     rt.frags = FragTable::create(dpc.fragments);
@@ -247,7 +250,7 @@ Status build_runtime(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& ha
     shared.pool = rt.pool.get();
     (void)pin_neighbors(shared.neighbors, shared.neighbors6, dpc.neighbors, {});
     if (Status s = open_ports(rt, dpc); !s) return s;
-    if (Status s = create_tables(rt, dpc, ha); !s) return s;
+    if (Status s = create_tables(rt, dpc, ha, ipfix.enabled && ipfix.end); !s) return s;
     if (Status s = create_workers(rt, dpc, ha); !s) return s;
     return start_export(rt, ipfix);
 }

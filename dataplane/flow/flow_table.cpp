@@ -56,7 +56,8 @@ BasicFlowTable<K>::BasicFlowTable(const Params& p) noexcept
       qsbr_(p.qsbr),
       scanner_(p.scanner),
       timeouts_(p.timeouts),
-      new_flows_per_source_(p.new_flows_per_source) {}
+      new_flows_per_source_(p.new_flows_per_source),
+      count_(p.count) {}
 
 template <typename K>
 bool BasicFlowTable<K>::init() noexcept {
@@ -66,6 +67,7 @@ bool BasicFlowTable<K>::init() noexcept {
     free_mem_ = alloc_zeroed<uint32_t>(capacity_);
     limbo_mem_ = alloc_zeroed<uint32_t>(capacity_);
     if (!flows_ || !buckets_ || !owners_ || !free_mem_ || !limbo_mem_) return false;
+    if (count_ && !(counters_ = alloc_zeroed<FlowCounters>(capacity_))) return false;
     if (qsbr_ && scanner_ != kNoScanner && rte_rcu_qsbr_thread_register(qsbr_, scanner_) != 0) return false;
     for (uint32_t i = 0; i < capacity_; ++i) new (&flows_[i]) Flow{};
     uint32_t per = capacity_ / n_owners_;
@@ -89,6 +91,7 @@ BasicFlowTable<K>::~BasicFlowTable() {
     free_table(owners_, n_owners_);
     free_table(free_mem_, capacity_);
     free_table(limbo_mem_, capacity_);
+    if (counters_) free_table(counters_, capacity_);
 }
 
 template <typename K>
@@ -483,7 +486,11 @@ void BasicFlowTable<K>::prepare_insert(uint16_t owner, const FlowInit& init, uns
         __builtin_prefetch(&buckets_[h.h1.b1], 1, 3);
     // The free stack pops from its top; ids reclaimed meanwhile only make this a wasted prefetch.
     const Owner& o = owners_[owner];
-    if (nth < o.n_free) prefetch_record(&flows_[o.free[o.n_free - 1 - nth]], true);
+    if (nth < o.n_free) {
+        const uint32_t id = o.free[o.n_free - 1 - nth];
+        prefetch_record(&flows_[id], true);
+        if (counters_) __builtin_prefetch(&counters_[id], 1, 3);  // zeroed by the insert
+    }
 }
 
 template <typename K>
@@ -518,6 +525,11 @@ InsertResult BasicFlowTable<K>::insert(uint16_t owner, const FlowInit& init, uin
         f.origin.store(init.origin, std::memory_order_relaxed);
         f.state.store(init.state, std::memory_order_relaxed);
         f.last_seen.store(now, std::memory_order_relaxed);
+        if (counters_) {
+            FlowCounters& c = counters_[r.id];
+            for (unsigned d = 0; d < 2; ++d)
+                c.packets[d].store(0, std::memory_order_relaxed), c.octets[d].store(0, std::memory_order_relaxed);
+        }
         // release: a scan by id that sees live == 1 (acquire) sees the fields above.
         f.live.store(1, std::memory_order_release);
         bool ok = claim_slot(h0, encode(r.id, Direction::original, h0.sig));

@@ -129,6 +129,23 @@ using Flow6 = BasicFlow<FlowKey6>;
 static_assert(sizeof(Flow) == 64, "an IPv4 flow record is one cache line");
 static_assert(sizeof(Flow6) == 128, "an IPv6 flow record is two cache lines");
 
+// A flow's packets and octets (IP header and payload) in each direction, [0] original and [1]
+// reply, kept beside the records when the table is asked to count (FlowTableParams::count, for
+// the NAT events' ends: nat_event.h). Each direction has one writer, the worker its queue's RSS
+// hash gives it (or the creating worker for the first packet), so an add is a relaxed load and
+// store, not a locked instruction; readers may see a count one burst old. insert() zeroes them.
+struct alignas(32) FlowCounters {
+    std::atomic<uint64_t> packets[2];
+    std::atomic<uint64_t> octets[2];
+
+    void add(Direction d, uint32_t bytes) noexcept {
+        const unsigned i = d == Direction::original ? 0 : 1;
+        packets[i].store(packets[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        octets[i].store(octets[i].load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    }
+};
+static_assert(sizeof(FlowCounters) == 32, "two flows' counters to a cache line");
+
 // What a new flow starts with (a plain value: Flow itself holds atomics).
 template <typename K>
 struct BasicFlowInit {
@@ -182,6 +199,9 @@ struct FlowTableParams {
     // Index buckets; 0: derived from capacity (at most 50% of the slots used). Set only where an
     // index more crowded than that is wanted (tests of the cuckoo step).
     uint32_t index_buckets = 0;
+    // Packets and octets per flow and direction (FlowCounters): 32 bytes more per flow, and a
+    // second line written by each packet of a known flow. Only for NAT events' ends.
+    bool count = false;
 };
 
 template <typename K>
@@ -268,6 +288,12 @@ public:
     template <typename OnRemove>
     bool early_drop(uint16_t owner, unsigned probes, OnRemove&& on_remove) noexcept;
 
+    // Flow `id`'s counters; null when the table does not count (Params::count).
+    bool counting() const noexcept { return counters_ != nullptr; }
+    FlowCounters* counters(uint32_t id) const noexcept { return counters_ ? &counters_[id] : nullptr; }
+    const FlowCounters* counters_of(const Flow& f) const noexcept {
+        return counters_ ? &counters_[static_cast<uint32_t>(&f - flows_)] : nullptr;
+    }
     Flow& flow(uint32_t id) noexcept { return flows_[id]; }
     const Flow& flow(uint32_t id) const noexcept { return flows_[id]; }
     uint32_t timeout_of(const Flow& f) const noexcept;
@@ -375,11 +401,13 @@ private:
     uint32_t scanner_;
     Timeouts timeouts_;
     uint32_t new_flows_per_source_ = 0;
+    bool count_ = false;
     Flow* flows_ = nullptr;
     Bucket* buckets_ = nullptr;
     Owner* owners_ = nullptr;
     uint32_t* free_mem_ = nullptr;
     uint32_t* limbo_mem_ = nullptr;
+    FlowCounters* counters_ = nullptr;            // Params::count
     alignas(64) std::atomic<uint64_t> moves_{0};  // entries moved so far (cuckoo steps)
 };
 using FlowTable = BasicFlowTable<FlowKey>;

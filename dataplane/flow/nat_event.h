@@ -24,7 +24,7 @@ enum class FlowEnd : uint8_t {
 };
 
 struct NatEvent {
-    uint64_t tsc = 0;     // rte_get_tsc_cycles() when it happened
+    uint64_t tsc = 0;     // rte_get_tsc_cycles() at the start of the worker's loop iteration it happened in
     uint32_t svc_id = 0;  // ServicePort::id
     NatEventType type = NatEventType::create;
     FlowEnd reason = FlowEnd::none;
@@ -34,9 +34,13 @@ struct NatEvent {
         FlowKey k4[2];
         FlowKey6 k6[2];
     };
+    // An end's packets and octets (IP header and payload), [0] client to endpoint, [1] back; 0
+    // in a creation. Counted from the flow's creation on this gateway, or from its takeover.
+    uint64_t packets[2] = {};
+    uint64_t octets[2] = {};
     NatEvent() : k6{} {}
 };
-static_assert(sizeof(NatEvent) == 96, "a NAT event is a ring element of 96 bytes");
+static_assert(sizeof(NatEvent) == 128, "a NAT event is a ring element of two cache lines");
 
 // A worker's events not yet in its ring.
 struct NatEventBuffer {

@@ -268,6 +268,7 @@ void insert_one(WorkerCtx& ctx, PacketState& p, BasicNewFlow<typename F::Key>& n
     }
     const auto& f = table->flow(r.id);
     if (r.status == InsertStatus::inserted) nat_event(ctx, f, NatEventType::create, FlowEnd::none);
+    if (FlowCounters* c = table->counters(r.id)) c->add(Direction::original, p.meta.ip_len);
     F::out(p) = f.key[1].reversed();
     attribute(p, f, t);
     if (t) t->new_flow = r.status == InsertStatus::inserted;

@@ -71,8 +71,9 @@ struct WorkerCtx {
     // Where flows count (by stable slot), set by the worker for each burst after `snap`: never
     // smaller than the slots of any snapshot the worker can see (SlotRegistry::reserve).
     StatsTable* stats = nullptr;
-    uint32_t now = 0;     // seconds, the flow table's clock
-    uint64_t now_ms = 0;  // milliseconds: fragment timeouts, the ICMP rate limit
+    uint32_t now = 0;      // seconds, the flow table's clock
+    uint64_t now_ms = 0;   // milliseconds: fragment timeouts, the ICMP rate limit
+    uint64_t now_tsc = 0;  // the TSC when the loop's iteration began: NAT events' times
     Rng rng{1};
     uint32_t snat_cursor = 0;   // the next slot of this worker's share of the SNAT range
     uint32_t steer_cursor = 0;  // the next offset in the whole range (RSS-steered masquerade ports)
@@ -134,7 +135,7 @@ inline void nat_event(WorkerCtx& ctx, const BasicFlow<K>& f, NatEventType type, 
     if (!ctx.events || f.kind != FlowKind::nat || f.origin.load(std::memory_order_relaxed) != 0) return;
     if (ctx.events->n == NatEventBuffer::kSize) flush_nat_events(ctx);
     NatEvent& e = ctx.events->ev[ctx.events->n++];
-    e.tsc = rte_get_tsc_cycles();
+    e.tsc = ctx.now_tsc;
     e.svc_id = f.svc_id;
     e.type = type;
     e.reason = why;
@@ -144,6 +145,17 @@ inline void nat_event(WorkerCtx& ctx, const BasicFlow<K>& f, NatEventType type, 
     } else {
         e.v6 = 0;
         e.k4[0] = f.key[0], e.k4[1] = f.key[1];
+    }
+    const FlowCounters* c = nullptr;
+    if (type == NatEventType::end) {
+        if constexpr (sizeof(K) == sizeof(FlowKey6))
+            c = ctx.flows6->counters_of(f);
+        else
+            c = ctx.flows->counters_of(f);
+    }
+    for (unsigned d = 0; d < 2; ++d) {
+        e.packets[d] = c ? c->packets[d].load(std::memory_order_relaxed) : 0;
+        e.octets[d] = c ? c->octets[d].load(std::memory_order_relaxed) : 0;
     }
 }
 

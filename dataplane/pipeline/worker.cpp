@@ -117,7 +117,8 @@ void Worker::run() noexcept {
         ctx_.snap = shared_.snapshot.load(std::memory_order_acquire);
         ctx_.stats = shared_.stats.load(std::memory_order_acquire);  // after the snapshot: see WorkerShared
         ctx_.now = flow_clock_now();
-        ctx_.now_ms = rte_get_tsc_cycles() / tsc_per_ms_;
+        ctx_.now_tsc = rte_get_tsc_cycles();
+        ctx_.now_ms = ctx_.now_tsc / tsc_per_ms_;
         bool busy = false;
         unsigned got = 0;
         for (const RxQueue& q : rx_) {

@@ -61,6 +61,36 @@ TEST(FlowTable, InsertLookupBothDirectionsRemove) {
     EXPECT_EQ(t->live_total(), 0u);
 }
 
+// A counting table (Params::count) keeps each flow's packets and octets per direction, and a
+// record whose id is reused starts from zero; a table that does not count has no counters.
+TEST(FlowTable, CountsEachDirectionAndAReusedRecordStartsFromZero) {
+    auto plain = FlowTable::create({.capacity = 64, .owners = 1});
+    ASSERT_TRUE(plain);
+    EXPECT_EQ(plain->counters(0), nullptr);
+    auto t = FlowTable::create({.capacity = 1, .owners = 1, .count = true});
+    ASSERT_TRUE(t);
+    const auto r = t->insert(0, nat(key(1, 1000), 7), 10);
+    ASSERT_EQ(r.status, InsertStatus::inserted);
+    FlowCounters* c = t->counters(r.id);
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c, t->counters_of(t->flow(r.id)));
+    c->add(Direction::original, 60);
+    c->add(Direction::original, 52);
+    c->add(Direction::reply, 1500);
+    EXPECT_EQ(c->packets[0].load(), 2u);
+    EXPECT_EQ(c->octets[0].load(), 112u);
+    EXPECT_EQ(c->packets[1].load(), 1u);
+    EXPECT_EQ(c->octets[1].load(), 1500u);
+    t->remove(r.id);
+    const auto again = t->insert(0, nat(key(2, 1000), 7), 11);  // one record: the same id
+    ASSERT_EQ(again.status, InsertStatus::inserted);
+    ASSERT_EQ(again.id, r.id);
+    for (unsigned d = 0; d < 2; ++d) {
+        EXPECT_EQ(c->packets[d].load(), 0u) << d;
+        EXPECT_EQ(c->octets[d].load(), 0u) << d;
+    }
+}
+
 // The bulk lookup runs the caller's `ahead` work once, after every key is hashed and before any
 // bucket is read, and answers as without it: hits in both directions, misses, and the hashes.
 TEST(FlowTable, BulkLookupRunsTheCallersWorkOnceAndAnswersAsWithout) {
