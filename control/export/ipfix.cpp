@@ -38,20 +38,24 @@ void set16(std::string& s, size_t at, uint16_t v) {
 
 struct Field {
     uint16_t id, len;
+    uint32_t pen = 0;  // enterprise number; 0: IANA's
 };
+constexpr uint32_t kReversePen = 29305;  // RFC 5103: the reverse direction of IANA's elements
 constexpr uint16_t kVarLen = 65535;
 // IANA's elements: addresses, ports and protocol before and after the translation, natEvent,
-// the event's time (observationTimeMilliseconds; and flowStart for a creation, flowEnd and
-// flowEndReason for an end) and the Service (applicationName, a string of variable length:
-// "namespace/name:port").
+// the event's time (observationTimeMilliseconds; and flowStart for a creation, flowEnd,
+// flowEndReason and the packets and octets each way for an end) and the Service (applicationName, a string of variable
+// length: "namespace/name:port").
 std::vector<Field> fields(uint16_t tid) {
     const bool v6 = tid == kCreate6 || tid == kEnd6, end = tid == kEnd4 || tid == kEnd6;
     const uint16_t a = v6 ? 16 : 4;
     std::vector<Field> f{{uint16_t(v6 ? 27 : 8), a},    {uint16_t(v6 ? 28 : 12), a},   {7, 2},   {11, 2},  {4, 1},
                          {uint16_t(v6 ? 281 : 225), a}, {uint16_t(v6 ? 282 : 226), a}, {227, 2}, {228, 2}, {230, 1}};
     f.push_back({323, 8});  // observationTimeMilliseconds: the event's time (collectors show it as such)
+    // An end's counts each way, as an RFC 5103 biflow: packetDeltaCount and octetDeltaCount from
+    // the client, their reverse elements (PEN 29305) back from the endpoint.
     if (end)
-        f.insert(f.end(), {{153, 8}, {136, 1}});
+        f.insert(f.end(), {{153, 8}, {136, 1}, {2, 8}, {1, 8}, {2, 8, kReversePen}, {1, 8, kReversePen}});
     else
         f.push_back({152, 8});
     f.push_back({96, kVarLen});
@@ -68,7 +72,10 @@ std::string IpfixEncoder::templates(uint32_t export_s) const {
     for (uint16_t tid : {kCreate4, kEnd4, kCreate6, kEnd6}) {
         const std::vector<Field> f = fields(tid);
         put16(m, tid), put16(m, static_cast<uint16_t>(f.size()));
-        for (const Field& x : f) put16(m, x.id), put16(m, x.len);
+        for (const Field& x : f) {
+            put16(m, x.pen ? x.id | 0x8000 : x.id), put16(m, x.len);
+            if (x.pen) put32(m, x.pen);
+        }
     }
     set16(m, set + 2, static_cast<uint16_t>(m.size() - set));
     set16(m, 2, static_cast<uint16_t>(m.size()));
@@ -92,7 +99,7 @@ void IpfixEncoder::add(const dp::NatEvent& e, uint64_t ms, std::string_view serv
     const bool end = e.type == dp::NatEventType::end;
     const uint16_t tid = e.v6 ? (end ? kEnd6 : kCreate6) : (end ? kEnd4 : kCreate4);
     service = service.substr(0, 254);
-    char buf[4 * 16 + 4 * 2 + 1 + 1 + 8 + 8 + 1 + 1 + 254];
+    char buf[4 * 16 + 4 * 2 + 1 + 1 + 8 + 8 + 1 + 4 * 8 + 1 + 254];
     RecordOut r{buf};
     if (e.v6) {
         const dp::FlowKey6 &o = e.k6[0], &y = e.k6[1];
@@ -108,7 +115,10 @@ void IpfixEncoder::add(const dp::NatEvent& e, uint64_t ms, std::string_view serv
     }
     r.u64(ms);  // observationTimeMilliseconds
     r.u64(ms);  // flowStart, or flowEnd
-    if (end) r.u8(static_cast<uint8_t>(e.reason));
+    if (end) {
+        r.u8(static_cast<uint8_t>(e.reason));
+        r.u64(e.packets[0]), r.u64(e.octets[0]), r.u64(e.packets[1]), r.u64(e.octets[1]);
+    }
     r.u8(static_cast<uint8_t>(service.size()));
     r.raw(service.data(), service.size());
     const size_t size = static_cast<size_t>(r.p - buf);

@@ -8,7 +8,8 @@ usage: ipfix_e2e.py SVCGATE SOURCE_DIR
 Checked: 60 NodePort connections of each family, masqueraded and closed, and 10 left open: the
 collector holds a create for each and a delete for each closed one, their tuples before and after
 the translation the ones the client used and the pods saw (GET /peer-port), and no delete for the
-open ones; a DNS query's create and delete; a preserving Service's records keep the client's
+open ones; each delete's packets and octets both ways, against the bytes the client sent and
+received; a DNS query's create and delete, and its counts to the byte; a preserving Service's records keep the client's
 address and port. nfcapd stopped: connections go on, the refused messages are counted; started
 again: the templates come again and the records with them. svcgatectl flows --top during a SYN
 flood from 3 sources names them first; status shows each family's table.
@@ -33,7 +34,6 @@ import checks  # noqa: E402
 from checks import check  # noqa: E402
 
 svcgate, src = sys.argv[1], sys.argv[2]
-ns = checks.ns
 
 if os.geteuid() != 0:
     print("FAIL the end-to-end test needs root (network namespaces)")
@@ -72,14 +72,18 @@ for line in sys.stdin:
     out = []
     for _ in range(int(n)):
         s = socket.create_connection((host, int(port)), timeout=5)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: {'keep-alive' if mode == 'hold' else 'close'}\r\n\r\n".encode())
+        req = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: {'keep-alive' if mode == 'hold' else 'close'}\r\n\r\n".encode()
+        s.sendall(req)
         data = b""
-        while b"\r\n\r\n" not in data or not data.rstrip().split(b"\r\n")[-1].startswith(b"test-pod-"):
+        while True:  # closing: to the server's end, so every byte it sent is counted here
+            if mode == "hold" and b"\r\n\r\n" in data and data.rstrip().split(b"\r\n")[-1].startswith(b"test-pod-"):
+                break
             chunk = s.recv(4096)
             if not chunk:
                 break
             data += chunk
-        out.append({"sport": s.getsockname()[1], "answer": data.rstrip().split(b"\r\n")[-1].decode()})
+        out.append({"sport": s.getsockname()[1], "answer": data.rstrip().split(b"\r\n")[-1].decode(),
+                    "sent": len(req), "got": len(data)})
         if mode == "hold":
             held.append(s)
         else:
@@ -120,19 +124,42 @@ def nfcapd_stop(d):
 
 
 def records(d, flt):
-    """nfdump's records under filter `flt`: (event, proto, src, sport, dst, dport, nsrc, nsport, ndst, ndport)."""
+    """nfdump's records under filter `flt`: (event, proto, src, sport, dst, dport, nsrc, nsport, ndst, ndport,
+    packets in, packets out, bytes in, bytes out)."""
     r = subprocess.run(["nfdump", "-R", d, "-q", "-N", "-6", "-o",
-                        "fmt:%nevt,%pr,%sa,%sp,%da,%dp,%nsa,%nsp,%nda,%ndp", flt],
+                        "fmt:%nevt,%pr,%sa,%sp,%da,%dp,%nsa,%nsp,%nda,%ndp,%ipkt,%opkt,%ibyt,%obyt", flt],
                        capture_output=True, text=True, timeout=60)
     out = []
     for line in r.stdout.splitlines():
         f = [x.strip() for x in line.split(",")]
-        if len(f) != 10 or not f[1].isdigit():
+        if len(f) != 14 or not f[1].isdigit():
             continue
         ip = lambda a: str(ipaddress.ip_address(a))  # noqa: E731
         out.append((f[0], int(f[1]), ip(f[2]), int(f[3]), ip(f[4]), int(f[5]), ip(f[6]), int(f[7]), ip(f[8]),
-                    int(f[9])))
+                    int(f[9]), *(int(x) for x in f[10:14])))
     return out
+
+
+# A DNS query from a pod, sent by hand so that its size and its answer's are known: prints both.
+DNS_QUERY = r"""
+import socket, struct, sys
+vip = sys.argv[1]
+q = struct.pack("!HHHHHH", 0x5167, 0x0100, 1, 0, 0, 0)
+q += b"".join(bytes([len(p)]) + p.encode() for p in "test-svc.default.svc.cluster.local".split(".")) + b"\0"
+q += struct.pack("!HH", 28 if ":" in vip else 1, 1)
+s = socket.socket(socket.AF_INET6 if ":" in vip else socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(q, (vip, 53))
+print(len(q), len(s.recv(65535)))
+"""
+
+
+def tcp_payload(fam, packets, octets):
+    """The TCP payload a direction's counts leave once its headers are taken off: Linux's SYN and
+    SYN-ACK carry 20 bytes of options (MSS, SACK, timestamps, window scale), its later segments 12
+    (timestamps), so IPv4 packets have 60 and 52 bytes of headers, IPv6 80 and 72."""
+    ip = 20 if fam == 4 else 40
+    return octets - (ip + 40) - (packets - 1) * (ip + 32)
 
 
 def metric(text, name, labels):
@@ -167,8 +194,11 @@ try:
         check(len(opened[fam]) == 10 and len(closed[fam]) == 60,
               f"IPv{fam}: 10 connections held open and 60 closed through NodePort 30001")
     preserved = client.go(5, "192.168.67.8", 30002)
-    for vip, qtype in (("10.96.0.10", "A"), ("fd00:96::a", "AAAA")):
-        ns("lab-sleeper", "dig", "+short", "+time=2", "+tries=1", qtype, f"@{vip}", "test-svc.default.svc.cluster.local")
+    dns_sizes = {}
+    for vip in ("10.96.0.10", "fd00:96::a"):
+        r = subprocess.run(["ip", "netns", "exec", "lab-sleeper", "/usr/bin/python3", "-c", DNS_QUERY, vip],
+                           capture_output=True, text=True, timeout=30)
+        dns_sizes[vip] = tuple(int(x) for x in r.stdout.split()) if r.returncode == 0 else None
     time.sleep(6)  # the closed flows' timeouts (1 s, 2 s for DNS) and the ageing pass (2 s)
     m = metrics()
     nfcapd_stop(d1)
@@ -192,11 +222,26 @@ try:
         check(want <= set(deletes) and not held & set(deletes),
               f"IPv{fam}: a delete for each of the 60 closed connections ({len(want & set(deletes))}), none for "
               f"the 10 open ({len(held & set(deletes))})")
+        # Each delete's packets and octets both ways: what the client sent and received, once the
+        # TCP and IP headers of the packets counted are taken off.
+        wrong = []
+        for c in closed[fam]:
+            x = deletes.get(c["sport"])
+            if not x or x[10] < 3 or x[11] < 2 or \
+                    (tcp_payload(fam, x[10], x[12]), tcp_payload(fam, x[11], x[13])) != (c["sent"], c["got"]):
+                wrong.append((c["sent"], c["got"], x[10:] if x else None))
+        check(not wrong, f"IPv{fam}: each delete's packets and octets both ways hold exactly the client's request and "
+                         f"the pod's answer ({len(closed[fam]) - len(wrong)} of 60; wrong: {wrong[:3]})")
     for vip, fam in (("10.96.0.10", 4), ("fd00:96::a", 6)):
         dns = f"proto udp and dst ip {vip} and dst port 53"
         made, ended = records(d1, f"{fams[fam][3]} and {dns}"), records(d1, f"{fams[fam][4]} and {dns}")
         check(len(made) == 1 and len(ended) == 1 and made[0][2:6] == ended[0][2:6],
               f"the DNS query to {vip}: its create and delete, one each ({made + ended})")
+        hdr = 28 if fam == 4 else 48  # IP and UDP headers
+        sizes = dns_sizes[vip]
+        check(sizes and len(ended) == 1 and ended[0][10:] == (1, 1, hdr + sizes[0], hdr + sizes[1]),
+              f"the DNS query to {vip}: its delete counts one packet each way, the query's {sizes and sizes[0]} "
+              f"bytes and the answer's {sizes and sizes[1]}, with their headers ({ended[0][10:] if ended else None})")
     pres = records(d1, "nat event = 4 and dst port 30002")
     check(len(pres) == 5 and all(x[6] == x[2] and x[7] == x[3] for x in pres),
           f"client_ip preserve: 5 creates, the post-NAT source the client's own ({[(x[6], x[7]) for x in pres][:2]})")

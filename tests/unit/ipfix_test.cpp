@@ -35,7 +35,14 @@ std::map<uint16_t, Template> templates_of(const std::string& m) {
         for (size_t r = at + 4; r < at + len;) {
             const uint16_t tid = u16(m, r), n = u16(m, r + 2);
             r += 4;
-            for (uint16_t i = 0; i < n; ++i, r += 4) out[tid].emplace_back(u16(m, r), u16(m, r + 2));
+            for (uint16_t i = 0; i < n; ++i, r += 4) {
+                const uint16_t ie = u16(m, r), len = u16(m, r + 2);
+                out[tid].emplace_back(ie, len);
+                if (ie & 0x8000) {  // an enterprise's: only RFC 5103's reverse elements, kept as 0x8000 | IE
+                    EXPECT_EQ(u32(m, r + 4), 29305u);
+                    r += 4;
+                }
+            }
         }
         at += len;
     }
@@ -97,6 +104,11 @@ TEST(Ipfix, TemplatesNameTheNatElementsOfEachFamilyAndEvent) {
     EXPECT_EQ(t.at(256), create4);
     EXPECT_EQ(t.at(257)[11], (std::pair<uint16_t, uint16_t>{153, 8}));
     EXPECT_EQ(t.at(257)[12], (std::pair<uint16_t, uint16_t>{136, 1}));
+    // packetDeltaCount, octetDeltaCount, and their RFC 5103 reverses (the endpoint's answer).
+    const Template counts{{2, 8}, {1, 8}, {0x8002, 8}, {0x8001, 8}};
+    EXPECT_EQ(Template(t.at(257).begin() + 13, t.at(257).begin() + 17), counts);
+    EXPECT_EQ(Template(t.at(259).begin() + 13, t.at(259).begin() + 17), counts);
+    EXPECT_EQ(t.at(256).size() + 5, t.at(257).size());  // flowEnd for flowStart; reason and counts
     EXPECT_EQ(t.at(258)[0], (std::pair<uint16_t, uint16_t>{27, 16}));
     EXPECT_EQ(t.at(258)[5], (std::pair<uint16_t, uint16_t>{281, 16}));
     EXPECT_EQ(t.at(259)[6], (std::pair<uint16_t, uint16_t>{282, 16}));
@@ -106,7 +118,9 @@ TEST(Ipfix, ARecordCarriesBothTuplesTheEventTheTimeAndTheService) {
     IpfixEncoder enc(1);
     const auto t = templates_of(enc.templates(0));
     enc.add(event4(dp::NatEventType::create, 40000), 1'700'000'000'123, "default/test-svc:http", 1'700'000'000);
-    enc.add(event4(dp::NatEventType::end, 40000), 1'700'000'001'456, "default/test-svc:http", 1'700'000'001);
+    dp::NatEvent end = event4(dp::NatEventType::end, 40000);
+    end.packets[0] = 7, end.packets[1] = 5, end.octets[0] = 612, end.octets[1] = 4'321'000'000;
+    enc.add(end, 1'700'000'001'456, "default/test-svc:http", 1'700'000'001);
     const auto msgs = enc.take(true);
     ASSERT_EQ(msgs.size(), 1u);
     EXPECT_EQ(msgs[0].records, 2u);
@@ -132,6 +146,12 @@ TEST(Ipfix, ARecordCarriesBothTuplesTheEventTheTimeAndTheService) {
     EXPECT_EQ(static_cast<uint8_t>(d.at(230)[0]), 5);  // NAT44 session delete
     EXPECT_EQ(u64(d.at(153), 0), 1'700'000'001'456u);
     EXPECT_EQ(static_cast<uint8_t>(d.at(136)[0]), 3);  // end of flow detected
+    EXPECT_EQ(u64(d.at(2), 0), 7u);                    // client → endpoint
+    EXPECT_EQ(u64(d.at(1), 0), 612u);
+    EXPECT_EQ(u64(d.at(0x8002), 0), 5u);               // and back
+    EXPECT_EQ(u64(d.at(0x8001), 0), 4'321'000'000u);   // past 32 bits
+    EXPECT_EQ(d.at(96), "default/test-svc:http");      // the string after the counts
+    EXPECT_FALSE(c.count(2));                          // a creation carries none
     EXPECT_EQ(u32(msgs[0].bytes, 4), 1'700'000'001u);  // export time
     EXPECT_EQ(u32(msgs[0].bytes, 8), 0u);              // sequence: no record before
 }
