@@ -219,7 +219,8 @@ Status create_workers(Runtime& rt, const DataplaneConfig& dpc, const HaConfig& h
 
 // EAL, pool, ports, RCU, flow table, rings, workers (not yet launched); what was built is given
 // back by the Runtime either way.
-// export.ipfix on: each worker's ring of NAT events and the exporter that drains them.
+// export.ipfix on: each worker's ring of NAT events and the exporter that drains them. Single
+// producer: the worker writes into the ring's slots in place (rte_ring_peek_zc.h), which needs it.
 Status start_export(Runtime& rt, const IpfixConfig& ipfix) {
     if (!ipfix.enabled) return {};
     std::vector<rte_ring*> rings;
