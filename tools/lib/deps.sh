@@ -67,8 +67,9 @@ install_kubectl() {
 }
 
 # The HA lab (tools/lib/ha.sh): BIRD for BGP and BFD, nftables for the router's connection pinning;
-# nfdump's nfcapd, the IPFIX collector of tests/e2e/ipfix_e2e.py (its packaged service not started).
-install_ha_deps() { install_guarded bird2 nftables nfdump; }
+# nfdump's nfcapd, the IPFIX collector of tests/e2e/ipfix_e2e.py (its packaged service not started),
+# and libfixbuf's ipfixDump, which decodes its IPFIX over TCP.
+install_ha_deps() { install_guarded bird2 nftables nfdump libfixbuf-tools; }
 
 # install_prometheus: Debian's prometheus (the server and promtool) for the end-to-end test, which
 # runs its own inside the lab. Installing must not start the packaged service on the machine: a
