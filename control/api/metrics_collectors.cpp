@@ -4,7 +4,7 @@
 
 #include "control/base/address.h"
 #include "control/config/yaml_config.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::ctl {
 

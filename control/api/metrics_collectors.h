@@ -16,7 +16,7 @@
 
 #include "control/base/metrics_text.h"
 #include "control/state/daemon_state.h"
-#include "dataplane/pipeline/counters.h"
+#include "dataplane/packet/counters.h"
 
 namespace svcgate::ctl {
 

@@ -10,7 +10,7 @@
 #include "control/base/address.h"
 #include "control/base/clock.h"
 #include "control/api/views.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::ctl {
 

@@ -6,7 +6,7 @@
 
 #include "control/base/metrics_text.h"
 #include "control/ha/sync.h"
-#include "dataplane/pipeline/counters.h"
+#include "dataplane/packet/counters.h"
 
 namespace svcgate::ctl {
 

@@ -29,7 +29,7 @@
 
 #include <rte_rcu_qsbr.h>
 
-#include "dataplane/pipeline/counters.h"
+#include "dataplane/packet/counters.h"
 #include "dataplane/lb/snapshot.h"
 
 namespace svcgate::ctl {

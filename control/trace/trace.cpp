@@ -1,6 +1,6 @@
 #include "control/trace/trace.h"
 
-#include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/frag_stage.h"
 #include "dataplane/pipeline/vlan.h"
 
 #include <algorithm>

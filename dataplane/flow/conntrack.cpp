@@ -1,6 +1,6 @@
 #include "dataplane/flow/conntrack.h"
 
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 
 namespace svcgate::dp {
 

@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "dataplane/pipeline/pipeline.h"
-
 namespace svcgate::dp {
 
 namespace {

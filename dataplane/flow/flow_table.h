@@ -75,6 +75,9 @@
 namespace svcgate::dp {
 
 enum class FlowKind : uint8_t { nat = 0, affinity = 1 };
+// conntrack's protocol number for session-affinity records in the flow table (never on a wire:
+// IANA reserved 255 would be read as "raw").
+inline constexpr uint8_t kAffinityProto = 0xfe;
 
 enum FlowFlag : uint8_t {
     kFlowMasq = 0x01,    // the source was masqueraded (SNAT)

@@ -6,7 +6,7 @@
 #include <rte_malloc.h>
 #include <rte_random.h>
 
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 
 namespace svcgate::dp {
 

@@ -27,7 +27,7 @@
 
 #include "dataplane/base/types.h"
 #include "dataplane/flow/flow_table.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

@@ -39,7 +39,7 @@
 #include <rte_prefetch.h>
 
 #include "dataplane/l3/neighbor.h"
-#include "dataplane/l3/route.h"
+#include "dataplane/route/route.h"
 
 namespace svcgate::dp {
 

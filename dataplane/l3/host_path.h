@@ -11,8 +11,8 @@
 #include <rte_ether.h>
 
 #include "dataplane/lb/snapshot.h"
-#include "dataplane/pipeline/parse.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/meta.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

@@ -7,7 +7,7 @@
 #include <rte_ip.h>
 
 #include "dataplane/base/checksum.h"
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 #include "dataplane/l3/reject.h"
 
 namespace svcgate::dp {

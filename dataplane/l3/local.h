@@ -11,9 +11,9 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/l3/neighbor.h"
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 #include "dataplane/lb/snapshot.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

@@ -6,29 +6,8 @@
 
 #include "dataplane/base/checksum.h"
 #include "dataplane/l3/reject.h"
-#include "dataplane/pipeline/burst.h"
-#include "dataplane/pipeline/pipeline.h"
 
 namespace svcgate::dp {
-
-bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept {
-    const PacketMeta& m = p.meta;
-    if (!m.is_v6() && !m.dont_fragment) return true;  // the output stage fragments it
-    // The error goes back to the sender, from the gateway's address on the sender's side.
-    IpAddr from;
-    if (m.is_v6()) {
-        if (const NextHop6* h = ctx.snap->route(m.key6.src)) from = IpAddr::of(h->source);
-    } else {
-        if (const NextHop* h = ctx.snap->route(m.key.src)) from = IpAddr::of(h->source);
-    }
-    if (from.is_zero()) return p.set(Verdict::drop, DropReason::no_route), false;
-    if (!ctx.icmp.allow(ctx.now_ms)) return p.set(Verdict::drop, DropReason::icmp_rate_limited), false;
-    if (!build_too_big(mb, m, mtu, from)) return p.set(Verdict::drop, DropReason::reject_failed), false;
-    p.set(Verdict::reject, m.is_v6() ? DropReason::packet_too_big : DropReason::frag_needed);
-    p.out_port = in_port;
-    p.attributed = false;
-    return false;
-}
 
 unsigned fragment_ipv4(const rte_mbuf* m, uint16_t l2, uint16_t mtu, rte_mempool* pool, rte_mbuf** out,
                        unsigned max) noexcept {

@@ -1,8 +1,8 @@
 // The egress MTU (RFC 1191, RFC 8201): an IPv4 packet with DF or an IPv6 packet
 // larger than its egress port's MTU is answered with ICMP fragmentation needed / ICMPv6 Packet
 // Too Big quoting the packet as its sender sent it (so a translated flow's sender recognises its
-// own packet), under a per-worker rate limit; an IPv4 packet without DF is fragmented.
-//
+// own packet), under a per-worker rate limit (the forward stage decides: pipeline/forward.cpp); an
+// IPv4 packet without DF is fragmented.
 //
 // Runs on: worker lcores, trace, tests (the token bucket is per worker).
 #pragma once
@@ -13,9 +13,6 @@
 #include <rte_mbuf.h>
 
 namespace svcgate::dp {
-
-struct WorkerCtx;
-struct PacketState;
 
 // A per-worker token bucket for the ICMP errors the gateway originates (RFC 1812 4.3.2.8).
 struct TokenBucket {
@@ -36,12 +33,6 @@ struct TokenBucket {
         return true;
     }
 };
-
-// A routed packet larger than `mtu`, before it is rewritten (forward.cpp asks): true when it will
-// be fragmented on output (IPv4 without DF). Otherwise it has become an ICMP error to its sender
-// (verdict reject, frag_needed / packet_too_big, leaving by in_port), or a drop
-// (icmp_rate_limited, no route back).
-bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu, uint16_t in_port) noexcept;
 
 // Splits the IPv4 frame `m` (L2 header `l2` bytes) into fragments of at most `mtu` IP bytes, each
 // a one-segment mbuf from `pool` with the same L2 header; IP options without the copy flag only in

@@ -7,7 +7,7 @@
 
 #include <rte_mbuf.h>
 
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 
 namespace svcgate::dp {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "dataplane/pipeline/parse.h"
+#include "dataplane/packet/meta.h"
 
 namespace svcgate::dp {
 

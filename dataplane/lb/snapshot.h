@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "dataplane/flow/conntrack.h"
-#include "dataplane/pipeline/counters.h"
+#include "dataplane/packet/counters.h"
 #include "dataplane/base/enum_names.h"
 #include "dataplane/base/fixed_array.h"
-#include "dataplane/l3/route.h"
+#include "dataplane/route/route.h"
 #include "dataplane/base/static_hash.h"
 #include "dataplane/base/types.h"
 

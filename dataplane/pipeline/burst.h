@@ -16,7 +16,7 @@
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/pipeline/parse.h"
 #include "dataplane/lb/snapshot.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

@@ -2,13 +2,38 @@
 
 #include "dataplane/pipeline/family.h"
 #include "dataplane/lb/nat.h"
+#include "dataplane/l3/mtu.h"
 #include "dataplane/l3/reject.h"
 
 namespace svcgate::dp {
 
 namespace {
 
-// Whether a routed packet may leave by `port` as it is (l3/mtu.h: too_big), asked before it is
+// A routed packet larger than `mtu`, before it is rewritten: true when it will be fragmented on
+// output (IPv4 without DF). Otherwise it has become an ICMP error to its sender (verdict reject,
+// frag_needed / packet_too_big, leaving by in_port; RFC 1191, RFC 8201), or a drop
+// (icmp_rate_limited, no route back).
+[[gnu::cold, gnu::noinline]] bool too_big(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t mtu,
+                                          uint16_t in_port) noexcept {
+    const PacketMeta& m = p.meta;
+    if (!m.is_v6() && !m.dont_fragment) return true;  // the output stage fragments it
+    // The error goes back to the sender, from the gateway's address on the sender's side.
+    IpAddr from;
+    if (m.is_v6()) {
+        if (const NextHop6* h = ctx.snap->route(m.key6.src)) from = IpAddr::of(h->source);
+    } else {
+        if (const NextHop* h = ctx.snap->route(m.key.src)) from = IpAddr::of(h->source);
+    }
+    if (from.is_zero()) return p.set(Verdict::drop, DropReason::no_route), false;
+    if (!ctx.icmp.allow(ctx.now_ms)) return p.set(Verdict::drop, DropReason::icmp_rate_limited), false;
+    if (!build_too_big(mb, m, mtu, from)) return p.set(Verdict::drop, DropReason::reject_failed), false;
+    p.set(Verdict::reject, m.is_v6() ? DropReason::packet_too_big : DropReason::frag_needed);
+    p.out_port = in_port;
+    p.attributed = false;
+    return false;
+}
+
+// Whether a routed packet may leave by `port` as it is (too_big), asked before it is
 // rewritten, so that an ICMP error quotes the packet as its sender sent it.
 inline bool fits_egress(WorkerCtx& ctx, rte_mbuf* mb, PacketState& p, uint16_t port, uint16_t in_port) noexcept {
     const uint16_t mtu = ctx.out.mtu(port);

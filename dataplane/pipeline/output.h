@@ -24,7 +24,7 @@
 
 #include "dataplane/l3/neighbor.h"
 #include "dataplane/base/types.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

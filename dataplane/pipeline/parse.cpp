@@ -12,7 +12,7 @@
 #include <rte_prefetch.h>
 
 #include "dataplane/base/checksum.h"
-#include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/frag_stage.h"
 #include "dataplane/pipeline/parse_stage.h"
 
 namespace svcgate::dp {

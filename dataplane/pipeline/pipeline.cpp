@@ -1,5 +1,5 @@
 #include "dataplane/pipeline/pipeline.h"
-#include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/frag_stage.h"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -11,7 +11,7 @@
 #include <rte_ring_elem.h>
 #include <rte_ring_peek_zc.h>
 
-#include "dataplane/lb/classify.h"
+#include "dataplane/pipeline/classify.h"
 #include "dataplane/pipeline/established.h"
 #include "dataplane/pipeline/family.h"
 #include "dataplane/pipeline/forward.h"

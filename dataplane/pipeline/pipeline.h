@@ -55,10 +55,6 @@ struct rte_ring;
 
 namespace svcgate::dp {
 
-// conntrack's protocol number for session-affinity records in the flow table (never on a wire:
-// IANA reserved 255 would be read as "raw").
-inline constexpr uint8_t kAffinityProto = 0xfe;
-
 struct RssSteer;
 
 // One worker's state: everything a stage may touch besides the burst. Never shared.

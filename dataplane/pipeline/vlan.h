@@ -21,7 +21,7 @@
 #include <rte_byteorder.h>
 #include <rte_mbuf.h>
 
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

@@ -1,5 +1,5 @@
 #include "dataplane/pipeline/worker.h"
-#include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/frag_stage.h"
 
 #include "dataplane/l3/local.h"
 

@@ -1,4 +1,4 @@
-#include "dataplane/fragment/frag_stage.h"
+#include "dataplane/pipeline/frag_stage.h"
 
 #include <cstring>
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "dataplane/fragment/frag_table.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

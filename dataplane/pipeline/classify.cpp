@@ -1,4 +1,4 @@
-#include "dataplane/lb/classify.h"
+#include "dataplane/pipeline/classify.h"
 
 #include <rte_prefetch.h>
 

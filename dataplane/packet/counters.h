@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "dataplane/base/table_memory.h"
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 namespace svcgate::dp {
 

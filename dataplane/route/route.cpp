@@ -1,4 +1,4 @@
-#include "dataplane/l3/route.h"
+#include "dataplane/route/route.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "dataplane/pipeline/verdict.h"
+#include "dataplane/packet/verdict.h"
 
 #include <array>
 
