@@ -352,4 +352,15 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
 
 void ApiClient::stop() { stopped_ = true; }  // on_progress aborts the transfer
 
+std::string query_escape(std::string_view s) {
+    std::string out;
+    for (const char c : s) {
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '~')
+            out += c;
+        else
+            out += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    }
+    return out;
+}
+
 }  // namespace svcgate::ctl::kube

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "control/kube/kubeconfig.h"
 
@@ -75,5 +76,8 @@ private:
 // NO_PROXY/no_proxy names the host (a suffix match, "*" for all, host:port entries, CIDRs) or
 // the host is loopback or "localhost" (Go's http.ProxyFromEnvironment). "" = direct.
 std::string proxy_for(const ApiServer& server);
+
+// `s` percent-encoded for a URL's query (RFC 3986's unreserved characters kept).
+std::string query_escape(std::string_view s);
 
 }  // namespace svcgate::ctl::kube

@@ -87,4 +87,16 @@ std::shared_ptr<const ytree::Tree> json_tree(const nlohmann::json& v) {
     return t;
 }
 
+const nlohmann::json* member(const nlohmann::json& o, const char* key) {
+    if (!o.is_object()) return nullptr;
+    const auto it = o.find(key);
+    return it == o.end() ? nullptr : &*it;
+}
+
+std::string string_at(const nlohmann::json& o, const char* a, const char* b) {
+    const nlohmann::json* x = member(o, a);
+    const nlohmann::json* y = x ? member(*x, b) : nullptr;
+    return y && y->is_string() ? y->get<std::string>() : std::string();
+}
+
 }  // namespace svcgate::ctl::kube

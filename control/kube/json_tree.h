@@ -29,4 +29,9 @@ nlohmann::json parse_bounded(std::string_view text, std::string& why);
 // The tree of one value (at most kMaxJsonDepth deep); its root is node 0 (ytree::Node(tree.get(), 0)).
 std::shared_ptr<const ytree::Tree> json_tree(const nlohmann::json& v);
 
+// Object `o`'s member `key`; null when `o` is not an object or has none.
+const nlohmann::json* member(const nlohmann::json& o, const char* key);
+// o[a][b] when it is a string, else "".
+std::string string_at(const nlohmann::json& o, const char* a, const char* b);
+
 }  // namespace svcgate::ctl::kube

@@ -10,7 +10,8 @@
 // `service.kubernetes.io/headless` (kube-proxy's selector; checked again here, should a server
 // ignore it). kube-proxy's other requirement, no `service.kubernetes.io/service-proxy-name`, is
 // applied when the objects are added (add_kube_objects, cluster.proxy_name), so that a reload
-// can change it and files and API follow one rule.
+// can change it and files and API follow one rule. The list and watch loop is reflector.cpp's; the
+// store's reads, the publish gate, status and metrics are kube_api.cpp's.
 //
 // Publishing: nothing from the API until every kind has listed once (synced()); after that, due()
 // says when the objects changed and the last publish is at least min_sync_period old, and
