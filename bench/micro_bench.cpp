@@ -635,6 +635,8 @@ public:
             start_beside([&] { return std::make_unique<ctl::IpfixExporter>(cfg, std::vector<rte_ring*>{ring_}); });
         w.ctx.nat_ring = ring_;
         w.ctx.events = &buf_;
+        w.ctx.nat_event_types =
+            1u << static_cast<unsigned>(NatEventType::create) | 1u << static_cast<unsigned>(NatEventType::end);
         ctx_ = &w.ctx;
         cpu_ = OthersCpu();
     }

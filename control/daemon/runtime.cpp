@@ -228,7 +228,10 @@ Status start_export(Runtime& rt, const IpfixConfig& ipfix) {
         RingPtr r(rte_ring_create_elem(fmt::format("svcgate_nat{}", w).c_str(), sizeof(dp::NatEvent),
                                        rte_align32pow2(ipfix.ring), SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ));
         if (!r) return Status::fail("NAT event rings: out of memory");
-        rt.workers[w]->set_nat_ring(r.get());
+        rt.workers[w]->set_nat_ring(
+            r.get(),
+            static_cast<uint8_t>((ipfix.create ? 1u << static_cast<unsigned>(dp::NatEventType::create) : 0) |
+                                 (ipfix.end ? 1u << static_cast<unsigned>(dp::NatEventType::end) : 0)));
         rings.push_back(r.get());
         rt.nat_rings.push_back(std::move(r));
     }

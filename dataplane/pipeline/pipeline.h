@@ -101,6 +101,7 @@ struct WorkerCtx {
     // own (single producer); `events` holds what is not in it yet (flush_nat_events).
     rte_ring* nat_ring = nullptr;
     NatEventBuffer* events = nullptr;
+    uint8_t nat_event_types = 0;  // which are exported: bit 1 << NatEventType
 };
 
 // The burst's mbufs (b.mbufs, after b.start()) all leave through the output stage: sent to the
@@ -128,7 +129,9 @@ void flush_nat_events(WorkerCtx& ctx) noexcept;
 // creation then.
 template <typename K>
 inline void nat_event(WorkerCtx& ctx, const BasicFlow<K>& f, NatEventType type, FlowEnd why) noexcept {
-    if (!ctx.events || f.kind != FlowKind::nat || f.origin.load(std::memory_order_relaxed) != 0) return;
+    if (!ctx.events || !(ctx.nat_event_types & (1u << static_cast<unsigned>(type))) || f.kind != FlowKind::nat ||
+        f.origin.load(std::memory_order_relaxed) != 0)
+        return;
     if (ctx.events->n == NatEventBuffer::kSize) flush_nat_events(ctx);
     NatEvent& e = ctx.events->ev[ctx.events->n++];
     e.tsc = ctx.now_tsc;

@@ -116,8 +116,11 @@ public:
     // 4-byte elements). Before the worker runs.
     void set_sync_ring(rte_ring* r) noexcept { ctx_.sync = r; }
     // NAT event export on (nat_event.h): the worker's ring to the exporter (single producer, single
-    // consumer, NatEvent elements). Before the worker runs.
-    void set_nat_ring(rte_ring* r) noexcept { ctx_.nat_ring = r, ctx_.events = r ? &events_ : nullptr; }
+    // consumer, NatEvent elements) and the events it takes (bit 1 << NatEventType: an event no one
+    // exports is not written). Before the worker runs.
+    void set_nat_ring(rte_ring* r, uint8_t types) noexcept {
+        ctx_.nat_ring = r, ctx_.events = r ? &events_ : nullptr, ctx_.nat_event_types = types;
+    }
     // By port index, its RSS steering or null (WorkerCtx::rss); alive as long as the worker.
     void set_rss(const RssSteer* const* by_port, uint16_t n) noexcept { ctx_.rss = by_port, ctx_.n_rss = n; }
     // Read by the control thread while the worker runs (see WorkerCounters).

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "dataplane/base/checksum.h"
+#include "dataplane/pipeline/pipeline.h"
 #include "test_support.h"
 
 using namespace svcgate;
@@ -980,4 +981,41 @@ TEST(ActiveCounts, ARowPerWriterAndTheCountIsTheColumnsSum) {
         };
         EXPECT_LT(line(r, 39), line(r + 1, 0)) << "row " << r << " ends on a line before the next row's";
     }
+}
+
+// NAT events (nat_event.h): a worker writes only the types its exporter takes (export.ipfix.events),
+// and an end carries its flow's packets and octets each way from the counting table.
+TEST(NatEvents, OnlyTheExportedTypesAreWrittenAndAnEndCarriesItsCounts) {
+    auto table = FlowTable::create({.capacity = 64, .owners = 1, .count = true});
+    ASSERT_TRUE(table);
+    const FlowKey k0{Ip4::from_host(0xc0a84364), Ip4::from_host(0xc0a84308), 0x1234, 0x3175, 6};
+    const FlowKey k1{Ip4::from_host(0x0af40204), Ip4::from_host(0x0ac00002), 0x5000, 0x0004, 6};
+    const InsertResult r = table->insert(0, FlowInit{.key = {k0, k1}}, 1);
+    ASSERT_EQ(r.status, InsertStatus::inserted);
+    table->counters(r.id)->add(Direction::original, 60);
+    table->counters(r.id)->add(Direction::reply, 1500);
+    table->counters(r.id)->add(Direction::original, 52);
+    WorkerCtx ctx;
+    NatEventBuffer buf;
+    ctx.flows = table.get();
+    ctx.events = &buf;
+    const Flow& f = table->flow(r.id);
+    ctx.nat_event_types = 1u << static_cast<unsigned>(NatEventType::create);
+    nat_event(ctx, f, NatEventType::create, FlowEnd::none);
+    nat_event(ctx, f, NatEventType::end, FlowEnd::idle_timeout);
+    ASSERT_EQ(buf.n, 1u) << "events: [create] writes no end";
+    EXPECT_EQ(buf.ev[0].type, NatEventType::create);
+    EXPECT_EQ(buf.ev[0].packets[0], 0u) << "a creation carries no counts";
+    ctx.nat_event_types = 1u << static_cast<unsigned>(NatEventType::end);
+    nat_event(ctx, f, NatEventType::create, FlowEnd::none);
+    nat_event(ctx, f, NatEventType::end, FlowEnd::idle_timeout);
+    ASSERT_EQ(buf.n, 2u) << "events: [delete] writes no creation";
+    const NatEvent& e = buf.ev[1];
+    EXPECT_EQ(e.type, NatEventType::end);
+    EXPECT_EQ(e.reason, FlowEnd::idle_timeout);
+    EXPECT_TRUE(e.k4[0] == k0 && e.k4[1] == k1);
+    EXPECT_EQ(e.packets[0], 2u);
+    EXPECT_EQ(e.octets[0], 112u);
+    EXPECT_EQ(e.packets[1], 1u);
+    EXPECT_EQ(e.octets[1], 1500u);
 }
