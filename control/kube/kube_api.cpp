@@ -444,50 +444,51 @@ report::KubeApi KubeApi::status() const {
     return r;
 }
 
+// The metrics read the report status() builds: one walk of the state for both.
 void KubeApi::metrics(MetricsText& m) const {
-    std::lock_guard lk(mu_);
-    m.family("svcgate_kube_synced", "gauge", "1 once the kind has been listed from the API server");
-    for (size_t k = 0; k < kKinds; ++k)
-        m.sample("svcgate_kube_synced", fmt::format("kind=\"{}\"", kInfo[k].name), uint64_t{kinds_[k].st.synced});
-    m.family("svcgate_kube_objects", "gauge", "Objects held from the API server");
-    for (size_t k = 0; k < kKinds; ++k)
-        m.sample("svcgate_kube_objects", fmt::format("kind=\"{}\"", kInfo[k].name),
-                 static_cast<uint64_t>(kinds_[k].objects.size()));
+    const report::KubeApi r = status();
+    const auto per_kind = [&](const char* name, const char* type, const char* help, auto&& value) {
+        m.family(name, type, help);
+        for (const auto& [kind, k] : r.kinds.items) m.sample(name, fmt::format("kind=\"{}\"", kind), value(k));
+    };
+    per_kind("svcgate_kube_synced", "gauge", "1 once the kind has been listed from the API server",
+             [](const report::KubeKind& k) { return uint64_t{k.synced}; });
+    per_kind("svcgate_kube_objects", "gauge", "Objects held from the API server",
+             [](const report::KubeKind& k) { return k.objects; });
     m.family("svcgate_kube_events_total", "counter", "Watch events by kind and type");
-    for (size_t k = 0; k < kKinds; ++k)
-        for (size_t t = 0; t < kEventTypes.size(); ++t)
-            m.sample("svcgate_kube_events_total", fmt::format("kind=\"{}\",type=\"{}\"", kInfo[k].name, kEventTypes[t]),
-                     kinds_[k].st.events[t]);
+    for (const auto& [kind, k] : r.kinds.items)
+        for (const auto& [type, n] : k.events.items)
+            m.sample("svcgate_kube_events_total", fmt::format("kind=\"{}\",type=\"{}\"", kind, type), n);
     m.family("svcgate_kube_lists_total", "counter", "Complete LISTs (the first, and each relist)");
     m.family("svcgate_kube_relists_total", "counter", "Relists: 410 Gone or a stream that could not be trusted");
     m.family("svcgate_kube_reconnects_total", "counter", "Failed LISTs and WATCHes retried after a backoff");
-    for (size_t k = 0; k < kKinds; ++k) {
-        const std::string l = fmt::format("kind=\"{}\"", kInfo[k].name);
-        m.sample("svcgate_kube_lists_total", l, kinds_[k].st.lists);
-        m.sample("svcgate_kube_relists_total", l, kinds_[k].st.relists);
-        m.sample("svcgate_kube_reconnects_total", l, kinds_[k].st.reconnects);
+    for (const auto& [kind, k] : r.kinds.items) {
+        const std::string l = fmt::format("kind=\"{}\"", kind);
+        m.sample("svcgate_kube_lists_total", l, k.lists);
+        m.sample("svcgate_kube_relists_total", l, k.relists);
+        m.sample("svcgate_kube_reconnects_total", l, k.reconnects);
     }
     m.family("svcgate_kube_bad_input_total", "counter", "Events and answers from the API server refused, by reason");
-    for (size_t b = 0; b < bad_.size(); ++b)
-        m.sample("svcgate_kube_bad_input_total", fmt::format("reason=\"{}\"", bad_name(static_cast<Bad>(b))), bad_[b]);
+    for (const auto& [reason, n] : r.bad_input.items)
+        m.sample("svcgate_kube_bad_input_total", fmt::format("reason=\"{}\"", reason), n);
     m.family("svcgate_kube_rejected_objects", "gauge", "Objects left out of the last publish, by reason");
     std::map<std::string, uint64_t> by_reason{{"invalid_object", 0}, {"duplicate_service", 0}};
-    for (const RejectedObject& r : rejected_) ++by_reason[r.reason];
-    by_reason["orphan_slice"] = orphan_slices_;
+    for (const report::LeftOut& x : r.rejected) ++by_reason[x.reason];
+    by_reason["orphan_slice"] = r.orphan_slices;
     for (const auto& [reason, n] : by_reason)
         m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", reason), n);
+    std::lock_guard lk(mu_);  // what the report does not carry: the queue time and the histogram
     m.gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
             "When the last change from the API server was queued for a publish (kube-proxy's name)", last_queued_unix_,
             3);
     m.gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
             "When the last publish with the API server's objects went out (kube-proxy's name); 0: none yet",
-            last_publish_unix_, 3);
+            r.last_publish_unix, 3);
     m.family("svcgate_kube_rest_client_requests_total", "counter",
              "Requests to the API server by verb and HTTP code (client-go's rest_client_requests_total)");
-    for (const auto& [key, n] : requests_)
-        m.sample("svcgate_kube_rest_client_requests_total",
-                 fmt::format("verb=\"{}\",code=\"{}\"", key.first, key.second ? std::to_string(key.second) : "<error>"),
-                 n);
+    for (const auto& [verb, codes] : r.requests.items)
+        for (const auto& [code, n] : codes.items)
+            m.sample("svcgate_kube_rest_client_requests_total", fmt::format("verb=\"{}\",code=\"{}\"", verb, code), n);
     m.histogram("kubeproxy_network_programming_duration_seconds",
                 "From an EndpointSlice's last-change-trigger-time to the publish that applied it (kube-proxy's name)",
                 programming_);
