@@ -44,8 +44,8 @@ constexpr uint32_t kReversePen = 29305;  // RFC 5103: the reverse direction of I
 constexpr uint16_t kVarLen = 65535;
 // IANA's elements: addresses, ports and protocol before and after the translation, natEvent,
 // the event's time (observationTimeMilliseconds; and flowStart for a creation, flowEnd,
-// flowEndReason and the packets and octets each way for an end) and the Service (applicationName, a string of variable
-// length: "namespace/name:port").
+// flowEndReason and the packets and octets each way for an end) and the Service (applicationName,
+// a string of variable length: "namespace/name:port").
 std::vector<Field> fields(uint16_t tid) {
     const bool v6 = tid == kCreate6 || tid == kEnd6, end = tid == kEnd4 || tid == kEnd6;
     const uint16_t a = v6 ? 16 : 4;
