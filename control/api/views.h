@@ -2,10 +2,8 @@
 // these structs: the daemon fills it under its lock (commands.cpp) and writes it to the control
 // socket as JSON; svcgatectl reads the JSON back into the same struct and renders it as text
 // (control/cli/render.cpp). Each struct's JSON keys are spelled once, in its `members` list,
-// which both the writer (to_json) and the reader (from_json) walk, in the order written.
-//
-// A member that is std::optional is written as null when empty; one marked `omit` is left out.
-// A reader takes what is there: a key that is missing or null leaves the member as it was.
+// which both the writer (to_json) and the reader (from_json) walk, in the order written
+// (control/base/report_json.h).
 //
 // Runs on: any thread (plain data). Depends on nothing of the daemon: svcgatectl includes it.
 #pragma once
@@ -18,8 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "control/base/report_json.h"
 #include "control/base/report_members.h"
 #include "control/kube/kube_report.h"
 #include "control/lb/lb_report.h"
@@ -357,81 +354,6 @@ struct Undrain {
 };
 void members(Of<Undrain> auto& r, auto&& f) {
     f("ok", r.ok), f("draining", r.draining), f("was_draining", r.was_draining);
-}
-
-// ---- JSON ------------------------------------------------------------------------------------
-
-namespace detail {
-// Any member list's visitor, for the Report concept.
-struct AnyMember {
-    void operator()(const char*, auto&) const {}
-    void operator()(const char*, auto&, Omit) const {}
-};
-}  // namespace detail
-
-template <typename T>
-concept Report = requires(T& r) {
-    members(r, detail::AnyMember{});
-};
-
-template <typename J>
-struct JsonWriter {
-    J& j;
-    template <typename T>
-    void operator()(const char* key, const T& v) const {
-        j[key] = v;
-    }
-    template <typename T>
-    void operator()(const char* key, const std::optional<T>& v) const {
-        j[key] = v ? J(*v) : J(nullptr);
-    }
-    template <typename T>
-    void operator()(const char* key, const std::optional<T>& v, Omit) const {
-        if (v) j[key] = *v;
-    }
-};
-
-template <typename J>
-struct JsonReader {
-    const J& j;
-    template <typename T>
-    void operator()(const char* key, T& v) const {
-        const auto it = j.find(key);
-        if (it != j.end() && !it->is_null()) it->get_to(v);
-    }
-    template <typename T>
-    void operator()(const char* key, std::optional<T>& v) const {
-        const auto it = j.find(key);
-        if (it != j.end() && !it->is_null()) it->get_to(v.emplace());
-    }
-    template <typename T>
-    void operator()(const char* key, std::optional<T>& v, Omit) const {
-        (*this)(key, v);
-    }
-};
-
-template <typename J, Report T>
-void to_json(J& j, const T& r) {
-    j = J::object();
-    members(r, JsonWriter<J>{j});
-}
-
-// Throws nlohmann::json::type_error when a member's value is of another type.
-template <typename J, Report T>
-void from_json(const J& j, T& r) {
-    if (j.is_object()) members(r, JsonReader<J>{j});
-}
-
-template <typename J, typename T>
-void to_json(J& j, const Keyed<T>& k) {
-    j = J::object();
-    for (const auto& [name, v] : k.items) j[name] = v;
-}
-
-template <typename J, typename T>
-void from_json(const J& j, Keyed<T>& k) {
-    if (!j.is_object()) return;
-    for (const auto& [name, v] : j.items()) k.add(name, v.template get<T>());
 }
 
 }  // namespace svcgate::ctl::report

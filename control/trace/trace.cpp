@@ -9,9 +9,10 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
+#include "control/base/report_json.h"
 #include "control/trace/packet_spec.h"
+#include "control/trace/trace_report.h"
 #include "control/snapshot/snapshot_builder.h"
 #include "control/base/tool_eal.h"
 #include "control/config/yaml_config.h"
@@ -23,8 +24,6 @@ using namespace svcgate::dp;
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-Json opt(const std::optional<std::string>& s) { return s ? Json(*s) : Json(nullptr); }
 
 // The tuple as it leaves, tcpdump's "(frag id:size@offset+)" after it for a fragment.
 std::string leaving_tuple(const PacketMeta& pm) {
@@ -73,29 +72,25 @@ std::vector<IpAddr> pin_neighbors(NeighborTable& nt, NeighborTable6& nt6, const 
 
 std::string TraceRecord::json() const {
     const bool refused = verdict == Verdict::drop || verdict == Verdict::reject;
-    Json l2j = nullptr;
+    report::Trace r{.in = input,
+                    .verdict = std::string(verdict_name(verdict)),
+                    .service = service,
+                    .endpoint = endpoint,
+                    .role = role,
+                    .masquerade = masquerade,
+                    .masquerade_rule = masquerade_rule,
+                    .new_flow = new_flow,
+                    .out = out,
+                    .out_flags = out_flags,
+                    .port = port,
+                    .vlan = vlan,
+                    .also = also_out(also)};
+    if (refused) r.reason = drop_reason_name(reason);
     if (l2 != L2Outcome::none)
-        l2j = Json{{"outcome", l2_outcome_name(l2)},
-                   {"next_hop", opt(next_hop)},
-                   {"mac", opt(mac)},
-                   {"arp_request", arp_request},
-                   {"reason", l2_reason == DropReason::none ? Json(nullptr) : Json(drop_reason_name(l2_reason))}};
-    const Json j{{"in", input},
-                 {"verdict", verdict_name(verdict)},
-                 {"service", opt(service)},
-                 {"endpoint", opt(endpoint)},
-                 {"role", opt(role)},
-                 {"masquerade", masquerade},
-                 {"masquerade_rule", opt(masquerade_rule)},
-                 {"new_flow", new_flow},
-                 {"out", opt(out)},
-                 {"out_flags", opt(out_flags)},
-                 {"port", opt(port)},
-                 {"vlan", vlan ? Json(*vlan) : Json(nullptr)},
-                 {"reason", refused ? Json(drop_reason_name(reason)) : Json(nullptr)},
-                 {"l2", l2j},
-                 {"also", also_out(also)}};
-    return j.dump();
+        r.l2 = report::TraceL2{
+            .outcome = l2_outcome_name(l2), .next_hop = next_hop, .mac = mac, .arp_request = arp_request};
+    if (r.l2 && l2_reason != DropReason::none) r.l2->reason = drop_reason_name(l2_reason);
+    return Json(r).dump();
 }
 
 std::string TraceRecord::text() const {
