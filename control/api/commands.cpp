@@ -110,36 +110,6 @@ report::Undrain undrain(DaemonState& st) {
     return {.was_draining = was};
 }
 
-// Flow replication (sync.h) as status shows it.
-report::Ha ha_report(const Syncer& sync, const WorkerCounters& t) {
-    const SyncStatus y = sync.status();
-    report::Ha r{.listen = y.listen,
-                 .ready = y.ready,
-                 .replicas = y.replicas,
-                 .takeovers = t.takeovers,
-                 .replica_hold = {.held = t.replica_held, .parked = t.replica_parked, .released = t.replica_released},
-                 .events = t.sync_events,
-                 .events_ring_full = t.sync_ring_full,
-                 .refreshed = y.refreshed,
-                 .queued = y.queued,
-                 .send_errors = y.send_errors,
-                 .drops = {sync_drops(y)}};
-    for (const SyncPeerStatus& p : y.peers)
-        r.peers.push_back(
-            {.address = p.address,
-             .alive = p.alive,
-             .last_heard_seconds = p.last_heard_seconds < 0 ? std::nullopt : std::optional(p.last_heard_seconds),
-             .copied = p.copied,
-             .flows_sent = p.flows_sent,
-             .flows_received = p.flows_received,
-             .datagrams_sent = p.datagrams_sent,
-             .datagrams_received = p.datagrams_received,
-             .flows_held = p.flows_owned,
-             .addresses = p.addresses,
-             .adopted = p.adopted});
-    return r;
-}
-
 // client_ip (docs/client-ip.md): the gateway's default, the service ports that preserve, and
 // those whose clients resent SYNs no reply came back for.
 report::ClientIp client_ip_report(const DaemonState& st) {
@@ -238,7 +208,7 @@ report::Status status(const DaemonState& st) {
                      .last_reload_trigger = st.reload.last_trigger,
                      .last_reload_error = st.reload.last_ok ? std::nullopt : std::optional(st.reload.last_error),
                      .health = health_report(st),
-                     .ha = st.sync ? std::optional(ha_report(*st.sync, t)) : std::nullopt,
+                     .ha = st.sync ? std::optional(st.sync->status(t)) : std::nullopt,
                      .kubernetes = kubernetes_report(st)};
     for (const PortView& p : st.ports)
         r.ports.push_back({.name = p.name,

@@ -42,7 +42,7 @@ std::string render_metrics(const DaemonState& st) {
                   t);
     collect_fragments(m, t, st.frags ? st.frags->held() : 0, st.frags ? st.frags->datagrams() : 0);
     collect_host_path(m, t, st.health);
-    if (st.sync) collect_sync(m, st.sync->status(), t);
+    if (st.sync) collect_sync(m, st.sync->status(t));
     if (st.kube) st.kube->metrics(m);
     if (st.lb) st.lb->metrics(m);
     if (st.prober) st.prober->metrics(m);

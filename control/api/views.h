@@ -18,6 +18,7 @@
 
 #include "control/base/report_json.h"
 #include "control/base/report_members.h"
+#include "control/ha/ha_report.h"
 #include "control/kube/kube_report.h"
 #include "control/lb/lb_report.h"
 
@@ -87,48 +88,6 @@ void members(Of<Health> auto& r, auto&& f) {
         f("announced", r.announced), f("announce_table", r.announce_table);
     f("connections_left", r.connections_left, omit), f("drain_seconds_left", r.drain_seconds_left, omit),
         f("handover", r.handover, omit), f("announce_error", r.announce_error, omit);
-}
-
-struct Peer {
-    std::string address;
-    bool alive = false;
-    std::optional<double> last_heard_seconds;  // null: never
-    bool copied = false;
-    uint64_t flows_sent = 0, flows_received = 0, datagrams_sent = 0, datagrams_received = 0;
-    uint32_t flows_held = 0;
-    std::vector<std::string> addresses;
-    bool adopted = false;
-};
-void members(Of<Peer> auto& r, auto&& f) {
-    f("address", r.address), f("alive", r.alive), f("last_heard_seconds", r.last_heard_seconds), f("copied", r.copied),
-        f("flows_sent", r.flows_sent), f("flows_received", r.flows_received), f("datagrams_sent", r.datagrams_sent),
-        f("datagrams_received", r.datagrams_received), f("flows_held", r.flows_held), f("addresses", r.addresses),
-        f("adopted", r.adopted);
-}
-
-struct ReplicaHold {
-    uint64_t held = 0, parked = 0, released = 0;
-};
-void members(Of<ReplicaHold> auto& r, auto&& f) { f("held", r.held), f("parked", r.parked), f("released", r.released); }
-
-// Flow replication (control/ha/sync.h).
-struct Ha {
-    std::string listen;
-    bool ready = false;
-    std::vector<Peer> peers;
-    uint32_t replicas = 0;
-    uint64_t takeovers = 0;
-    ReplicaHold replica_hold;
-    uint64_t events = 0, events_ring_full = 0, refreshed = 0;
-    uint32_t queued = 0;
-    uint64_t send_errors = 0;
-    Keyed<uint64_t> drops;
-};
-void members(Of<Ha> auto& r, auto&& f) {
-    f("listen", r.listen), f("ready", r.ready), f("peers", r.peers), f("replicas", r.replicas),
-        f("takeovers", r.takeovers), f("replica_hold", r.replica_hold), f("events", r.events),
-        f("events_ring_full", r.events_ring_full), f("refreshed", r.refreshed), f("queued", r.queued),
-        f("send_errors", r.send_errors), f("drops", r.drops);
 }
 
 struct NoRule {

@@ -24,14 +24,6 @@
 
 namespace svcgate::ctl {
 
-std::vector<std::pair<std::string, uint64_t>> sync_drops(const SyncStatus& y) {
-    std::vector<std::pair<std::string, uint64_t>> v;
-    for (unsigned d = 0; d < sync::kDrops; ++d) v.emplace_back(sync::drop_name(static_cast<sync::Drop>(d)), y.drops[d]);
-    for (unsigned d = 0; d < kRecordDrops; ++d)
-        v.emplace_back(std::string("record_") + record_drop_name(static_cast<RecordDrop>(d)), y.record_drops[d]);
-    return v;
-}
-
 using namespace svcgate::dp;
 
 namespace {
@@ -116,8 +108,7 @@ Syncer::Syncer(const HaConfig& cfg, Wiring w)
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count())),
       importer_(std::make_unique<Importer>()) {
-    counts_.enabled = true;
-    counts_.listen = endpoint_name(cfg.listen);
+    listen_ = endpoint_name(cfg.listen);
     for (size_t i = 0; i < cfg.peers.size(); ++i) {
         auto p = std::make_unique<Peer>();
         p->ep = cfg.peers[i];
@@ -137,12 +128,12 @@ Status Syncer::start() {
     sockaddr_storage ss;
     const socklen_t len = to_sockaddr(cfg_.listen, ss);
     fd_ = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return Status::fail(fmt::format("ha.listen {}: socket: {}", counts_.listen, std::strerror(errno)));
+    if (fd_ < 0) return Status::fail(fmt::format("ha.listen {}: socket: {}", listen_, std::strerror(errno)));
     const int buf = 8 << 20;  // a peer's bulk copy arrives in bursts
     (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     (void)setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
     if (bind(fd_, reinterpret_cast<const sockaddr*>(&ss), len) != 0) {
-        const std::string e = fmt::format("ha.listen {}: cannot bind: {}", counts_.listen, std::strerror(errno));
+        const std::string e = fmt::format("ha.listen {}: cannot bind: {}", listen_, std::strerror(errno));
         close(fd_);
         fd_ = -1;
         return Status::fail(e);
@@ -504,11 +495,7 @@ void Syncer::take_events() {
         more = more || round == 16;
     }
     backlog_ = more;
-    if (taken) {
-        active_ = true;
-        std::lock_guard lk(mu_);
-        counts_.taken_events += taken;
-    }
+    if (taken) active_ = true;
 }
 
 // A slice of the tables each millisecond, so that every proven flow of this gateway is sent once
@@ -685,35 +672,53 @@ void Syncer::expire(uint64_t now_ms) {
     counts_.replicas = replicas;
 }
 
-SyncStatus Syncer::status() const {
-    SyncStatus s;
+report::Keyed<uint64_t> drops_by_name(std::span<const uint64_t, sync::kDrops> datagrams,
+                                      std::span<const uint64_t, kRecordDrops> records) {
+    report::Keyed<uint64_t> k;
+    for (unsigned d = 0; d < sync::kDrops; ++d) k.add(sync::drop_name(static_cast<sync::Drop>(d)), datagrams[d]);
+    for (unsigned d = 0; d < kRecordDrops; ++d)
+        k.add(std::string("record_") + record_drop_name(static_cast<RecordDrop>(d)), records[d]);
+    return k;
+}
+
+report::Ha Syncer::status(const WorkerCounters& t) const {
+    Counts c;
     {
         std::lock_guard lk(mu_);
-        s = counts_;
+        c = counts_;
     }
-    s.ready = ready();
-    for (rte_ring* r : w_.rings) s.queued += rte_ring_count(r);
+    report::Ha r{.listen = listen_,
+                 .ready = ready(),
+                 .replicas = c.replicas,
+                 .takeovers = t.takeovers,
+                 .replica_hold = {.held = t.replica_held, .parked = t.replica_parked, .released = t.replica_released},
+                 .events = t.sync_events,
+                 .events_ring_full = t.sync_ring_full,
+                 .refreshed = c.refreshed,
+                 .send_errors = c.send_errors};
+    for (rte_ring* q : w_.rings) r.queued += rte_ring_count(q);
+    r.drops = drops_by_name(c.drops, c.record_drops);
     const uint64_t now = steady_ms();
     for (const auto& p : peers_) {
-        SyncPeerStatus ps;
+        report::Peer ps;
         ps.address = p->name;
         const uint64_t heard = p->heard_ms.load(std::memory_order_relaxed);
         ps.alive = heard != 0 && now - heard < cfg_.dead_after_ms;
-        ps.last_heard_seconds = heard ? (now - heard) / 1e3 : -1;
+        if (heard) ps.last_heard_seconds = (now - heard) / 1e3;
         ps.copied = p->copied_us.load(std::memory_order_relaxed);
         ps.flows_sent = p->flows_sent.load(std::memory_order_relaxed);
         ps.flows_received = p->flows_received.load(std::memory_order_relaxed);
         ps.datagrams_sent = p->datagrams_sent.load(std::memory_order_relaxed);
         ps.datagrams_received = p->datagrams_received.load(std::memory_order_relaxed);
-        ps.flows_owned = p->held.load(std::memory_order_relaxed);
+        ps.flows_held = p->held.load(std::memory_order_relaxed);
         {
             std::lock_guard lk(mu_);
             for (const IpAddr& a : p->addrs) ps.addresses.push_back(format_ip(a));
             ps.adopted = p->adopted;
         }
-        s.peers.push_back(std::move(ps));
+        r.peers.push_back(std::move(ps));
     }
-    return s;
+    return r;
 }
 
 }  // namespace svcgate::ctl

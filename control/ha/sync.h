@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -60,7 +61,9 @@
 #include "dataplane/base/enum_names.h"
 #include "dataplane/flow/flow_table.h"
 #include "dataplane/lb/snapshot.h"
+#include "control/ha/ha_report.h"
 #include "control/ha/sync_proto.h"
+#include "dataplane/packet/counters.h"
 
 struct rte_ring;
 
@@ -74,35 +77,10 @@ inline constexpr std::array kRecordDropNames{SVCGATE_RECORD_DROPS(SVCGATE_ENUM_N
 inline constexpr unsigned kRecordDrops = kRecordDropNames.size();
 inline const char* record_drop_name(RecordDrop d) noexcept { return enum_name(d, kRecordDropNames); }
 
-struct SyncPeerStatus {
-    std::string address;  // ADDRESS:PORT
-    bool alive = false;
-    double last_heard_seconds = -1;  // -1: never
-    bool copied = false;             // it has sent this gateway its bulk copy (since this start)
-    uint64_t flows_sent = 0, flows_received = 0;
-    uint64_t datagrams_sent = 0, datagrams_received = 0;
-    uint32_t flows_owned = 0;            // as its last hello said
-    std::vector<std::string> addresses;  // its takeover addresses, as its last hello said
-    bool adopted = false;                // this gateway holds them now
-};
-
-struct SyncStatus {
-    bool enabled = false;
-    bool ready = false;
-    std::string listen;
-    std::vector<SyncPeerStatus> peers;
-    uint32_t replicas = 0;      // live replicas held (not taken over)
-    uint64_t taken_events = 0;  // flow ids taken from the workers' rings
-    uint32_t queued = 0;        // the lag: flows the workers handed on and the sync thread has not sent yet
-    uint64_t refreshed = 0;     // flows sent by the periodic refresh
-    uint64_t send_errors = 0;
-    uint64_t drops[sync::kDrops] = {};
-    uint64_t record_drops[kRecordDrops] = {};
-};
-
-// Every drop counter of `y` by its name: the datagrams' (sync::Drop) and the records'
-// ("record_" + RecordDrop), in that order; status and the metrics list them alike.
-std::vector<std::pair<std::string, uint64_t>> sync_drops(const SyncStatus& y);
+// Every drop counter by its name: the datagrams' (sync::Drop), then the records' ("record_" +
+// RecordDrop); status and the metrics list them so.
+report::Keyed<uint64_t> drops_by_name(std::span<const uint64_t, sync::kDrops> datagrams,
+                                      std::span<const uint64_t, kRecordDrops> records);
 
 class Syncer {
 public:
@@ -147,7 +125,11 @@ public:
     // The dead peers' addresses this gateway holds now, and a number that changes with them.
     std::vector<IpAddr> adopted() const;
     uint64_t adopted_generation() const noexcept { return adopted_gen_.load(std::memory_order_acquire); }
-    SyncStatus status() const;
+    // Flow replication as status and the metrics show it (ha_report.h): the sync thread's own
+    // counts, peers and lag, and the workers' part of replication from their counters `t`.
+    // Drops are listed by name: the datagrams' (sync::Drop), then the records' ("record_" +
+    // RecordDrop).
+    report::Ha status(const dp::WorkerCounters& t) const;
 
     struct Handover {
         bool started = false, done = false;
@@ -213,8 +195,17 @@ private:
     std::atomic<uint64_t> adopted_gen_{0};
     std::vector<IpAddr> adopted_;  // under mu_
 
-    mutable std::mutex mu_;  // counters below are written by the sync thread under it, read by status()
-    SyncStatus counts_;
+    // What the sync thread counts, written under mu_, read by status().
+    struct Counts {
+        uint32_t replicas = 0;   // live replicas held (not taken over)
+        uint64_t refreshed = 0;  // flows sent by the periodic refresh
+        uint64_t send_errors = 0;
+        uint64_t drops[sync::kDrops] = {};
+        uint64_t record_drops[kRecordDrops] = {};
+    };
+    mutable std::mutex mu_;
+    Counts counts_;
+    std::string listen_;  // ha.listen as ADDRESS:PORT
 };
 
 // The sync thread's QSBR reader id and the table owner it inserts as, given the workers: the

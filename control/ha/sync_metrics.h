@@ -5,12 +5,11 @@
 #pragma once
 
 #include "control/base/metrics_text.h"
-#include "control/ha/sync.h"
-#include "dataplane/packet/counters.h"
+#include "control/ha/ha_report.h"
 
 namespace svcgate::ctl {
 
 // Flow replication (ha:): readiness, peers, records, lag, replicas, takeovers, drops by reason.
-void collect_sync(MetricsText& m, const SyncStatus& y, const dp::WorkerCounters& t);
+void collect_sync(MetricsText& m, const report::Ha& r);
 
 }  // namespace svcgate::ctl

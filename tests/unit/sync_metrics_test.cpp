@@ -1,6 +1,7 @@
 // control/ha/sync_metrics.h: replication's metrics text, every peer and drop reason.
 #include <gtest/gtest.h>
 
+#include "control/ha/sync.h"
 #include "control/ha/sync_metrics.h"
 #include "metrics_check.h"
 
@@ -9,20 +10,17 @@ using namespace svcgate::ctl;
 
 TEST(SyncMetrics, PeersLagTakeoversAndDrops) {
     MetricsText m;
-    SyncStatus y;
-    y.ready = true;
-    y.queued = 3;
-    y.replicas = 12;
-    y.peers.push_back(SyncPeerStatus{.address = "10.0.9.2:7400",
-                                     .alive = true,
-                                     .last_heard_seconds = 0.25,
-                                     .flows_sent = 100,
-                                     .flows_received = 90});
-    y.peers.push_back(SyncPeerStatus{.address = "[fd00:9::3]:7400"});
-    y.drops[static_cast<unsigned>(sync::Drop::bad_mac)] = 4;
-    dp::WorkerCounters t{};
-    t.takeovers = 2, t.sync_events = 50, t.sync_ring_full = 1;
-    collect_sync(m, y, t);
+    report::Ha r{.ready = true, .replicas = 12, .takeovers = 2, .events = 50, .events_ring_full = 1, .queued = 3};
+    r.peers.push_back(report::Peer{.address = "10.0.9.2:7400",
+                                   .alive = true,
+                                   .last_heard_seconds = 0.25,
+                                   .flows_sent = 100,
+                                   .flows_received = 90});
+    r.peers.push_back(report::Peer{.address = "[fd00:9::3]:7400"});
+    uint64_t drops[sync::kDrops] = {}, record_drops[kRecordDrops] = {};
+    drops[static_cast<unsigned>(sync::Drop::bad_mac)] = 4;
+    r.drops = drops_by_name(drops, record_drops);
+    collect_sync(m, r);
     const std::string& s = m.str();
     EXPECT_TRUE(has_line(s, "svcgate_sync_ready 1"));
     EXPECT_TRUE(has_line(s, "svcgate_sync_peer_up{peer=\"10.0.9.2:7400\"} 1"));
