@@ -154,7 +154,7 @@ report::Kubernetes kubernetes_report(const DaemonState& st) {
     // Kubernetes objects' entries the last build could not serve as written (snapshot.h).
     for (const ObjectIssue& i : st.snap().catalogue.object_issues)
         r.object_issues.push_back(
-            {.object = i.object, .reason = i.reason, .message = i.message, .left_out = i.left_out});
+            {.object = i.object, .reason = issue_reason_name(i.reason), .message = i.message, .left_out = i.left_out});
     if (st.kube) r.api = st.kube->status();
     if (st.lb) r.load_balancer = st.lb->status();
     return r;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "control/base/address.h"
+#include "dataplane/base/enum_names.h"
 #include "dataplane/fragment/frag_table.h"
 #include "dataplane/lb/snapshot.h"
 #include "dataplane/base/types.h"
@@ -207,10 +208,10 @@ struct ControlConfig {
 // What external traffic under externalTrafficPolicy Cluster does to the client's address
 // (cluster.client_ip, the svcgate.io/client-ip annotation): kube-proxy masquerades it; `preserve`
 // DNATs only, for a gateway that is also the pods' way back to the clients (docs/client-ip.md).
-enum class ClientIp : uint8_t { masquerade, preserve };
-constexpr const char* client_ip_name(ClientIp c) noexcept {
-    return c == ClientIp::preserve ? "preserve" : "masquerade";
-}
+#define SVCGATE_CLIENT_IPS(X) X(masquerade, "masquerade") X(preserve, "preserve")
+enum class ClientIp : uint8_t { SVCGATE_CLIENT_IPS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kClientIpNames{SVCGATE_CLIENT_IPS(SVCGATE_ENUM_NAME)};
+constexpr const char* client_ip_name(ClientIp c) noexcept { return enum_name(c, kClientIpNames); }
 
 struct ClusterConfig {
     std::string node_name;

@@ -449,7 +449,7 @@ KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name)
     l.object(r, obj, "");
     out.stats = scratch.kube;
     if (!errors.empty()) {
-        out.reason = "invalid_object";
+        out.reason = RejectReason::invalid_object;
         out.message = errors[0].path.empty() ? errors[0].message : errors[0].path + ": " + errors[0].message;
         out.stats = {};
         return out;
@@ -472,8 +472,8 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
     const size_t file_services = cfg.services.size();
     for (size_t i = 0; i < objects.size(); ++i) {
         const KubeObjectRead& o = *objects[i];
-        if (!o.reason.empty()) {
-            rejected.push_back(RejectedObject{o.name, o.reason, o.message});
+        if (o.reason) {
+            rejected.push_back(RejectedObject{o.name, *o.reason, o.message});
             continue;
         }
         join_service_cidrs(cfg, o.service_cidrs);
@@ -484,8 +484,8 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
             continue;
         }
         if (!by_name.emplace(o.service->full_name(), cfg.services.size()).second) {
-            rejected.push_back(
-                RejectedObject{o.name, "duplicate_service", "a Service of that name is in the config file"});
+            rejected.push_back(RejectedObject{o.name, RejectReason::duplicate_service,
+                                              "a Service of that name is in the config file"});
             continue;
         }
         cfg.services.push_back(*o.service);
@@ -495,7 +495,7 @@ void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config&
     }
     for (size_t i = 0; i < objects.size(); ++i) {
         const KubeObjectRead& o = *objects[i];
-        if (!o.reason.empty() || !o.slice) continue;
+        if (o.reason || !o.slice) continue;
         const auto it = by_name.find(o.slice->ns + "/" + o.slice->service);
         if (it == by_name.end() && other.contains(o.slice->ns + "/" + o.slice->service)) continue;
         if (it == by_name.end() || it->second < file_services) {  // a file Service takes no API slice

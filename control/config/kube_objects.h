@@ -13,6 +13,7 @@
 // Runs on: the control thread and the command-line tools.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,16 @@ std::string kube_summary(const KubeStats& k);
 // The same for objects already in memory (one YAML stream), named `name` in messages.
 void load_kube_string(const std::string& yaml, const std::string& name, Config& cfg, std::vector<ConfigIssue>& errors);
 
+// Why an object from the API server is left out (status's kubernetes.api.rejected, the metric
+// svcgate_kube_rejected_objects{reason}).
+#define SVCGATE_REJECT_REASONS(X)                                                                \
+    X(duplicate_service, "duplicate_service") /* a Service of the config file's name */          \
+    X(invalid_object, "invalid_object")       /* it does not read: message is its first error */ \
+    X(orphan_slice, "orphan_slice")           /* an EndpointSlice whose Service is not there */
+enum class RejectReason : uint8_t { SVCGATE_REJECT_REASONS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kRejectReasonNames{SVCGATE_REJECT_REASONS(SVCGATE_ENUM_NAME)};
+inline const char* reject_reason_name(RejectReason r) noexcept { return enum_name(r, kRejectReasonNames); }
+
 // Objects from the API server (control/kube/), read one at a time so that each is read once per
 // version (control/kube/ keeps the result beside the object). Unlike a file, one bad object does
 // not fail the lot: read_kube_object records why it is left out (reason "invalid_object" and its
@@ -54,12 +65,15 @@ struct KubeObjectRead {
     std::string name;  // in messages: "Service default/web"
     std::optional<ServiceConfig> service;
     std::optional<Slice> slice;
-    std::vector<IpCidr> service_cidrs;  // a ServiceCIDR's spec.cidrs
-    KubeStats stats;                    // what it adds to Config::kube
-    std::string reason, message;        // non-empty: left out, why, and its first error
+    std::vector<IpCidr> service_cidrs;   // a ServiceCIDR's spec.cidrs
+    KubeStats stats;                     // what it adds to Config::kube
+    std::optional<RejectReason> reason;  // left out: why, and its first error
+    std::string message;
 };
 struct RejectedObject {
-    std::string name, reason, message;
+    std::string name;
+    RejectReason reason = RejectReason::invalid_object;
+    std::string message;
 };
 KubeObjectRead read_kube_object(const ytree::Node& obj, const std::string& name);
 void add_kube_objects(const std::vector<const KubeObjectRead*>& objects, Config& cfg,

@@ -4,6 +4,7 @@
 // Runs on: the control thread and the command-line tools. Internal to control/.
 #pragma once
 
+#include <array>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -191,11 +192,7 @@ public:
     // cluster.client_ip, a Service's client_ip or svcgate.io/client-ip: none when absent.
     std::optional<ClientIp> client_ip(const ytree::Node& v, const Path& path) {
         if (!v || v.IsNull()) return std::nullopt;
-        auto t = view(v, path);
-        if (t && (*t == "masquerade" || *t == "preserve"))
-            return *t == "preserve" ? ClientIp::preserve : ClientIp::masquerade;
-        if (t) error(v, path, fmt::format("\"{}\" is not masquerade or preserve", *t));
-        return std::nullopt;
+        return named<ClientIp>(v, path, kClientIpNames);
     }
     // sessionAffinity: true for ClientIP.
     bool client_ip_affinity(const ytree::Node& v, const Path& path) { return one_of(v, path, "None", "ClientIP"); }
@@ -225,6 +222,17 @@ private:
         if (t && *t == on) return true;
         if (t && *t != off) error(v, path, fmt::format("\"{}\" is not {} or {}", *t, off, on));
         return false;
+    }
+    // A word of an enum's one list (enum_names.h); the error names them all: "is not a, b or c".
+    template <typename E, size_t N>
+    std::optional<E> named(const ytree::Node& v, const Path& path, const std::array<const char*, N>& names) {
+        auto t = view(v, path);
+        if (!t) return std::nullopt;
+        if (auto e = enum_from_name<E>(*t, names)) return e;
+        std::string all = names[0];
+        for (size_t i = 1; i < N; ++i) all += fmt::format("{}{}", i + 1 < N ? ", " : " or ", names[i]);
+        error(v, path, fmt::format("\"{}\" is not {}", *t, all));
+        return std::nullopt;
     }
 
     FileName file_;

@@ -117,7 +117,7 @@ int check_config(const std::string& path) {
         for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
         auto snap = build_snapshot(cfg, 1, nullptr, BuildMode::validate);  // no DPDK: nothing is started
         for (const ObjectIssue& i : snap->catalogue.object_issues)         // served without them, as at run time
-            fmt::print(stderr, "warning: {}: {} [{}]\n", i.object, i.message, i.reason);
+            fmt::print(stderr, "warning: {}: {} [{}]\n", i.object, i.message, issue_reason_name(i.reason));
         auto problems = host_interface_problems(cfg);
         if (cfg.kube_api.enabled) {
             try {  // the kubeconfig read as at start; nothing is connected

@@ -344,7 +344,9 @@ bool KubeApi::apply(Config& cfg) {
         const auto before = rejected_logged_.find(r.name);
         if (before == rejected_logged_.end() || before->second != r.message) {
             static RateLimit rl(10, std::chrono::seconds(60));
-            rl.log(LogLevel::warning, fmt::format("kubernetes API: {} left out ({}): {}", r.name, r.reason, r.message));
+            rl.log(
+                LogLevel::warning,
+                fmt::format("kubernetes API: {} left out ({}): {}", r.name, reject_reason_name(r.reason), r.message));
         }
         logged.emplace(r.name, r.message);
     }
@@ -440,7 +442,7 @@ report::KubeApi KubeApi::status() const {
     }
     for (size_t b = 0; b < bad_.size(); ++b) r.bad_input.add(bad_name(static_cast<Bad>(b)), bad_[b]);
     for (const RejectedObject& x : rejected_)
-        r.rejected.push_back({.object = x.name, .reason = x.reason, .message = x.message});
+        r.rejected.push_back({.object = x.name, .reason = reject_reason_name(x.reason), .message = x.message});
     return r;
 }
 
@@ -472,11 +474,13 @@ void KubeApi::metrics(MetricsText& m) const {
     for (const auto& [reason, n] : r.bad_input.items)
         m.sample("svcgate_kube_bad_input_total", fmt::format("reason=\"{}\"", reason), n);
     m.family("svcgate_kube_rejected_objects", "gauge", "Objects left out of the last publish, by reason");
-    std::map<std::string, uint64_t> by_reason{{"invalid_object", 0}, {"duplicate_service", 0}};
-    for (const report::LeftOut& x : r.rejected) ++by_reason[x.reason];
-    by_reason["orphan_slice"] = r.orphan_slices;
-    for (const auto& [reason, n] : by_reason)
-        m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", reason), n);
+    uint64_t by_reason[kRejectReasonNames.size()] = {};
+    for (const report::LeftOut& x : r.rejected)
+        if (auto why = enum_from_name<RejectReason>(x.reason, kRejectReasonNames))
+            ++by_reason[static_cast<size_t>(*why)];
+    by_reason[static_cast<size_t>(RejectReason::orphan_slice)] = r.orphan_slices;
+    for (size_t i = 0; i < kRejectReasonNames.size(); ++i)
+        m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", kRejectReasonNames[i]), by_reason[i]);
     std::lock_guard lk(mu_);  // what the report does not carry: the queue time and the histogram
     m.gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
             "When the last change from the API server was queued for a publish (kube-proxy's name)", last_queued_unix_,

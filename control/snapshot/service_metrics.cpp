@@ -1,6 +1,5 @@
 #include "control/snapshot/service_metrics.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -30,9 +29,10 @@ std::string service_labels(const ServiceSnapshot& s, uint32_t i) {
 void collect_services(MetricsText& m, const ServiceSnapshot& s, const SlotRegistry& slots) {
     m.family("svcgate_object_issues", "gauge",
              "Kubernetes objects' entries the snapshot serves otherwise than written, by reason (status lists them).");
-    std::map<std::string, uint64_t> issues{{"vip_conflict", 0}, {"nodeport_out_of_range", 0}, {"invalid_object", 0}};
-    for (const ObjectIssue& i : s.catalogue.object_issues) ++issues[i.reason];
-    for (const auto& [reason, n] : issues) m.sample("svcgate_object_issues", fmt::format("reason=\"{}\"", reason), n);
+    uint64_t issues[kIssueReasonNames.size()] = {};
+    for (const ObjectIssue& i : s.catalogue.object_issues) ++issues[static_cast<size_t>(i.reason)];
+    for (size_t r = 0; r < kIssueReasonNames.size(); ++r)
+        m.sample("svcgate_object_issues", fmt::format("reason=\"{}\"", kIssueReasonNames[r]), issues[r]);
     m.family("svcgate_service_packets_total", "counter", "Packets of a Service port's flows, both directions.");
     for (uint32_t i = 0; i < s.services.size(); ++i)
         m.sample("svcgate_service_packets_total", service_labels(s, i),

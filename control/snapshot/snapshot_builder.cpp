@@ -88,12 +88,13 @@ struct Builder {
         const auto owner = held < origin.size() ? origin[held] : std::pair{uint32_t(si), uint32_t(pi)};
         const std::string msg = fmt::format("{} is already used by {}", what(), owner_name(owner));
         if (sc.kube_object || cfg.services[owner.first].kube_object)
-            issue(sc, "vip_conflict", ConfigIssue{pc.mark, port_path(pc, si, pi) + field, msg + "; left out"}, true);
+            issue(sc, IssueReason::vip_conflict,
+                  ConfigIssue{pc.mark, port_path(pc, si, pi) + field, msg + "; left out"}, true);
         else
             error(pc.mark, port_path(pc, si, pi) + field, msg);
     }
 
-    void issue(const ServiceConfig& sc, const char* reason, const ConfigIssue& where, bool left_out) {
+    void issue(const ServiceConfig& sc, IssueReason reason, const ConfigIssue& where, bool left_out) {
         s.catalogue.object_issues.push_back(ObjectIssue{"Service " + sc.full_name(), reason, where.str(), left_out});
     }
 
@@ -289,7 +290,7 @@ struct Builder {
             std::string msg = fmt::format("nodePort {} is outside nodeport_range {}-{}", info.node_port,
                                           cfg.cluster.nodeport_min, cfg.cluster.nodeport_max);
             if (cfg.services[si].kube_object)
-                issue(cfg.services[si], "nodeport_out_of_range",
+                issue(cfg.services[si], IssueReason::nodeport_out_of_range,
                       ConfigIssue{pc.mark, port_path(pc, si, pi) + np_key, msg + "; served"}, false);
             else
                 error(pc.mark, port_path(pc, si, pi) + np_key, std::move(msg));
@@ -531,7 +532,7 @@ std::unique_ptr<ServiceSnapshot> build_snapshot(const Config& cfg, uint32_t gene
                                 .snat_port_max = cfg.cluster.masquerade_port_max,
                                 .maglev_seed = cfg.cluster.maglev_seed};
     for (const ConfigIssue& i : cfg.left_out)  // the manifests' objects the loader left out
-        s.catalogue.object_issues.push_back(ObjectIssue{"manifest object", "invalid_object", i.str(), true});
+        s.catalogue.object_issues.push_back(ObjectIssue{"manifest object", IssueReason::invalid_object, i.str(), true});
     b.ports_and_routes();
     // The config file's Services first, then Kubernetes objects oldest first (by
     // creationTimestamp; those without one last, in the order read): where one VIP:port is

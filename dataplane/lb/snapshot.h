@@ -238,9 +238,17 @@ struct ClusterSettings {
 // as they were: an rte_lpm is a 64 MB table to build).
 // A Kubernetes object's entry the builder could not serve as written: a VIP:port another Service
 // holds (left out), a nodePort outside the range (served). One object never fails the snapshot.
+#define SVCGATE_OBJECT_ISSUES(X)                                                                 \
+    X(invalid_object, "invalid_object")               /* a manifest object that does not read */ \
+    X(nodeport_out_of_range, "nodeport_out_of_range") /* served, without its nodePort */         \
+    X(vip_conflict, "vip_conflict")                   /* a VIP:port another Service holds: left out */
+enum class IssueReason : uint8_t { SVCGATE_OBJECT_ISSUES(SVCGATE_ENUM_ID) };
+inline constexpr std::array kIssueReasonNames{SVCGATE_OBJECT_ISSUES(SVCGATE_ENUM_NAME)};
+inline const char* issue_reason_name(IssueReason r) noexcept { return enum_name(r, kIssueReasonNames); }
+
 struct ObjectIssue {
     std::string object;  // "Service default/web"
-    std::string reason;  // "vip_conflict", "nodeport_out_of_range"
+    IssueReason reason = IssueReason::invalid_object;
     std::string message;
     bool left_out = false;  // the entry is not served
 };

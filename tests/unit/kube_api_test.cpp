@@ -350,10 +350,10 @@ TEST(KubeObjects, BadObjectsLeftOutNotTheLot) {
     add_json(objs, cfg, rejected, orphans);
     ASSERT_EQ(rejected.size(), 3u);
     EXPECT_EQ(rejected[0].name, "Service bad");
-    EXPECT_EQ(rejected[0].reason, "invalid_object");
+    EXPECT_EQ(rejected[0].reason, RejectReason::invalid_object);
     EXPECT_NE(rejected[0].message.find("99999"), std::string::npos) << rejected[0].message;
     EXPECT_EQ(rejected[1].name, "Service file");
-    EXPECT_EQ(rejected[1].reason, "duplicate_service");
+    EXPECT_EQ(rejected[1].reason, RejectReason::duplicate_service);
     EXPECT_EQ(rejected[2].name, "EndpointSlice good-2");
     EXPECT_EQ(orphans, 1u);
     ASSERT_EQ(cfg.services.size(), 2u);
@@ -418,7 +418,7 @@ TEST(KubeObjects, ApiServiceCidrsJoinTheFilesOwn) {
     ASSERT_EQ(cfg.cluster.service_cidrs.size(), 3u);
     EXPECT_EQ(format_cidr(cfg.cluster.service_cidrs[2]), "10.200.0.0/16");
     ASSERT_EQ(rejected.size(), 1u) << "a bad CIDR leaves that object out, not the others";
-    EXPECT_EQ(rejected[0].reason, "invalid_object");
+    EXPECT_EQ(rejected[0].reason, RejectReason::invalid_object);
     EXPECT_EQ(cfg.kube.service_cidrs, 2u);
 }
 

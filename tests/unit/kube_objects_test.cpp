@@ -322,10 +322,10 @@ spec: {type: NodePort, clusterIP: 10.96.0.7, ports: [{port: 80, nodePort: 80}]}
     EXPECT_EQ(s->info(owner.service()).name, "a/older:");
     ASSERT_EQ(s->catalogue.object_issues.size(), 2u);
     EXPECT_EQ(s->catalogue.object_issues[0].object, "Service b/newer");
-    EXPECT_EQ(s->catalogue.object_issues[0].reason, "vip_conflict");
+    EXPECT_EQ(s->catalogue.object_issues[0].reason, dp::IssueReason::vip_conflict);
     EXPECT_TRUE(s->catalogue.object_issues[0].left_out);
     EXPECT_EQ(s->catalogue.object_issues[1].object, "Service c/np");
-    EXPECT_EQ(s->catalogue.object_issues[1].reason, "nodeport_out_of_range");
+    EXPECT_EQ(s->catalogue.object_issues[1].reason, dp::IssueReason::nodeport_out_of_range);
     EXPECT_FALSE(s->catalogue.object_issues[1].left_out);
     EXPECT_TRUE(s->vips.find(dp::VipTable::key(parse_ip("10.96.0.6")->v4(), rte_cpu_to_be_16(80), 6)).hit())
         << "the newer Service's ClusterIP is still served";
@@ -477,7 +477,7 @@ TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
     test::ensure_eal();
     const auto s = build_snapshot(c);
     ASSERT_EQ(s->catalogue.object_issues.size(), 2u);
-    EXPECT_EQ(s->catalogue.object_issues[0].reason, "invalid_object");
+    EXPECT_EQ(s->catalogue.object_issues[0].reason, dp::IssueReason::invalid_object);
     std::remove((dir + "/objs2.yaml").c_str());
     std::remove((dir + "/gw2.yaml").c_str());
 }
