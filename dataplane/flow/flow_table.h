@@ -17,7 +17,7 @@
 // records used put 3.1% of tuples in their second bucket and make 6.5% of buckets spill (100%:
 // 4.9% and 10.8%), and no insert failed (FlowTable tests count them). Per flow: 64 B record +
 // 2 slots at 50% load (36.6 B: 4/7 bucket) + the owner's free-id stack (4 B) and RCU limbo FIFO
-// (4 B: one token a batch of ids) = 109 B for IPv4, 173 B for IPv6 (bench/micro_bench
+// (4 B: one token a batch of ids) = 109 B for IPv4, 173 B for IPv6 (bench/micro/memory.cpp
 // BM_BytesPerFlow measures both).
 //
 // Concurrency contract.
