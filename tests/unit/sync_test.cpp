@@ -167,7 +167,10 @@ TEST(SyncEvents, AMasqueradedConnectionSeenMidStreamWaitsForItsReplica) {
 // flow gateway a made for the client's SYN. b holds it (not routed with the pod's address, not
 // freed) and sends it on translated once the replica is in; one whose replica never comes is
 // freed after the bound. Every packet stays accounted for. Without replication, routed as it is.
-TEST(SyncEvents, AReplyToAPreservedClientWaitsForItsReplicaThenGoesOnTranslated) {
+// A replicating gateway (2 owners) with a NodePort Service that preserves the client's address,
+// its endpoint 10.244.2.6:8080.
+namespace {
+std::unique_ptr<ctl::Tracer> preserving_gateway() {
     const std::string cfg = std::string(test::kSyncFuzzConfig) + R"(
   - name: default/kept
     type: NodePort
@@ -177,10 +180,13 @@ TEST(SyncEvents, AReplyToAPreservedClientWaitsForItsReplicaThenGoesOnTranslated)
     endpoints: [{ip: 10.244.2.6}]
 )";
     test::ensure_eal();
-    auto make = [&] {
-        return std::make_unique<ctl::Tracer>(ctl::load_config_string(cfg, "test.yaml"),
-                                             ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = 2});
-    };
+    return std::make_unique<ctl::Tracer>(ctl::load_config_string(cfg, "test.yaml"),
+                                         ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = 2});
+}
+}  // namespace
+
+TEST(SyncEvents, AReplyToAPreservedClientWaitsForItsReplicaThenGoesOnTranslated) {
+    auto make = preserving_gateway;
     auto a = make(), b = make();
     const std::string client = "tcp 192.168.67.100:41000 > 192.168.67.8:30002";
     const std::string pod = "tcp 10.244.2.6:8080 > 192.168.67.100:41000";
@@ -232,6 +238,38 @@ TEST(SyncEvents, AReplyToAPreservedClientWaitsForItsReplicaThenGoesOnTranslated)
     EXPECT_EQ(b->run_spec("tcp 10.244.2.4:80 > 192.168.67.100:41002 [S.]").verdict, dp::Verdict::forward);
     auto c = make();
     EXPECT_EQ(c->run_spec("tcp 10.244.2.6:8080 > 192.168.67.100:41003 [S.]").verdict, dp::Verdict::forward);
+}
+
+// The hold is full (ReplicaHold::kSize replies waiting): the next reply is dropped, counted as
+// reply_awaits_replica, and the held ones stay; past the bound all of them go as replica_late.
+// Nothing is routed with the pod's address, and every packet stays accounted for.
+TEST(SyncEvents, AFullReplicaHoldDropsTheNextReplyCounted) {
+    auto b = preserving_gateway();
+    Ring ring("sg_test_full_hold");
+    b->ctx().sync = ring.r;
+    b->ctx().now_ms = 5000;
+    const dp::WorkerCounters& c = b->ctx().counters;
+    for (unsigned i = 0; i < dp::ReplicaHold::kSize; ++i)
+        b->run_spec(fmt::format("tcp 10.244.2.6:8080 > 192.168.67.100:{} [S.]", 42000 + i));
+    ASSERT_EQ(b->ctx().replica_hold.size(), dp::ReplicaHold::kSize);
+    EXPECT_EQ(c.replica_parked, dp::ReplicaHold::kSize);
+    EXPECT_EQ(c.dropped(), 0u);
+    const auto over = b->run_spec("tcp 10.244.2.6:8080 > 192.168.67.100:43000 [S.]");
+    EXPECT_EQ(over.verdict, dp::Verdict::drop) << over.text();
+    EXPECT_EQ(over.reason, dp::DropReason::reply_awaits_replica);
+    EXPECT_FALSE(over.out) << "not routed with the pod's address";
+    EXPECT_EQ(b->ctx().replica_hold.size(), dp::ReplicaHold::kSize) << "the held ones stay";
+    EXPECT_EQ(c.replica_parked, dp::ReplicaHold::kSize);
+    EXPECT_EQ(c.drops[static_cast<unsigned>(dp::DropReason::reply_awaits_replica)], 1u);
+    EXPECT_EQ(c.unaccounted(), 0);
+    b->ctx().now_ms += dp::ReplicaHold::kBoundMs;
+    EXPECT_TRUE(b->release_replica_hold().empty());
+    EXPECT_EQ(b->ctx().replica_hold.size(), 0u);
+    EXPECT_EQ(c.drops[static_cast<unsigned>(dp::DropReason::replica_late)], dp::ReplicaHold::kSize);
+    EXPECT_EQ(c.unaccounted(), 0);
+    // Room again: the next early reply is held.
+    b->run_spec("tcp 10.244.2.6:8080 > 192.168.67.100:43001 [S.]");
+    EXPECT_EQ(b->ctx().replica_hold.size(), 1u);
 }
 
 namespace {
