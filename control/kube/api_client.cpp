@@ -160,7 +160,7 @@ size_t on_body(char* data, size_t size, size_t n, void* arg) {
         const size_t end = nl ? static_cast<size_t>(nl - data) : len;
         t.line.append(data + i, end - i);
         if (t.line.size() > kMaxEventBytes) {
-            t.r.error = kEventTooLong;
+            t.r.transport = Status::fail(kEventTooLong);
             t.cut = true;
             return 0;
         }
@@ -274,18 +274,18 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
                               const std::function<bool(std::string_view)>* on_line, const Write* write) {
     HttpResult r;
     if (!curl_) {
-        r.error = setup_error_;
+        r.transport = Status::fail(setup_error_);
         return r;
     }
     if (stopped_) {
-        r.error = "stopped";
+        r.transport = Status::fail("stopped");
         return r;
     }
     CURL* c = static_cast<CURL*>(curl_);
     curl_easy_reset(c);  // the connection cache stays
     const ClientCert cert = creds_.client_cert();
-    if (!cert.error.empty()) {
-        r.error = cert.error;
+    if (!cert.read.ok()) {
+        r.transport = cert.read;
         return r;
     }
     // tls-server-name: the name asked for (SNI) and verified; the connection goes to the server.
@@ -341,12 +341,15 @@ HttpResult ApiClient::request(const std::string& path, int timeout_s,
     r.status = static_cast<int>(code);
     curl_slist_free_all(headers);
     if (connect) curl_slist_free_all(connect);
-    if (rc != CURLE_OK && !t.cut && r.error.empty()) r.error = transfer_error(rc, timeout_s, on_line != nullptr);
+    if (rc != CURLE_OK && !t.cut && r.transport.ok())
+        r.transport = Status::fail(transfer_error(rc, timeout_s, on_line != nullptr));
     // Whatever the transport said: the body ended inside a line.
-    if (on_line && r.status == 200 && !t.line.empty() && !t.cut && !stopped_) r.error = kCutInsideEvent;
+    if (on_line && r.status == 200 && !t.line.empty() && !t.cut && !stopped_)
+        r.transport = Status::fail(kCutInsideEvent);
     if (r.status == 401) creds_.invalidate();
     const bool ok = write ? r.status >= 200 && r.status < 300 : r.status == 200;
-    if (!ok && r.status != 0 && r.error.empty()) r.error = fmt::format("HTTP {}: {}", r.status, message_of(r.body));
+    if (!ok && r.status != 0 && r.transport.ok())
+        r.transport = Status::fail(fmt::format("HTTP {}: {}", r.status, message_of(r.body)));
     return r;
 }
 

@@ -26,14 +26,15 @@
 
 namespace svcgate::ctl::kube {
 
-// HttpResult::error of a stream whose body ended inside a line (an event cut mid-object).
+// HttpResult::transport's reason for a stream whose body ended inside a line (an event cut
+// mid-object).
 inline constexpr const char* kCutInsideEvent = "the stream ended inside an event";
-// HttpResult::error of a stream with a line over kMaxEventBytes.
+// HttpResult::transport's reason for a stream with a line over kMaxEventBytes.
 inline constexpr const char* kEventTooLong = "a watch event longer than 16 MiB";
 
 struct HttpResult {
-    int status = 0;       // 0: no answer (error says why)
-    std::string error;    // transport or TLS failure, or why the stream was cut
+    int status = 0;       // 0: no answer (transport says why)
+    Status transport;     // failed: the transport or TLS, the stream cut, or a status not asked for
     std::string body;     // a GET's body; a stream's body when its status was not 200
     int retry_after = 0;  // the answer's Retry-After, in seconds (0: none)
 };

@@ -250,24 +250,24 @@ ClientCert Credentials::client_cert() {
         return changed;
     };
     const bool cert_changed = fresh(s_.cert_file, cert_mtime_), key_changed = fresh(s_.key_file, key_mtime_);
-    if (cert_changed || key_changed || !file_cert_.error.empty()) {
+    if (cert_changed || key_changed || !file_cert_.read.ok()) {
         ClientCert c{s_.cert_pem, s_.key_pem, {}};
         if (!s_.cert_file.empty()) {
             auto t = read_file(s_.cert_file);
             if (!t)
-                c.error = fmt::format("client certificate {}: cannot read it", s_.cert_file);
+                c.read = Status::fail(fmt::format("client certificate {}: cannot read it", s_.cert_file));
             else
                 c.cert_pem = std::move(*t);
         }
         if (!s_.key_file.empty()) {
             auto t = read_file(s_.key_file);
             if (!t)
-                c.error = fmt::format("client key {}: cannot read it", s_.key_file);
+                c.read = Status::fail(fmt::format("client key {}: cannot read it", s_.key_file));
             else
                 c.key_pem = std::move(*t);
         }
         file_cert_ = std::move(c);
-        if (!file_cert_.error.empty()) error_ = file_cert_.error;
+        if (!file_cert_.read.ok()) error_ = file_cert_.read.error();
     }
     return file_cert_;
 }

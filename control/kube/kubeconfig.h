@@ -68,7 +68,7 @@ inline constexpr int kExecTimeoutSeconds = 30;
 
 struct ClientCert {
     std::string cert_pem, key_pem;  // both empty: none
-    std::string error;              // the files could not be read: no request is made
+    Status read;                    // failed: the files could not be read, no request is made
 };
 
 // An RFC 3339 time ("2026-11-25T21:00:00Z", with a fraction as RFC3339Nano writes it, or an

@@ -60,7 +60,7 @@ Status KubeApi::list(Kind k, ApiClient& c, bool& served, int& retry_after) {
             return {};
         }
         if (r.status != 200)
-            return Status::fail(r.error.empty() ? fmt::format("LIST {}: HTTP {}", info.name, r.status) : r.error);
+            return r.transport.ok() ? Status::fail(fmt::format("LIST {}: HTTP {}", info.name, r.status)) : r.transport;
         std::string why;
         nlohmann::json j = parse_bounded(r.body, why);
         if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array()) {
@@ -190,18 +190,18 @@ KubeApi::WatchEnd KubeApi::watch(Kind k, ApiClient& c, int& retry_after) {
     retry_after = r.retry_after;
     if (end != WatchEnd::closed) return end;
     if (r.status == 410) return WatchEnd::gone;
-    if (r.status == 200 && r.error.empty()) return WatchEnd::closed;  // the server's timeout: watch on
-    if (r.status == 200 && r.error == kCutInsideEvent) {
+    if (r.status == 200 && r.transport.ok()) return WatchEnd::closed;  // the server's timeout: watch on
+    if (r.status == 200 && r.transport.error() == kCutInsideEvent) {
         bad(Bad::truncated, fmt::format("{} watch: the stream ended inside an event", info.name));
         return WatchEnd::untrusted;
     }
-    if (r.status == 200 && r.error == kEventTooLong) {
+    if (r.status == 200 && r.transport.error() == kEventTooLong) {
         bad(Bad::over_limits, fmt::format("{} watch: {}", info.name, kEventTooLong));
         return WatchEnd::untrusted;
     }
     std::lock_guard lk(mu_);
-    kinds_[static_cast<size_t>(k)].st.last_error =
-        fmt::format("WATCH {}: {}", info.name, r.error.empty() ? fmt::format("HTTP {}", r.status) : r.error);
+    kinds_[static_cast<size_t>(k)].st.last_error = fmt::format(
+        "WATCH {}: {}", info.name, r.transport.ok() ? fmt::format("HTTP {}", r.status) : r.transport.error());
     return WatchEnd::failed;
 }
 

@@ -277,7 +277,7 @@ void Controller::write_one() {
         if (r.status == 409) ++report_.conflicts;
         if (r.status != 200 && r.status != 409 && r.status != 404) {
             ++report_.write_errors;
-            report_.last_error = fmt::format("PATCH {} status: {}", w.key, r.error);
+            report_.last_error = fmt::format("PATCH {} status: {}", w.key, r.transport.error());
         }
     }
     if (r.status == 200) {
@@ -294,7 +294,7 @@ void Controller::write_one() {
     dirty_ = true;
     if (r.status != 409) {
         static RateLimit warn(4, std::chrono::seconds(60));
-        warn.log(LogLevel::warning, fmt::format("load balancer: PATCH {} status: {}", w.key, r.error));
+        warn.log(LogLevel::warning, fmt::format("load balancer: PATCH {} status: {}", w.key, r.transport.error()));
     }
 }
 
