@@ -265,13 +265,13 @@ void Controller::write_one() {
     const kube::HttpResult r =
         client_.send("PATCH", fmt::format("/api/v1/namespaces/{}/services/{}/status", w.ns, w.name), patch.dump(),
                      "application/merge-patch+json", static_cast<int>(std::min<int64_t>(kWriteTimeoutS, left.count())));
-    const char* result = r.status == 200 ? "ok"
-        : r.status == 409                ? "conflict"
-        : r.status == 404                ? "not_found"
-                                         : "error";
+    const WriteResult result = r.status == 200 ? WriteResult::ok
+        : r.status == 409                      ? WriteResult::conflict
+        : r.status == 404                      ? WriteResult::not_found
+                                               : WriteResult::error;
     {
         std::lock_guard lk(mu_);
-        ++write_results_[result];
+        ++write_results_[static_cast<size_t>(result)];
         report_.queued_writes = queue_.size();
         if (r.status == 200) ++report_.writes;
         if (r.status == 409) ++report_.conflicts;
@@ -433,11 +433,9 @@ void Controller::metrics(MetricsText& m) const {
     for (size_t i = 0; i < failures_.size(); ++i)
         m.sample("svcgate_lb_allocation_failures_total", fmt::format("reason=\"{}\"", kFailureNames[i]), failures_[i]);
     m.family("svcgate_lb_status_writes_total", "counter", "Status writes by result (ok, conflict, not_found, error)");
-    for (const char* k : {"ok", "conflict", "not_found", "error"}) {
-        const auto it = write_results_.find(k);
-        m.sample("svcgate_lb_status_writes_total", fmt::format("result=\"{}\"", k),
-                 it == write_results_.end() ? uint64_t{0} : it->second);
-    }
+    for (size_t i = 0; i < write_results_.size(); ++i)
+        m.sample("svcgate_lb_status_writes_total", fmt::format("result=\"{}\"", kWriteResultNames[i]),
+                 write_results_[i]);
     m.family("svcgate_lb_events_total", "counter", "Events posted on Services, by reason");
     for (const auto& [reason, n] : events_by_reason_)
         m.sample("svcgate_lb_events_total", fmt::format("reason=\"{}\"", reason), n);

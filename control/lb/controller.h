@@ -43,9 +43,15 @@
 
 namespace svcgate::ctl {
 class MetricsText;
-}
+}  // namespace svcgate::ctl
 
 namespace svcgate::ctl::lb {
+
+// What a status write came to (svcgate_lb_status_writes_total{result}): 200, 409, 404, or
+// anything else (another status, no answer).
+#define SVCGATE_LB_WRITE_RESULTS(X) X(ok, "ok") X(conflict, "conflict") X(not_found, "not_found") X(error, "error")
+enum class WriteResult : uint8_t { SVCGATE_LB_WRITE_RESULTS(SVCGATE_ENUM_ID) };
+inline constexpr std::array kWriteResultNames{SVCGATE_LB_WRITE_RESULTS(SVCGATE_ENUM_NAME)};
 
 // client-go's token bucket (flowcontrol.NewTokenBucketRateLimiter): `burst` at once, then `qps`.
 class TokenBucket {
@@ -115,7 +121,7 @@ private:
     report::LoadBalancer report_;
     std::map<std::string, uint64_t> allocations_;  // by pool
     std::array<uint64_t, kFailureNames.size()> failures_{};
-    std::map<std::string, uint64_t> write_results_;  // ok, conflict, not_found, error
+    std::array<uint64_t, kWriteResultNames.size()> write_results_{};
     std::map<std::string, uint64_t> events_by_reason_;
 
     // The controller thread's own.
