@@ -273,21 +273,16 @@ std::string transfer_error(CURLcode rc, int timeout_s, bool streaming) {
 HttpResult ApiClient::request(const std::string& path, int timeout_s,
                               const std::function<bool(std::string_view)>* on_line, const Write* write) {
     HttpResult r;
-    if (!curl_) {
-        r.transport = Status::fail(setup_error_);
+    auto unsent = [&r](Status why) {
+        r.transport = std::move(why);
         return r;
-    }
-    if (stopped_) {
-        r.transport = Status::fail("stopped");
-        return r;
-    }
+    };
+    if (!curl_) return unsent(Status::fail(setup_error_));
+    if (stopped_) return unsent(Status::fail("stopped"));
     CURL* c = static_cast<CURL*>(curl_);
     curl_easy_reset(c);  // the connection cache stays
     const ClientCert cert = creds_.client_cert();
-    if (!cert.read.ok()) {
-        r.transport = cert.read;
-        return r;
-    }
+    if (!cert.read.ok()) return unsent(cert.read);
     // tls-server-name: the name asked for (SNI) and verified; the connection goes to the server.
     const std::string& name = server_.tls_server_name.empty() ? server_.host : server_.tls_server_name;
     const std::string url_host = name.find(':') != std::string::npos ? "[" + name + "]" : name;
