@@ -78,7 +78,10 @@ std::string kube(int services) {
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 void reload(benchmark::State& st, const std::string& cfg_path) {
-    ctl::init_tool_eal("svcgate-bench");
+    if (const ctl::Status s = ctl::init_tool_eal("svcgate-bench"); !s) {
+        std::fprintf(stderr, "svcgate-bench: %s\n", s.error().c_str());
+        std::abort();
+    }
     uint32_t gen = 1;
     size_t services = 0;
     // As the daemon reloads: the snapshot in service lends its unchanged route table, and every
@@ -130,7 +133,10 @@ void BM_LoadOnly(benchmark::State& st) {
 }
 
 void BM_BuildOnly(benchmark::State& st) {
-    ctl::init_tool_eal("svcgate-bench");
+    if (const ctl::Status s = ctl::init_tool_eal("svcgate-bench"); !s) {
+        std::fprintf(stderr, "svcgate-bench: %s\n", s.error().c_str());
+        std::abort();
+    }
     ctl::Config c = ctl::load_config_string(compact(static_cast<int>(st.range(0))), "bench.yaml");
     uint32_t gen = 1;
     auto current = ctl::build_snapshot(c, gen);

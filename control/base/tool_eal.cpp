@@ -1,7 +1,6 @@
 #include "control/base/tool_eal.h"
 
 #include <mutex>
-#include <stdexcept>
 #include <vector>
 
 #include <rte_eal.h>
@@ -13,9 +12,10 @@ namespace svcgate::ctl {
 namespace {
 std::once_flag g_once;
 rte_mempool* g_pool = nullptr;
+Status g_status;  // the first call's
 }  // namespace
 
-void init_tool_eal(const std::string& prog) {
+Status init_tool_eal(const std::string& prog) {
     std::call_once(g_once, [&] {
         std::vector<std::string> args = {prog,
                                          "--no-huge",
@@ -30,11 +30,14 @@ void init_tool_eal(const std::string& prog) {
                                          "--log-level=user1:error"};
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
-        if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0)
-            throw std::runtime_error(std::string("EAL initialisation failed: ") + rte_strerror(rte_errno));
+        if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
+            g_status = Status::fail(std::string("EAL initialisation failed: ") + rte_strerror(rte_errno));
+            return;
+        }
         g_pool = rte_pktmbuf_pool_create("svcgate_tool", 4095, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
-        if (!g_pool) throw std::runtime_error(std::string("mempool creation failed: ") + rte_strerror(rte_errno));
+        if (!g_pool) g_status = Status::fail(std::string("mempool creation failed: ") + rte_strerror(rte_errno));
     });
+    return g_status;
 }
 
 rte_mempool* tool_mempool() { return g_pool; }

@@ -7,10 +7,12 @@
 
 #include <rte_mempool.h>
 
+#include "control/base/status.h"
+
 namespace svcgate::ctl {
 
-// Throws std::runtime_error when the EAL cannot start.
-void init_tool_eal(const std::string& prog);
+// Fails when the EAL or the mempool cannot start; every later call answers as the first did.
+Status init_tool_eal(const std::string& prog);
 rte_mempool* tool_mempool();
 
 }  // namespace svcgate::ctl

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -291,33 +290,35 @@ std::string render_undrain(const report::Undrain& r) {
 }
 
 // A renderer of a command's report, from the JSON the daemon wrote.
+// (nlohmann's reader throws; what it throws ends here.)
 template <typename T, auto F>
-std::string as(const Json& result, const CommandRequest& req) {
+Status as(const Json& result, const CommandRequest& req, std::string& text) {
     T r{};
     try {
         result.get_to(r);
     } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(
+        return Status::fail(
             fmt::format("svcgate's answer to {} is not what this svcgatectl reads ({}); --json "
                         "shows it as it came",
                         req.spec->name, e.what()));
     }
     if constexpr (std::is_invocable_v<decltype(F), const T&, const CommandRequest&>)
-        return F(r, req);
+        text = F(r, req);
     else
-        return F(r);
+        text = F(r);
+    return {};
 }
 
 // flows: the listing, or with --top the talkers.
-std::string flows_or_top(const Json& result, const CommandRequest& req) {
-    if (req.options.count("--top")) return as<std::vector<report::Talker>, render_top>(result, req);
-    return as<std::vector<report::Flow>, render_flows>(result, req);
+Status flows_or_top(const Json& result, const CommandRequest& req, std::string& text) {
+    if (req.options.count("--top")) return as<std::vector<report::Talker>, render_top>(result, req, text);
+    return as<std::vector<report::Flow>, render_flows>(result, req, text);
 }
 
 // A renderer for each remote command of kCommands, in its order (checked below at compile time).
 struct Renderer {
     std::string_view name;
-    std::string (*render)(const Json&, const CommandRequest&);
+    Status (*render)(const Json&, const CommandRequest&, std::string&);
 };
 constexpr Renderer kRenderers[] = {
     {"status", as<report::Status, render_status>},
@@ -343,10 +344,10 @@ static_assert(renderers_match_table(), "kRenderers must render exactly kCommands
 
 }  // namespace
 
-std::string render_answer(const CommandRequest& req, const Json& result) {
+Status render_answer(const CommandRequest& req, const Json& result, std::string& text) {
     for (const Renderer& r : kRenderers)
-        if (req.spec && r.name == req.spec->name) return r.render(result, req);
-    throw std::logic_error("no renderer for a remote command");  // kRenderers is checked against kCommands
+        if (req.spec && r.name == req.spec->name) return r.render(result, req, text);
+    return Status::fail("no renderer for this command");  // none: kRenderers is checked against kCommands
 }
 
 }  // namespace svcgate::ctl

@@ -67,30 +67,32 @@ int cmd_trace(const std::vector<std::string>& args) {
     }
     Config cfg = load_config_file(vm["config"].as<std::string>());
     for (const auto& w : cfg.warnings) fmt::print(stderr, "warning: {}\n", w.str());
-    init_tool_eal("svcgatectl");
+    auto fail = [](const Status& s) {
+        fmt::print(stderr, "svcgatectl: trace: {}\n", s.error());
+        return 1;
+    };
+    if (Status s = init_tool_eal("svcgatectl"); !s) return fail(s);
     Tracer tracer(cfg, TraceOptions{.seed = seed});
+    if (!tracer.status()) return fail(tracer.status());
 
     std::vector<Frame> out_frames;
     int failures = 0;
+    // A packet that cannot be traced is reported and counted; the others still run.
     auto emit = [&](const TraceRecord& r) {
+        if (!r.traced) {
+            fail(r.traced);
+            ++failures;
+            return;
+        }
         std::cout << (json ? r.json() : r.text()) << "\n" << std::flush;
         if (!r.frame.empty()) out_frames.push_back(r.frame);
         out_frames.insert(out_frames.end(), r.also.begin(), r.also.end());
     };
-    // A packet that cannot be traced is reported and counted; the others still run.
-    auto guarded = [&](auto&& trace_one) {
-        try {
-            emit(trace_one());
-        } catch (const std::invalid_argument& e) {
-            fmt::print(stderr, "svcgatectl: trace: {}\n", e.what());
-            ++failures;
-        }
-    };
-    auto run = [&](const std::string& spec) { guarded([&] { return tracer.run_spec(spec); }); };
+    auto run = [&](const std::string& spec) { emit(tracer.run_spec(spec)); };
     if (vm.count("pcap")) {
-        auto frames = read_pcap(vm["pcap"].as<std::string>());
-        for (size_t i = 0; i < frames.size(); ++i)
-            guarded([&] { return tracer.run_frame(frames[i], fmt::format("pcap #{}", i + 1)); });
+        std::vector<Frame> frames;
+        if (Status s = read_pcap(vm["pcap"].as<std::string>(), frames); !s) return fail(s);
+        for (size_t i = 0; i < frames.size(); ++i) emit(tracer.run_frame(frames[i], fmt::format("pcap #{}", i + 1)));
     }
     for (const auto& p : packets) {
         if (p == "-") {
@@ -100,7 +102,8 @@ int cmd_trace(const std::vector<std::string>& args) {
             run(p);
         }
     }
-    if (vm.count("out")) write_pcap(vm["out"].as<std::string>(), out_frames);
+    if (vm.count("out"))
+        if (Status s = write_pcap(vm["out"].as<std::string>(), out_frames); !s) return fail(s);
     return failures ? 1 : 0;
 }
 
@@ -118,7 +121,10 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
         if (w != "--json") line += (line.empty() ? "" : " ") + w;
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
-    if (socket_path.size() >= sizeof a.sun_path) throw std::runtime_error("socket path too long");
+    if (socket_path.size() >= sizeof a.sun_path) {
+        fmt::print(stderr, "svcgatectl: --socket {}: longer than a socket path can be\n", socket_path);
+        return 1;
+    }
     std::memcpy(a.sun_path, socket_path.c_str(), socket_path.size() + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
@@ -129,9 +135,9 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
     }
     line += "\n";
     if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-        const std::string why = std::strerror(errno);
+        fmt::print(stderr, "svcgatectl: cannot send the request to {}: {}\n", socket_path, std::strerror(errno));
         close(fd);
-        throw std::runtime_error("cannot send the request to " + socket_path + ": " + why);
+        return 1;
     }
     std::string reply;
     char buf[65536];
@@ -147,7 +153,12 @@ int cmd_remote(const std::string& socket_path, const std::vector<std::string>& w
         return 2;
     }
     const auto& result = j.contains("result") ? j["result"] : nlohmann::ordered_json(nullptr);
-    const std::string out = req.has("--json") ? result.dump() + "\n" : render_answer(req, result);
+    std::string out = result.dump() + "\n";
+    if (!req.has("--json"))
+        if (Status s = render_answer(req, result, out); !s) {
+            fmt::print(stderr, "svcgatectl: {}\n", s.error());
+            return 1;
+        }
     std::fwrite(out.data(), 1, out.size(), stdout);
     return j["ok"].get<bool>() ? 0 : 1;
 }

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstring>
 #include <sstream>
-#include <stdexcept>
 
 #include <fmt/format.h>
 #include <rte_ether.h>
@@ -23,42 +22,44 @@ using namespace svcgate::dp;
 
 namespace {
 
-// A number in [lo, hi] from `s`, or a readable std::invalid_argument.
-unsigned number(const std::string& s, unsigned lo, unsigned hi, const std::string& what, const std::string& all) {
-    const auto v = parse_number(s, lo, hi);
-    if (!v) throw std::invalid_argument(fmt::format("\"{}\": bad {} \"{}\" ({}-{})", all, what, s, lo, hi));
-    return static_cast<unsigned>(*v);
+// A number in [lo, hi] from `s` into `v`, or why not.
+Status number(const std::string& s, unsigned lo, unsigned hi, const std::string& what, const std::string& all,
+              unsigned& v) {
+    const auto n = parse_number(s, lo, hi);
+    if (!n) return Status::fail(fmt::format("\"{}\": bad {} \"{}\" ({}-{})", all, what, s, lo, hi));
+    v = static_cast<unsigned>(*n);
+    return {};
 }
 
 // ADDR:PORT or [ADDR]:PORT, or tcpdump's ADDR.PORT (IPv4 with four dots, IPv6 with colons);
 // without ports just ADDR.
-IpAddr parse_endpoint(const std::string& s, bool with_port, rte_be16_t& port, const std::string& all) {
+Status parse_endpoint(const std::string& s, bool with_port, IpAddr& ip, rte_be16_t& port, const std::string& all) {
     std::string addr = s;
     if (with_port) {
         size_t sep;
         if (!s.empty() && s.front() == '[') {
             sep = s.find("]:");
-            if (sep == std::string::npos)
-                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs ]:port", all, s));
+            if (sep == std::string::npos) return Status::fail(fmt::format("\"{}\": \"{}\" needs ]:port", all, s));
             addr = s.substr(1, sep - 1);
             ++sep;
         } else if (std::count(s.begin(), s.end(), ':') >= 2 || std::count(s.begin(), s.end(), '.') == 4) {
             sep = s.rfind('.');  // tcpdump: fd00::1.80, 10.0.0.1.80
-            if (sep == std::string::npos)
-                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs .port", all, s));
+            if (sep == std::string::npos) return Status::fail(fmt::format("\"{}\": \"{}\" needs .port", all, s));
             addr = s.substr(0, sep);
         } else {
             sep = s.rfind(':');
-            if (sep == std::string::npos)
-                throw std::invalid_argument(fmt::format("\"{}\": \"{}\" needs :port", all, s));
+            if (sep == std::string::npos) return Status::fail(fmt::format("\"{}\": \"{}\" needs :port", all, s));
             addr = s.substr(0, sep);
         }
-        port = rte_cpu_to_be_16(static_cast<uint16_t>(number(s.substr(sep + 1), 0, 65535, "port", all)));
+        unsigned n = 0;
+        if (Status st = number(s.substr(sep + 1), 0, 65535, "port", all, n); !st) return st;
+        port = rte_cpu_to_be_16(static_cast<uint16_t>(n));
     }
     if (addr.size() > 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
     auto a = parse_ip(addr);
-    if (!a) throw std::invalid_argument(fmt::format("\"{}\": \"{}\" is not an IPv4 or IPv6 address", all, addr));
-    return *a;
+    if (!a) return Status::fail(fmt::format("\"{}\": \"{}\" is not an IPv4 or IPv6 address", all, addr));
+    ip = *a;
+    return {};
 }
 
 }  // namespace
@@ -94,8 +95,9 @@ namespace {
 // A line as `tcpdump -n` prints it ("[TIME] IP|IP6 SRC.PORT > DST.PORT: Flags [S], seq ...",
 // "... : UDP, length 12", "... : ICMP6, echo request, ..."), rewritten into the spec form
 // ("tcp SRC.PORT > DST.PORT: [S]"); what follows the protocol (seq, win, length) is dropped.
-// Any other line is returned as it is.
-std::string from_tcpdump(const std::string& text) {
+// Any other line is kept as it is.
+Status from_tcpdump(const std::string& text, std::string& spec) {
+    spec = text;
     std::istringstream is(text);
     std::string w, src, arrow, dst, what;
     // Timestamps: "12:00:00.000000" (default), "1700000000.000000" (-tt), "2026-11-23 12:00:00.0" (-tttt).
@@ -104,57 +106,59 @@ std::string from_tcpdump(const std::string& text) {
             x.find_first_not_of("0123456789:.-") == std::string::npos && x.find_first_of(":.-") != std::string::npos;
     };
     while (is >> w && stamp(w)) {}
-    if (w != "IP" && w != "IP6") return text;
+    if (w != "IP" && w != "IP6") return {};
     if (!(is >> src >> arrow >> dst >> what) || arrow != ">")
-        throw std::invalid_argument(fmt::format("\"{}\": expected tcpdump's \"IP SRC > DST: ...\"", text));
+        return Status::fail(fmt::format("\"{}\": expected tcpdump's \"IP SRC > DST: ...\"", text));
     if (what == "Flags") {
         std::string flags;
         is >> flags;
         if (!flags.empty() && flags.back() == ',') flags.pop_back();
-        return fmt::format("tcp {} > {} {}", src, dst, flags);
+        spec = fmt::format("tcp {} > {} {}", src, dst, flags);
+        return {};
     }
     if (!what.empty() && what.back() == ',') what.pop_back();
-    if (what == "UDP") return fmt::format("udp {} > {}", src, dst);
-    if (what == "sctp") return fmt::format("sctp {} > {}", src, dst);
+    if (what == "UDP" || what == "sctp") {
+        spec = fmt::format("{} {} > {}", what == "UDP" ? "udp" : "sctp", src, dst);
+        return {};
+    }
     if (what == "ICMP" || what == "ICMP6") {
         // The spec form builds an echo request: any other ICMP message is refused, not traced as one.
         std::string a, b;
         is >> a >> b;
-        if (a == "echo" && (b == "request" || b == "request,"))
-            return fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
-        throw std::invalid_argument(
-            fmt::format("\"{}\": only an ICMP echo request can be traced from a tcpdump line", text));
+        if (!(a == "echo" && (b == "request" || b == "request,")))
+            return Status::fail(
+                fmt::format("\"{}\": only an ICMP echo request can be traced from a tcpdump line", text));
+        spec = fmt::format("{} {} > {}", w == "IP6" ? "icmp6" : "icmp", src, dst);
+        return {};
     }
-    throw std::invalid_argument(
-        fmt::format("\"{}\": which protocol tcpdump decoded as \"{}\" is not known; "
-                    "write it as \"udp SRC > DST\"",
-                    text, what));
+    return Status::fail(fmt::format(
+        "\"{}\": which protocol tcpdump decoded as \"{}\" is not known; write it as \"udp SRC > DST\"", text, what));
 }
 }  // namespace
 
-PacketSpec parse_packet_spec(const std::string& line) {
-    const std::string text = from_tcpdump(line);
+Status parse_packet_spec(const std::string& line, PacketSpec& p) {
+    std::string text;
+    if (Status st = from_tcpdump(line, text); !st) return st;
     std::istringstream is(text);
     std::string proto, src, arrow, dst;
     if (!(is >> proto >> src >> arrow >> dst) || arrow != ">")
-        throw std::invalid_argument(fmt::format("\"{}\": expected \"PROTO SRC > DST [FLAGS]\"", text));
-    PacketSpec p;
+        return Status::fail(fmt::format("\"{}\": expected \"PROTO SRC > DST [FLAGS]\"", text));
+    p = PacketSpec{};
     auto pr = parse_proto(proto);
     if (!pr)
-        throw std::invalid_argument(
-            fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp, icmp or icmp6", text, proto));
+        return Status::fail(fmt::format("\"{}\": protocol \"{}\" is not tcp, udp, sctp, icmp or icmp6", text, proto));
     const bool ports = *pr != Proto::icmp && *pr != Proto::icmp6;
     if (!dst.empty() && dst.back() == ':') dst.pop_back();  // tcpdump prints "dst.port:"
     rte_be16_t sport = 0, dport = 0;
-    const IpAddr s = parse_endpoint(src, ports, sport, text);
-    const IpAddr d = parse_endpoint(dst, ports, dport, text);
+    IpAddr s, d;
+    if (Status st = parse_endpoint(src, ports, s, sport, text); !st) return st;
+    if (Status st = parse_endpoint(dst, ports, d, dport, text); !st) return st;
     if (s.family() != d.family())
-        throw std::invalid_argument(fmt::format("\"{}\": source and destination are of different families", text));
+        return Status::fail(fmt::format("\"{}\": source and destination are of different families", text));
     if (!ports) sport = dport = rte_cpu_to_be_16(1);  // echo identifier
     p.v6 = !s.is_v4();
     if (p.v6 && *pr == Proto::icmp) pr = Proto::icmp6;  // ping6 written as icmp
-    if (!p.v6 && *pr == Proto::icmp6)
-        throw std::invalid_argument(fmt::format("\"{}\": icmp6 needs IPv6 addresses", text));
+    if (!p.v6 && *pr == Proto::icmp6) return Status::fail(fmt::format("\"{}\": icmp6 needs IPv6 addresses", text));
     if (p.v6)
         p.key6 =
             FlowKey6{.src = s.v6(), .dst = d.v6(), .sport = sport, .dport = dport, .proto = static_cast<uint8_t>(*pr)};
@@ -189,20 +193,24 @@ PacketSpec parse_packet_spec(const std::string& line) {
                     case 'W':
                         break;
                     default:
-                        throw std::invalid_argument(fmt::format("\"{}\": unknown TCP flag '{}'", text, c));
+                        return Status::fail(fmt::format("\"{}\": unknown TCP flag '{}'", text, c));
                 }
             }
             flags_seen = true;
         } else if (word.rfind("ttl=", 0) == 0) {
-            p.ttl = static_cast<uint8_t>(number(word.substr(4), 0, 255, "ttl", text));
+            unsigned n = 0;
+            if (Status st = number(word.substr(4), 0, 255, "ttl", text, n); !st) return st;
+            p.ttl = static_cast<uint8_t>(n);
         } else if (word.rfind("len=", 0) == 0) {
-            p.payload = static_cast<uint16_t>(number(word.substr(4), 0, 1400, "len", text));
+            unsigned n = 0;
+            if (Status st = number(word.substr(4), 0, 1400, "len", text, n); !st) return st;
+            p.payload = static_cast<uint16_t>(n);
         } else {
-            throw std::invalid_argument(fmt::format("\"{}\": unexpected \"{}\"", text, word));
+            return Status::fail(fmt::format("\"{}\": unexpected \"{}\"", text, word));
         }
     }
     if (*pr == Proto::tcp && !flags_seen) p.tcp_flags = kAck;
-    return p;
+    return {};
 }
 
 std::vector<uint8_t> build_frame(const PacketSpec& p) {

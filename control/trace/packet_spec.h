@@ -4,13 +4,14 @@
 //   icmp 10.0.0.1 > 10.0.0.2            (echo request)
 // and frames built from them (Ethernet + IPv4 + L4, checksums filled in).
 //
-// Runs on: the control thread and tools. Throws std::invalid_argument with a readable message.
+// Runs on: the control thread and tools. A spec that does not read fails with the spec and why.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "control/base/status.h"
 #include "dataplane/pipeline/parse.h"
 #include "dataplane/base/types.h"
 
@@ -25,7 +26,8 @@ struct PacketSpec {
     uint16_t payload = 0;  // bytes of zero payload
 };
 
-PacketSpec parse_packet_spec(const std::string& text);
+// `text` (a spec, or a line of `tcpdump -n`) into `out`.
+Status parse_packet_spec(const std::string& text, PacketSpec& out);
 // "tcp a:p > b:q [S.]" from a parsed frame; TCP flags in tcpdump's letters.
 // "tcp 10.0.0.1:80 > 10.0.0.2:4000"; IPv6 endpoints as [addr]:port (RFC 5952 text).
 std::string format_tuple(const dp::FlowKey& k);

@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <stdexcept>
 
 namespace svcgate::ctl {
 
@@ -13,33 +12,33 @@ constexpr uint32_t kMaxFrame = 256 * 1024;
 uint32_t bswap_if(uint32_t v, bool swap) { return swap ? __builtin_bswap32(v) : v; }
 }  // namespace
 
-std::vector<Frame> read_pcap(const std::string& path) {
+Status read_pcap(const std::string& path, std::vector<Frame>& out) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open");
+    if (!in) return Status::fail(path + ": cannot open");
     uint32_t gh[6];
     if (!in.read(reinterpret_cast<char*>(gh), sizeof gh))
-        throw std::runtime_error(path + ": not a pcap file (short header)");
+        return Status::fail(path + ": not a pcap file (short header)");
     bool swap = false;
     if (gh[0] == __builtin_bswap32(kMagicUs) || gh[0] == __builtin_bswap32(kMagicNs))
         swap = true;
     else if (gh[0] != kMagicUs && gh[0] != kMagicNs)
-        throw std::runtime_error(path + ": not a pcap file (bad magic)");
-    if (bswap_if(gh[5], swap) != 1) throw std::runtime_error(path + ": link type is not Ethernet");
-    std::vector<Frame> out;
+        return Status::fail(path + ": not a pcap file (bad magic)");
+    if (bswap_if(gh[5], swap) != 1) return Status::fail(path + ": link type is not Ethernet");
+    out.clear();
     uint32_t rh[4];
     while (in.read(reinterpret_cast<char*>(rh), sizeof rh)) {
         uint32_t caplen = bswap_if(rh[2], swap);
-        if (caplen > kMaxFrame) throw std::runtime_error(path + ": record larger than 256 KiB");
+        if (caplen > kMaxFrame) return Status::fail(path + ": record larger than 256 KiB");
         Frame f(caplen);
-        if (!in.read(reinterpret_cast<char*>(f.data()), caplen)) throw std::runtime_error(path + ": truncated record");
+        if (!in.read(reinterpret_cast<char*>(f.data()), caplen)) return Status::fail(path + ": truncated record");
         out.push_back(std::move(f));
     }
-    return out;
+    return {};
 }
 
-void write_pcap(const std::string& path, const std::vector<Frame>& frames) {
+Status write_pcap(const std::string& path, const std::vector<Frame>& frames) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(path + ": cannot create");
+    if (!out) return Status::fail(path + ": cannot create");
     const uint32_t gh[6] = {kMagicUs, 0x00040002u /* version 2.4 */, 0, 65535, 0, 1};
     out.write(reinterpret_cast<const char*>(gh), sizeof gh);
     uint32_t ts = 0;
@@ -48,7 +47,8 @@ void write_pcap(const std::string& path, const std::vector<Frame>& frames) {
         out.write(reinterpret_cast<const char*>(rh), sizeof rh);
         out.write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
     }
-    if (!out) throw std::runtime_error(path + ": write failed");
+    if (!out) return Status::fail(path + ": write failed");
+    return {};
 }
 
 }  // namespace svcgate::ctl

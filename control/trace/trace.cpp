@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
-#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -31,6 +30,14 @@ std::string leaving_tuple(const PacketMeta& pm) {
     if (pm.is_fragment())
         s += fmt::format(" (frag {}:{}@{}{})", pm.frag.id, pm.frag_len(), pm.frag_off, pm.more_fragments ? "+" : "");
     return s;
+}
+
+// The record of a packet that could not be traced.
+TraceRecord refused(std::string input, Status why) {
+    TraceRecord r;
+    r.traced = std::move(why);
+    r.input = std::move(input);
+    return r;
 }
 
 // The tuples of frames that left beside a packet (TraceRecord::also), for people.
@@ -141,11 +148,17 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
     flows_ = FlowTable::create(p);
     p.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity_v6, 1u << 16);
     flows6_ = FlowTable6::create(p);
-    if (!flows_ || !flows6_) throw std::runtime_error("cannot allocate the flow table");
+    if (!flows_ || !flows6_) {
+        status_ = Status::fail("cannot allocate the flow table");
+        return;
+    }
     FragParams fp = cfg.dataplane.fragments;
     fp.max_datagrams = std::min<uint32_t>(fp.max_datagrams, 1024);
     frags_ = FragTable::create(fp);
-    if (!frags_) throw std::runtime_error("cannot allocate the fragment table");
+    if (!frags_) {
+        status_ = Status::fail("cannot allocate the fragment table");
+        return;
+    }
     for (const PortConfig& pc : cfg.dataplane.ports) mtus_.push_back(pc.mtu), ports_.push_back({pc.device, pc.vlan});
     mtus_.resize(std::max<size_t>(mtus_.size(), 1), 1500);
     // Locally administered MACs in port order: 02:00:00:00:00:01, ...
@@ -193,6 +206,7 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
 }
 
 Tracer::~Tracer() {
+    if (!status_) return;  // nothing was set up
     frag_flush(ctx_, DropReason::frag_timeout);
     output_release_held(ctx_, DropReason::neighbor_unresolved);
     for (auto& [port, m] : take_sent()) rte_pktmbuf_free(m);
@@ -243,13 +257,14 @@ TraceRecord Tracer::run_spec(const std::string& spec) {
         // "reply N [FLAGS]": the answer to packet N's output, as its receiver would send it.
         size_t n = 0;
         if (!(is >> n) || n == 0 || n > history_.size() || !history_[n - 1].out)
-            throw std::invalid_argument(fmt::format("\"{}\": no packet {} with an output to reply to", spec, n));
+            return refused(spec, Status::fail(fmt::format("\"{}\": no packet {} with an output to reply to", spec, n)));
         std::string rest;
         std::getline(is, rest);
         const TraceRecord& h = history_[n - 1];
         return run_spec((h.out_v6 ? format_tuple(h.out_key6.reversed()) : format_tuple(h.out_key.reversed())) + rest);
     }
-    PacketSpec p = parse_packet_spec(spec);
+    PacketSpec p;
+    if (Status st = parse_packet_spec(spec, p); !st) return refused(spec, std::move(st));
     return run_frame(build_frame(p), spec);
 }
 
@@ -338,8 +353,15 @@ uint16_t Tracer::arrival_port(const std::vector<Frame>& frames) {
 }
 
 std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std::vector<std::string> inputs) {
+    auto refuse_all = [&](const Status& why) {
+        std::vector<TraceRecord> out;
+        for (size_t i = 0; i < std::max<size_t>(inputs.size(), 1); ++i)
+            out.push_back(refused(i < inputs.size() ? inputs[i] : "", why));
+        return out;
+    };
+    if (!status_) return refuse_all(status_);
     if (frames.empty() || frames.size() > kBurst || inputs.size() != frames.size())
-        throw std::invalid_argument(fmt::format("a burst is 1 to {} frames, each with its input", kBurst));
+        return refuse_all(Status::fail(fmt::format("a burst is 1 to {} frames, each with its input", kBurst)));
     Burst& b = *burst_;
     for (size_t i = 0; i < frames.size(); ++i) {
         rte_mbuf* m = rte_pktmbuf_alloc(tool_mempool());
@@ -351,7 +373,7 @@ std::vector<TraceRecord> Tracer::run_burst(const std::vector<Frame>& frames, std
         }
         if (m) rte_pktmbuf_free(m);
         for (size_t j = 0; j < i; ++j) rte_pktmbuf_free(b.mbufs[j]);
-        throw std::invalid_argument(m ? "frame larger than an mbuf" : "mbuf pool exhausted");
+        return refuse_all(Status::fail(m ? "frame larger than an mbuf" : "mbuf pool exhausted"));
     }
     const uint16_t in_port = arrival_port(frames);
 

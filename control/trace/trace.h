@@ -37,6 +37,9 @@ struct TraceOptions {
 };
 
 struct TraceRecord {
+    // Failed: nothing was traced (a spec that does not read, no packet to reply to, a frame no mbuf
+    // holds); the members below but `input` are empty.
+    Status traced;
     std::string input;  // the packet as given (or decoded from the pcap)
     dp::Verdict verdict = dp::Verdict::drop;
     dp::DropReason reason = dp::DropReason::none;
@@ -70,8 +73,10 @@ struct TraceRecord {
 
 class Tracer {
 public:
+    // Failed (status()) when its tables cannot be allocated: every trace then fails alike.
     Tracer(const Config& cfg, TraceOptions opts = {});
     ~Tracer();
+    const Status& status() const noexcept { return status_; }
 
     TraceRecord run_spec(const std::string& spec);  // also "reply N [FLAGS]"
     TraceRecord run_frame(const Frame& frame, std::string input);
@@ -103,6 +108,7 @@ private:
     TraceRecord record(const dp::PacketState& p, const dp::PacketTrace& t, const rte_mbuf* leaving,
                        std::string input) const;
 
+    Status status_;
     std::unique_ptr<dp::FlowTable> flows_;
     std::unique_ptr<dp::FlowTable6> flows6_;
     std::unique_ptr<dp::FragTable> frags_;

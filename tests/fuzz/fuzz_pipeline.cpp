@@ -65,7 +65,7 @@ services:
 
 ctl::Tracer* tracer() {
     static std::unique_ptr<ctl::Tracer> t = [] {
-        ctl::init_tool_eal("svcgate-fuzz");
+        if (!ctl::init_tool_eal("svcgate-fuzz")) std::abort();  // no EAL: nothing to fuzz
         return std::make_unique<ctl::Tracer>(ctl::load_config_string(kConfig, "fuzz.yaml"));
     }();
     return t.get();

@@ -57,7 +57,7 @@ std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::str
         throw std::invalid_argument("icmp_error_frame: the quoted frame does not parse");
     const size_t quoted = std::min<size_t>(am.l4_off - am.l3_off + quote, am.ip_len);
     // Start from an echo request between the two addresses, then make it the error.
-    std::vector<uint8_t> f = ctl::build_frame(ctl::parse_packet_spec("icmp " + src + " > " + dst));
+    std::vector<uint8_t> f = ctl::build_frame(test::packet("icmp " + src + " > " + dst));
     PacketMeta m;
     (void)parse_packet(f.data(), static_cast<uint32_t>(f.size()), m);
     f.resize(m.l4_off + 8);

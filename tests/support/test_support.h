@@ -2,6 +2,8 @@
 // packet specs, and full checksum verification of a frame.
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,20 @@
 
 namespace svcgate::test {
 
-inline void ensure_eal() { ctl::init_tool_eal("svcgate-test"); }
+// The tool EAL; a test binary that cannot start it stops at once, saying why.
+inline void ensure_eal() {
+    if (const ctl::Status s = ctl::init_tool_eal("svcgate-test"); !s) {
+        std::fprintf(stderr, "svcgate-test: %s\n", s.error().c_str());
+        std::abort();
+    }
+}
+
+// A packet spec a test writes, parsed; one that does not read fails the test.
+inline ctl::PacketSpec packet(const std::string& spec) {
+    ctl::PacketSpec p;
+    if (const ctl::Status s = ctl::parse_packet_spec(spec, p); !s) ADD_FAILURE() << s.error();
+    return p;
+}
 
 // True when the IPv4 header and the TCP/UDP checksums of `frame` verify by full recomputation.
 bool checksums_verify(const std::vector<uint8_t>& frame);

@@ -96,7 +96,7 @@ TEST(Checksum, Ipv4HeaderCheckMatchesInetCsum) {
 
 // A datagram sent without a checksum is translated without one.
 TEST(Checksum, UdpZeroChecksumStaysZero) {
-    auto f = ctl::build_frame(ctl::parse_packet_spec("udp 192.168.67.100:5000 > 10.96.0.10:53 len=20"));
+    auto f = ctl::build_frame(test::packet("udp 192.168.67.100:5000 > 10.96.0.10:53 len=20"));
     PacketMeta m;
     ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
     f[m.l4_off + 6] = f[m.l4_off + 7] = 0;
@@ -120,7 +120,7 @@ TEST(Checksum, RewriteTupleKeepsEveryChecksumValid) {
             };
             std::string spec = fmt::format("{} {}:{} > {}:{} len={}", proto, addr(), rng() % 65535 + 1, addr(),
                                            rng() % 65535 + 1, rng() % 200);
-            auto p = ctl::parse_packet_spec(spec);
+            auto p = test::packet(spec);
             auto f = ctl::build_frame(p);
             ASSERT_TRUE(test::checksums_verify(f)) << spec;
             PacketMeta m;
@@ -157,7 +157,7 @@ TEST(Checksum, RouteTranslateMatchesTheGeneralRewrite) {
         auto addr = [&] { return fmt::format("{}.{}.{}.{}", rng() % 223 + 1, rng() % 256, rng() % 256, rng() % 256); };
         const std::string spec = fmt::format("{} {}:{} > {}:{} len={}", udp ? "udp" : "tcp", addr(), rng() % 65535 + 1,
                                              addr(), rng() % 65535 + 1, rng() % 100);
-        auto f = ctl::build_frame(ctl::parse_packet_spec(spec));
+        auto f = ctl::build_frame(test::packet(spec));
         PacketMeta m;
         ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none) << spec;
         const unsigned csum_at = m.l4_off + (udp ? 6 : 16);
@@ -191,7 +191,7 @@ TEST(Checksum, RouteTranslateMatchesTheGeneralRewrite) {
     // Every value of one port: among them the one whose translated UDP checksum computes to zero,
     // sent as 0xffff (RFC 768), which random packets meet once in 65,536.
     for (const char* spec : {"udp 10.1.2.3:5353 > 10.96.0.10:53 len=20", "tcp 10.1.2.3:40000 > 10.96.0.10:80 len=20"}) {
-        const auto f = ctl::build_frame(ctl::parse_packet_spec(spec));
+        const auto f = ctl::build_frame(test::packet(spec));
         PacketMeta m;
         ASSERT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), m), DropReason::none);
         for (uint32_t port = 0; port < 65536; ++port) {

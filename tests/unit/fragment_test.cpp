@@ -62,7 +62,7 @@ void put16(uint8_t* p, uint16_t v) { p[0] = static_cast<uint8_t>(v >> 8), p[1] =
 
 // A whole UDP (or TCP) datagram `spec` with `len` bytes of a counting payload; checksums right.
 Frame datagram(const std::string& spec, size_t len, bool df = false) {
-    Frame f = ctl::build_frame(ctl::parse_packet_spec(spec));
+    Frame f = ctl::build_frame(test::packet(spec));
     const bool v6 = f[12] == 0x86;
     const size_t l4 = kL3 + (v6 ? 40 : 20);
     const bool udp = f[v6 ? kL3 + 6 : kL3 + 9] == 17;

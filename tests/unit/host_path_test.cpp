@@ -45,7 +45,7 @@ services:
 
 // A frame from a packet spec with its IPv4 TTL (or IPv6 hop limit) set.
 ctl::Frame with_ttl(const std::string& spec, uint8_t ttl) {
-    ctl::Frame f = ctl::build_frame(ctl::parse_packet_spec(spec));
+    ctl::Frame f = ctl::build_frame(test::packet(spec));
     if (f[12] == 0x08 && f[13] == 0x00) {
         auto* ip = reinterpret_cast<rte_ipv4_hdr*>(f.data() + 14);
         ip->time_to_live = ttl;

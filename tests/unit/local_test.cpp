@@ -143,7 +143,7 @@ TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
     test::ensure_eal();
     auto t = test::tracer(kConfig);
     NeighborTable nt;
-    auto spec = ctl::parse_packet_spec("icmp 192.168.67.100 > 192.168.67.8 len=56");
+    auto spec = test::packet("icmp 192.168.67.100 > 192.168.67.8 len=56");
     rte_mbuf* m = mbuf_of(ctl::build_frame(spec));
     ASSERT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::none);
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
@@ -158,10 +158,10 @@ TEST(Local, PingOfAGatewayAddressIsAnsweredWithAValidChecksum) {
     rte_pktmbuf_free(m);
 
     // Not ours, or not an echo request: not answered.
-    m = mbuf_of(ctl::build_frame(ctl::parse_packet_spec("icmp 192.168.67.100 > 192.168.67.9")));
+    m = mbuf_of(ctl::build_frame(test::packet("icmp 192.168.67.100 > 192.168.67.9")));
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
     rte_pktmbuf_free(m);
-    m = mbuf_of(ctl::build_frame(ctl::parse_packet_spec("tcp 192.168.67.100:1000 > 192.168.67.8:22 [S]")));
+    m = mbuf_of(ctl::build_frame(test::packet("tcp 192.168.67.100:1000 > 192.168.67.8:22 [S]")));
     EXPECT_EQ(handle_local(m, kPortMac, t->snapshot(), nt, 100), DropReason::to_gateway);
     rte_pktmbuf_free(m);
 }

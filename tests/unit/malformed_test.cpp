@@ -30,7 +30,7 @@ constexpr unsigned kL4 = 14 + 20;  // L4 header offset
 
 using Frame = std::vector<uint8_t>;
 
-Frame spec(const std::string& s) { return ctl::build_frame(ctl::parse_packet_spec(s)); }
+Frame spec(const std::string& s) { return ctl::build_frame(test::packet(s)); }
 const std::string kSyn = "tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]";
 
 void fix_ip_csum(Frame& f, unsigned ip = kIp) {

@@ -593,7 +593,7 @@ TEST(IcmpError, TimeExceededKeepsTheRouterAsSourceWhenNothingWasMasqueraded) {
     const uint8_t* in = err.frame.data() + m.inner_off;
     // The quoted UDP header is whole (8 bytes): its checksum must be back to the one the pod
     // computed for its answer, so the pod's stack can match the quote to its socket.
-    const auto sent = ctl::build_frame(ctl::parse_packet_spec("udp 10.244.2.2:53 > 10.244.3.5:34361"));
+    const auto sent = ctl::build_frame(test::packet("udp 10.244.2.2:53 > 10.244.3.5:34361"));
     EXPECT_EQ(std::memcmp(in + 20, sent.data() + 14 + 20, 8), 0) << "ports, length and checksum";
     EXPECT_TRUE(v.inner_ip_ok);
 }
@@ -609,7 +609,7 @@ TEST(IcmpError, ErrorsAboutNoFlowAreRoutedAndBrokenOnesCounted) {
     // The NodePort address is the gateway's own: an unrelated error to it is the gateway's.
     const std::string spec = "tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]";
     auto syn = t->run_spec(spec);
-    const auto as_sent = ctl::build_frame(ctl::parse_packet_spec(spec));
+    const auto as_sent = ctl::build_frame(test::packet(spec));
     auto mine =
         t->run_frame(test::icmp_error_frame(kIcmpDestUnreach, 3, "192.168.67.1", "192.168.67.8", as_sent), "to-gw");
     EXPECT_EQ(mine.verdict, Verdict::local);
@@ -749,7 +749,7 @@ namespace {
 // an mbuf; the packets' records (verdict, out tuple).
 std::vector<ctl::TraceRecord> run_burst(ctl::Tracer& t, const std::vector<std::string>& specs) {
     std::vector<ctl::Frame> frames;
-    for (const auto& sp : specs) frames.push_back(ctl::build_frame(ctl::parse_packet_spec(sp)));
+    for (const auto& sp : specs) frames.push_back(ctl::build_frame(test::packet(sp)));
     return t.run_burst(frames, specs);
 }
 

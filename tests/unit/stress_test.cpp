@@ -62,7 +62,7 @@ rte_mbuf* mbuf_of(const std::vector<uint8_t>& f) {
 }
 
 std::vector<uint8_t> frame(const FlowKey& k, const char* flags) {
-    return ctl::build_frame(ctl::parse_packet_spec(ctl::format_tuple(k) + flags));
+    return ctl::build_frame(test::packet(ctl::format_tuple(k) + flags));
 }
 
 // Single-producer single-consumer hand-off between the test's threads, ordered with C11 atomics

@@ -52,14 +52,12 @@ std::unique_ptr<ctl::Tracer> gateway(uint16_t owners = 1) {
 
 // The flow of `spec`'s tuple as the gateway holds it (original direction), or null.
 const dp::Flow* find(ctl::Tracer& t, const std::string& spec) {
-    const ctl::PacketSpec s = ctl::parse_packet_spec(spec);
+    const ctl::PacketSpec s = test::packet(spec);
     const dp::FlowRef r = t.flows().lookup(s.key);
     return r.hit() && r.dir == dp::Direction::original ? &t.flows().flow(r.id) : nullptr;
 }
 
-uint32_t id_of(ctl::Tracer& t, const std::string& spec) {
-    return t.flows().lookup(ctl::parse_packet_spec(spec).key).id;
-}
+uint32_t id_of(ctl::Tracer& t, const std::string& spec) { return t.flows().lookup(test::packet(spec).key).id; }
 
 // A TCP connection through the gateway, up to its first ACK: proven from then on.
 void handshake(ctl::Tracer& t, const std::string& client) {

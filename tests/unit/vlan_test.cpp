@@ -16,7 +16,7 @@ namespace {
 
 using Frame = std::vector<uint8_t>;
 
-Frame frame(const std::string& spec) { return ctl::build_frame(ctl::parse_packet_spec(spec)); }
+Frame frame(const std::string& spec) { return ctl::build_frame(test::packet(spec)); }
 
 // `f` with an 802.1Q tag (TPID `tpid`, TCI `tci`) in front of its EtherType.
 Frame tagged(Frame f, uint16_t tci, uint16_t tpid = 0x8100) {
