@@ -329,15 +329,22 @@ struct KubeLoader {
         ++cfg.kube.service_cidrs;
     }
 
-    void object(Reader& r, const ytree::Node& obj, const std::string& path) {
+    // `typed`: the kind and apiVersion of a typed list's items (a ServiceList's, as the API
+    // server answers a LIST), which carry none of their own.
+    void object(Reader& r, const ytree::Node& obj, const std::string& path,
+                const std::pair<std::string, std::string>& typed = {}) {
         if (!obj || obj.IsNull()) return;  // an empty document
         if (!r.open_map(obj, path)) return;
-        const std::string kind = r.str_or_empty(obj, "kind", path);
-        const std::string api = r.str_or_empty(obj, "apiVersion", path);
+        std::string kind = r.str_or_empty(obj, "kind", path);
+        std::string api = r.str_or_empty(obj, "apiVersion", path);
+        if (kind.empty() && api.empty()) kind = typed.first, api = typed.second;
         const std::string prefix = path.empty() ? "" : path + ".";
         if (const ytree::Node items = obj["items"]; items && kind.ends_with("List")) {
+            const std::pair<std::string, std::string> item =
+                kind == "List" ? typed : std::pair{kind.substr(0, kind.size() - 4), api};
             if (!items.IsNull() && r.seq(items, prefix + "items"))
-                for (size_t i = 0; i < items.size(); ++i) object(r, items[i], fmt::format("{}items[{}]", prefix, i));
+                for (size_t i = 0; i < items.size(); ++i)
+                    object(r, items[i], fmt::format("{}items[{}]", prefix, i), item);
             return;
         }
         const std::string where = path.empty() ? kind : path;
@@ -348,7 +355,7 @@ struct KubeLoader {
         } else if (kind == "ServiceCIDR" && api.starts_with("networking.k8s.io/")) {
             whole([&] { service_cidr(r, obj, where); });
         } else if (kind.empty()) {
-            r.error(obj, path, "not a Kubernetes object (no kind)");
+            whole([&] { r.error(obj, path, "not a Kubernetes object (no kind)"); });
         } else {
             ++cfg.kube.ignored_objects;
             r.warn(obj, where,

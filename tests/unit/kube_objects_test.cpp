@@ -445,13 +445,64 @@ TEST(KubeObjects, ConfigLoadsManifestsRelativeToItself) {
 
 // A manifest's object that cannot be read: --check refuses the file (every error, positioned);
 // start and reload leave out that object alone (and a slice of a Service not there), listed.
+// The API server's own LIST answers (curl .../api/v1/services > file): a typed list whose items
+// carry no kind or apiVersion of their own; the list's name them.
+TEST(KubeObjects, TypedListsNameTheirItemsKind) {
+    std::vector<ConfigIssue> errors;
+    Config c = load(R"(apiVersion: v1
+kind: ServiceList
+items:
+- metadata: {name: a, namespace: web}
+  spec: {clusterIP: 10.96.0.5, ports: [{name: http, port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSliceList
+items:
+- metadata: {name: a-1, namespace: web, labels: {kubernetes.io/service-name: a}}
+  addressType: IPv4
+  endpoints: [{addresses: [10.1.1.1]}]
+  ports: [{name: http, port: 8080}]
+)",
+                    errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].str();
+    const ServiceConfig* a = find(c, "web/a");
+    ASSERT_NE(a, nullptr);
+    ASSERT_EQ(a->groups.size(), 1u) << "the slice read as an EndpointSlice";
+    EXPECT_EQ(c.kube.services, 1u);
+    EXPECT_EQ(c.kube.slices, 1u);
+}
+
+// A document that is no Kubernetes object (no kind) is one object that cannot be read: an error
+// under --check, left out at start and reload like any other.
+TEST(KubeObjects, ADocumentWithoutAKindIsLeftOutAtReload) {
+    const std::string dir = testing::TempDir();
+    {
+        std::ofstream m(dir + "/objs3.yaml");
+        m << "metadata: {name: nokind}\n"
+             "---\napiVersion: v1\nkind: Service\nmetadata: {name: good}\n"
+             "spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n";
+        std::ofstream c(dir + "/gw3.yaml");
+        c << "kubernetes:\n  manifests: [objs3.yaml]\n";
+    }
+    EXPECT_THROW(load_config_file(dir + "/gw3.yaml"), ConfigError) << "--check refuses it";
+    const Config c = load_config_file(dir + "/gw3.yaml", ObjectErrors::leave_out);
+    ASSERT_EQ(c.services.size(), 1u) << "the other object is served";
+    EXPECT_EQ(c.services[0].full_name(), "default/good");
+    ASSERT_EQ(c.left_out.size(), 1u);
+    EXPECT_NE(c.left_out[0].message.find("no kind"), std::string::npos) << c.left_out[0].str();
+    std::remove((dir + "/objs3.yaml").c_str());
+    std::remove((dir + "/gw3.yaml").c_str());
+}
+
 TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
     const std::string dir = testing::TempDir();
     {
         std::ofstream m(dir + "/objs2.yaml");
-        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: "
+        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: "
+             "[{port: "
              "80}]}\n"
-             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: "
+             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: "
+             "[{port: "
              "80}]}\n"
              "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
              "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
