@@ -26,6 +26,7 @@
 #include "control/probe/prober.h"
 #include "control/routing/announce.h"
 #include "control/routing/health.h"
+#include "control/state/table_watch.h"
 #include "control/trace/trace.h"
 
 namespace svcgate::ctl {
@@ -450,24 +451,20 @@ private:
     }
 
     // A flow table that refused or evicted new flows in the last minute (full, or early drop
-    // under pressure): the sources that hold it, named in the log once a minute.
+    // under pressure): the sources that hold it, named in the log once a minute (table_watch.h).
     void watch_table() {
         const auto now = std::chrono::steady_clock::now();
-        if (now < next_table_check_) return;
-        next_table_check_ = now + std::chrono::seconds(60);
+        if (!table_watch_.due(now)) return;
         const WorkerCounters t = sum_counters(st_);
         const uint64_t pressure = t.flows_early_dropped + t.drops[static_cast<unsigned>(DropReason::flow_table_full)];
-        const uint64_t fresh = pressure - table_pressure_;
-        table_pressure_ = pressure;
-        if (fresh == 0) return;
         std::lock_guard lk(st_.mu);
-        std::string top;
-        for (const report::Talker& x : top_talkers(st_, "source", 5))
-            top += fmt::format("{}{} ({} flows)", top.empty() ? "" : ", ", x.key, x.flows);
-        log_warning(
-            fmt::format("flow table: {} new flows refused or evicted in the last minute, {} of {} flows live; "
-                        "the sources holding most: {}",
-                        fresh, st_.flows_live(), st_.flows_capacity(), top.empty() ? "none" : top));
+        auto top = [&] {
+            TablePressureWatch::Talkers v;
+            for (const report::Talker& x : top_talkers(st_, "source", 5)) v.emplace_back(x.key, x.flows);
+            return v;
+        };
+        if (auto line = table_watch_.look(now, pressure, st_.flows_live(), st_.flows_capacity(), top))
+            log_warning(*line);
     }
 
     // The IPFIX exporter names each event's Service: its names after each publish.
@@ -522,9 +519,7 @@ private:
     uint64_t probe_changes_ = 0;
     EndpointHealthPtr pub_health_;
     uint32_t export_gen_ = 0;  // the generation whose Service names the exporter has
-    std::chrono::steady_clock::time_point next_table_check_ =
-        std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    uint64_t table_pressure_ = 0;  // new flows refused or evicted, as last counted
+    TablePressureWatch table_watch_{std::chrono::steady_clock::now()};
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_status_{};
     uint64_t last_rx_ = 0;
