@@ -78,10 +78,7 @@ std::string kube(int services) {
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 void reload(benchmark::State& st, const std::string& cfg_path) {
-    if (const ctl::Status s = ctl::init_tool_eal("svcgate-bench"); !s) {
-        std::fprintf(stderr, "svcgate-bench: %s\n", s.error().c_str());
-        std::abort();
-    }
+    ctl::init_tool_eal_or_abort("svcgate-bench");
     uint32_t gen = 1;
     size_t services = 0;
     // As the daemon reloads: the snapshot in service lends its unchanged route table, and every
@@ -133,10 +130,7 @@ void BM_LoadOnly(benchmark::State& st) {
 }
 
 void BM_BuildOnly(benchmark::State& st) {
-    if (const ctl::Status s = ctl::init_tool_eal("svcgate-bench"); !s) {
-        std::fprintf(stderr, "svcgate-bench: %s\n", s.error().c_str());
-        std::abort();
-    }
+    ctl::init_tool_eal_or_abort("svcgate-bench");
     ctl::Config c = ctl::load_config_string(compact(static_cast<int>(st.range(0))), "bench.yaml");
     uint32_t gen = 1;
     auto current = ctl::build_snapshot(c, gen);

@@ -207,10 +207,7 @@ struct World {
     // `capacity` flows for the family of the Services (4 or 6), the least there is for the other.
     // `owners`: the workers (the threaded benchmark's), each inserting into the tables.
     World(int services, uint32_t capacity, int family = 4, const std::string& cluster_extra = "", uint16_t owners = 1) {
-        if (const ctl::Status s = ctl::init_tool_eal("svcgate-microbench"); !s) {
-            std::fprintf(stderr, "svcgate-microbench: %s\n", s.error().c_str());
-            std::abort();
-        }
+        ctl::init_tool_eal_or_abort("svcgate-microbench");
         cfg = ctl::load_config_string(config(services, family, cluster_extra), "bench.yaml");
         flows = FlowTable::create(FlowTable::Params{.capacity = family == 4 ? capacity : 1024, .owners = owners});
         flows6 = FlowTable6::create(FlowTableParams{.capacity = family == 6 ? capacity : 1024});

@@ -1,5 +1,7 @@
 #include "control/base/tool_eal.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -38,6 +40,13 @@ Status init_tool_eal(const std::string& prog) {
         if (!g_pool) g_status = Status::fail(std::string("mempool creation failed: ") + rte_strerror(rte_errno));
     });
     return g_status;
+}
+
+void init_tool_eal_or_abort(const std::string& prog) {
+    if (const Status s = init_tool_eal(prog); !s) {
+        std::fprintf(stderr, "%s: %s\n", prog.c_str(), s.error().c_str());
+        std::abort();
+    }
 }
 
 rte_mempool* tool_mempool() { return g_pool; }

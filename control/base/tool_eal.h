@@ -13,6 +13,9 @@ namespace svcgate::ctl {
 
 // Fails when the EAL or the mempool cannot start; every later call answers as the first did.
 Status init_tool_eal(const std::string& prog);
+// The same for tests, fuzz targets and benchmarks, which cannot go on without it: on failure,
+// says why on stderr and aborts.
+void init_tool_eal_or_abort(const std::string& prog);
 rte_mempool* tool_mempool();
 
 }  // namespace svcgate::ctl

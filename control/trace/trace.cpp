@@ -32,14 +32,6 @@ std::string leaving_tuple(const PacketMeta& pm) {
     return s;
 }
 
-// The record of a packet that could not be traced.
-TraceRecord refused(std::string input, Status why) {
-    TraceRecord r;
-    r.traced = std::move(why);
-    r.input = std::move(input);
-    return r;
-}
-
 // The tuples of frames that left beside a packet (TraceRecord::also), for people.
 std::vector<std::string> also_out(const std::vector<std::vector<uint8_t>>& frames) {
     std::vector<std::string> out;
@@ -139,7 +131,7 @@ std::string TraceRecord::text() const {
     return s;
 }
 
-Tracer::Tracer(const Config& cfg, TraceOptions opts) {
+Tracer::Tracer(const Config& cfg, TraceOptions opts) : on_refused_(std::move(opts.on_refused)) {
     FlowTable::Params p{.capacity = std::min<uint32_t>(cfg.dataplane.flow_capacity, 1u << 18),
                         .owners = std::max<uint16_t>(opts.owners, 1),
                         .qsbr = nullptr,
@@ -203,6 +195,15 @@ Tracer::Tracer(const Config& cfg, TraceOptions opts) {
                       // One thread, no readers in flight: datagram flows go at once.
                       .remove_dgram = [this](uint32_t id, uint8_t) { remove_gone_flow(ctx_, id); }});
     publisher_->publish(cfg);
+}
+
+// The record of a packet that could not be traced.
+TraceRecord Tracer::refused(std::string input, Status why) const {
+    if (on_refused_) on_refused_(why);
+    TraceRecord r;
+    r.traced = std::move(why);
+    r.input = std::move(input);
+    return r;
 }
 
 Tracer::~Tracer() {

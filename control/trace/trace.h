@@ -13,6 +13,7 @@
 // Runs on: the calling thread (needs init_tool_eal()). Throws ConfigError for a bad config.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,8 @@ struct TraceOptions {
     uint32_t now = 1000;  // seconds on the flow table's clock
     uint16_t owners =
         1;  // the tables' owners and stats rows: the tracer's worker is owner 0 (a replicating gateway has 2)
+    // Told each trace that fails (TraceRecord::traced), beside the record: the tests fail on it.
+    std::function<void(const Status&)> on_refused;
 };
 
 struct TraceRecord {
@@ -109,6 +112,8 @@ private:
                        std::string input) const;
 
     Status status_;
+    std::function<void(const Status&)> on_refused_;
+    TraceRecord refused(std::string input, Status why) const;
     std::unique_ptr<dp::FlowTable> flows_;
     std::unique_ptr<dp::FlowTable6> flows6_;
     std::unique_ptr<dp::FragTable> frags_;

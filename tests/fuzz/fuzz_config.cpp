@@ -15,10 +15,7 @@ using namespace svcgate;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 64 * 1024) return -1;
-    static const bool eal = [] {
-        if (!ctl::init_tool_eal("svcgate-fuzz")) std::abort();  // no EAL: nothing to fuzz
-        return true;
-    }();  // routes live in rte_lpm
+    static const bool eal = (ctl::init_tool_eal_or_abort("svcgate-fuzz"), true);  // routes live in rte_lpm
     (void)eal;
     const std::string text(reinterpret_cast<const char*>(data), size);
     try {

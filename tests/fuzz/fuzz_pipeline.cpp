@@ -65,8 +65,10 @@ services:
 
 ctl::Tracer* tracer() {
     static std::unique_ptr<ctl::Tracer> t = [] {
-        if (!ctl::init_tool_eal("svcgate-fuzz")) std::abort();  // no EAL: nothing to fuzz
-        return std::make_unique<ctl::Tracer>(ctl::load_config_string(kConfig, "fuzz.yaml"));
+        ctl::init_tool_eal_or_abort("svcgate-fuzz");
+        auto made = std::make_unique<ctl::Tracer>(ctl::load_config_string(kConfig, "fuzz.yaml"));
+        if (!made->status()) std::abort();  // no tables: nothing to fuzz
+        return made;
     }();
     return t.get();
 }

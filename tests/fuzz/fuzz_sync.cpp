@@ -23,10 +23,7 @@ using namespace svcgate::ctl;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1 || size > sync::kMaxDatagram + 1) return -1;
-    static const bool eal = [] {
-        if (!init_tool_eal("svcgate-fuzz")) std::abort();  // no EAL: nothing to fuzz
-        return true;
-    }();
+    static const bool eal = (init_tool_eal_or_abort("svcgate-fuzz"), true);
     (void)eal;
     static auto tracer = std::make_unique<Tracer>(load_config_string(test::kSyncFuzzConfig, "fuzz.yaml"));
     static sync::Key key = [] {

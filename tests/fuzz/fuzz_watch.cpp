@@ -21,10 +21,7 @@ using namespace svcgate::ctl;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size > 256 * 1024) return -1;
-    static const bool eal = [] {
-        if (!init_tool_eal("svcgate-fuzz-watch")) std::abort();  // no EAL: nothing to fuzz
-        return true;
-    }();  // the builder's routes
+    static const bool eal = (init_tool_eal_or_abort("svcgate-fuzz-watch"), true);  // the builder's routes
     (void)eal;
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     std::vector<KubeObjectRead> reads;

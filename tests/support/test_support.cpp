@@ -1,5 +1,8 @@
 #include "test_support.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <rte_ip.h>
 
 #include "dataplane/base/checksum.h"
@@ -103,8 +106,18 @@ void TestOutput::free_sent() {
 }
 
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed) {
+    return tracer_of(yaml, ctl::TraceOptions{.seed = seed});
+}
+
+std::unique_ptr<ctl::Tracer> tracer_of(const std::string& yaml, ctl::TraceOptions opts) {
     ensure_eal();
-    return std::make_unique<ctl::Tracer>(ctl::load_config_string(yaml, "test.yaml"), ctl::TraceOptions{.seed = seed});
+    opts.on_refused = [](const ctl::Status& s) { ADD_FAILURE() << "trace failed: " << s.error(); };
+    auto t = std::make_unique<ctl::Tracer>(ctl::load_config_string(yaml, "test.yaml"), std::move(opts));
+    if (!t->status()) {
+        std::fprintf(stderr, "svcgate-test: tracer: %s\n", t->status().error().c_str());
+        std::abort();
+    }
+    return t;
 }
 
 }  // namespace svcgate::test

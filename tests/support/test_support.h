@@ -19,12 +19,7 @@
 namespace svcgate::test {
 
 // The tool EAL; a test binary that cannot start it stops at once, saying why.
-inline void ensure_eal() {
-    if (const ctl::Status s = ctl::init_tool_eal("svcgate-test"); !s) {
-        std::fprintf(stderr, "svcgate-test: %s\n", s.error().c_str());
-        std::abort();
-    }
-}
+inline void ensure_eal() { ctl::init_tool_eal_or_abort("svcgate-test"); }
 
 // A packet spec a test writes, parsed; one that does not read fails the test.
 inline ctl::PacketSpec packet(const std::string& spec) {
@@ -58,6 +53,9 @@ struct TestOutput {
 
 // A Tracer over a YAML config string.
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint64_t seed = 1);
+// A tracer on the config `yaml` with `opts`, for a test: a trace that fails (a spec that does not
+// read, no packet to reply to) fails the test; a tracer that cannot start stops the binary.
+std::unique_ptr<ctl::Tracer> tracer_of(const std::string& yaml, ctl::TraceOptions opts);
 
 // The gateway most unit tests run: ext 192.168.67.8/24 (the node IP) towards the clients, cluster
 // 10.192.0.2/24 towards kube-node-1 (pods 10.244.2.0/24 via .3) and kube-node-2 (10.244.3.0/24 via

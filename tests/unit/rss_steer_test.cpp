@@ -102,9 +102,7 @@ std::vector<uint8_t> reply_input(const ctl::TraceRecord& rec) {
 
 // A tracer whose tables have `workers` owners, so that its worker can act as any of them.
 std::unique_ptr<ctl::Tracer> tracer(const std::string& yaml, uint16_t workers) {
-    test::ensure_eal();
-    return std::make_unique<ctl::Tracer>(ctl::load_config_string(yaml, "test.yaml"),
-                                         ctl::TraceOptions{.seed = 5, .owners = workers});
+    return test::tracer_of(yaml, ctl::TraceOptions{.seed = 5, .owners = workers});
 }
 
 }  // namespace

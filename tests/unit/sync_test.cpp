@@ -45,9 +45,8 @@ struct Ring {
 const std::string kClient = "tcp 192.168.67.100:41000 > 192.168.67.8:30001";
 
 std::unique_ptr<ctl::Tracer> gateway(uint16_t owners = 1) {
-    test::ensure_eal();
-    return std::make_unique<ctl::Tracer>(ctl::load_config_string(test::kSyncFuzzConfig, "test.yaml"),
-                                         ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = owners});
+    test::ensure_eal();  // the flow clock reads the EAL's TSC rate
+    return test::tracer_of(test::kSyncFuzzConfig, ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = owners});
 }
 
 // The flow of `spec`'s tuple as the gateway holds it (original direction), or null.
@@ -177,9 +176,8 @@ std::unique_ptr<ctl::Tracer> preserving_gateway() {
     ports: [{name: http, protocol: TCP, port: 80, target_port: 8080, node_port: 30002}]
     endpoints: [{ip: 10.244.2.6}]
 )";
-    test::ensure_eal();
-    return std::make_unique<ctl::Tracer>(ctl::load_config_string(cfg, "test.yaml"),
-                                         ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = 2});
+    test::ensure_eal();  // the flow clock reads the EAL's TSC rate
+    return test::tracer_of(cfg, ctl::TraceOptions{.now = dp::flow_clock_now(), .owners = 2});
 }
 }  // namespace
 
@@ -329,7 +327,8 @@ constexpr auto kPatience = 20000ms;
 static_assert(kPatience.count() < ctl::Syncer::kStartWaitSeconds * 1000);
 
 // A drop counter of status's ha.drops by its name.
-uint64_t dropped(const ctl::report::Ha& s, std::string_view name) {
+uint64_t dropped(const ctl::report::Ha& s, ctl::sync::Drop d) {
+    const std::string_view name = ctl::sync::drop_name(d);
     for (const auto& [n, v] : s.drops.items)
         if (n == name) return v;
     ADD_FAILURE() << "no drop counter " << name;
@@ -394,6 +393,17 @@ TEST(Syncer, ReplicatesOverIpv6) {
     EXPECT_EQ(s.peers[0].address, fmt::format("[::1]:{}", pa));
     EXPECT_TRUE(s.peers[0].alive);
     EXPECT_GE(s.peers[0].flows_received, 1u);
+    // The workers' part of replication, from the counters given, each in its own member.
+    dp::WorkerCounters w{};
+    w.takeovers = 1, w.replica_held = 2, w.replica_parked = 3, w.replica_released = 4, w.sync_events = 5,
+    w.sync_ring_full = 6;
+    const auto r = b.sync->status(w);
+    EXPECT_EQ(r.takeovers, 1u);
+    EXPECT_EQ(r.replica_hold.held, 2u);
+    EXPECT_EQ(r.replica_hold.parked, 3u);
+    EXPECT_EQ(r.replica_hold.released, 4u);
+    EXPECT_EQ(r.events, 5u);
+    EXPECT_EQ(r.events_ring_full, 6u);
 }
 
 TEST(Syncer, TheRefreshSendsWhatNoEventDid) {
@@ -477,7 +487,8 @@ TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     send(x, seal(as_b));  // b's own datagram (right key) sent back to it from x's address
     ASSERT_TRUE(within(kPatience, [&] {
         const auto s = b.sync->status(b.t->ctx().counters);
-        return dropped(s, "bad_mac") == 1 && dropped(s, "unknown_peer") == 1 && dropped(s, "wrong_peer") == 1;
+        return dropped(s, ctl::sync::Drop::bad_mac) == 1 && dropped(s, ctl::sync::Drop::unknown_peer) == 1 &&
+            dropped(s, ctl::sync::Drop::wrong_peer) == 1;
     }));
     EXPECT_EQ(find(*b.t, kClient), nullptr) << "nothing forged or foreign made a flow";
     // Authentic, then the same datagram again.
@@ -485,7 +496,8 @@ TEST(Syncer, ForgedReplayedAndUnknownDatagramsAreCountedAndCreateNothing) {
     send(x, good);
     ASSERT_TRUE(within(kPatience, [&] { return find(*b.t, kClient) != nullptr; }));
     send(x, good);
-    EXPECT_TRUE(within(kPatience, [&] { return dropped(b.sync->status(b.t->ctx().counters), "replayed") == 1; }));
+    EXPECT_TRUE(within(kPatience,
+                       [&] { return dropped(b.sync->status(b.t->ctx().counters), ctl::sync::Drop::replayed) == 1; }));
     const auto s = b.sync->status(b.t->ctx().counters);
     EXPECT_EQ(s.peers[0].datagrams_received, 1u) << "only the authentic one";
     EXPECT_EQ(s.peers[0].flows_received, 1u);
