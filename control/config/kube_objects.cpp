@@ -334,15 +334,26 @@ struct KubeLoader {
     void object(Reader& r, const ytree::Node& obj, const std::string& path,
                 const std::pair<std::string, std::string>& typed = {}) {
         if (!obj || obj.IsNull()) return;  // an empty document
-        if (!r.open_map(obj, path)) return;
-        std::string kind = r.str_or_empty(obj, "kind", path);
-        std::string api = r.str_or_empty(obj, "apiVersion", path);
+        // Its shape is the object's own: a document that is no map, or a kind that is no word, is
+        // one object left out, as a bad field is (whole()).
+        std::string kind, api;
+        const size_t issues = errors.size() + cfg.left_out.size();
+        whole([&] {
+            if (!r.open_map(obj, path)) return;
+            kind = r.str_or_empty(obj, "kind", path);
+            api = r.str_or_empty(obj, "apiVersion", path);
+        });
+        if (errors.size() + cfg.left_out.size() != issues) return;
         if (kind.empty() && api.empty()) kind = typed.first, api = typed.second;
         const std::string prefix = path.empty() ? "" : path + ".";
         if (const ytree::Node items = obj["items"]; items && kind.ends_with("List")) {
-            const std::pair<std::string, std::string> item =
-                kind == "List" ? typed : std::pair{kind.substr(0, kind.size() - 4), api};
-            if (!items.IsNull() && r.seq(items, prefix + "items"))
+            // A typed list's items are of its kind; a `kind: List`'s name their own.
+            const std::pair<std::string, std::string> item = kind == "List"
+                ? std::pair<std::string, std::string>{}
+                : std::pair{kind.substr(0, kind.size() - 4), api};
+            bool listed = false;
+            whole([&] { listed = !items.IsNull() && r.seq(items, prefix + "items"); });
+            if (listed)
                 for (size_t i = 0; i < items.size(); ++i)
                     object(r, items[i], fmt::format("{}items[{}]", prefix, i), item);
             return;

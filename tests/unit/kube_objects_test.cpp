@@ -443,8 +443,6 @@ TEST(KubeObjects, ConfigLoadsManifestsRelativeToItself) {
     std::remove((dir + "/gw.yaml").c_str());
 }
 
-// A manifest's object that cannot be read: --check refuses the file (every error, positioned);
-// start and reload leave out that object alone (and a slice of a Service not there), listed.
 // The API server's own LIST answers (curl .../api/v1/services > file): a typed list whose items
 // carry no kind or apiVersion of their own; the list's name them.
 TEST(KubeObjects, TypedListsNameTheirItemsKind) {
@@ -472,13 +470,17 @@ items:
     EXPECT_EQ(c.kube.slices, 1u);
 }
 
-// A document that is no Kubernetes object (no kind) is one object that cannot be read: an error
-// under --check, left out at start and reload like any other.
+// A document that is no Kubernetes object (no kind, a kind that is no word, no map at all, a list
+// whose items are no list) is one object that cannot be read: an error under --check, left out at
+// start and reload like any other.
 TEST(KubeObjects, ADocumentWithoutAKindIsLeftOutAtReload) {
     const std::string dir = testing::TempDir();
     {
         std::ofstream m(dir + "/objs3.yaml");
         m << "metadata: {name: nokind}\n"
+             "---\n42\n"
+             "---\nkind: {a: 1}\n"
+             "---\nkind: List\nitems: 5\n"
              "---\napiVersion: v1\nkind: Service\nmetadata: {name: good}\n"
              "spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n";
         std::ofstream c(dir + "/gw3.yaml");
@@ -488,21 +490,21 @@ TEST(KubeObjects, ADocumentWithoutAKindIsLeftOutAtReload) {
     const Config c = load_config_file(dir + "/gw3.yaml", ObjectErrors::leave_out);
     ASSERT_EQ(c.services.size(), 1u) << "the other object is served";
     EXPECT_EQ(c.services[0].full_name(), "default/good");
-    ASSERT_EQ(c.left_out.size(), 1u);
+    ASSERT_EQ(c.left_out.size(), 4u);
     EXPECT_NE(c.left_out[0].message.find("no kind"), std::string::npos) << c.left_out[0].str();
     std::remove((dir + "/objs3.yaml").c_str());
     std::remove((dir + "/gw3.yaml").c_str());
 }
 
+// A manifest's object that cannot be read: --check refuses the file (every error, positioned);
+// start and reload leave out that object alone (and a slice of a Service not there), listed.
 TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
     const std::string dir = testing::TempDir();
     {
         std::ofstream m(dir + "/objs2.yaml");
-        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: "
-             "[{port: "
+        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: "
              "80}]}\n"
-             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: "
-             "[{port: "
+             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: "
              "80}]}\n"
              "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
              "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
