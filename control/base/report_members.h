@@ -1,4 +1,4 @@
-// What every report's `members` list is written with (control/api/views.h): named values in
+// What every report's `members` list is written with (views.h, report_json.h): named values in
 // order, the tag for a member left out when empty, and the concept that lets one list serve a
 // report and a const one. Here, under every feature, so that a feature declares its own report
 // beside its code (control/lb/lb_report.h) and views.h gathers them.

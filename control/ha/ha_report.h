@@ -1,6 +1,6 @@
-// svcgatectl status's ha: flow replication as the sync thread sees it. Syncer::status() fills
-// the peers (sync.h), the status command adds the workers' counters; views.h carries it in the
-// status report, the metrics collector (sync_metrics.h) and svcgatectl read it.
+// svcgatectl status's ha: flow replication as the sync thread sees it, with the workers' part of
+// it. Syncer::status(workers' counters) fills it all (sync.h); views.h carries it in the status
+// report, the metrics collector (sync_metrics.h) and svcgatectl read it.
 //
 // Runs on: any thread (plain data).
 #pragma once
