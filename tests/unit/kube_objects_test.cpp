@@ -470,57 +470,62 @@ items:
     EXPECT_EQ(c.kube.slices, 1u);
 }
 
+namespace {
+// A manifest NAME.yaml of `yaml` and a config gw-NAME.yaml that loads it, in the test's temporary
+// folder; both removed when it goes.
+struct ManifestFiles {
+    std::string dir = testing::TempDir(), manifest, config;
+    ManifestFiles(const std::string& name, const std::string& yaml)
+        : manifest(dir + "/" + name + ".yaml"), config(dir + "/gw-" + name + ".yaml") {
+        std::ofstream(manifest) << yaml;
+        std::ofstream(config) << "kubernetes:\n  manifests: [" << name << ".yaml]\n";
+    }
+    ~ManifestFiles() {
+        std::remove(manifest.c_str());
+        std::remove(config.c_str());
+    }
+};
+}  // namespace
+
 // A document that is no Kubernetes object (no kind, a kind that is no word, no map at all, a list
 // whose items are no list) is one object that cannot be read: an error under --check, left out at
 // start and reload like any other.
 TEST(KubeObjects, ADocumentWithoutAKindIsLeftOutAtReload) {
-    const std::string dir = testing::TempDir();
-    {
-        std::ofstream m(dir + "/objs3.yaml");
-        m << "metadata: {name: nokind}\n"
-             "---\n42\n"
-             "---\nkind: {a: 1}\n"
-             "---\nkind: List\nitems: 5\n"
-             "---\napiVersion: v1\nkind: Service\nmetadata: {name: good}\n"
-             "spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n";
-        std::ofstream c(dir + "/gw3.yaml");
-        c << "kubernetes:\n  manifests: [objs3.yaml]\n";
-    }
-    EXPECT_THROW(load_config_file(dir + "/gw3.yaml"), ConfigError) << "--check refuses it";
-    const Config c = load_config_file(dir + "/gw3.yaml", ObjectErrors::leave_out);
+    const ManifestFiles f("objs3",
+                          "metadata: {name: nokind}\n"
+                          "---\n42\n"
+                          "---\nkind: {a: 1}\n"
+                          "---\nkind: List\nitems: 5\n"
+                          "---\napiVersion: v1\nkind: Service\nmetadata: {name: good}\n"
+                          "spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n");
+    EXPECT_THROW(load_config_file(f.config), ConfigError) << "--check refuses it";
+    const Config c = load_config_file(f.config, ObjectErrors::leave_out);
     ASSERT_EQ(c.services.size(), 1u) << "the other object is served";
     EXPECT_EQ(c.services[0].full_name(), "default/good");
     ASSERT_EQ(c.left_out.size(), 4u);
     EXPECT_NE(c.left_out[0].message.find("no kind"), std::string::npos) << c.left_out[0].str();
-    std::remove((dir + "/objs3.yaml").c_str());
-    std::remove((dir + "/gw3.yaml").c_str());
 }
 
 // A manifest's object that cannot be read: --check refuses the file (every error, positioned);
 // start and reload leave out that object alone (and a slice of a Service not there), listed.
 TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
-    const std::string dir = testing::TempDir();
-    {
-        std::ofstream m(dir + "/objs2.yaml");
-        m << "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: "
-             "80}]}\n"
-             "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: "
-             "80}]}\n"
-             "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
-             "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
-             "endpoints: [{addresses: [10.1.1.1]}]\nports: [{port: 8080}]\n";
-        std::ofstream c(dir + "/gw2.yaml");
-        c << "kubernetes:\n  manifests: [objs2.yaml]\n";
-    }
+    const ManifestFiles f(
+        "objs2",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: good}\nspec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}\n"
+        "---\napiVersion: v1\nkind: Service\nmetadata: {name: bad}\nspec: {clusterIP: 10.96.0.300, ports: [{port: "
+        "80}]}\n"
+        "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\naddressType: IPv4\n"
+        "metadata: {name: bad-1, labels: {kubernetes.io/service-name: bad}}\n"
+        "endpoints: [{addresses: [10.1.1.1]}]\nports: [{port: 8080}]\n");
     try {
-        load_config_file(dir + "/gw2.yaml");
+        load_config_file(f.config);
         FAIL() << "--check's reading takes a broken object";
     } catch (const ConfigError& e) {
         ASSERT_EQ(e.issues.size(), 1u) << e.what();
         EXPECT_NE(e.issues[0].message.find("10.96.0.300"), std::string::npos) << e.issues[0].str();
         EXPECT_EQ(e.issues[0].mark.line, 9);
     }
-    const Config c = load_config_file(dir + "/gw2.yaml", ObjectErrors::leave_out);
+    const Config c = load_config_file(f.config, ObjectErrors::leave_out);
     ASSERT_EQ(c.services.size(), 1u);
     EXPECT_EQ(c.services[0].full_name(), "default/good");
     ASSERT_EQ(c.left_out.size(), 2u);
@@ -531,8 +536,6 @@ TEST(KubeObjects, ABrokenManifestObjectIsLeftOutAtReload) {
     const auto s = build_snapshot(c);
     ASSERT_EQ(s->catalogue.object_issues.size(), 2u);
     EXPECT_EQ(s->catalogue.object_issues[0].reason, dp::IssueReason::invalid_object);
-    std::remove((dir + "/objs2.yaml").c_str());
-    std::remove((dir + "/gw2.yaml").c_str());
 }
 
 namespace {
