@@ -473,15 +473,15 @@ void KubeApi::metrics(MetricsText& m) const {
     m.family("svcgate_kube_bad_input_total", "counter", "Events and answers from the API server refused, by reason");
     for (const auto& [reason, n] : r.bad_input.items)
         m.sample("svcgate_kube_bad_input_total", fmt::format("reason=\"{}\"", reason), n);
+    // What the report carries as names only, the left-out objects' reasons, the queue time and the
+    // histogram: read under the lock.
+    std::lock_guard lk(mu_);
     m.family("svcgate_kube_rejected_objects", "gauge", "Objects left out of the last publish, by reason");
     uint64_t by_reason[kRejectReasonNames.size()] = {};
-    for (const report::LeftOut& x : r.rejected)
-        if (auto why = enum_from_name<RejectReason>(x.reason, kRejectReasonNames))
-            ++by_reason[static_cast<size_t>(*why)];
+    for (const RejectedObject& x : rejected_) ++by_reason[static_cast<size_t>(x.reason)];
     by_reason[static_cast<size_t>(RejectReason::orphan_slice)] = r.orphan_slices;
     for (size_t i = 0; i < kRejectReasonNames.size(); ++i)
         m.sample("svcgate_kube_rejected_objects", fmt::format("reason=\"{}\"", kRejectReasonNames[i]), by_reason[i]);
-    std::lock_guard lk(mu_);  // what the report does not carry: the queue time and the histogram
     m.gauge("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
             "When the last change from the API server was queued for a publish (kube-proxy's name)", last_queued_unix_,
             3);
