@@ -94,11 +94,11 @@ void established_one(WorkerCtx& ctx, PacketState& p, PacketTrace* t) noexcept {
 // The flow's own packets that go on, not the ICMP errors about it.
 template <typename F>
 void count_established(Burst& b, WorkerCtx& ctx) noexcept {
-    auto* table = F::table(ctx);
+    FlowCounters* const counters = F::table(ctx)->counters(0);  // the array, once a burst
     for (const uint16_t i : F::flows(b)) {
         const PacketState& p = b.pkt[i];
         if (p.ref.hit() && !p.meta.inner_off && (p.verdict == Verdict::dnat || p.verdict == Verdict::reply))
-            table->counters(p.ref.id)->add(p.ref.dir, p.meta.ip_len);
+            counters[p.ref.id].add(p.ref.dir, p.meta.ip_len);
     }
 }
 
