@@ -95,6 +95,9 @@ def main():
     r_vlan = [v / d for d, v in zip(sg4k, vlan4k) if d]
     jumbo4k = runs("svcgate", path="jumbo_pool", flows=4096, services=100, workers=1)
     r_jumbo = [j / d for d, j in zip(sg4k, jumbo4k) if d]
+    # The same port sampling one receive burst in 64 for its latency histogram ÷ not sampling.
+    lat4k = runs("svcgate", path="latency_sampling", flows=4096, services=100, workers=1)
+    r_lat = [x / d for d, x in zip(sg4k, lat4k) if d]
     one, two = runs("svcgate", flows=4096, services=100, workers=1), runs("svcgate", flows=4096, services=100, workers=2)
     ovs = runs("ovs", flows=4096)
     kernel = {r: runs("kernel", flows=4096, rules=r) for r in ("none", "nft", "iptables")}
@@ -221,6 +224,23 @@ def main():
         "both_directions_mpps_by_workers": {w: {f"{p}_{pl}": v[f"{p}_{pl}"] for p in ("dnat", "masq")
                                                 for pl in ("same", "cross")} for w, v in scale.items()},
     }
+    # Section 12 (bench/latency): per path, the rate as fast as the link takes it and, at each
+    # offered load, pace's round trip and svcgate's own histogram (µs).
+    lat_raw = load(f"{r}/latency.json", {})
+
+    def latency_path(x):
+        if not x or not x.get("max"):
+            return None
+        def row(load_, e):
+            if not e:
+                return {"load": load_, "measured": False}
+            inside = e.get("inside_us")
+            return {"load": load_, "offered_mpps": e["offered_mpps"], "mpps": e["mpps"], "lost": e["lost"],
+                    "late": e["late"], "rtt": {k: e["rtt_us"][k] for k in ("p50", "p90", "p99", "p999", "max")},
+                    "inside": {k: inside[f"{k}_us"] for k in ("p50", "p99", "p999", "max")} if inside else None}
+        return {"max_mpps": x["max"]["mpps"], "at": [row(l, e) for l, e in zip(lat_raw["loads"], x.get("at", []))]}
+    latency_us = ({k: latency_path(lat_raw.get(k)) for k in ("dnat", "dnat_busy", "masq", "new", "testpmd_5tswap")}
+                  if lat_raw else None)
     kube = load(f"{r}/kube.json", {})
     lb_fast, lb_default = load(f"{r}/lb-unthrottled.json", {}), load(f"{r}/lb-default.json", {})
     summary = {
@@ -233,6 +253,8 @@ def main():
         "established_preserve_ratio_vs_masq": med(r_pres),
         "established_vlan_ratio": med(r_vlan),
         "established_jumbo_pool_ratio": med(r_jumbo),
+        "latency_sampling_ratio": med(r_lat),
+        "latency_us": latency_us,
         "ratio_vs_ovs": (med(sg4k) / med(ovs)) if ovs and sg4k else None,
         "ratio_vs_kube_proxy_nft": (med(sg4k) / med(kernel["nft"])) if kernel["nft"] and sg4k else None,
         "ratio_vs_kube_proxy_iptables": (med(sg4k) / med(kernel["iptables"])) if kernel["iptables"] and sg4k else None,
@@ -272,6 +294,7 @@ def main():
             "established_preserve_ratio_vs_masq": stats.interval(r_pres),
             "established_vlan_ratio": stats.interval(r_vlan),
             "established_jumbo_pool_ratio": stats.interval(r_jumbo),
+            "latency_sampling_ratio": stats.interval(r_lat),
             "established_v6_ratio_vs_v4": stats.interval(r6),
             "new_flows_sync_ratio": stats.interval(sync_ratios),
             "established_checks_ratio": micro_ratio("BM_EstablishedChecks/10/0", "BM_EstablishedChecks/10/1"),
@@ -360,8 +383,53 @@ def main():
         plt.savefig(f"{r}/established.png", dpi=100)
         plt.close()
 
+    lat_names = {"dnat": "svcgate, established DNAT", "dnat_busy": "svcgate, established DNAT, poll: busy",
+                 "masq": "svcgate, masqueraded", "new": "svcgate, new flows", "testpmd_5tswap": "testpmd 5tswap (the floor)"}
+    if latency_us and any(latency_us.values()):
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
+        for ax, q in zip(axes, ("p50", "p99")):
+            for k, style in (("dnat", "o-"), ("dnat_busy", "o:"), ("masq", "s-"), ("new", "^-"), ("testpmd_5tswap", "x--")):
+                x = latency_us.get(k)
+                pts = [(e["offered_mpps"], e["rtt"][q]) for e in (x or {}).get("at", []) if e.get("rtt")]
+                if pts:
+                    ax.plot([a for a, _ in pts], [b for _, b in pts], style, label=lat_names[k])
+            ax.set_yscale("log")
+            ax.set_xlabel("offered Mpps")
+            ax.set_title(f"round trip through the link, {q}")
+            ax.grid(True, alpha=0.3)
+        axes[0].set_ylabel("µs")
+        axes[0].legend(fontsize=7)
+        plt.tight_layout()
+        plt.savefig(f"{r}/latency.png", dpi=100)
+        plt.close()
+
     def f(x, spec="{:.2f}"):
         return "—" if x is None else spec.format(x)
+
+    def lat_mid(k):
+        x = (latency_us or {}).get(k)
+        e = next((e for e in (x or {}).get("at", []) if e["load"] == 0.5 and e.get("inside")), None)
+        return f"{e['inside']['p50']:.2f} / {e['inside']['p99']:.2f}" if e else "—"
+
+    def lat_rows():
+        rows = []
+        for k, name in lat_names.items():
+            x = (latency_us or {}).get(k)
+            if not x:
+                rows.append(f"| {name} | not measured | | | |")
+                continue
+            for e in x["at"]:
+                if not e.get("rtt"):
+                    rows.append(f"| {name} | {e['load']:.0%} | not measured | | |")
+                    continue
+                rt, ins = e["rtt"], e.get("inside")
+                inside = (f"{ins['p50']:.2f} / {ins['p99']:.2f} / {ins['p999']:.2f} / {ins['max']:.0f}" if ins else "—")
+                base = (f"DNAT's {latency_us['dnat']['max_mpps']:.2f}" if k in ("dnat_busy", "testpmd_5tswap") and
+                        latency_us.get("dnat") else f"{x['max_mpps']:.2f}")
+                rows.append(f"| {name} | {e['load']:.0%} of {base} | {e['offered_mpps']:.2f} "
+                            f"({e['lost']:,} lost, {e['late']} late) | {rt['p50']:.2f} / {rt['p99']:.2f} / {rt['p999']:.2f} / "
+                            f"{rt['max']:.0f} | {inside} |")
+        return "\n".join(rows)
 
     def fi(key):  # a ratio and its interval over the rounds: "0.41 [0.39, 0.43]"
         iv = summary["intervals"].get(key)
@@ -422,6 +490,8 @@ difference that its spread around 1.0 covers is not above this host's noise.
 | client_ip preserve ÷ masqueraded, established, 4,096 flows | {fi('established_preserve_ratio_vs_masq')} | ≥ 0.95 | the same NodePort packets DNATed only {f(med(pres4k))} Mpps, masqueraded {f(med(masq4k))} Mpps |
 | VLAN-tagged ÷ untagged, established, 4,096 flows | {fi('established_vlan_ratio')} | ≥ 0.95 | the port on VLAN 10 of its device, every frame tagged (sorted, untagged, tagged again) {f(med(vlan4k))} Mpps, untagged {f(med(sg4k))} Mpps |
 | port at MTU 9000 ÷ 1500, established, 4,096 flows | {fi('established_jumbo_pool_ratio')} | ≥ 0.97 | the same 64-byte frames received into the jumbo pool's 9 KB mbufs {f(med(jumbo4k))} Mpps, the 2 KB pool {f(med(sg4k))} Mpps |
+| latency sampling on ÷ off, established, 4,096 flows | {fi('latency_sampling_ratio')} | ≥ 0.97 | `dataplane.latency_sampling: 64` (one receive burst in 64 timed) {f(med(lat4k))} Mpps, off {f(med(sg4k))} Mpps |
+| time inside the gateway at 50% load, p50 / p99 µs | {lat_mid('dnat')} | reported | established DNAT, svcgate's own histogram (section 12; round trip and the other paths and loads there) |
 | svcgate ÷ OVS-DPDK load balancer | {f(summary['ratio_vs_ovs'])} | ≥ 5 | {'OVS ' + f(med(ovs)) + ' Mpps' if ovs else 'not measured (see below)'} |
 | svcgate ÷ kube-proxy nftables (the kernel, one core) | {f(summary['ratio_vs_kube_proxy_nft'])} | reported | {'nftables ' + f(med(kernel['nft'])) + ' Mpps, iptables ' + f(med(kernel['iptables'])) + ' Mpps (ratio ' + f(summary['ratio_vs_kube_proxy_iptables']) + '), plain forwarding ' + f(med(kernel['none'])) + ' Mpps' if kernel['nft'] else 'not measured (see below)'} |
 | new flows, Mpps per core, table 90% full | {f(new90)} | ≥ 8 | in-process pipeline (10% full: {f(new10)}) |
@@ -559,7 +629,46 @@ random lines of a 256 MiB span, 32 at a time (`BM_MemoryLineWorkers`),
 
 | benchmark | time per iteration | M items/s | counters |
 |---|---|---|---|
-""" + "\n".join(micro_rows) + "\n"
+""" + "\n".join(micro_rows) + f"""
+
+## 12. Latency inside the gateway
+
+![latency](results/latency.png)
+
+`bench/latency`, {'one run of each' if a.quick else 'one run of each (single runs)'}. The port is a `net_memif`
+link between two processes: svcgate's port (or testpmd 5tswap's, the floor) is its server, and
+`bench/pace` its client on core 0, sending the capture paced by the TSC and matching each packet
+that comes back to its send time by the number it wrote into the IPv4 identification (neither
+svcgate's translation nor 5tswap changes it). The worker or forwarding lcore is on core 1, as in
+section 1. A path's rate is first measured with pace sending as fast as the link takes it (the
+100% below; the link's copies both ways and pace's own work are in it); then each load is a run of
+its own: a fresh gateway, {a.quick and 2 or 3} s of warm-up and {a.quick and 3 or 6} s measured. The
+round trip is pace's view (the link both ways, the gateway's receive burst, its work and its
+transmit); inside is svcgate's own histogram (`dataplane.latency_sampling: 64`: each packet of one
+receive burst in 64, from the return of its receive burst to its transmit call; buckets of a
+quarter octave, so a figure is its bucket's upper edge; since the gateway's start, warm-up
+included). The floor, and svcgate's DNAT with `dataplane.poll: busy` (spinning through light
+load as testpmd does; the default `adaptive` sleeps about 20 µs after a poll of fewer than 8
+packets), run at the same offered rates as svcgate's DNAT; each path's rate as fast as the link
+takes it is in `summary.json` (`latency_us.PATH.max_mpps`). New flows: every packet
+with a source address and port of its own, so each opens a flow; the table (65,536) is full within
+the warm-up and each new flow then evicts a never-answered one, as under a flood. `lost`: sent in
+the window and not back; `late`: how often pace fell behind its pace by more than 4 bursts.
+
+How far to read it: the link and pace have a rate of their own. pace sends and receives on one
+core (core 0, which svcgate's main lcore shares), and the memif driver copies every frame both
+ways in both processes, so 100% here is what the link carries with the gateway behind it, not the
+gateway's rate on `net_pcap` (section 1). testpmd 5tswap through the same link, as fast as it takes
+them: {f((latency_us or {}).get('testpmd_5tswap') and latency_us['testpmd_5tswap']['max_mpps'])} Mpps,
+svcgate's DNAT {f((latency_us or {}).get('dnat') and latency_us['dnat']['max_mpps'])}: where the
+two are close, the link is the bound. Near it (90%) pace falls behind (`late`) and queues build in
+the link's rings, and the round trip is mostly that queue, for testpmd as for svcgate; the inside
+figures are the gateway's own part. A tail of milliseconds at every load, testpmd's too, is this
+VM's: a vCPU that stops for that long.
+
+| path | load | offered Mpps | round trip p50 / p99 / p99.9 / max, µs | inside p50 / p99 / p99.9 / max, µs |
+|---|---|---|---|---|
+""" + lat_rows() + "\n"
     with open(a.out, "w") as fo:
         fo.write(md)
     print(json.dumps(summary, indent=2))
