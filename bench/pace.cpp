@@ -15,8 +15,13 @@
 // After `warmup` seconds, `seconds` of sending and receiving are measured; one JSON object:
 // offered and received rates (Mpps), the round trip's p50, p90, p99, p99.9 and max (µs, in 50 ns
 // buckets up to 10 ms, then one bucket), what was sent, received and lost in the window, and how
-// often the sender fell behind its pace (`late`: the port refused a burst, or the loop was slower
-// than the pace; then the rate offered is lower than asked, and the JSON says what it was).
+// often the sender fell behind its pace by more than 4 bursts (`late`: it then skips the numbers it
+// owes, so the rate offered is lower than asked, and the JSON says what it was) and how often the
+// port took less than a burst (`refused`: those frames are freed, not sent).
+//
+// A send number wraps at 2^16: a packet that comes back after 65,536 later sends is matched to
+// the newer one (its round trip reads short), and the newer one then counts as lost. At 10 Mpps
+// that is a round trip over 6.5 ms.
 //
 // The round trip is the sender's view: the port both ways, the peer's receive burst, its work and
 // its transmit. svcgate's own histogram (dataplane.latency_sampling, in `svcgatectl stats`) is the
@@ -98,8 +103,17 @@ std::vector<Template> templates_of(const std::string& path) {
     for (auto& f : frames) {
         uint16_t l3 = 14;
         if (f.size() >= 18 && f[12] == 0x81 && f[13] == 0x00) l3 = 18;
-        if (f.size() < l3 + sizeof(rte_ipv4_hdr) + sizeof(rte_udp_hdr)) continue;
-        if (f[l3 - 2] != 0x08 || f[l3 - 1] != 0x00 || (f[l3] >> 4) != 4) continue;
+        // An IPv4 frame that fits one mbuf, its header and (TCP, UDP) its ports in the frame.
+        if (f.size() < l3 + sizeof(rte_ipv4_hdr) || f.size() > RTE_MBUF_DEFAULT_DATAROOM) continue;
+        if (f[l3 - 2] != 0x08 || f[l3 - 1] != 0x00 || (f[l3] >> 4) != 4 || (f[l3] & 0xf) < 5) continue;
+        size_t l4 = l3 + (f[l3] & 0xfu) * 4;
+        uint8_t proto = f[l3 + 9];
+        if (l4 +
+                (proto == IPPROTO_TCP       ? sizeof(rte_tcp_hdr)
+                     : proto == IPPROTO_UDP ? sizeof(rte_udp_hdr)
+                                            : 0) >
+            f.size())
+            continue;
         out.push_back({std::move(f), l3});
     }
     if (out.empty()) die(path + " holds no IPv4 frame");
@@ -123,7 +137,8 @@ struct Histogram {
         uint64_t want = static_cast<uint64_t>(q * static_cast<double>(total - 1)) + 1, seen = 0;
         for (size_t b = 0; b < kBuckets; ++b) {
             seen += counts[b];
-            if (seen >= want) return static_cast<double>(std::min((b + 1) * kBucketNs, max_ns)) / 1000.0;
+            if (seen >= want)  // the bucket's upper edge; the last one's is the largest seen
+                return static_cast<double>(b + 1 == kBuckets ? max_ns : std::min((b + 1) * kBucketNs, max_ns)) / 1000.0;
         }
         return static_cast<double>(max_ns) / 1000.0;
     }
@@ -198,13 +213,14 @@ struct Pacer {
         for (uint16_t i = 0; i < n; ++i) {
             const uint8_t* f = rte_pktmbuf_mtod(rx[i], const uint8_t*);
             uint16_t l3 = (rx[i]->data_len >= 18 && f[12] == 0x81 && f[13] == 0x00) ? 18 : 14;
-            if (rx[i]->data_len < l3 + sizeof(rte_ipv4_hdr)) continue;
+            if (rx[i]->data_len < l3 + sizeof(rte_ipv4_hdr) || f[l3 - 2] != 0x08 || f[l3 - 1] != 0x00) continue;
             auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(f + l3);
-            uint64_t at = sent_at[rte_be_to_cpu_16(ip->packet_id)];
+            uint64_t& at = sent_at[rte_be_to_cpu_16(ip->packet_id)];
             if (at >= measure_from && at < measure_to) {
                 hist.add(static_cast<uint64_t>(static_cast<double>(now - at) * ns_per_tick));
                 window_received++;
             }
+            at = 0;  // matched once: a duplicate is not a second round trip
         }
         rte_pktmbuf_free_bulk(rx.data(), n);
     }
@@ -240,7 +256,7 @@ struct Pacer {
             rte_pktmbuf_free_bulk(tx.data() + took, static_cast<unsigned>(n - took));
             for (uint64_t i = took; i < n; ++i) sent_at[(seq + i) & 0xFFFF] = 0;
         }
-        if (at >= measure_from) window_sent += took;
+        if (at >= measure_from && at < measure_to) window_sent += took;
         seq += o.rate ? n : took;
     }
 
@@ -258,6 +274,14 @@ struct Pacer {
     }
 
     void print() const {
+        if (!hist.total) {
+            std::printf("{\"rate_asked\": %" PRIu64 ", \"offered_mpps\": %.4f, \"mpps\": 0, \"sent\": %" PRIu64
+                        ", \"received\": 0, \"lost\": %" PRIu64 ", \"late\": %" PRIu64 ", \"refused\": %" PRIu64
+                        ", \"rtt_us\": null}\n",
+                        o.rate, static_cast<double>(window_sent) / o.seconds / 1e6, window_sent, window_sent, late,
+                        refused);
+            return;
+        }
         std::printf("{\"rate_asked\": %" PRIu64 ", \"offered_mpps\": %.4f, \"mpps\": %.4f, \"sent\": %" PRIu64
                     ", \"received\": %" PRIu64 ", \"lost\": %" PRId64 ", \"late\": %" PRIu64 ", \"refused\": %" PRIu64
                     ", \"rtt_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f}}\n",

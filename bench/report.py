@@ -240,9 +240,10 @@ def main():
         if not x or not x.get("max"):
             return None
         def row(load_, e):
-            if not e:
+            if not e or not e.get("rtt_us"):  # the run failed, or nothing came back
                 return {"load": load_, "measured": False}
             inside = e.get("inside_us")
+            inside = inside if inside and inside.get("samples") else None
             return {"load": load_, "offered_mpps": e["offered_mpps"], "mpps": e["mpps"], "lost": e["lost"],
                     "late": e["late"], "rtt": {k: e["rtt_us"][k] for k in ("p50", "p90", "p99", "p999", "max")},
                     "inside": {k: inside[f"{k}_us"] for k in ("p50", "p99", "p999", "max")} if inside else None}
@@ -436,9 +437,7 @@ def main():
                     continue
                 rt, ins = e["rtt"], e.get("inside")
                 inside = (f"{ins['p50']:.2f} / {ins['p99']:.2f} / {ins['p999']:.2f} / {ins['max']:.0f}" if ins else "—")
-                base = (f"DNAT's {latency_us['dnat']['max_mpps']:.2f}" if k in ("dnat_busy", "testpmd_5tswap") and
-                        latency_us.get("dnat") else f"{x['max_mpps']:.2f}")
-                rows.append(f"| {name} | {e['load']:.0%} of {base} | {e['offered_mpps']:.2f} "
+                rows.append(f"| {name} | {e['load']:.0%} of {x['max_mpps']:.2f} | {e['offered_mpps']:.2f} "
                             f"({e['lost']:,} lost, {e['late']} late) | {rt['p50']:.2f} / {rt['p99']:.2f} / {rt['p999']:.2f} / "
                             f"{rt['max']:.0f} | {inside} |")
         return "\n".join(rows)
@@ -660,10 +659,11 @@ round trip is pace's view (the link both ways, the gateway's receive burst, its 
 transmit); inside is svcgate's own histogram (`dataplane.latency_sampling: 64`: each packet of one
 receive burst in 64, from the return of its receive burst to its transmit call; buckets of a
 quarter octave, so a figure is its bucket's upper edge; since the gateway's start, warm-up
-included). The floor, and svcgate's DNAT with `dataplane.poll: busy` (spinning through light
+included). Beside them, svcgate's DNAT with `dataplane.poll: busy` (spinning through light
 load as testpmd does; the default `adaptive` sleeps about 20 µs after a poll of fewer than 8
-packets), run at the same offered rates as svcgate's DNAT; each path's rate as fast as the link
-takes it is in `summary.json` (`latency_us.PATH.max_mpps`). New flows: every packet
+packets), and the floor. Each path runs at 10%, 50% and 90% of its own rate as fast as the link
+takes it (a load above a path's own rate would measure an overload queue); the offered rates are
+in the table, each path's rate in `summary.json` (`latency_us.PATH.max_mpps`). New flows: every packet
 with a source address and port of its own, so each opens a flow; the table (65,536) is full within
 the warm-up and each new flow then evicts a never-answered one, as under a flood. `lost`: sent in
 the window and not back; `late`: how often pace fell behind its pace by more than 4 bursts.
