@@ -145,7 +145,8 @@ struct DataplaneConfig {
     uint32_t punt_control_per_second = 2000;
     uint32_t punt_other_per_second = 1000;
     // dataplane.poll: busy spins through light load as DPDK applications do on dedicated cores;
-    // adaptive (false) sleeps briefly after an empty poll that follows a light one (worker.h).
+    // adaptive (false) sleeps briefly after an empty poll that follows a light one, unless the
+    // worker carries 100,000 packets a second or more (dataplane/pipeline/poll_policy.h).
     bool busy_poll = false;
     // dataplane.latency_sampling: one receive burst in this many has its packets' time inside
     // the gateway measured (dataplane/pipeline/latency.h); 0 = off.

@@ -1,5 +1,6 @@
 #include "dataplane/pipeline/worker.h"
 #include "dataplane/pipeline/frag_stage.h"
+#include "dataplane/pipeline/poll_policy.h"
 
 #include "dataplane/l3/local.h"
 
@@ -104,8 +105,7 @@ void Worker::sample_burst() noexcept {
 void Worker::run() noexcept {
     rte_rcu_qsbr_thread_register(shared_.qsbr, ctx_.worker);
     rte_rcu_qsbr_thread_online(shared_.qsbr, ctx_.worker);
-    unsigned idle = 0, sleep_us = 0;
-    bool light = false;  // the last loop that found packets found few
+    PollPolicy poll(shared_.busy_poll);
     uint64_t aged_ms = 0;
     // nanosleep's default slack (50 us) would make every short sleep below about 70 us.
     prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
@@ -119,6 +119,7 @@ void Worker::run() noexcept {
         ctx_.now = flow_clock_now();
         ctx_.now_tsc = rte_get_tsc_cycles();
         ctx_.now_ms = ctx_.now_tsc / tsc_per_ms_;
+        poll.tick(ctx_.now_ms);
         bool busy = false;
         unsigned got = 0;
         for (const RxQueue& q : rx_) {
@@ -156,23 +157,11 @@ void Worker::run() noexcept {
             worker_housekeeping(ctx_, age_budget_);
         }
         rte_rcu_qsbr_quiescent(shared_.qsbr, ctx_.worker);
-        // Idle: a few polls more, then sleeps that double up to kMaxSleepUs (l3fwd-power's
-        // idea without its interrupts): a gateway with nothing to do leaves its core to others (a
-        // lab on a 2-core box still has to run). Light load (dataplane.poll adaptive): after a
-        // poll that found only a few packets, the sleeps start at the first empty poll instead
-        // of after kSpinPolls of them, so a gateway carrying a few hundred thousand packets a
-        // second in small bursts uses part of its core, not all of it, and its next poll finds
-        // a fuller burst. Heavy load never sleeps: its polls are not empty.
-        if (busy) {
-            idle = 0;
-            sleep_us = 0;
-            light = got < kLightBurst;
-        } else if (++idle <= kSpinPolls && !(light && !shared_.busy_poll)) {
+        // Idle, light load and loaded: poll_policy.h.
+        if (const unsigned us = poll.after(busy, got))
+            rte_delay_us_sleep(us);
+        else if (!busy)
             rte_pause();
-        } else {
-            sleep_us = std::clamp(sleep_us * 2, kMinSleepUs, kMaxSleepUs);
-            rte_delay_us_sleep(sleep_us);
-        }
     }
     // Packets still waiting for a next hop at shutdown are counted drops.
     replica_hold_free(ctx_);

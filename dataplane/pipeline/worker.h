@@ -75,7 +75,7 @@ struct WorkerShared {
     FixedArray<const VlanMap*> vlan_maps;
     // The ports (indices) of 802.3ad bonds, one per bond: LACP's frames leave in a transmit call
     // and arrive in a receive call, and the driver wants both at least every 100 ms. Idle workers
-    // still poll their receive queues every kMaxSleepUs; each calls its transmit queue of these
+    // still poll their receive queues every PollPolicy::kMaxSleepUs; each calls its transmit queue of these
     // ports with nothing every kKickMs.
     FixedArray<uint16_t> kick_ports;
     static constexpr uint64_t kKickMs = 50;
@@ -151,14 +151,7 @@ private:
     uint64_t ns_per_tsc_q16_ = 0;  // nanoseconds per TSC cycle, fixed point (16 fraction bits)
     void sample_burst() noexcept;
     uint64_t tsc_per_ms_ = 1;
-    // Idle: polls of nothing before the first sleep, and the sleeps (doubling): kMaxSleepUs is
-    // the most a first packet after a quiet spell waits (the port's ring holds it meanwhile).
-    static constexpr unsigned kSpinPolls = 64;
-    static constexpr unsigned kMinSleepUs = 16, kMaxSleepUs = 1024;
-    // Adaptive polling: a loop that found fewer than kLightBurst packets is light load, and the
-    // empty polls after it sleep at once (kMinSleepUs, doubling). Sleeps this short need a timer
-    // slack (kTimerSlackNs) below nanosleep's default 50 us.
-    static constexpr unsigned kLightBurst = 8;
+    // Sleeps as short as PollPolicy's need a timer slack below nanosleep's default 50 us.
     static constexpr unsigned long kTimerSlackNs = 5000;
     static constexpr uint32_t kAgePassMs = 2000;  // under load, each record is looked at this often
     uint32_t age_budget_ = 64;                    // records a millisecond under load
