@@ -674,7 +674,8 @@ receive burst in 64, from the return of its receive burst to its transmit call; 
 quarter octave, so a figure is its bucket's upper edge; since the gateway's start, warm-up
 included). Beside them, svcgate's DNAT with `dataplane.poll: busy` (spinning through light
 load as testpmd does; the default `adaptive` sleeps about 20 µs after a poll of fewer than 8
-packets), and the floor. Each path runs at 10%, 50% and 90% of its own rate as fast as the link
+packets while its worker carries fewer than 100,000 packets a second, and not at all above that
+since 9bd9c32: every load here is above it), and the floor. Each path runs at 10%, 50% and 90% of its own rate as fast as the link
 takes it (a load above a path's own rate would measure an overload queue); the offered rates are
 in the table, each path's rate in `summary.json` (`latency_us.PATH.max_mpps`). New flows: every packet
 with a source address and port of its own, so each opens a flow; the table (65,536) is full within
