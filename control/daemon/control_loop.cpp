@@ -105,7 +105,9 @@ ReloadOutcome reload(DaemonState& st, Publisher& pub, WorkerShared& shared, cons
         if (!restart.empty())
             log_warning(fmt::format("reload: {} changed; that takes a restart (the rest is applied)", restart));
     } catch (const std::exception& e) {
-        if (api) st.kube->publish_failed();
+        // A file that does not load fails before apply(): the API's changes wait all the same,
+        // or the loop would read the file again at once, and again (a core's worth of CPU).
+        if (st.kube) st.kube->publish_failed(t0);
         std::lock_guard lk(st.mu);
         ++st.reload.failed;
         st.reload.last_ok = false;

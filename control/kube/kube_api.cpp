@@ -357,10 +357,10 @@ bool KubeApi::apply(Config& cfg) {
     return true;
 }
 
-void KubeApi::publish_failed() {
+void KubeApi::publish_failed(std::chrono::steady_clock::time_point started) {
     std::lock_guard lk(mu_);
     applying_ = 0;
-    last_publish_ = publish_started_;
+    last_publish_ = started;
     ++attempts_;  // min_sync_period runs from it
 }
 

@@ -144,9 +144,10 @@ public:
     bool apply(Config& cfg);  // false (nothing added) until synced
     // The publish of the last apply() went out: its changes are programmed.
     void published();
-    // The publish of the last apply() was refused (the file's config is broken): the changes stay
-    // due, and the next try waits min_sync_period as a publish would, instead of retrying at once.
-    void publish_failed();
+    // A reload that began at `started` failed (the file's config is broken: unreadable, or its
+    // publish refused), before or after apply(): the changes stay due, and the next try waits
+    // min_sync_period as a publish would, instead of retrying at once.
+    void publish_failed(std::chrono::steady_clock::time_point started);
 
     report::KubeApi status() const;  // svcgatectl status's kubernetes.api
     void metrics(MetricsText& m) const;

@@ -217,6 +217,12 @@ class Stale:
             check(code and a.get("stale") and isinstance(body, dict) and body.get("apiFresh") is False and dt >= 59,
                   f"stale: changes unpublished for {dt:.0f} s (the rule: 60 s): stale, /healthz 503, apiFresh false",
                   (a.get("pending_seconds"), self.g.healthz()))
+            # Each try reads the broken file and fails; the next waits min_sync_period (200 ms
+            # here), as a publish would: not a loop that takes a core.
+            failed = (self.g.ctl("status") or {}).get("reload_failures", -1)
+            broken = time.monotonic() - self.t0
+            check(0 < failed <= broken / 0.2 + 5, f"stale: the failing publish was tried {failed} times in "
+                  f"{broken:.0f} s (at most one a min_sync_period, 200 ms)")
             with open(self.g.cfg, "w") as f:
                 f.write(self.good)
             check(wait_for(lambda: self.g.healthz()[0] == 200 and not self.g.api().get("stale"), 15),
