@@ -107,8 +107,10 @@ try:
     cfg["dataplane"]["flow_table"]["timeouts"] = {"udp_unreplied": 31}
     restarts = log_count("dataplane.flow_table.timeouts changed; that takes a restart")
     check(publish(cfg, tmp.name), "reload 3: Service default/extra added")
-    check(log_count("dataplane.flow_table.timeouts changed; that takes a restart") == restarts + 1,
-          "a change of the flow-table timeouts is logged as taking a restart")
+    # At least once: the write also wakes the file watcher (watch: true), whose reload may follow
+    # SIGHUP's before the log is read, and says it again (the file still differs from what runs).
+    said = log_count("dataplane.flow_table.timeouts changed; that takes a restart") - restarts
+    check(said >= 1, f"a change of the flow-table timeouts is logged as taking a restart ({said} times)")
     check(curl("lab-sleeper", "http://10.96.100.9/") == "test-pod-1", "the added Service answers")
     time.sleep(0.5)
     # 4. A Service removed.
