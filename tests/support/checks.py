@@ -44,8 +44,61 @@ def lab_end(src, *remove):
 
 
 def ns(name, *cmd, timeout=60):
-    """A command inside a network namespace; bytes out."""
-    return subprocess.run(["ip", "netns", "exec", name, *cmd], capture_output=True, timeout=timeout)
+    """A command inside a network namespace; bytes out. One still running after `timeout` raises
+    subprocess.TimeoutExpired, after printing where it waits (stalled()) to stderr."""
+    p = subprocess.Popen(["ip", "netns", "exec", name, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"still running after {timeout} s: ip netns exec {name} {' '.join(cmd)}\n{stalled(p.pid)}",
+              file=sys.stderr, flush=True)
+        p.kill()
+        p.communicate()
+        raise
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def netns_pid(name):
+    """A process living in network namespace `name`: its /proc/PID/net shows that namespace."""
+    want = os.stat(f"/run/netns/{name}")
+    for link in glob.glob("/proc/[0-9]*/ns/net"):
+        try:
+            st = os.stat(link)
+        except OSError:  # ended meanwhile
+            continue
+        if (st.st_dev, st.st_ino) == (want.st_dev, want.st_ino):
+            return int(link.split("/")[2])
+    raise LookupError(f"no process in network namespace {name}")
+
+
+def stalled(pid):
+    """Where a process that should have ended waits, for the log of a failed run: its state, wait
+    channel and kernel stack, its children's, the host's load and pressure, the kernel's last
+    messages."""
+    def read(path):
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError as e:
+            return f"({e.strerror})"
+
+    lines, todo = [], [pid]
+    while todo and len(lines) < 200:
+        p = todo.pop(0)
+        stat = read(f"/proc/{p}/stat")
+        lines.append(f"pid {p} {read(f'/proc/{p}/cmdline').replace(chr(0), ' ')}: stat {stat[:60]}, "
+                     f"wchan {read(f'/proc/{p}/wchan')}")
+        lines += ["    " + l for l in read(f"/proc/{p}/stack").splitlines()]
+        for t in glob.glob(f"/proc/{p}/task/*/children"):
+            todo += [int(c) for c in read(t).split() if c.isdigit()]
+    lines.append(f"loadavg {read('/proc/loadavg')}")
+    for r in ("cpu", "memory", "io"):
+        lines.append(f"pressure {r}: {read(f'/proc/pressure/{r}')}".replace("\n", "; "))
+    try:
+        lines += subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout.splitlines()[-15:]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return "\n".join(lines)
 
 
 def curl(name, *args, timeout=30):
