@@ -6,7 +6,9 @@
 # targets given, or all), as the Debian package's release build is made.
 bench_build() {
     [ -d build-bench ] || meson setup build-bench --buildtype=release -Db_lto=true -Dtests=false >/dev/null || return 1
-    tools/pgo-build build-bench "$@" >/dev/null
+    local log=build-bench/meson-logs/bench-build.log
+    tools/pgo-build build-bench "$@" >"$log" 2>&1 ||
+        { tail -20 "$log" >&2; echo "bench_build: tools/pgo-build failed (its whole output: $log)" >&2; return 1; }
 }
 
 # bench_lab_up NS PREFIX: raises the 2 MiB hugepages to 1,600 (the 1M-flow capture's pool: net_pcap
