@@ -64,30 +64,34 @@ void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSo
     uint16_t port[kBurst];
     uint16_t kept = 0;
     bool one_port = true;
+    uint64_t bytes = 0;  // of the frames kept: the ports' counts, once a burst when it is one port's
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = b.mbufs[i];
         DropReason why = DropReason::none;
-        const uint32_t bytes = m->pkt_len;
+        const uint32_t len = m->pkt_len;
         const uint16_t p = vlan_receive(map, m, why);
         if (p == kNoPort) {
             ++ctx.counters.rx_packets;
-            ctx.counters.rx_bytes += bytes;
+            ctx.counters.rx_bytes += len;
             ++ctx.counters.drops[static_cast<unsigned>(why)];
             rte_pktmbuf_free(m);
             continue;
         }
-        if (ports) ++ports[p].rx_packets, ports[p].rx_bytes += m->pkt_len;
+        bytes += m->pkt_len;
         one_port &= kept == 0 || p == port[0];
         b.mbufs[kept] = m;  // kept <= i: compacted in place
         port[kept++] = p;
     }
     if (one_port) {  // the usual burst: one VLAN's frames, as they are
         if (kept) {
+            if (ports) ports[port[0]].rx_packets += kept, ports[port[0]].rx_bytes += bytes;
             b.start(kept, port[0], b.trace);
             process_burst(b, ctx);
         }
         return;
     }
+    if (ports)
+        for (uint16_t i = 0; i < kept; ++i) ++ports[port[i]].rx_packets, ports[port[i]].rx_bytes += b.mbufs[i]->pkt_len;
     // One sub-burst per port, in the order of their first frames; each frame in its arrival order.
     rte_mbuf* in[kBurst];
     std::copy(b.mbufs, b.mbufs + kept, in);
