@@ -24,11 +24,27 @@ void Output::init(NeighborTable& neighbors, NeighborTable6& neighbors6, rte_memp
 namespace {
 
 // Per packet: internal, so that every caller in this file inlines it (the exported
-// output_queue() was a call per packet, 3% of BM_PipelineEstablished).
-void queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+// output_queue() was a call per packet, 3% of BM_PipelineEstablished). The frame as it is.
+void enqueue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
     Output::TxBatch& tb = ctx.out.batch(port);
     if (tb.n == Output::kBatch) output_flush(ctx);
     tb.pkts[tb.n++] = m;
+}
+
+// A frame for a port on a trunk (`tag`: Output::vlan): its tag on, its bytes counted. One that
+// cannot take the tag (vlan_can_push) is dropped as the queue's refusal is, under tx_full.
+[[gnu::noinline]] void queue_on_trunk(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, uint16_t tag) noexcept {
+    const uint16_t vid = tag & kPortVlanId;
+    if (vid && !vlan_insert(m, vid)) return output_drop(ctx, m, DropReason::tx_full);
+    ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
+    enqueue(ctx, port, m);
+}
+
+// A frame for the port (or host interface) `port`, with its Ethernet header set.
+void queue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+    if (const uint16_t tag = ctx.out.vlan(port)) [[unlikely]]
+        return queue_on_trunk(ctx, port, m, tag);
+    enqueue(ctx, port, m);
 }
 
 // Asks for `hop`'s MAC on `port` (ARP, or an IPv6 neighbor solicitation), from the port's
@@ -75,12 +91,25 @@ void set_macs(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src)
     for (unsigned k = 0; k < n; ++k) queue(ctx, port, frags[k]);
 }
 
-// A routed packet with its MACs set: queued, or fragmented first.
-void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
+// A routed packet: to `dst` from `src`, queued, or fragmented first. On a port with a tag, its
+// header is written once, MACs and tag (vlan_push_header).
+void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, const rte_ether_addr& dst,
+                  const rte_ether_addr& src) noexcept {
     const uint16_t mtu = ctx.out.mtu(port);
-    if (mtu && m->pkt_len > 14u + mtu) [[unlikely]]
+    if (mtu && m->pkt_len > 14u + mtu) [[unlikely]] {
+        set_macs(m, dst, src);
         return queue_fragmented(ctx, port, m, mtu);
-    queue(ctx, port, m);
+    }
+    if (const uint16_t tag = ctx.out.vlan(port)) [[unlikely]] {
+        if (!(tag & kPortVlanId) || !vlan_push_header(m, dst, src, tag & kPortVlanId)) {
+            set_macs(m, dst, src);
+            return queue_on_trunk(ctx, port, m, tag);
+        }
+        ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
+        return enqueue(ctx, port, m);
+    }
+    set_macs(m, dst, src);
+    enqueue(ctx, port, m);
 }
 
 }  // namespace
@@ -135,8 +164,7 @@ template <typename A>
     }
     bool asked = false;
     if (ns != State::unknown) {
-        set_macs(m, mac, src);
-        queue_routed(ctx, p.out_port, m);
+        queue_routed(ctx, p.out_port, m, mac, src);
         p.l2 = L2Outcome::sent;
         // A stale entry still forwards; one request refreshes it.
         if (ns == State::stale && nt.want_request(hop, ctx.now)) asked = request(ctx, o.pool(), src, p.out_port, hop);
@@ -234,8 +262,7 @@ void output_retry_held(WorkerCtx& ctx) noexcept {
         const bool known = v4 ? o.neighbors_->lookup(h.hop.v4(), ctx.now, mac) != NeighborTable::State::unknown
                               : o.neighbors6_->lookup(h.hop.v6(), ctx.now, mac) != NeighborTable6::State::unknown;
         if (known) {
-            set_macs(h.m, mac, o.macs_[h.port]);
-            queue_routed(ctx, h.port, h.m);
+            queue_routed(ctx, h.port, h.m, mac, o.macs_[h.port]);
         } else if (ctx.now - h.since >= Output::kHoldSeconds) {
             output_drop(ctx, h.m, DropReason::neighbor_unresolved);
         } else {

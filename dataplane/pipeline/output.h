@@ -25,6 +25,7 @@
 #include "dataplane/l3/neighbor.h"
 #include "dataplane/base/types.h"
 #include "dataplane/packet/verdict.h"
+#include "dataplane/pipeline/vlan.h"
 
 namespace svcgate::dp {
 
@@ -76,6 +77,16 @@ public:
     }
     uint16_t host_of(uint16_t port) const noexcept { return host_of_ ? host_of_[port] : kNoHost; }
 
+    // Ports on trunks (vlan.h): `vlans` by port index (kPortVlanId, kPortOnTrunk), `counters` by
+    // port index, where the bytes of what leaves a port on a trunk are added; both alive as long
+    // as the Output. Null (the default): no port on a trunk. A frame takes its port's tag as it
+    // is queued: a routed one with its MACs, in one write of its header (vlan_push_header).
+    void set_trunks(const uint16_t* vlans, PortSoftCounters* counters) noexcept {
+        vlans_ = vlans, trunk_counters_ = counters;
+    }
+    uint16_t vlan(uint16_t port) const noexcept { return vlans_ && port < n_ports_ ? vlans_[port] : 0; }
+    PortSoftCounters& trunk_counters(uint16_t port) noexcept { return trunk_counters_[port]; }
+
     NeighborTable* neighbors() const noexcept { return neighbors_; }
     NeighborTable6* neighbors6() const noexcept { return neighbors6_; }
     rte_mempool* pool() const noexcept { return pool_; }
@@ -113,6 +124,8 @@ private:
     const rte_ether_addr* macs_ = nullptr;
     const uint16_t* mtus_ = nullptr;
     const uint16_t* host_of_ = nullptr;
+    const uint16_t* vlans_ = nullptr;
+    PortSoftCounters* trunk_counters_ = nullptr;
     uint16_t n_ports_ = 0;
     uint16_t n_outputs_ = 0;  // ports and host interfaces
     TxSink sink_;

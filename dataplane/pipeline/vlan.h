@@ -2,14 +2,17 @@
 // their tag. A device with VLAN ports has its frames sorted by (device, VLAN ID) once per burst,
 // before the parse stage: each frame's tag is read once, taken off, and the frame goes into the
 // sub-burst of its port, so every stage after sees an untagged frame of one port, as the kernel's
-// stack behind a VLAN sub-interface does. The tag goes back on where every path leaves (the
-// worker's transmit: forwards, replies, REJECTs, ICMP errors, ARP and ND answers, the host path).
+// stack behind a VLAN sub-interface does. The tag goes back on where every path leaves: as the
+// output stage queues a frame (Output::set_trunks: forwards, replies, REJECTs, ICMP errors, ARP
+// and ND answers and requests), and in the worker's host path (what the kernel sends).
 // A device whose ports are all untagged skips both: its frames reach the parser as they came, and
 // one tagged with a VLAN ID is counted as vlan_unknown there (ID 0, a priority tag, is parsed).
 //
-// The tags are inserted and removed in software: the 12 address bytes moved by 4 within the
-// frame's first cache line. Priority bits are not carried from request to reply (flows do not keep them): what
-// svcgate sends has priority 0.
+// The tags are inserted and removed in software, within the frame's first cache line: on the way
+// in, the 12 address bytes moved by 4; on the way out, a routed frame's header written whole, its
+// MACs and tag (vlan_push_header), any other frame's addresses moved back (vlan_insert). Priority
+// bits are not carried from request to reply (flows do not keep them): what svcgate sends has
+// priority 0.
 //
 // Runs on: the workers, trace and the tests. Owns: nothing.
 #pragma once
@@ -19,6 +22,7 @@
 #include <cstring>
 
 #include <rte_byteorder.h>
+#include <rte_ether.h>
 #include <rte_mbuf.h>
 
 #include "dataplane/packet/verdict.h"
@@ -30,6 +34,10 @@ struct WorkerCtx;
 
 inline constexpr uint16_t kNoPort = 0xffff;
 inline constexpr uint16_t kVlanIds = 4096;
+// A port's place on its device, by port index (WorkerShared::port_vlans, Output::set_trunks): the
+// tag its frames leave with (kPortVlanId bits, 0: none) and kPortOnTrunk when its device has VLAN
+// ports; 0 for a port alone on its device.
+inline constexpr uint16_t kPortVlanId = 0x0fff, kPortOnTrunk = 0x8000;
 
 // A device's ports by VLAN ID: port[0] is its untagged port (frames with a priority tag, ID 0,
 // too), kNoPort where it has none.
@@ -53,18 +61,45 @@ inline void vlan_move_macs(uint8_t* to, const uint8_t* from) noexcept {
     std::memcpy(to + 8, &b, 4);
 }
 
-// Puts an 802.1Q tag of `vid` (priority 0) in front of the frame's EtherType. False when the
-// mbuf has no headroom for it, or is shared (a clone's data is not ours to move).
+// Whether a frame can take a tag: 4 bytes of headroom, and its data its own (a clone's is not
+// ours to move).
+inline bool vlan_can_push(const rte_mbuf* m) noexcept {
+    return rte_pktmbuf_headroom(m) >= 4 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1;
+}
+
+inline void vlan_store_tag(uint8_t* at, uint16_t vid) noexcept {
+    const uint32_t tag = rte_cpu_to_be_32(0x81000000u | (vid & kPortVlanId));
+    std::memcpy(at, &tag, 4);
+}
+
+// Puts an 802.1Q tag of `vid` (priority 0) in front of the frame's EtherType. False when it
+// cannot take one (vlan_can_push).
 inline bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
-    if (rte_pktmbuf_headroom(m) < 4 || !RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) > 1) [[unlikely]]
+    if (!vlan_can_push(m)) [[unlikely]]
         return false;
     uint8_t* from = rte_pktmbuf_mtod(m, uint8_t*);
     m->data_off = static_cast<uint16_t>(m->data_off - 4);
     m->data_len = static_cast<uint16_t>(m->data_len + 4);
     m->pkt_len += 4;
     vlan_move_macs(from - 4, from);
-    const uint32_t tag = rte_cpu_to_be_32(0x81000000u | (vid & 0xfffu));
-    std::memcpy(from + 8, &tag, 4);
+    vlan_store_tag(from + 8, vid);
+    return true;
+}
+
+// A routed frame's Ethernet header written whole: to `dst` from `src`, an 802.1Q tag of `vid`
+// (priority 0) before the EtherType, in 4 bytes of its headroom. The MACs' store and
+// vlan_insert in one, the old addresses neither read nor moved. False as vlan_insert, nothing
+// written.
+inline bool vlan_push_header(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t vid) noexcept {
+    if (!vlan_can_push(m)) [[unlikely]]
+        return false;
+    m->data_off = static_cast<uint16_t>(m->data_off - 4);
+    m->data_len = static_cast<uint16_t>(m->data_len + 4);
+    m->pkt_len += 4;
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    std::memcpy(f, dst.addr_bytes, RTE_ETHER_ADDR_LEN);
+    std::memcpy(f + RTE_ETHER_ADDR_LEN, src.addr_bytes, RTE_ETHER_ADDR_LEN);
+    vlan_store_tag(f + 12, vid);
     return true;
 }
 

@@ -32,6 +32,9 @@ Worker::Worker(WorkerShared& shared, uint16_t index, uint16_t n_workers, FlowTab
         ctx_.out.set_host_path(shared.host_of.data(), static_cast<uint16_t>(shared.port_ids.size()));
     tsc_per_ms_ = std::max<uint64_t>(rte_get_tsc_hz() / 1000, 1);
     port_soft_ = FixedArray<PortSoftCounters>(shared.port_macs.size());
+    if (shared.port_vlans.size() == shared.port_macs.size() &&
+        std::any_of(shared.port_vlans.begin(), shared.port_vlans.end(), [](uint16_t v) { return v != 0; }))
+        ctx_.out.set_trunks(shared.port_vlans.data(), port_soft_.data());
     const auto [lo4, hi4] = flows.owner_ids(index);
     const auto [lo6, hi6] = flows6.owner_ids(index);
     age_budget_ = std::max<uint32_t>(64, std::max(hi4 - lo4, hi6 - lo6) / kAgePassMs + 1);
@@ -42,12 +45,13 @@ int Worker::main(void* self) {
     return 0;
 }
 
+// The sink of the worker's Output: a port on a trunk gets its frames tagged and their bytes
+// counted (Output::set_trunks); transmit counts them sent, and takes back the bytes of those
+// the queue refuses.
 uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
     auto* w = static_cast<Worker*>(self);
     const TxQueue& tq = w->tx_[port];
     const bool trunk = port < w->shared_.port_vlans.size() && w->shared_.port_vlans[port];
-    if (trunk) [[unlikely]]
-        n = w->on_trunk(port, pkts, n);
     if (tq.lock) rte_spinlock_lock(tq.lock);
     const uint16_t sent = rte_eth_tx_burst(w->shared_.port_ids[port], tq.queue, pkts, n);
     if (tq.lock) rte_spinlock_unlock(tq.lock);
@@ -58,14 +62,15 @@ uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n
     if (trunk) [[unlikely]] {
         PortSoftCounters& c = w->port_soft_[port];
         c.tx_packets += sent;
-        for (uint16_t i = sent; i < n; ++i) c.tx_bytes -= pkts[i]->pkt_len;  // added by on_trunk
+        for (uint16_t i = sent; i < n; ++i) c.tx_bytes -= pkts[i]->pkt_len;  // added when tagged
     }
     return sent;
 }
 
-// Packets leaving by a port on a trunk get its VLAN's tag (vlan.h), and their bytes are counted
-// (transmit takes back those of the packets the queue refuses). A packet the tag does not fit (no
-// headroom) goes last, past the count returned, and is freed by the caller under tx_full.
+// What the kernel wrote for a port on a trunk gets its VLAN's tag (vlan.h), and its bytes are
+// counted (transmit takes back those of the packets the queue refuses), as the Output does for
+// the rest. A packet the tag does not fit (no headroom) goes last, past the count returned, for
+// the caller to free.
 uint16_t Worker::on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
     const uint16_t vid = shared_.port_vlans[port] & WorkerShared::kPortVlanId;
     uint16_t k = 0;
@@ -180,7 +185,8 @@ bool Worker::from_hosts() noexcept {
         const uint16_t n = rte_eth_rx_burst(shared_.port_ids[h.output], 0, pkts, std::size(pkts));
         if (!n) continue;
         any = true;
-        const uint16_t sent = transmit(this, h.port, pkts, n);
+        const bool trunk = h.port < shared_.port_vlans.size() && shared_.port_vlans[h.port];
+        const uint16_t sent = transmit(this, h.port, pkts, trunk ? on_trunk(h.port, pkts, n) : n);
         ctx_.counters.host_out += sent;
         ctx_.counters.host_out_dropped += n - sent;
         for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);

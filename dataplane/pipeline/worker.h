@@ -70,7 +70,7 @@ struct WorkerShared {
     // kPortOnTrunk when its device has VLAN ports (the port's packets are then counted by the
     // workers, PortSoftCounters, not by the device); 0 for a port alone on its device. And by
     // port index, the dispatch of the device whose queues it polls (its first port), or null.
-    static constexpr uint16_t kPortVlanId = 0x0fff, kPortOnTrunk = 0x8000;
+    static constexpr uint16_t kPortVlanId = dp::kPortVlanId, kPortOnTrunk = dp::kPortOnTrunk;
     FixedArray<uint16_t> port_vlans;
     FixedArray<const VlanMap*> vlan_maps;
     // The ports (indices) of 802.3ad bonds, one per bond: LACP's frames leave in a transmit call

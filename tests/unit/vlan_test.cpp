@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <rte_mbuf.h>
 
+#include "dataplane/pipeline/burst.h"
+#include "dataplane/pipeline/output.h"
+#include "dataplane/pipeline/pipeline.h"
 #include "dataplane/pipeline/vlan.h"
 #include "test_support.h"
 
@@ -132,6 +135,93 @@ TEST(Vlan, InsertPutsTheTagBackAndReceiveTakesItOff) {
     DropReason why = DropReason::none;
     EXPECT_EQ(vlan_receive(map, m.m, why), 9);
     EXPECT_EQ(m.bytes(), plain);
+}
+
+TEST(Vlan, PushHeaderWritesMacsAndTagInOne) {
+    const Frame plain = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
+    const rte_ether_addr dst{{0x02, 0, 0, 0, 0, 0x99}}, src{{0x02, 0, 0, 0, 0, 0x02}};
+    Frame want = plain;
+    std::memcpy(want.data(), dst.addr_bytes, 6);
+    std::memcpy(want.data() + 6, src.addr_bytes, 6);
+    Mbuf m(plain);
+    ASSERT_TRUE(vlan_push_header(m.m, dst, src, 20));
+    EXPECT_EQ(m.bytes(), tagged(want, 20)) << "the MACs given, then priority 0, VLAN ID 20, the EtherType";
+    EXPECT_EQ(m.m->pkt_len, plain.size() + 4);
+
+    Mbuf shared(plain);  // a clone's data is not ours to write
+    rte_mbuf_refcnt_update(shared.m, 1);
+    EXPECT_FALSE(vlan_push_header(shared.m, dst, src, 20));
+    EXPECT_EQ(shared.bytes(), plain) << "nothing written";
+    rte_mbuf_refcnt_update(shared.m, -1);
+}
+
+// The output stage of a worker whose ports 0 and 1 are VLANs 10 and 20 of a trunk and port 2 its
+// untagged port: every frame it sends leaves with its port's tag, and the bytes are counted by port.
+TEST(Vlan, OutputTagsWhatLeavesAPortOnATrunk) {
+    static std::vector<rte_mbuf*> sent;
+    sent.clear();
+    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
+                          sent.insert(sent.end(), pkts, pkts + n);
+                          return n;
+                      },
+                      .arg = nullptr};
+    static NeighborTable nt;  // large: not on the stack
+    static NeighborTable6 nt6;
+    const rte_ether_addr macs[3]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}, {{0x02, 0, 0, 0, 0, 0x03}}};
+    const uint16_t vlans[3]{kPortOnTrunk | 10, kPortOnTrunk | 20, kPortOnTrunk};
+    PortSoftCounters counters[3];
+    WorkerCtx ctx;
+    ctx.out.init(nt, nt6, pool(), macs, 3, sink);
+    ctx.out.set_trunks(vlans, counters);
+    const rte_ether_addr pod{{0x02, 0, 0, 0, 0, 0x99}};
+    auto routed = [&](const Frame& f, uint16_t port) {
+        rte_mbuf* m = rte_pktmbuf_alloc(pool());
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+        PacketState p;
+        p.verdict = Verdict::forward;
+        p.out_port = port;
+        std::memcpy(&p.next_mac, pod.addr_bytes, 6);
+        output_packet(ctx, m, p, 0, nullptr);
+    };
+    const Frame syn = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
+    routed(syn, 1);
+    routed(syn, 2);
+    {  // a REJECT, built in place: back out of its in port as it is, with the port's tag
+        rte_mbuf* m = rte_pktmbuf_alloc(pool());
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(syn.size())), syn.data(), syn.size());
+        PacketState p;
+        p.verdict = Verdict::reject;
+        output_packet(ctx, m, p, 0, nullptr);
+    }
+    {  // a clone cannot take a tag: dropped as the queue's refusal is
+        rte_mbuf* m = rte_pktmbuf_alloc(pool());
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(syn.size())), syn.data(), syn.size());
+        rte_mbuf_refcnt_update(m, 1);
+        PacketState p;
+        p.verdict = Verdict::reject;
+        output_packet(ctx, m, p, 0, nullptr);
+        EXPECT_EQ(rte_mbuf_refcnt_read(m), 1) << "the drop frees the test's second reference only";
+        rte_pktmbuf_free(m);
+    }
+    output_flush(ctx);
+    ASSERT_EQ(sent.size(), 3u);
+    Frame to_pod = syn;
+    std::memcpy(to_pod.data(), pod.addr_bytes, 6);
+    std::memcpy(to_pod.data() + 6, macs[1].addr_bytes, 6);
+    std::vector<Frame> out;
+    for (rte_mbuf* m : sent)
+        out.push_back(Frame(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_mtod(m, uint8_t*) + rte_pktmbuf_data_len(m)));
+    // By port, in port order (output_flush).
+    EXPECT_EQ(out[0], tagged(syn, 10)) << "the REJECT, tag 10";
+    EXPECT_EQ(out[1], tagged(to_pod, 20)) << "routed to VLAN 20: the pod's MAC, port 1's, tag 20";
+    std::memcpy(to_pod.data() + 6, macs[2].addr_bytes, 6);
+    EXPECT_EQ(out[2], to_pod) << "the trunk's untagged port: no tag";
+    EXPECT_EQ(counters[0].tx_bytes, syn.size() + 4);
+    EXPECT_EQ(counters[1].tx_bytes, syn.size() + 4);
+    EXPECT_EQ(counters[2].tx_bytes, syn.size());
+    EXPECT_EQ(ctx.counters.drops[static_cast<unsigned>(DropReason::tx_full)], 1u);
+    for (rte_mbuf* m : sent) rte_pktmbuf_free(m);
+    sent.clear();
 }
 
 namespace {
