@@ -46,6 +46,7 @@
 #include "dataplane/pipeline/parse.h"
 #include "dataplane/pipeline/parse_stage.h"
 #include "dataplane/pipeline/pipeline.h"
+#include "dataplane/pipeline/vlan.h"
 #include "control/snapshot/publisher.h"
 #include "control/snapshot/snapshot_builder.h"
 #include "control/ha/sync.h"
