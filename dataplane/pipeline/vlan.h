@@ -72,17 +72,23 @@ inline void vlan_store_tag(uint8_t* at, uint16_t vid) noexcept {
     std::memcpy(at, &tag, 4);
 }
 
+// The frame's start moved 4 bytes into its headroom, for a tag (vlan_can_push holds): the new
+// start.
+inline uint8_t* vlan_grow(rte_mbuf* m) noexcept {
+    m->data_off = static_cast<uint16_t>(m->data_off - 4);
+    m->data_len = static_cast<uint16_t>(m->data_len + 4);
+    m->pkt_len += 4;
+    return rte_pktmbuf_mtod(m, uint8_t*);
+}
+
 // Puts an 802.1Q tag of `vid` (priority 0) in front of the frame's EtherType. False when it
 // cannot take one (vlan_can_push).
 inline bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
     if (!vlan_can_push(m)) [[unlikely]]
         return false;
-    uint8_t* from = rte_pktmbuf_mtod(m, uint8_t*);
-    m->data_off = static_cast<uint16_t>(m->data_off - 4);
-    m->data_len = static_cast<uint16_t>(m->data_len + 4);
-    m->pkt_len += 4;
-    vlan_move_macs(from - 4, from);
-    vlan_store_tag(from + 8, vid);
+    uint8_t* f = vlan_grow(m);
+    vlan_move_macs(f, f + 4);
+    vlan_store_tag(f + 12, vid);
     return true;
 }
 
@@ -93,10 +99,7 @@ inline bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
 inline bool vlan_push_header(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t vid) noexcept {
     if (!vlan_can_push(m)) [[unlikely]]
         return false;
-    m->data_off = static_cast<uint16_t>(m->data_off - 4);
-    m->data_len = static_cast<uint16_t>(m->data_len + 4);
-    m->pkt_len += 4;
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    uint8_t* f = vlan_grow(m);
     std::memcpy(f, dst.addr_bytes, RTE_ETHER_ADDR_LEN);
     std::memcpy(f + RTE_ETHER_ADDR_LEN, src.addr_bytes, RTE_ETHER_ADDR_LEN);
     vlan_store_tag(f + 12, vid);
