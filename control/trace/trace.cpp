@@ -317,8 +317,8 @@ TraceRecord Tracer::run_frame(const Frame& frame, std::string input) {
 
 // The port a burst arrives on: where the gateway's routes say its first packet's source lives;
 // or, for a tagged frame, the port of that VLAN (on the routed port's device when several
-// devices have it), its tag taken off as the worker's dispatch does (vlan.h). A tag no port
-// has stays on, for the parser to count as vlan_unknown.
+// devices have it), its tag taken off (the worker's stages take it on or off alike: vlan.h), so
+// that a tag no port has, which stays on, is what the parser counts as vlan_unknown.
 uint16_t Tracer::arrival_port(const std::vector<Frame>& frames) {
     const uint16_t vid = frames[0].size() >= 18 && frames[0][12] == 0x81 && frames[0][13] == 0
         ? static_cast<uint16_t>((frames[0][14] << 8 | frames[0][15]) & 0xfff)
@@ -347,7 +347,10 @@ uint16_t Tracer::arrival_port(const std::vector<Frame>& frames) {
             VlanMap map;  // the first frame's VLAN only: a frame of another keeps its tag (vlan_unknown)
             map.port[vid] = tagged;
             DropReason why;
-            for (size_t i = 0; i < frames.size(); ++i) (void)vlan_receive(map, burst_->mbufs[i], why);
+            for (size_t i = 0; i < frames.size(); ++i)
+                if (vlan_receive(map, burst_->mbufs[i], why) != kNoPort &&
+                    vlan_tagged(rte_pktmbuf_mtod(burst_->mbufs[i], const uint8_t*)))
+                    vlan_strip(burst_->mbufs[i]);
         }
     }
     return in_port;

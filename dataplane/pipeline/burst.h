@@ -141,6 +141,9 @@ struct Burst {
     rte_mbuf* mbufs[kBurst];
     PacketState pkt[kBurst];
     PacketTrace* trace = nullptr;  // kBurst records, or null
+    // The frames' 802.1Q tags are their port's, checked by the VLAN dispatch (vlan.h): the parser
+    // takes a tagged frame of any VLAN ID. False (start()): only a priority tag (ID 0) is parsed.
+    bool tags_checked = false;
 
     // Handed from stage to stage. The stages from lookup to insert run once per family, over
     // that family's packets (pipeline.cpp); misses, vip_hits and fresh are the current family's.
@@ -159,6 +162,7 @@ struct Burst {
         n = count > kBurst ? kBurst : count;
         in_port = port;
         trace = t;
+        tags_checked = false;
         flows.n = flows6.n = misses.n = vip_hits.n = fresh.n = frags.n = 0;
     }
     PacketTrace* trace_of(uint16_t i) noexcept { return trace ? &trace[i] : nullptr; }

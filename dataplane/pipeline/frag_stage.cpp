@@ -63,11 +63,13 @@ FragResult result_of(const PacketState& p, const rte_mbuf* mb) noexcept {
 }
 
 // A fragment released from the hold: re-read (its meta went with its burst), then forwarded and
-// sent as a packet of the burst would be. It came in by mb->port (a port index, set on arrival).
+// sent as a packet of the burst would be. It came in by mb->port (a port index, set on arrival),
+// and passed the parser then: its tag, if it has one, is its port's.
 void release(WorkerCtx& ctx, rte_mbuf* mb, const FragResult& r) noexcept {
     ctx.counters.frag_taken++;
     PacketState p;
-    const DropReason pr = parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), p.meta);
+    const DropReason pr = parse_packet(rte_pktmbuf_mtod(mb, const uint8_t*), rte_pktmbuf_data_len(mb), p.meta,
+                                       ParseOptions{.tags_checked = true});
     if (pr != DropReason::none) return output_drop(ctx, mb, pr);
     follow_result(p, r);
     if (p.verdict == Verdict::drop) return output_drop(ctx, mb, p.reason);

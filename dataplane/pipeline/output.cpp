@@ -31,11 +31,21 @@ void enqueue(WorkerCtx& ctx, uint16_t port, rte_mbuf* m) noexcept {
     tb.pkts[tb.n++] = m;
 }
 
-// A frame for a port on a trunk (`tag`: Output::vlan): its tag on, its bytes counted. One that
-// cannot take the tag (vlan_can_push) is dropped as the queue's refusal is, under tx_full.
+// A frame for a port on a trunk (`tag`: Output::vlan): its port's tag on, its bytes counted. A
+// frame answered in place keeps the tag it came with (vlan.h), set to the port's, or taken off on
+// the trunk's untagged port. One that cannot take the tag (vlan_can_push) is dropped as the
+// queue's refusal is, under tx_full.
 [[gnu::noinline]] void queue_on_trunk(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, uint16_t tag) noexcept {
     const uint16_t vid = tag & kPortVlanId;
-    if (vid && !vlan_insert(m, vid)) return output_drop(ctx, m, DropReason::tx_full);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    if (rte_pktmbuf_data_len(m) >= sizeof(rte_ether_hdr) && vlan_tagged(f)) {
+        if (vid)
+            vlan_store_tag(f + 12, vid);
+        else
+            vlan_strip(m);
+    } else if (vid && !vlan_insert(m, vid)) {
+        return output_drop(ctx, m, DropReason::tx_full);
+    }
     ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
     enqueue(ctx, port, m);
 }
@@ -91,22 +101,53 @@ void set_macs(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src)
     for (unsigned k = 0; k < n; ++k) queue(ctx, port, frags[k]);
 }
 
-// A routed packet: to `dst` from `src`, queued, or fragmented first. On a port with a tag, its
-// header is written once, MACs and tag (vlan_push_header).
-void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, const rte_ether_addr& dst,
-                  const rte_ether_addr& src) noexcept {
+// A routed packet that came in tagged or leaves by a port on a trunk (`tag`: Output::vlan, 0 for
+// a port alone on its device), as queue_routed, but for the usual case of a trunk, tagged in and
+// out, which queue_routed handles itself. Tagged in only: its tag taken off first; tagged out
+// only: its header written once, MACs and tag pushed in front (vlan_push_header); too large for
+// the port: fragmented untagged, each fragment tagged as it is queued. A call of its own, so that
+// queue_routed stays small enough to be inlined into the output stage's loop.
+[[gnu::noinline]] void queue_routed_vlan(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, const rte_ether_addr& dst,
+                                         const rte_ether_addr& src, uint16_t tag) noexcept {
+    const uint16_t vid = tag & kPortVlanId;
     const uint16_t mtu = ctx.out.mtu(port);
+    if (vlan_tagged(rte_pktmbuf_mtod(m, const uint8_t*))) vlan_strip(m);
     if (mtu && m->pkt_len > 14u + mtu) [[unlikely]] {
         set_macs(m, dst, src);
         return queue_fragmented(ctx, port, m, mtu);
     }
-    if (const uint16_t tag = ctx.out.vlan(port)) [[unlikely]] {
-        if (!(tag & kPortVlanId) || !vlan_push_header(m, dst, src, tag & kPortVlanId)) {
-            set_macs(m, dst, src);
-            return queue_on_trunk(ctx, port, m, tag);
-        }
-        ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
+    if (!tag) {
+        set_macs(m, dst, src);
         return enqueue(ctx, port, m);
+    }
+    if (!vid || !vlan_push_header(m, dst, src, vid)) {
+        set_macs(m, dst, src);
+        return queue_on_trunk(ctx, port, m, tag);
+    }
+    ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
+    enqueue(ctx, port, m);
+}
+
+// A routed packet: to `dst` from `src`, queued, or fragmented first. One that came in tagged and
+// leaves by a VLAN port within its MTU: its header rewritten in place, MACs and tag
+// (vlan_set_header), nothing moved. Any other that came in tagged or leaves by a port on a trunk:
+// queue_routed_vlan.
+[[gnu::always_inline]] inline void queue_routed(WorkerCtx& ctx, uint16_t port, rte_mbuf* m, const rte_ether_addr& dst,
+                                                const rte_ether_addr& src) noexcept {
+    const uint16_t tag = ctx.out.vlan(port);
+    const uint16_t mtu = ctx.out.mtu(port);
+    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+    if (tag || vlan_tagged(f)) [[unlikely]] {
+        if ((tag & kPortVlanId) && vlan_tagged(f) && (!mtu || m->pkt_len <= 18u + mtu)) {
+            vlan_set_header(f, dst, src, tag & kPortVlanId);
+            ctx.out.trunk_counters(port).tx_bytes += m->pkt_len;
+            return enqueue(ctx, port, m);
+        }
+        return queue_routed_vlan(ctx, port, m, dst, src, tag);
+    }
+    if (mtu && m->pkt_len > 14u + mtu) [[unlikely]] {
+        set_macs(m, dst, src);
+        return queue_fragmented(ctx, port, m, mtu);
     }
     set_macs(m, dst, src);
     enqueue(ctx, port, m);
@@ -201,6 +242,8 @@ template <typename A>
     ++ctx.counters.punted;
     p.reason = DropReason::none;
     p.l2 = L2Outcome::punted;
+    // The kernel sees a VLAN port's frames untagged on its TAP (vlan.h).
+    if (ctx.out.vlan(in_port) && vlan_tagged(rte_pktmbuf_mtod(m, const uint8_t*))) vlan_strip(m);
     queue(ctx, ctx.out.host_of(in_port), m);
     return true;
 }

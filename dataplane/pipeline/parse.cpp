@@ -14,6 +14,7 @@
 #include "dataplane/base/checksum.h"
 #include "dataplane/pipeline/frag_stage.h"
 #include "dataplane/pipeline/parse_stage.h"
+#include "dataplane/pipeline/vlan.h"
 
 namespace svcgate::dp {
 
@@ -447,9 +448,9 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
         off += sizeof(rte_vlan_hdr);
         if (type == kEthVlan || type == kEthQinQ) [[unlikely]]
             return DropReason::vlan_stacked;
-        // A port's frames reach the parser untagged (a device with VLAN ports has its tags taken
-        // off before, vlan.h): a VLAN ID here is one no port has. ID 0 is a priority tag only.
-        if (vid != 0) [[unlikely]]
+        // A tagged frame of a device with VLAN ports had its ID checked by the dispatch (vlan.h);
+        // on any other device a VLAN ID is one no port has. ID 0 is a priority tag only.
+        if (vid != 0 && !opts.tags_checked) [[unlikely]]
             return DropReason::vlan_unknown;
     } else if (type == kEthQinQ) [[unlikely]] {
         return DropReason::vlan_stacked;
@@ -499,23 +500,27 @@ DropReason parse_ipv6(const uint8_t* f, uint32_t len, uint16_t off, PacketMeta& 
 // The shortest frame the fast paths below take: an IPv4 TCP header's (a minimum Ethernet frame, 60
 // bytes, always has it).
 constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + sizeof(rte_tcp_hdr);
+// The fast paths' Ethernet header: untagged, or one 802.1Q tag whose ID the dispatch checked or 0.
+constexpr uint32_t kL2Plain = sizeof(rte_ether_hdr), kL2Tagged = sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr);
 
-// The frame nearly every packet is (EtherType 0x0800, which the caller has read): untagged IPv4 to a
-// unicast MAC, a 20-byte header, not a
-// fragment, TCP or UDP, and every check of parse_frame passing. Decided from two 8-byte loads
-// and a few compares, the tuple written as one 16-byte store from the frame's own bytes (source,
-// destination and ports lie in the key's order there). Any other frame, or one failing any check,
+// The frame nearly every packet is (EtherType 0x0800 after an L2 header of kEth bytes, which the
+// caller has read): IPv4 to a unicast MAC, a 20-byte header, not a fragment, TCP or UDP, and every
+// check of parse_frame passing. Decided from two 8-byte loads and a few compares, the tuple
+// written as one 16-byte store from the frame's own bytes (source, destination and ports lie in
+// the key's order there). Any other frame, or one failing any check,
 // returns false and goes to parse_frame, which names its reason; for a frame it takes, the meta is
 // parse_frame's byte for byte (ParseBurst tests).
+template <uint32_t kEth>
 [[gnu::always_inline]] inline bool parse_ipv4_fast(const uint8_t* f, uint32_t len, PacketMeta& m,
                                                    bool csum_verified) noexcept {
-    constexpr uint32_t kEth = sizeof(rte_ether_hdr), kIp = sizeof(rte_ipv4_hdr);
-    if (len < kFastMinLen) [[unlikely]]
+    constexpr uint32_t kIp = sizeof(rte_ipv4_hdr);
+    if (len < kFastMinLen + (kEth - kL2Plain)) [[unlikely]]
         return false;
-    // Bytes 12-19 (EtherType, version and IHL, TOS, total length, identification) and 20-27
-    // (flags and fragment offset, TTL, protocol, checksum, half the source), little-endian words.
-    const uint64_t a = load<uint64_t>(f + 12);
-    const uint64_t c = load<uint64_t>(f + 20);
+    // Bytes 12-19 of an untagged frame (EtherType, version and IHL, TOS, total length,
+    // identification) and 20-27 (flags and fragment offset, TTL, protocol, checksum, half the
+    // source), little-endian words; 4 bytes on for a tagged one.
+    const uint64_t a = load<uint64_t>(f + kEth - 2);
+    const uint64_t c = load<uint64_t>(f + kEth + 6);
     // Version 4 and IHL 5, a unicast destination MAC; neither MF nor an offset (DF and the reserved
     // bit may be set, as parse_ipv4 allows).
     if ((a & 0xff0000) != 0x450000 || (c & 0xff3f) != 0 || (f[0] & 0x01)) [[unlikely]]
@@ -569,9 +574,10 @@ constexpr uint32_t kFastMinLen = sizeof(rte_ether_hdr) + sizeof(rte_ipv4_hdr) + 
 
 // The same for IPv6 (EtherType 0x86dd, which the caller has read): a 40-byte header followed at
 // once by TCP or UDP (no extension header), addresses and MAC that check_ip6_addresses lets
-// through. The key's addresses and ports lie in its order in the frame (bytes 22-57).
+// through. The key's addresses and ports lie in its order in the frame (bytes 22-57 untagged).
+template <uint32_t kEth>
 [[gnu::always_inline]] inline bool parse_ipv6_fast(const uint8_t* f, uint32_t len, PacketMeta& m) noexcept {
-    constexpr uint32_t kEth = sizeof(rte_ether_hdr), kIp = 40;
+    constexpr uint32_t kIp = 40;
     if (len < kEth + kIp + sizeof(rte_tcp_hdr)) [[unlikely]]  // a TCP header's room, as for IPv4
         return false;
     const uint8_t* ip = f + kEth;
@@ -603,7 +609,34 @@ DropReason parse_packet(const uint8_t* f, uint32_t len, PacketMeta& m, ParseOpti
     return parse_frame(f, len, m, opts);
 }
 
-void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
+namespace {
+
+// A frame the fast paths take, after an L2 header of kEth bytes: its meta written, its verdict
+// forward, in its family's list.
+template <uint32_t kEth>
+[[gnu::always_inline]] inline bool parse_fast(Burst& b, uint16_t i, const uint8_t* f, uint32_t len, uint16_t type,
+                                              uint64_t csum) noexcept {
+    PacketState& p = b.pkt[i];
+    if (type == to_be16(RTE_ETHER_TYPE_IPV4) &&
+        parse_ipv4_fast<kEth>(f, len, p.meta, csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD)) [[likely]] {
+        p.set(Verdict::forward);
+        b.flows.push(i);
+        return true;
+    }
+    if (type == to_be16(RTE_ETHER_TYPE_IPV6) && parse_ipv6_fast<kEth>(f, len, p.meta)) {
+        p.set(Verdict::forward);
+        b.flows6.push(i);
+        return true;
+    }
+    return false;
+}
+
+// The parse stage's loop. kTagged: a VLAN port's burst (Burst::tags_checked), whose frames carry
+// their checked tag, read past on the fast paths first (vlan.h); else the fast paths take
+// untagged frames only. A loop of each, so that the untagged one, nearly every burst, has no test
+// for a tag.
+template <bool kTagged>
+[[gnu::always_inline]] inline void parse_loop(Burst& b, WorkerCtx& ctx) noexcept {
     uint64_t rx_bytes = 0;  // added to the counters once a burst
     for (uint16_t i = 0; i < b.n; ++i) {
         if (i + 1 < b.n) rte_prefetch0(rte_pktmbuf_mtod(b.mbufs[i + 1], void*));
@@ -623,22 +656,15 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
         // The fast paths (above), for the common frames; the full parser for the rest and for
         // every error (a NIC's bad checksum too, whatever the frame: the full path's rule).
         if (mb->nb_segs == 1 && len >= kFastMinLen && csum != RTE_MBUF_F_RX_IP_CKSUM_BAD) [[likely]] {
-            const uint16_t type = load<rte_be16_t>(f + 12);
-            if (type == to_be16(RTE_ETHER_TYPE_IPV4) &&
-                parse_ipv4_fast(f, len, p.meta, csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD)) [[likely]] {
-                p.set(Verdict::forward);
-                b.flows.push(i);
+            if constexpr (kTagged)
+                if (vlan_tagged(f) && parse_fast<kL2Tagged>(b, i, f, len, load<rte_be16_t>(f + 16), csum)) [[likely]]
+                    continue;
+            if (parse_fast<kL2Plain>(b, i, f, len, load<rte_be16_t>(f + 12), csum)) [[likely]]
                 continue;
-            }
-            if (type == to_be16(RTE_ETHER_TYPE_IPV6) && parse_ipv6_fast(f, len, p.meta)) {
-                p.set(Verdict::forward);
-                b.flows6.push(i);
-                continue;
-            }
         }
         // A frame larger than one mbuf arrives chained; headers split over segments are not
         // parsed (the data room is sized for an MTU: a jumbo frame here is a misconfiguration).
-        ParseOptions po{.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD};
+        ParseOptions po{.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD, .tags_checked = kTagged};
         DropReason r = mb->nb_segs > 1 ? DropReason::mbuf_chained : parse_frame(f, len, p.meta, po);
         if (csum == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none) r = DropReason::ip_bad_checksum;
         if (r != DropReason::none) {
@@ -661,6 +687,14 @@ void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
     }
     ctx.counters.rx_packets += b.n;
     ctx.counters.rx_bytes += rx_bytes;
+}
+
+}  // namespace
+
+void parse_burst(Burst& b, WorkerCtx& ctx) noexcept {
+    if (b.tags_checked) [[unlikely]]
+        return parse_loop<true>(b, ctx);
+    parse_loop<false>(b, ctx);
 }
 
 }  // namespace svcgate::dp

@@ -13,6 +13,7 @@ namespace svcgate::dp {
 
 struct ParseOptions {
     bool ip_csum_verified = false;  // the NIC said the IPv4 header checksum is good
+    bool tags_checked = false;      // an 802.1Q tag's VLAN ID is its port's (Burst::tags_checked)
 };
 
 // IPv4: RFC 1812 section 5.2.2 checks (numbered in the implementation), then the L4 header.

@@ -15,15 +15,26 @@ namespace {
 
 inline uint16_t be16_at(const uint8_t* p) noexcept { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
 
+// A received frame's bytes as its port counts them: without its tag, as the kernel counts a VLAN
+// device's.
+inline uint32_t port_bytes(const rte_mbuf* m) noexcept {
+    return m->pkt_len - (vlan_tagged(rte_pktmbuf_mtod(m, const uint8_t*)) ? sizeof(rte_vlan_hdr) : 0);
+}
+
 }  // namespace
 
 uint16_t vlan_receive(const VlanMap& map, rte_mbuf* m, DropReason& why) noexcept {
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     const uint32_t len = rte_pktmbuf_data_len(m);
     if (m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED) {  // a NIC that took the tag off already
+        m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_VLAN);
+        if (len >= sizeof(rte_ether_hdr) &&
+            (be16_at(f + 12) == RTE_ETHER_TYPE_VLAN || be16_at(f + 12) == RTE_ETHER_TYPE_QINQ)) {
+            why = DropReason::vlan_stacked;  // a second tag under the one taken: not ours to pass
+            return kNoPort;
+        }
         const uint16_t p = map.port[m->vlan_tci & 0xfff];
         if (p == kNoPort) why = DropReason::vlan_unknown;
-        m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_VLAN);
         return p;
     }
     if (len < sizeof(rte_ether_hdr)) {
@@ -49,15 +60,8 @@ uint16_t vlan_receive(const VlanMap& map, rte_mbuf* m, DropReason& why) noexcept
         return kNoPort;
     }
     const uint16_t p = map.port[be16_at(f + 14) & 0xfff];
-    if (p == kNoPort) {
-        why = DropReason::vlan_unknown;
-        return kNoPort;
-    }
-    vlan_move_macs(f + sizeof(rte_vlan_hdr), f);
-    m->data_off = static_cast<uint16_t>(m->data_off + sizeof(rte_vlan_hdr));
-    m->data_len = static_cast<uint16_t>(m->data_len - sizeof(rte_vlan_hdr));
-    m->pkt_len -= sizeof(rte_vlan_hdr);
-    return p;
+    if (p == kNoPort) why = DropReason::vlan_unknown;
+    return p;  // the tag stays on: the parser reads past it (vlan.h)
 }
 
 void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSoftCounters* ports) noexcept {
@@ -68,16 +72,15 @@ void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSo
     for (uint16_t i = 0; i < n; ++i) {
         rte_mbuf* m = b.mbufs[i];
         DropReason why = DropReason::none;
-        const uint32_t len = m->pkt_len;
         const uint16_t p = vlan_receive(map, m, why);
         if (p == kNoPort) {
             ++ctx.counters.rx_packets;
-            ctx.counters.rx_bytes += len;
+            ctx.counters.rx_bytes += m->pkt_len;
             ++ctx.counters.drops[static_cast<unsigned>(why)];
             rte_pktmbuf_free(m);
             continue;
         }
-        bytes += m->pkt_len;
+        bytes += port_bytes(m);
         one_port &= kept == 0 || p == port[0];
         b.mbufs[kept] = m;  // kept <= i: compacted in place
         port[kept++] = p;
@@ -86,12 +89,14 @@ void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSo
         if (kept) {
             if (ports) ports[port[0]].rx_packets += kept, ports[port[0]].rx_bytes += bytes;
             b.start(kept, port[0], b.trace);
+            b.tags_checked = true;
             process_burst(b, ctx);
         }
         return;
     }
     if (ports)
-        for (uint16_t i = 0; i < kept; ++i) ++ports[port[i]].rx_packets, ports[port[i]].rx_bytes += b.mbufs[i]->pkt_len;
+        for (uint16_t i = 0; i < kept; ++i)
+            ++ports[port[i]].rx_packets, ports[port[i]].rx_bytes += port_bytes(b.mbufs[i]);
     // One sub-burst per port, in the order of their first frames; each frame in its arrival order.
     rte_mbuf* in[kBurst];
     std::copy(b.mbufs, b.mbufs + kept, in);
@@ -107,6 +112,7 @@ void vlan_burst(Burst& b, WorkerCtx& ctx, const VlanMap& map, uint16_t n, PortSo
             }
         }
         b.start(k, p, b.trace);
+        b.tags_checked = true;
         process_burst(b, ctx);
         first = next;
     }

@@ -30,10 +30,10 @@ DropReason parse(const std::vector<uint8_t>& f, PacketMeta* out = nullptr) {
     if (out) *out = m;
     return r;
 }
-void fix_ip_csum(std::vector<uint8_t>& f) {
-    f[24] = f[25] = 0;
-    uint16_t c = inet_csum(f.data() + 14, (f[14] & 0xf) * 4u);
-    std::memcpy(&f[24], &c, 2);
+void fix_ip_csum(std::vector<uint8_t>& f, size_t l3 = 14) {
+    f[l3 + 10] = f[l3 + 11] = 0;
+    uint16_t c = inet_csum(f.data() + l3, (f[l3] & 0xf) * 4u);
+    std::memcpy(&f[l3 + 10], &c, 2);
 }
 }  // namespace
 
@@ -238,11 +238,12 @@ TEST(Parse, EveryPrefixOfAFrameIsHandled) {
     }
 }
 
-// The parse stage (parse_burst) decides the common frame (untagged IPv4, TCP or UDP, no options,
-// no fragment) on a fast path of its own and sends every other frame to the full parser. The
-// two must agree: for frames with random bytes of their headers changed (half of them with the
-// IPv4 checksum made good again, so that the change reaches the checks behind it), cut short or
-// padded, and with every checksum offload flag, the stage's meta and reason are parse_packet's.
+// The parse stage (parse_burst) decides the common frame (IPv4 or IPv6, untagged or with a tag the
+// dispatch checked, TCP or UDP, no options, no fragment) on a fast path of its own and sends every
+// other frame to the full parser. The two must agree: for frames with random bytes of their
+// headers changed (half of them with the IPv4 checksum made good again, so that the change
+// reaches the checks behind it), cut short or padded, tagged or not, and with every checksum
+// offload flag, the stage's meta and reason are parse_packet's.
 TEST(ParseBurst, FastPathAgreesWithTheFullParserOnMutatedFrames) {
     test::ensure_eal();
     auto t = test::tracer(test::gateway_config("  []"));
@@ -277,32 +278,42 @@ TEST(ParseBurst, FastPathAgreesWithTheFullParserOnMutatedFrames) {
     auto b = std::make_unique<Burst>();
     unsigned agreed_forward = 0, agreed_drop = 0;
     for (unsigned round = 0; round < 2000; ++round) {
+        // Every other round's frames carry an 802.1Q tag (a VLAN port's, priority or not, or a
+        // priority tag alone); every fourth round's tags are checked by the dispatch (vlan.h).
+        const bool tagged = round % 2, checked = round % 4 == 1;
+        const unsigned o = tagged ? 4 : 0;  // the tag's bytes before the IP header
         std::vector<std::vector<uint8_t>> frames(kBurst);
         uint64_t flags[kBurst];
         for (auto& f : frames) {
             f = bases[rng() % bases.size()];
             if (f.size() < 60) f.resize(60);  // a minimum Ethernet frame, zero-padded
+            if (tagged) {
+                constexpr uint16_t kTci[] = {10, 0, 0xa00a, 0x2000, 4095};
+                const uint16_t tci = kTci[rng() % 5];
+                const uint8_t tag[4] = {0x81, 0x00, uint8_t(tci >> 8), uint8_t(tci)};
+                f.insert(f.begin() + 12, tag, tag + 4);
+            }
             for (unsigned n = rng() % 4; n; --n) {
                 const unsigned what = rng() % 8;
                 if (what == 0) {
                     f.resize(rng() % (f.size() + 8));  // cut short, or padded past the IP length
-                } else if (what == 1 && f.size() >= 60) {
+                } else if (what == 1 && f.size() >= 60 + o) {
                     // A length (IPv4 total length or IPv6 payload length, UDP length) a few bytes
                     // off: the bounds' edges.
-                    const bool v6 = f[12] == 0x86 && f[13] == 0xdd;
-                    const unsigned at = rng() % 2 ? (v6 ? 18 : 16) : (v6 ? 58 : 38);
+                    const bool v6 = f[12 + o] == 0x86 && f[13 + o] == 0xdd;
+                    const unsigned at = o + (rng() % 2 ? (v6 ? 18 : 16) : (v6 ? 58 : 38));
                     const int v = (f[at] << 8 | f[at + 1]) + static_cast<int>(rng() % 17) - 8;
                     f[at] = static_cast<uint8_t>(v >> 8);
                     f[at + 1] = static_cast<uint8_t>(v);
-                } else if (what == 2 && f.size() >= 54) {
-                    const bool v6 = f[12] == 0x86 && f[13] == 0xdd;
+                } else if (what == 2 && f.size() >= 54 + o) {
+                    const bool v6 = f[12 + o] == 0x86 && f[13 + o] == 0xdd;
                     const auto& a = v6 ? special6[rng() % special6.size()] : special4[rng() % special4.size()];
-                    std::copy(a.begin(), a.end(), f.begin() + (v6 ? (rng() % 2 ? 22 : 38) : (rng() % 2 ? 26 : 30)));
+                    std::copy(a.begin(), a.end(), f.begin() + o + (v6 ? (rng() % 2 ? 22 : 38) : (rng() % 2 ? 26 : 30)));
                 } else if (!f.empty()) {
                     f[rng() % std::min<size_t>(f.size(), 80)] = static_cast<uint8_t>(rng());
                 }
             }
-            if (f.size() >= 34 && (f[14] & 0x0f) == 5 && rng() % 2) fix_ip_csum(f);
+            if (f.size() >= 34 + o && (f[14 + o] & 0x0f) == 5 && rng() % 2) fix_ip_csum(f, 14 + o);
         }
         for (unsigned i = 0; i < kBurst; ++i) {
             b->mbufs[i] = rte_pktmbuf_alloc(ctl::tool_mempool());
@@ -312,12 +323,14 @@ TEST(ParseBurst, FastPathAgreesWithTheFullParserOnMutatedFrames) {
             b->mbufs[i]->ol_flags = flags[i] = kCsumFlags[rng() % 4];
         }
         b->start(kBurst, 0);
+        b->tags_checked = checked;
         parse_burst(*b, t->ctx());
         for (unsigned i = 0; i < kBurst; ++i) {
             const uint64_t csum = flags[i];
             PacketMeta want;
-            DropReason r = parse_packet(frames[i].data(), static_cast<uint32_t>(frames[i].size()), want,
-                                        {.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD});
+            DropReason r =
+                parse_packet(frames[i].data(), static_cast<uint32_t>(frames[i].size()), want,
+                             {.ip_csum_verified = csum == RTE_MBUF_F_RX_IP_CKSUM_GOOD, .tags_checked = checked});
             if (csum == RTE_MBUF_F_RX_IP_CKSUM_BAD && r == DropReason::none) r = DropReason::ip_bad_checksum;
             const PacketState& p = b->pkt[i];
             if (r != DropReason::none) {

@@ -1,13 +1,17 @@
 // 802.1Q sub-interfaces (dataplane.ports[].vlan, dataplane/pipeline/vlan.h): a device's frames
-// sorted to its ports by VLAN ID with their tag taken off, the tag put back on the way out, what
-// no port takes counted under its reason; trace with a tagged frame; the config's refusals.
+// sorted to its ports by VLAN ID with their tag left on, every frame leaving with its port's tag
+// and no other, what no port takes counted under its reason; the whole pipeline on tagged
+// frames; trace with a tagged frame; the config's refusals.
 #include <cstring>
 
 #include <gtest/gtest.h>
+#include <rte_arp.h>
 #include <rte_mbuf.h>
 
+#include "control/trace/packet_spec.h"
 #include "dataplane/pipeline/burst.h"
 #include "dataplane/pipeline/output.h"
+#include "dataplane/pipeline/parse.h"
 #include "dataplane/pipeline/pipeline.h"
 #include "dataplane/pipeline/vlan.h"
 #include "test_support.h"
@@ -64,7 +68,7 @@ VlanMap trunk() {
 
 }  // namespace
 
-TEST(Vlan, EachFrameGoesToThePortOfItsIdUntagged) {
+TEST(Vlan, EachFrameGoesToThePortOfItsIdAsItCame) {
     const VlanMap map = trunk();
     const Frame plain = frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]");
     for (auto [tci, port] : {std::pair<uint16_t, uint16_t>{10, 7}, {20, 9}, {0xa000 | 20, 9}, {0x5000, 3}}) {
@@ -72,7 +76,7 @@ TEST(Vlan, EachFrameGoesToThePortOfItsIdUntagged) {
         DropReason why = DropReason::none;
         EXPECT_EQ(vlan_receive(map, m.m, why), port) << "TCI " << tci;
         EXPECT_EQ(why, DropReason::none);
-        EXPECT_EQ(m.bytes(), plain) << "TCI " << tci << ": the frame as the port's own, untagged";
+        EXPECT_EQ(m.bytes(), tagged(plain, tci)) << "TCI " << tci << ": the tag left on, for the parser";
     }
     Mbuf untagged(plain);
     DropReason why = DropReason::none;
@@ -124,17 +128,23 @@ TEST(Vlan, TagStrippedByTheNicIsReadFromTheMbuf) {
     other.m->vlan_tci = 30;
     EXPECT_EQ(vlan_receive(map, other.m, why), kNoPort);
     EXPECT_EQ(why, DropReason::vlan_unknown);
+    Mbuf inner(tagged(plain, 10));  // the NIC took the outer of two tags
+    inner.m->ol_flags |= RTE_MBUF_F_RX_VLAN | RTE_MBUF_F_RX_VLAN_STRIPPED;
+    inner.m->vlan_tci = 20;
+    EXPECT_EQ(vlan_receive(map, inner.m, why), kNoPort);
+    EXPECT_EQ(why, DropReason::vlan_stacked) << drop_reason_name(why);
 }
 
-TEST(Vlan, InsertPutsTheTagBackAndReceiveTakesItOff) {
+TEST(Vlan, InsertPutsATagOnAndStripTakesItOff) {
     const Frame plain = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
     Mbuf m(plain);
     ASSERT_TRUE(vlan_insert(m.m, 20));
     EXPECT_EQ(m.bytes(), tagged(plain, 20)) << "priority 0, VLAN ID 20, before the EtherType";
-    const VlanMap map = trunk();
-    DropReason why = DropReason::none;
-    EXPECT_EQ(vlan_receive(map, m.m, why), 9);
+    EXPECT_TRUE(vlan_tagged(rte_pktmbuf_mtod(m.m, const uint8_t*)));
+    vlan_strip(m.m);
     EXPECT_EQ(m.bytes(), plain);
+    EXPECT_EQ(m.m->pkt_len, plain.size());
+    EXPECT_FALSE(vlan_tagged(rte_pktmbuf_mtod(m.m, const uint8_t*)));
 }
 
 TEST(Vlan, PushHeaderWritesMacsAndTagInOne) {
@@ -267,6 +277,186 @@ TEST(Vlan, TraceTakesATaggedFrameAndShowsTheTagItLeavesWith) {
     ASSERT_EQ(unknown.size(), 1u);
     EXPECT_EQ(unknown[0].verdict, Verdict::drop);
     EXPECT_EQ(unknown[0].reason, DropReason::vlan_unknown) << drop_reason_name(unknown[0].reason);
+}
+
+namespace {
+
+// `f`'s tuple as the parser reads it, its tag (if any) taken as checked.
+PacketMeta meta_of(const Frame& f) {
+    PacketMeta pm{};
+    EXPECT_EQ(parse_packet(f.data(), static_cast<uint32_t>(f.size()), pm, ParseOptions{.tags_checked = true}),
+              DropReason::none);
+    return pm;
+}
+
+}  // namespace
+
+// The worker's path on a trunk: frames dispatched with their tags on (vlan_burst), parsed past
+// them, and each frame leaving with its port's tag once: a DNAT from VLAN 10 to VLAN 20 and its
+// reply back (header rewritten in place, not moved), a REJECT and an ARP answer back out of the
+// VLAN they came in on.
+TEST(Vlan, TaggedFramesThroughTheWholePipelineLeaveWithTheirPortsTag) {
+    std::string cfg = trunk_config();
+    cfg.replace(cfg.find("dataplane:\n") + 11, 0,
+                "  neighbors: [{ip: 10.192.0.3, mac: '02:aa:00:00:00:03'}, {ip: 192.168.67.100, mac: "
+                "'02:aa:00:00:00:64'}]\n");
+    cfg += R"(  - name: default/empty
+    type: NodePort
+    cluster_ip: 10.96.0.11
+    ports: [{name: http, protocol: TCP, port: 80, node_port: 30002}]
+    endpoints: []
+)";
+    auto t = test::tracer(cfg);
+    ASSERT_TRUE(t->status());
+    static std::vector<rte_mbuf*> sent;
+    sent.clear();
+    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
+                          sent.insert(sent.end(), pkts, pkts + n);
+                          return n;
+                      },
+                      .arg = nullptr};
+    WorkerCtx& ctx = t->ctx();
+    const rte_ether_addr macs[2]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}};
+    ctx.out.init(*ctx.out.neighbors(), *ctx.out.neighbors6(), pool(), macs, 2, sink);
+    const uint16_t vlans[2]{kPortOnTrunk | 10, kPortOnTrunk | 20};
+    PortSoftCounters counters[2];
+    ctx.out.set_trunks(vlans, counters);
+    VlanMap map;
+    map.port[10] = 0;
+    map.port[20] = 1;
+    auto burst = std::make_unique<Burst>();
+    // Frames through vlan_burst as one burst: what left, its bytes.
+    auto run_burst = [&](const std::vector<Frame>& in) {
+        for (size_t i = 0; i < in.size(); ++i) {
+            rte_mbuf* m = rte_pktmbuf_alloc(pool());
+            std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(in[i].size())), in[i].data(), in[i].size());
+            burst->mbufs[i] = m;
+        }
+        vlan_burst(*burst, ctx, map, static_cast<uint16_t>(in.size()), counters);
+        std::vector<Frame> out;
+        for (rte_mbuf* o : sent) {
+            out.push_back(
+                Frame(rte_pktmbuf_mtod(o, uint8_t*), rte_pktmbuf_mtod(o, uint8_t*) + rte_pktmbuf_data_len(o)));
+            rte_pktmbuf_free(o);
+        }
+        sent.clear();
+        return out;
+    };
+    auto run = [&](const Frame& f) { return run_burst({f}); };
+    const uint8_t router[6]{0x02, 0xaa, 0, 0, 0, 0x03}, client[6]{0x02, 0xaa, 0, 0, 0, 0x64};
+
+    const Frame syn = tagged(frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [S]"), 10);
+    auto out = run(syn);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(burst->pkt[0].verdict, Verdict::dnat) << drop_reason_name(burst->pkt[0].reason);
+    const Frame& dnat = out[0];
+    ASSERT_EQ(dnat.size(), syn.size()) << "the tag rewritten where it was, nothing moved";
+    EXPECT_TRUE(std::equal(router, router + 6, dnat.begin())) << "to the router's MAC";
+    EXPECT_TRUE(std::equal(macs[1].addr_bytes, macs[1].addr_bytes + 6, dnat.begin() + 6)) << "from port cluster's";
+    EXPECT_EQ(Frame(dnat.begin() + 12, dnat.begin() + 18), (Frame{0x81, 0x00, 0x00, 20, 0x08, 0x00})) << "tag 20, once";
+    const PacketMeta to_pod = meta_of(dnat);
+    EXPECT_EQ(to_pod.l3_off, 18);
+    const std::string to_pod_tuple = ctl::format_tuple(to_pod.key);
+    EXPECT_EQ(to_pod_tuple.substr(to_pod_tuple.find('>')), "> 10.244.2.4:8080");
+    EXPECT_EQ(counters[0].rx_bytes, syn.size() - 4) << "a VLAN port counts bytes without the tag";
+    EXPECT_EQ(counters[1].tx_bytes, dnat.size());
+
+    // The pod's answer, on VLAN 20, back to the client on VLAN 10.
+    const Frame synack = tagged(frame(ctl::format_tuple(to_pod.key.reversed()) + " [S.]"), 20);
+    out = run(synack);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(burst->pkt[0].verdict, Verdict::reply) << drop_reason_name(burst->pkt[0].reason);
+    EXPECT_TRUE(std::equal(client, client + 6, out[0].begin()));
+    EXPECT_EQ(Frame(out[0].begin() + 12, out[0].begin() + 18), (Frame{0x81, 0x00, 0x00, 10, 0x08, 0x00}));
+    EXPECT_EQ(ctl::format_tuple(meta_of(out[0]).key), "tcp 192.168.67.8:30001 > 192.168.67.100:40000");
+
+    // A Service without endpoints: the REJECT goes back out of VLAN 10, tagged once.
+    out = run(tagged(frame("tcp 192.168.67.100:40001 > 192.168.67.8:30002 [S]"), 10));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(burst->pkt[0].verdict, Verdict::reject);
+    EXPECT_EQ(Frame(out[0].begin() + 12, out[0].begin() + 16), (Frame{0x81, 0x00, 0x00, 10}));
+    EXPECT_FALSE(vlan_tagged(out[0].data() + 4)) << "no second tag";
+    EXPECT_EQ(meta_of(out[0]).l3_off, 18);
+
+    // An ARP request for port cluster's address on VLAN 20: answered on VLAN 20.
+    Frame who(14 + sizeof(rte_arp_hdr), 0);
+    std::memset(who.data(), 0xff, 6);
+    std::memcpy(who.data() + 6, router, 6);
+    who[12] = 0x08, who[13] = 0x06;
+    auto* a = reinterpret_cast<rte_arp_hdr*>(who.data() + 14);
+    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    a->arp_hlen = 6;
+    a->arp_plen = 4;
+    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
+    std::memcpy(a->arp_data.arp_sha.addr_bytes, router, 6);
+    a->arp_data.arp_sip = ctl::parse_ip4("10.192.0.3")->be;
+    a->arp_data.arp_tip = ctl::parse_ip4("10.192.0.2")->be;
+    out = run(tagged(who, 20));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(std::equal(router, router + 6, out[0].begin()));
+    EXPECT_EQ(Frame(out[0].begin() + 12, out[0].begin() + 18), (Frame{0x81, 0x00, 0x00, 20, 0x08, 0x06}));
+    const auto* reply = reinterpret_cast<const rte_arp_hdr*>(out[0].data() + 18);
+    EXPECT_EQ(rte_be_to_cpu_16(reply->arp_opcode), RTE_ARP_OP_REPLY);
+    EXPECT_TRUE(std::equal(macs[1].addr_bytes, macs[1].addr_bytes + 6, reply->arp_data.arp_sha.addr_bytes));
+
+    // A burst of three VLANs: each port's frames on their own, in the order of their first; the
+    // unknown ID counted and not forwarded.
+    const uint64_t unknown = ctx.counters.drops[static_cast<unsigned>(DropReason::vlan_unknown)];
+    out = run_burst({tagged(frame("tcp 192.168.67.100:40000 > 192.168.67.8:30001 [.]"), 10), tagged(who, 20),
+                     tagged(frame("tcp 192.168.67.100:40002 > 192.168.67.8:30001 [S]"), 30)});
+    ASSERT_EQ(out.size(), 2u);
+    EXPECT_EQ(Frame(out[0].begin() + 12, out[0].begin() + 18), (Frame{0x81, 0x00, 0x00, 20, 0x08, 0x00}))
+        << "the ACK of the connection above, to its pod on VLAN 20";
+    EXPECT_EQ(Frame(out[1].begin() + 12, out[1].begin() + 18), (Frame{0x81, 0x00, 0x00, 20, 0x08, 0x06}))
+        << "the ARP answer on VLAN 20";
+    EXPECT_EQ(ctx.counters.drops[static_cast<unsigned>(DropReason::vlan_unknown)], unknown + 1);
+    ctx.out.set_trunks(nullptr, nullptr);
+}
+
+// A routed frame that came in tagged leaves a port without a tag (the trunk's untagged port, a
+// port alone on its device) untagged: its tag taken off, its MACs written after.
+TEST(Vlan, OutputTakesTheTagOffWhereThePortHasNone) {
+    static std::vector<rte_mbuf*> sent;
+    sent.clear();
+    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
+                          sent.insert(sent.end(), pkts, pkts + n);
+                          return n;
+                      },
+                      .arg = nullptr};
+    static NeighborTable nt;
+    static NeighborTable6 nt6;
+    const rte_ether_addr macs[3]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}, {{0x02, 0, 0, 0, 0, 0x03}}};
+    const uint16_t vlans[3]{kPortOnTrunk | 10, kPortOnTrunk, 0};  // VLAN 10, the trunk's untagged, alone
+    PortSoftCounters counters[3];
+    WorkerCtx ctx;
+    ctx.out.init(nt, nt6, pool(), macs, 3, sink);
+    ctx.out.set_trunks(vlans, counters);
+    const rte_ether_addr pod{{0x02, 0, 0, 0, 0, 0x99}};
+    const Frame syn = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
+    for (uint16_t port : {1, 2}) {
+        rte_mbuf* m = rte_pktmbuf_alloc(pool());
+        const Frame in = tagged(syn, 10);
+        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(in.size())), in.data(), in.size());
+        PacketState p;
+        p.verdict = Verdict::forward;
+        p.out_port = port;
+        std::memcpy(&p.next_mac, pod.addr_bytes, 6);
+        output_packet(ctx, m, p, 0, nullptr);
+    }
+    output_flush(ctx);
+    ASSERT_EQ(sent.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+        Frame want = syn;
+        std::memcpy(want.data(), pod.addr_bytes, 6);
+        std::memcpy(want.data() + 6, macs[i + 1].addr_bytes, 6);
+        const auto* f = rte_pktmbuf_mtod(sent[i], const uint8_t*);
+        EXPECT_EQ(Frame(f, f + rte_pktmbuf_data_len(sent[i])), want) << "port " << i + 1;
+        EXPECT_EQ(sent[i]->pkt_len, syn.size());
+        rte_pktmbuf_free(sent[i]);
+    }
+    EXPECT_EQ(counters[1].tx_bytes, syn.size());
+    sent.clear();
 }
 
 namespace {
