@@ -138,12 +138,13 @@ using NewFlow6 = BasicNewFlow<FlowKey6>;
 struct Burst {
     uint16_t n = 0;
     uint16_t in_port = 0;  // port index the burst came from
+    // The frames' 802.1Q tags are their port's, checked by the VLAN dispatch (vlan.h): the parser
+    // takes a tagged frame of any VLAN ID. False (start()): only a priority tag (ID 0) is parsed.
+    // Here, in the padding before mbufs, so that the layout after is as it was without it.
+    bool tags_checked = false;
     rte_mbuf* mbufs[kBurst];
     PacketState pkt[kBurst];
     PacketTrace* trace = nullptr;  // kBurst records, or null
-    // The frames' 802.1Q tags are their port's, checked by the VLAN dispatch (vlan.h): the parser
-    // takes a tagged frame of any VLAN ID. False (start()): only a priority tag (ID 0) is parsed.
-    bool tags_checked = false;
 
     // Handed from stage to stage. The stages from lookup to insert run once per family, over
     // that family's packets (pipeline.cpp); misses, vip_hits and fresh are the current family's.
