@@ -113,26 +113,24 @@ inline bool vlan_insert(rte_mbuf* m, uint16_t vid) noexcept {
     return true;
 }
 
-// A routed frame's Ethernet header written whole: to `dst` from `src`, an 802.1Q tag of `vid`
-// (priority 0) before the EtherType, in 4 bytes of its headroom. The MACs' store and
-// vlan_insert in one, the old addresses neither read nor moved. False as vlan_insert, nothing
-// written.
-inline bool vlan_push_header(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t vid) noexcept {
-    if (!vlan_can_push(m)) [[unlikely]]
-        return false;
-    uint8_t* f = vlan_grow(m);
-    std::memcpy(f, dst.addr_bytes, RTE_ETHER_ADDR_LEN);
-    std::memcpy(f + RTE_ETHER_ADDR_LEN, src.addr_bytes, RTE_ETHER_ADDR_LEN);
-    vlan_store_tag(f + 12, vid);
-    return true;
-}
-
-// A tagged frame's header (vlan_tagged holds) rewritten in place: to `dst` from `src`, its tag
-// set to `vid`, priority 0. Nothing moves: the routed frame from one VLAN port to another.
+// A frame's Ethernet header written as it leaves a VLAN port: to `dst` from `src`, an 802.1Q tag
+// of `vid` (priority 0), the EtherType after it left as it is. Where the frame is tagged already
+// (vlan_tagged holds), its header rewritten in place, nothing moved: the routed frame from one
+// VLAN port to another.
 inline void vlan_set_header(uint8_t* f, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t vid) noexcept {
     std::memcpy(f, dst.addr_bytes, RTE_ETHER_ADDR_LEN);
     std::memcpy(f + RTE_ETHER_ADDR_LEN, src.addr_bytes, RTE_ETHER_ADDR_LEN);
     vlan_store_tag(f + 12, vid);
+}
+
+// An untagged routed frame's header written whole, its tag in 4 bytes of its headroom
+// (vlan_set_header): the MACs' store and vlan_insert in one, the old addresses neither read nor
+// moved. False as vlan_insert, nothing written.
+inline bool vlan_push_header(rte_mbuf* m, const rte_ether_addr& dst, const rte_ether_addr& src, uint16_t vid) noexcept {
+    if (!vlan_can_push(m)) [[unlikely]]
+        return false;
+    vlan_set_header(vlan_grow(m), dst, src, vid);
+    return true;
 }
 
 // What a port on a trunk received and sent, counted by the workers (the NIC counts the device).
