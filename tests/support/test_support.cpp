@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
+#include <rte_arp.h>
 #include <rte_ip.h>
 
 #include "dataplane/base/checksum.h"
@@ -89,6 +91,27 @@ uint16_t keep(void* self, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept {
     return n;
 }
 }  // namespace
+
+std::vector<uint8_t> arp_frame(uint16_t op, const uint8_t (&sender_mac)[6], const std::string& sender,
+                               const std::string& target, const uint8_t (&target_mac)[6]) {
+    std::vector<uint8_t> f(14 + sizeof(rte_arp_hdr), 0);
+    const bool reply = op == RTE_ARP_OP_REPLY;
+    std::memset(f.data(), 0xff, 6);
+    if (reply) std::memcpy(f.data(), target_mac, 6);
+    std::memcpy(f.data() + 6, sender_mac, 6);
+    f[12] = 0x08, f[13] = 0x06;
+    auto* a = reinterpret_cast<rte_arp_hdr*>(f.data() + 14);
+    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
+    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+    a->arp_hlen = 6;
+    a->arp_plen = 4;
+    a->arp_opcode = rte_cpu_to_be_16(op);
+    std::memcpy(a->arp_data.arp_sha.addr_bytes, sender_mac, 6);
+    a->arp_data.arp_sip = ctl::parse_ip4(sender)->be;
+    if (reply) std::memcpy(a->arp_data.arp_tha.addr_bytes, target_mac, 6);
+    a->arp_data.arp_tip = ctl::parse_ip4(target)->be;
+    return f;
+}
 
 void TestOutput::attach(WorkerCtx& ctx, const ServiceSnapshot& s) {
     macs.assign(std::max<size_t>(s.catalogue.ports.size(), 1), rte_ether_addr{{0x02, 0, 0, 0, 0, 0x01}});

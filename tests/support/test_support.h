@@ -37,6 +37,12 @@ bool checksums_verify(const std::vector<uint8_t>& frame);
 std::vector<uint8_t> icmp_error_frame(uint8_t type, uint8_t code, const std::string& src, const std::string& dst,
                                       const std::vector<uint8_t>& about, size_t quote = 8, uint32_t rest = 0);
 
+// An ARP message of `op` (RTE_ARP_OP_REQUEST or _REPLY) from `sender_mac`, `sender` asking for
+// (or telling) `target`: a request is broadcast, a reply goes to `target_mac`, which it also
+// names as the target hardware address.
+std::vector<uint8_t> arp_frame(uint16_t op, const uint8_t (&sender_mac)[6], const std::string& sender,
+                               const std::string& target, const uint8_t (&target_mac)[6]);
+
 // An output stage for a test's own WorkerCtx (the stress tests run their own workers): the next
 // hop of every route of the snapshot is known (pinned), and what the stage transmits is kept in
 // `sent` for the test to read and free.

@@ -63,23 +63,7 @@ const uint8_t kPeer[6] = {0x02, 0, 0, 0, 0, 0x42};
 
 // An ARP request or reply from the peer (`sender`) about `target`.
 ctl::Frame arp(uint16_t op, const std::string& sender, const std::string& target) {
-    ctl::Frame f(14 + sizeof(rte_arp_hdr), 0);
-    const bool reply = op == RTE_ARP_OP_REPLY;
-    std::memset(f.data(), 0xff, 6);
-    if (reply) std::memcpy(f.data(), kExtMac, 6);
-    std::memcpy(f.data() + 6, kPeer, 6);
-    f[12] = 0x08, f[13] = 0x06;
-    auto* a = reinterpret_cast<rte_arp_hdr*>(f.data() + 14);
-    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    a->arp_hlen = 6;
-    a->arp_plen = 4;
-    a->arp_opcode = rte_cpu_to_be_16(op);
-    std::memcpy(a->arp_data.arp_sha.addr_bytes, kPeer, 6);
-    a->arp_data.arp_sip = ctl::parse_ip4(sender)->be;
-    if (reply) std::memcpy(a->arp_data.arp_tha.addr_bytes, kExtMac, 6);
-    a->arp_data.arp_tip = ctl::parse_ip4(target)->be;
-    return f;
+    return test::arp_frame(op, kPeer, sender, target, kExtMac);
 }
 
 // An ICMPv6 message of `type` (Neighbor Discovery: hop limit 255) from the peer: `body` after

@@ -45,11 +45,16 @@ rte_mempool* pool() {
     return p;
 }
 
+// An mbuf of the test's pool holding `f`.
+rte_mbuf* mbuf_of(const Frame& f) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    return m;
+}
+
 struct Mbuf {
     rte_mbuf* m;
-    explicit Mbuf(const Frame& f) : m(rte_pktmbuf_alloc(pool())) {
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-    }
+    explicit Mbuf(const Frame& f) : m(mbuf_of(f)) {}
     ~Mbuf() { rte_pktmbuf_free(m); }
     Frame bytes() const {
         const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
@@ -65,6 +70,63 @@ VlanMap trunk() {
     map.port[20] = 9;
     return map;
 }
+
+// A TxSink keeping what the output stage sends, for the test to read; what is left is freed.
+struct Capture {
+    std::vector<rte_mbuf*> sent;
+
+    Capture() = default;
+    Capture(const Capture&) = delete;
+    Capture& operator=(const Capture&) = delete;
+    ~Capture() { take(); }
+
+    TxSink sink() {
+        return {.send = [](void* arg, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
+                    auto& sent = *static_cast<std::vector<rte_mbuf*>*>(arg);
+                    sent.insert(sent.end(), pkts, pkts + n);
+                    return n;
+                },
+                .arg = &sent};
+    }
+    // The frames sent, in order, as bytes; their mbufs freed.
+    std::vector<Frame> take() {
+        std::vector<Frame> out;
+        for (rte_mbuf* m : sent) {
+            const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+            out.emplace_back(p, p + rte_pktmbuf_data_len(m));
+            rte_pktmbuf_free(m);
+        }
+        sent.clear();
+        return out;
+    }
+};
+
+const rte_ether_addr kPod{{0x02, 0, 0, 0, 0, 0x99}};
+
+// An output stage alone on a worker of three ports, `vlans` their tags (kPortOnTrunk | ID), its
+// neighbours unknown, sending into `cap`.
+struct TrunkOutput {
+    static inline NeighborTable nt;  // large: not on the stack
+    static inline NeighborTable6 nt6;
+    const rte_ether_addr macs[3]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}, {{0x02, 0, 0, 0, 0, 0x03}}};
+    uint16_t vlans[3];
+    PortSoftCounters counters[3];
+    Capture cap;
+    WorkerCtx ctx;
+
+    explicit TrunkOutput(const uint16_t (&v)[3]) : vlans{v[0], v[1], v[2]} {
+        ctx.out.init(nt, nt6, pool(), macs, 3, cap.sink());
+        ctx.out.set_trunks(vlans, counters);
+    }
+    // `f` routed out of `port` to the pod's MAC.
+    void route(const Frame& f, uint16_t port) {
+        PacketState p;
+        p.verdict = Verdict::forward;
+        p.out_port = port;
+        std::memcpy(&p.next_mac, kPod.addr_bytes, 6);
+        output_packet(ctx, mbuf_of(f), p, 0, nullptr);
+    }
+};
 
 }  // namespace
 
@@ -168,70 +230,39 @@ TEST(Vlan, PushHeaderWritesMacsAndTagInOne) {
 // The output stage of a worker whose ports 0 and 1 are VLANs 10 and 20 of a trunk and port 2 its
 // untagged port: every frame it sends leaves with its port's tag, and the bytes are counted by port.
 TEST(Vlan, OutputTagsWhatLeavesAPortOnATrunk) {
-    static std::vector<rte_mbuf*> sent;
-    sent.clear();
-    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
-                          sent.insert(sent.end(), pkts, pkts + n);
-                          return n;
-                      },
-                      .arg = nullptr};
-    static NeighborTable nt;  // large: not on the stack
-    static NeighborTable6 nt6;
-    const rte_ether_addr macs[3]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}, {{0x02, 0, 0, 0, 0, 0x03}}};
-    const uint16_t vlans[3]{kPortOnTrunk | 10, kPortOnTrunk | 20, kPortOnTrunk};
-    PortSoftCounters counters[3];
-    WorkerCtx ctx;
-    ctx.out.init(nt, nt6, pool(), macs, 3, sink);
-    ctx.out.set_trunks(vlans, counters);
-    const rte_ether_addr pod{{0x02, 0, 0, 0, 0, 0x99}};
-    auto routed = [&](const Frame& f, uint16_t port) {
-        rte_mbuf* m = rte_pktmbuf_alloc(pool());
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-        PacketState p;
-        p.verdict = Verdict::forward;
-        p.out_port = port;
-        std::memcpy(&p.next_mac, pod.addr_bytes, 6);
-        output_packet(ctx, m, p, 0, nullptr);
-    };
+    TrunkOutput o({kPortOnTrunk | 10, kPortOnTrunk | 20, kPortOnTrunk});
     const Frame syn = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
-    routed(syn, 1);
-    routed(syn, 2);
+    o.route(syn, 1);
+    o.route(syn, 2);
     {  // a REJECT, built in place: back out of its in port as it is, with the port's tag
-        rte_mbuf* m = rte_pktmbuf_alloc(pool());
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(syn.size())), syn.data(), syn.size());
         PacketState p;
         p.verdict = Verdict::reject;
-        output_packet(ctx, m, p, 0, nullptr);
+        output_packet(o.ctx, mbuf_of(syn), p, 0, nullptr);
     }
     {  // a clone cannot take a tag: dropped as the queue's refusal is
-        rte_mbuf* m = rte_pktmbuf_alloc(pool());
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(syn.size())), syn.data(), syn.size());
+        rte_mbuf* m = mbuf_of(syn);
         rte_mbuf_refcnt_update(m, 1);
         PacketState p;
         p.verdict = Verdict::reject;
-        output_packet(ctx, m, p, 0, nullptr);
+        output_packet(o.ctx, m, p, 0, nullptr);
         EXPECT_EQ(rte_mbuf_refcnt_read(m), 1) << "the drop frees the test's second reference only";
         rte_pktmbuf_free(m);
     }
-    output_flush(ctx);
-    ASSERT_EQ(sent.size(), 3u);
+    output_flush(o.ctx);
+    const std::vector<Frame> out = o.cap.take();
+    ASSERT_EQ(out.size(), 3u);
     Frame to_pod = syn;
-    std::memcpy(to_pod.data(), pod.addr_bytes, 6);
-    std::memcpy(to_pod.data() + 6, macs[1].addr_bytes, 6);
-    std::vector<Frame> out;
-    for (rte_mbuf* m : sent)
-        out.push_back(Frame(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_mtod(m, uint8_t*) + rte_pktmbuf_data_len(m)));
+    std::memcpy(to_pod.data(), kPod.addr_bytes, 6);
+    std::memcpy(to_pod.data() + 6, o.macs[1].addr_bytes, 6);
     // By port, in port order (output_flush).
     EXPECT_EQ(out[0], tagged(syn, 10)) << "the REJECT, tag 10";
     EXPECT_EQ(out[1], tagged(to_pod, 20)) << "routed to VLAN 20: the pod's MAC, port 1's, tag 20";
-    std::memcpy(to_pod.data() + 6, macs[2].addr_bytes, 6);
+    std::memcpy(to_pod.data() + 6, o.macs[2].addr_bytes, 6);
     EXPECT_EQ(out[2], to_pod) << "the trunk's untagged port: no tag";
-    EXPECT_EQ(counters[0].tx_bytes, syn.size() + 4);
-    EXPECT_EQ(counters[1].tx_bytes, syn.size() + 4);
-    EXPECT_EQ(counters[2].tx_bytes, syn.size());
-    EXPECT_EQ(ctx.counters.drops[static_cast<unsigned>(DropReason::tx_full)], 1u);
-    for (rte_mbuf* m : sent) rte_pktmbuf_free(m);
-    sent.clear();
+    EXPECT_EQ(o.counters[0].tx_bytes, syn.size() + 4);
+    EXPECT_EQ(o.counters[1].tx_bytes, syn.size() + 4);
+    EXPECT_EQ(o.counters[2].tx_bytes, syn.size());
+    EXPECT_EQ(o.ctx.counters.drops[static_cast<unsigned>(DropReason::tx_full)], 1u);
 }
 
 namespace {
@@ -306,18 +337,12 @@ TEST(Vlan, TaggedFramesThroughTheWholePipelineLeaveWithTheirPortsTag) {
     ports: [{name: http, protocol: TCP, port: 80, node_port: 30002}]
     endpoints: []
 )";
+    Capture cap;  // outlives the tracer, whose output sends into it
     auto t = test::tracer(cfg);
     ASSERT_TRUE(t->status());
-    static std::vector<rte_mbuf*> sent;
-    sent.clear();
-    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
-                          sent.insert(sent.end(), pkts, pkts + n);
-                          return n;
-                      },
-                      .arg = nullptr};
     WorkerCtx& ctx = t->ctx();
     const rte_ether_addr macs[2]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}};
-    ctx.out.init(*ctx.out.neighbors(), *ctx.out.neighbors6(), pool(), macs, 2, sink);
+    ctx.out.init(*ctx.out.neighbors(), *ctx.out.neighbors6(), pool(), macs, 2, cap.sink());
     const uint16_t vlans[2]{kPortOnTrunk | 10, kPortOnTrunk | 20};
     PortSoftCounters counters[2];
     ctx.out.set_trunks(vlans, counters);
@@ -327,20 +352,9 @@ TEST(Vlan, TaggedFramesThroughTheWholePipelineLeaveWithTheirPortsTag) {
     auto burst = std::make_unique<Burst>();
     // Frames through vlan_burst as one burst: what left, its bytes.
     auto run_burst = [&](const std::vector<Frame>& in) {
-        for (size_t i = 0; i < in.size(); ++i) {
-            rte_mbuf* m = rte_pktmbuf_alloc(pool());
-            std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(in[i].size())), in[i].data(), in[i].size());
-            burst->mbufs[i] = m;
-        }
+        for (size_t i = 0; i < in.size(); ++i) burst->mbufs[i] = mbuf_of(in[i]);
         vlan_burst(*burst, ctx, map, static_cast<uint16_t>(in.size()), counters);
-        std::vector<Frame> out;
-        for (rte_mbuf* o : sent) {
-            out.push_back(
-                Frame(rte_pktmbuf_mtod(o, uint8_t*), rte_pktmbuf_mtod(o, uint8_t*) + rte_pktmbuf_data_len(o)));
-            rte_pktmbuf_free(o);
-        }
-        sent.clear();
-        return out;
+        return cap.take();
     };
     auto run = [&](const Frame& f) { return run_burst({f}); };
     const uint8_t router[6]{0x02, 0xaa, 0, 0, 0, 0x03}, client[6]{0x02, 0xaa, 0, 0, 0, 0x64};
@@ -379,19 +393,8 @@ TEST(Vlan, TaggedFramesThroughTheWholePipelineLeaveWithTheirPortsTag) {
     EXPECT_EQ(meta_of(out[0]).l3_off, 18);
 
     // An ARP request for port cluster's address on VLAN 20: answered on VLAN 20.
-    Frame who(14 + sizeof(rte_arp_hdr), 0);
-    std::memset(who.data(), 0xff, 6);
-    std::memcpy(who.data() + 6, router, 6);
-    who[12] = 0x08, who[13] = 0x06;
-    auto* a = reinterpret_cast<rte_arp_hdr*>(who.data() + 14);
-    a->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
-    a->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-    a->arp_hlen = 6;
-    a->arp_plen = 4;
-    a->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST);
-    std::memcpy(a->arp_data.arp_sha.addr_bytes, router, 6);
-    a->arp_data.arp_sip = ctl::parse_ip4("10.192.0.3")->be;
-    a->arp_data.arp_tip = ctl::parse_ip4("10.192.0.2")->be;
+    const uint8_t any[6]{};
+    const Frame who = test::arp_frame(RTE_ARP_OP_REQUEST, router, "10.192.0.3", "10.192.0.2", any);
     out = run(tagged(who, 20));
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(std::equal(router, router + 6, out[0].begin()));
@@ -417,46 +420,20 @@ TEST(Vlan, TaggedFramesThroughTheWholePipelineLeaveWithTheirPortsTag) {
 // A routed frame that came in tagged leaves a port without a tag (the trunk's untagged port, a
 // port alone on its device) untagged: its tag taken off, its MACs written after.
 TEST(Vlan, OutputTakesTheTagOffWhereThePortHasNone) {
-    static std::vector<rte_mbuf*> sent;
-    sent.clear();
-    const TxSink sink{.send = [](void*, uint16_t, rte_mbuf** pkts, uint16_t n) noexcept -> uint16_t {
-                          sent.insert(sent.end(), pkts, pkts + n);
-                          return n;
-                      },
-                      .arg = nullptr};
-    static NeighborTable nt;
-    static NeighborTable6 nt6;
-    const rte_ether_addr macs[3]{{{0x02, 0, 0, 0, 0, 0x01}}, {{0x02, 0, 0, 0, 0, 0x02}}, {{0x02, 0, 0, 0, 0, 0x03}}};
-    const uint16_t vlans[3]{kPortOnTrunk | 10, kPortOnTrunk, 0};  // VLAN 10, the trunk's untagged, alone
-    PortSoftCounters counters[3];
-    WorkerCtx ctx;
-    ctx.out.init(nt, nt6, pool(), macs, 3, sink);
-    ctx.out.set_trunks(vlans, counters);
-    const rte_ether_addr pod{{0x02, 0, 0, 0, 0, 0x99}};
+    TrunkOutput o({kPortOnTrunk | 10, kPortOnTrunk, 0});  // VLAN 10, the trunk's untagged, alone
     const Frame syn = frame("tcp 10.192.0.2:61000 > 10.244.2.4:8080 [S]");
-    for (uint16_t port : {1, 2}) {
-        rte_mbuf* m = rte_pktmbuf_alloc(pool());
-        const Frame in = tagged(syn, 10);
-        std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(in.size())), in.data(), in.size());
-        PacketState p;
-        p.verdict = Verdict::forward;
-        p.out_port = port;
-        std::memcpy(&p.next_mac, pod.addr_bytes, 6);
-        output_packet(ctx, m, p, 0, nullptr);
-    }
-    output_flush(ctx);
-    ASSERT_EQ(sent.size(), 2u);
+    for (uint16_t port : {1, 2}) o.route(tagged(syn, 10), port);
+    output_flush(o.ctx);
+    for (rte_mbuf* m : o.cap.sent) EXPECT_EQ(m->pkt_len, syn.size());
+    const std::vector<Frame> out = o.cap.take();
+    ASSERT_EQ(out.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
         Frame want = syn;
-        std::memcpy(want.data(), pod.addr_bytes, 6);
-        std::memcpy(want.data() + 6, macs[i + 1].addr_bytes, 6);
-        const auto* f = rte_pktmbuf_mtod(sent[i], const uint8_t*);
-        EXPECT_EQ(Frame(f, f + rte_pktmbuf_data_len(sent[i])), want) << "port " << i + 1;
-        EXPECT_EQ(sent[i]->pkt_len, syn.size());
-        rte_pktmbuf_free(sent[i]);
+        std::memcpy(want.data(), kPod.addr_bytes, 6);
+        std::memcpy(want.data() + 6, o.macs[i + 1].addr_bytes, 6);
+        EXPECT_EQ(out[i], want) << "port " << i + 1;
     }
-    EXPECT_EQ(counters[1].tx_bytes, syn.size());
-    sent.clear();
+    EXPECT_EQ(o.counters[1].tx_bytes, syn.size());
 }
 
 namespace {
