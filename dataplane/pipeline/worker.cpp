@@ -51,7 +51,7 @@ int Worker::main(void* self) {
 uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
     auto* w = static_cast<Worker*>(self);
     const TxQueue& tq = w->tx_[port];
-    const bool trunk = port < w->shared_.port_vlans.size() && w->shared_.port_vlans[port];
+    const bool trunk = w->ctx_.out.vlan(port) != 0;
     if (tq.lock) rte_spinlock_lock(tq.lock);
     const uint16_t sent = rte_eth_tx_burst(w->shared_.port_ids[port], tq.queue, pkts, n);
     if (tq.lock) rte_spinlock_unlock(tq.lock);
@@ -72,7 +72,7 @@ uint16_t Worker::transmit(void* self, uint16_t port, rte_mbuf** pkts, uint16_t n
 // the rest. A packet the tag does not fit (no headroom) goes last, past the count returned, for
 // the caller to free.
 uint16_t Worker::on_trunk(uint16_t port, rte_mbuf** pkts, uint16_t n) noexcept {
-    const uint16_t vid = shared_.port_vlans[port] & WorkerShared::kPortVlanId;
+    const uint16_t vid = ctx_.out.vlan(port) & WorkerShared::kPortVlanId;
     uint16_t k = 0;
     uint64_t bytes = 0;
     for (uint16_t i = 0; i < n; ++i) {
@@ -185,8 +185,7 @@ bool Worker::from_hosts() noexcept {
         const uint16_t n = rte_eth_rx_burst(shared_.port_ids[h.output], 0, pkts, std::size(pkts));
         if (!n) continue;
         any = true;
-        const bool trunk = h.port < shared_.port_vlans.size() && shared_.port_vlans[h.port];
-        const uint16_t sent = transmit(this, h.port, pkts, trunk ? on_trunk(h.port, pkts, n) : n);
+        const uint16_t sent = transmit(this, h.port, pkts, ctx_.out.vlan(h.port) ? on_trunk(h.port, pkts, n) : n);
         ctx_.counters.host_out += sent;
         ctx_.counters.host_out_dropped += n - sent;
         for (uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(pkts[i]);
